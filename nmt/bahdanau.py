@@ -1,0 +1,214 @@
+"""Bahdanau et al. (2015) attention encoder-decoder as a fairseq model.
+
+Registered as fairseq model ``bahdanau_gru`` with the architectures
+``bahdanau_gru_cpu`` (small, trains on 2 CPU cores) and ``bahdanau_gru_paper``
+(620-d embeddings, 1024-d GRUs: §8 of Calixto & Liu 2017).  Load it with
+``--user-dir nmt/fairseq_user_dir``.
+
+Model (shapes: S source length, T target length, B batch, V vocabulary):
+
+* encoder: embedding -> dropout -> bidirectional GRU; annotations
+  ``h_j = [h_j^fwd; h_j^bwd]`` of size ``2 * encoder_hidden_size``;
+* decoder initial state ``s_0 = tanh(W_init · mean_j h_j)`` (masked mean);
+* additive (MLP) attention on the previous decoder state:
+  ``e_ij = v^T tanh(W_a s_{i-1} + U_a h_j)``, ``alpha = softmax_j(e)``, ``c_i = sum_j alpha_ij h_j``;
+* GRU decoder ``s_i = GRU([E y_{i-1}; c_i], s_{i-1})``;
+* readout ``t_i = tanh(W_o [s_i; E y_{i-1}; c_i])`` -> dropout -> ``logits = W_v t_i``.
+
+Differences from the paper, on purpose: a tanh readout layer instead of maxout.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+
+DEFAULT_MAX_POSITIONS = 100000
+
+
+def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
+    emb = nn.Embedding(num, dim, padding_idx=padding_idx)
+    nn.init.normal_(emb.weight, 0.0, 0.01)
+    nn.init.zeros_(emb.weight[padding_idx])
+    return emb
+
+
+class BahdanauEncoder(FairseqEncoder):
+    """Bidirectional GRU encoder.
+
+    ``forward(src_tokens (B, S), src_lengths (B,))`` returns a dict with
+    ``encoder_out`` (S, B, 2H) annotations and ``encoder_padding_mask`` (S, B) bool
+    (True at padding).  Source padding may be on the left (fairseq's default): it is
+    moved to the right before packing so no padding enters the recurrence.
+    """
+
+    def __init__(self, dictionary, embed_dim: int, hidden_size: int, dropout: float, left_pad: bool = True):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.left_pad = left_pad
+        self.embed_tokens = _embedding(len(dictionary), embed_dim, self.padding_idx)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = nn.GRU(embed_dim, hidden_size, batch_first=False, bidirectional=True)
+        self.output_dim = 2 * hidden_size
+
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, **kwargs):
+        if self.left_pad:
+            src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+        x = self.dropout(self.embed_tokens(src_tokens)).transpose(0, 1)  # S, B, E
+        packed = nn.utils.rnn.pack_padded_sequence(x, src_lengths.cpu(), enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, padding_value=0.0, total_length=x.size(0))
+        mask = src_tokens.eq(self.padding_idx).t()  # S, B
+        return {"encoder_out": out, "encoder_padding_mask": mask}
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, torch.Tensor], new_order: torch.Tensor):
+        return {
+            "encoder_out": encoder_out["encoder_out"].index_select(1, new_order),
+            "encoder_padding_mask": encoder_out["encoder_padding_mask"].index_select(1, new_order),
+        }
+
+    def max_positions(self) -> int:
+        return DEFAULT_MAX_POSITIONS
+
+
+class BahdanauDecoder(FairseqIncrementalDecoder):
+    """GRU decoder with additive attention (see module docstring).
+
+    ``forward(prev_output_tokens (B, T), encoder_out, incremental_state)`` returns
+    ``(logits (B, T, V), {"attn": [alpha (B, T, S)]})``.  With an incremental state only
+    the last token is read and the decoder state, its last context and the projected
+    annotations ``U_a h`` are cached (and reordered by beam search).
+    """
+
+    def __init__(self, dictionary, embed_dim: int, hidden_size: int, encoder_dim: int, attention_dim: int,
+                 out_dim: int, dropout: float, share_input_output_embed: bool = False):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = _embedding(len(dictionary), embed_dim, self.padding_idx)
+        self.dropout = nn.Dropout(dropout)
+        self.init_proj = nn.Linear(encoder_dim, hidden_size)
+        self.att_query = nn.Linear(hidden_size, attention_dim, bias=False)
+        self.att_key = nn.Linear(encoder_dim, attention_dim)
+        self.att_v = nn.Linear(attention_dim, 1, bias=False)
+        self.cell = nn.GRUCell(embed_dim + encoder_dim, hidden_size)
+        self.readout = nn.Linear(hidden_size + embed_dim + encoder_dim, out_dim)
+        self.output_projection = nn.Linear(out_dim, len(dictionary))
+        for name, param in self.named_parameters():
+            if name.startswith("embed_tokens"):
+                continue
+            if "weight_hh" in name:
+                for k in range(0, param.size(0), hidden_size):
+                    nn.init.orthogonal_(param.data[k:k + hidden_size])
+            elif param.dim() > 1:
+                nn.init.normal_(param, 0.0, 0.01)
+            else:
+                nn.init.zeros_(param)
+
+    def _attend(self, query: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor, mask: torch.Tensor):
+        # query: B, H; keys: S, B, A; annotations: S, B, 2He; mask: S, B
+        energy = self.att_v(torch.tanh(keys + self.att_query(query).unsqueeze(0))).squeeze(2)  # S, B
+        energy = energy.masked_fill(mask, float("-inf"))
+        alpha = F.softmax(energy, dim=0)
+        context = (alpha.unsqueeze(2) * annotations).sum(0)  # B, 2He
+        return context, alpha.t()
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        annotations = encoder_out["encoder_out"]
+        mask = encoder_out["encoder_padding_mask"]
+        cached = self.get_incremental_state(incremental_state, "cached_state") if incremental_state is not None else None
+        if incremental_state is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+        if cached is not None:
+            state, keys = cached["state"], cached["keys"]
+        else:
+            real = (~mask).unsqueeze(2).type_as(annotations)
+            mean = (annotations * real).sum(0) / real.sum(0).clamp(min=1.0)
+            state = torch.tanh(self.init_proj(mean))
+            keys = self.att_key(annotations)
+        emb = self.dropout(self.embed_tokens(prev_output_tokens))  # B, T, E
+        outputs, attns = [], []
+        for t in range(emb.size(1)):
+            context, alpha = self._attend(state, keys, annotations, mask)
+            state = self.cell(torch.cat([emb[:, t], context], dim=1), state)
+            outputs.append(torch.cat([state, emb[:, t], context], dim=1))
+            attns.append(alpha)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cached_state", {"state": state, "keys": keys})
+        hidden = torch.stack(outputs, dim=1)  # B, T, H+E+2He
+        readout = self.dropout(torch.tanh(self.readout(hidden)))
+        logits = self.output_projection(readout)
+        return logits, {"attn": [torch.stack(attns, dim=1)]}
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        cached = self.get_incremental_state(incremental_state, "cached_state")
+        if cached is None:
+            return
+        reordered = {"state": cached["state"].index_select(0, new_order), "keys": cached["keys"].index_select(1, new_order)}
+        self.set_incremental_state(incremental_state, "cached_state", reordered)
+
+    def max_positions(self) -> int:
+        return DEFAULT_MAX_POSITIONS
+
+
+@register_model("bahdanau_gru")
+class BahdanauGRUModel(FairseqEncoderDecoderModel):
+    """Bahdanau et al. (2015) encoder-decoder; see the module docstring."""
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--dropout", type=float, metavar="D", help="dropout on embeddings and readout")
+        parser.add_argument("--encoder-embed-dim", type=int, metavar="N")
+        parser.add_argument("--encoder-hidden-size", type=int, metavar="N", help="per direction")
+        parser.add_argument("--decoder-embed-dim", type=int, metavar="N")
+        parser.add_argument("--decoder-hidden-size", type=int, metavar="N")
+        parser.add_argument("--attention-dim", type=int, metavar="N")
+        parser.add_argument("--decoder-out-dim", type=int, metavar="N", help="readout layer size")
+
+    @classmethod
+    def build_model(cls, args, task):
+        base_architecture(args)
+        encoder = BahdanauEncoder(task.source_dictionary, args.encoder_embed_dim, args.encoder_hidden_size,
+                                  args.dropout, left_pad=getattr(args, "left_pad_source", True))
+        decoder = BahdanauDecoder(task.target_dictionary, args.decoder_embed_dim, args.decoder_hidden_size,
+                                  encoder.output_dim, args.attention_dim, args.decoder_out_dim, args.dropout)
+        return cls(encoder, decoder)
+
+
+@register_model_architecture("bahdanau_gru", "bahdanau_gru")
+def base_architecture(args):
+    args.dropout = getattr(args, "dropout", 0.5)
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 256)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 512)
+    args.attention_dim = getattr(args, "attention_dim", 256)
+    args.decoder_out_dim = getattr(args, "decoder_out_dim", 256)
+
+
+@register_model_architecture("bahdanau_gru", "bahdanau_gru_cpu")
+def cpu_architecture(args):
+    """Small preset for 2 CPU cores: 256-d embeddings, 256-d encoder GRUs, 512-d decoder GRU."""
+    base_architecture(args)
+
+
+@register_model_architecture("bahdanau_gru", "bahdanau_gru_paper")
+def paper_architecture(args):
+    """§8 of Calixto & Liu (2017): 620-d embeddings, 1024-d GRUs."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 620)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 1024)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 620)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 1024)
+    args.attention_dim = getattr(args, "attention_dim", 1024)
+    args.decoder_out_dim = getattr(args, "decoder_out_dim", 620)
+    base_architecture(args)

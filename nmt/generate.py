@@ -1,0 +1,117 @@
+"""Beam search n-best generation with fairseq-generate, written as Moses n-best lists.
+
+Features of each hypothesis:
+
+* ``NMT=``: the model's log-probability of the hypothesis, natural log, summed over
+  all target tokens *including* the end-of-sentence token (fairseq prints per-token
+  scores in base 2 on its ``P-`` lines; we sum them and multiply by ln 2);
+* ``WordPenalty=``: minus the number of words of the hypothesis after BPE removal
+  (Moses' sign convention: ``WordPenalty0= -7`` for 7 words).
+
+Hypotheses are written in the original sentence order, BPE removed, in fairseq's beam
+order (best length-normalised score first); the 1-best file holds the first of each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from nmt import FAIRSEQ_ENV, USER_DIR
+from rerank.errors import InputError, atomic_write
+from rerank.nbest import NBestList, write_lines, write_nbest
+from rerank.signature import signature
+
+LN2 = math.log(2.0)
+
+
+@dataclass
+class GenerateConfig:
+    """Settings of :func:`generate_nbest`; ``beam`` 0 means ``beam = nbest``."""
+
+    nbest: int = 20
+    beam: int = 0
+    batch_size: int = 32
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    lenpen: float = 1.0
+    src: str = "en"
+    tgt: str = "de"
+
+
+def parse_generate_output(path: str, num_segments: int, nbest: int) -> NBestList:
+    """Parse fairseq-generate output (``H-`` and ``P-`` lines) into an :class:`NBestList`.
+
+    Raises:
+        InputError: a segment without hypotheses, an id out of range, or a ``P-`` line
+            that does not follow its ``H-`` line.
+    """
+    hyps: Dict[int, List[Tuple[str, float]]] = {}
+    pending = None
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if line.startswith("H-"):
+                tag, _score, *text = line.rstrip("\n").split("\t")
+                pending = (int(tag[2:]), text[0] if text else "")
+            elif line.startswith("P-"):
+                tag, *values = line.rstrip("\n").split("\t")
+                sid = int(tag[2:])
+                if pending is None or pending[0] != sid:
+                    raise InputError(f"P-{sid} line without its H- line", path, lineno)
+                logprob = sum(float(v) for v in values[0].split()) * LN2 if values else 0.0
+                hyps.setdefault(sid, []).append((" ".join(pending[1].split()), logprob))
+                pending = None
+    missing = [i for i in range(num_segments) if i not in hyps]
+    if missing or len(hyps) != num_segments:
+        raise InputError(f"fairseq-generate gave no hypotheses for {len(missing)} segment(s), e.g. {missing[:5]}", path)
+    texts, feats, offsets = [], [], [0]
+    for sid in range(num_segments):
+        for text, logprob in hyps[sid][:nbest]:
+            texts.append(text)
+            feats.append((logprob, -float(len(text.split()))))
+        offsets.append(len(texts))
+    features = np.asarray(feats, dtype=np.float64)
+    return NBestList(np.asarray(offsets), texts, features, ["NMT", "WordPenalty"], totals=features[:, 0].copy())
+
+
+def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, out_1best: str,
+                   config: GenerateConfig = GenerateConfig()) -> NBestList:
+    """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
+    list (Moses format) and the 1-best file.  Returns the n-best list.
+
+    A signature ``out_nbest + '.json'`` records the settings and versions.
+    """
+    from fairseq.data import data_utils
+
+    prefix = os.path.join(bin_dir, f"{subset}.{config.src}-{config.tgt}.{config.src}")
+    if not os.path.exists(prefix + ".idx"):
+        raise InputError(f"no binarised subset {subset!r}", bin_dir)
+    num_segments = len(data_utils.load_indexed_dataset(prefix, None))
+    beam = config.beam or config.nbest
+    if beam < config.nbest:
+        raise InputError(f"beam {beam} is smaller than nbest {config.nbest}")
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "generate.txt")
+        cmd = [sys.executable, "-m", "fairseq_cli.generate", bin_dir, "--user-dir", USER_DIR, "--path", checkpoint,
+               "--task", "translation", "--source-lang", config.src, "--target-lang", config.tgt,
+               "--gen-subset", subset, "--beam", str(beam), "--nbest", str(config.nbest), "--remove-bpe",
+               "--batch-size", str(config.batch_size), "--required-batch-size-multiple", "1",
+               "--max-len-a", str(config.max_len_a), "--max-len-b", str(config.max_len_b),
+               "--lenpen", str(config.lenpen), "--num-workers", "0", "--cpu"]
+        with open(raw, "w", encoding="utf-8") as out:
+            subprocess.run(cmd, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV})
+        nbest = parse_generate_output(raw, num_segments, config.nbest)
+    write_nbest(nbest, out_nbest)
+    write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), out_1best)
+    with atomic_write(out_nbest + ".json") as out:
+        json.dump({"config": asdict(config), "checkpoint": os.path.abspath(checkpoint), "subset": subset,
+                   "signature": signature(["torch", "fairseq-fixed"])}, out, indent=2)
+    return nbest

@@ -1,0 +1,7 @@
+"""rerank: re-ranking of neural machine translation n-best lists.
+
+The core (``rerank``, ``mira``) depends only on numpy, numba and sacrebleu; the NMT
+side (``nmt``) needs the ``[nmt]`` extra (torch, fairseq).
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,239 @@
+"""``rerank`` command line: ``rerank <verb>`` with files in and out.
+
+Verbs: ``tune`` (k-best batch MIRA), ``apply``, ``eval``, ``oracle``, and ``nmt
+prepare|train|nbest`` (needs the ``[nmt]`` extra).  Errors in the input are printed on
+one line naming file and line, and the exit status is 1; nothing partial is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from typing import List, Optional
+
+import numpy as np
+
+from rerank import __version__
+from rerank.errors import InputError, atomic_write
+
+
+def _read_weights(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None
+    weights = data.get("weights") if isinstance(data, dict) else None
+    if not isinstance(weights, dict):
+        raise InputError('no "weights" object', path)
+    return weights
+
+
+def _load_tuning_data(nbest_path: str, ref_path: str, tokenize: str, lowercase: bool):
+    from rerank.bleu import bleu_stats
+    from rerank.nbest import read_lines, read_nbest
+
+    refs = read_lines(ref_path)
+    nbest = read_nbest(nbest_path, num_segments=len(refs))
+    stats = bleu_stats(nbest.hypotheses, refs, nbest.segment, tokenize=tokenize, lowercase=lowercase)
+    return nbest, refs, stats
+
+
+def cmd_tune(args) -> None:
+    from mira.kbmira import MiraConfig, tune
+    from rerank.bleu import bleu_signature
+    from rerank.nbest import weights_dict, weights_vector
+    from rerank.signature import signature
+
+    start = time.perf_counter()
+    nbest, _refs, stats = _load_tuning_data(args.nbest, args.ref, args.tokenize, args.lowercase)
+    init = None
+    if args.init:
+        init = weights_vector(_read_weights(args.init), nbest, args.init)
+    config = MiraConfig(iterations=args.iterations, C=args.C, decay=args.decay, seed=args.seed,
+                        shuffle=not args.no_shuffle, model_bg=args.model_bg)
+
+    def report(epoch, bleu, updates, loss):
+        print(f"epoch {epoch:3d}: {updates} updates, avg loss {loss:.4f}, tuning BLEU {bleu:.2f}", file=sys.stderr)
+
+    result = tune(nbest.features, stats, nbest.offsets, config, init=init, callback=None if args.quiet else report)
+    print(f"initial BLEU {result.initial_bleu:.2f}; best BLEU {result.best_bleu:.2f} at epoch {result.best_epoch}",
+          file=sys.stderr)
+    out = {
+        "weights": weights_dict(result.weights, nbest),
+        "tuning": {"bleu": result.best_bleu, "best_epoch": result.best_epoch, "initial_bleu": result.initial_bleu,
+                   "epoch_bleu": result.epoch_bleu, "nbest": os.path.abspath(args.nbest),
+                   "ref": os.path.abspath(args.ref), "segments": nbest.num_segments,
+                   "hypotheses": len(nbest.hypotheses), "seconds": round(time.perf_counter() - start, 3)},
+        "config": asdict(config),
+        "bleu_signature": bleu_signature(args.tokenize, args.lowercase),
+        "signature": signature(),
+    }
+    with atomic_write(args.out) as handle:
+        json.dump(out, handle, indent=2)
+        handle.write("\n")
+
+
+def cmd_apply(args) -> None:
+    from rerank.nbest import read_nbest, weights_vector, write_lines, write_nbest
+
+    nbest = read_nbest(args.nbest)
+    w = weights_vector(_read_weights(args.weights), nbest, args.weights)
+    scores = nbest.features @ w
+    best = nbest.select(scores)
+    write_lines((nbest.hypotheses[i] for i in best), args.out)
+    if args.out_nbest:
+        write_nbest(nbest, args.out_nbest, totals=scores)
+
+
+def cmd_eval(args) -> None:
+    from rerank.metrics import evaluate_files, format_table
+
+    systems = []
+    for item in args.hyp:
+        name, path = item.split("=", 1) if "=" in item and not os.path.exists(item) else (os.path.basename(item), item)
+        systems.append((name, path))
+    rows = evaluate_files(args.ref, systems, tokenize=args.tokenize, lowercase=args.lowercase,
+                          metrics=args.metrics.split(","))
+    text = json.dumps(rows, indent=2) + "\n" if args.json else format_table(rows)
+    sys.stdout.write(text)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            handle.write(text)
+
+
+def cmd_oracle(args) -> None:
+    from rerank.bleu import bleu_signature, sacrebleu_score
+    from rerank.nbest import write_lines
+    from rerank.oracle import oracle_select
+
+    nbest, _refs, stats = _load_tuning_data(args.nbest, args.ref, args.tokenize, args.lowercase)
+    best = oracle_select(stats, nbest.offsets)
+    write_lines((nbest.hypotheses[i] for i in best), args.out)
+    score = sacrebleu_score(stats[best].sum(0))
+    result = {"oracle_bleu": score.score, "bleu": score.format(), "nbest": args.nbest, "out": args.out,
+              "signature": bleu_signature(args.tokenize, args.lowercase)}
+    print(json.dumps(result) if args.json else f"oracle {score.format()}")
+
+
+def cmd_nmt(args) -> None:
+    if args.nmt_verb == "prepare":
+        from nmt.data import PrepareConfig, prepare
+
+        print(prepare(args.data, args.out, PrepareConfig(bpe_merges=args.bpe_merges), workers=args.workers))
+    elif args.nmt_verb == "train":
+        from nmt.train import TrainConfig, train
+
+        config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
+                             max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
+                             max_tokens=args.max_tokens, lr=args.lr, seed=args.seed)
+        print(train(args.data_bin, args.save_dir, config))
+    elif args.nmt_verb == "nbest":
+        from nmt.generate import GenerateConfig, generate_nbest
+
+        config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size)
+        generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rerank", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"rerank {__version__}")
+    sub = parser.add_subparsers(dest="verb", required=True)
+
+    def bleu_options(p):
+        p.add_argument("--tokenize", default="none", help="sacrebleu tokeniser for BLEU statistics (default: none)")
+        p.add_argument("--lowercase", action="store_true", help="lowercase before BLEU statistics")
+
+    p = sub.add_parser("tune", help="tune feature weights with k-best batch MIRA (Cherry & Foster 2012)")
+    p.add_argument("--nbest", required=True, help="Moses n-best list of the tuning set")
+    p.add_argument("--ref", required=True, help="reference translations, one per line")
+    p.add_argument("--out", required=True, help="weights JSON to write")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--iterations", type=int, default=60, help="epochs (kbmira -J)")
+    p.add_argument("--C", type=float, default=0.01, help="step-size cap (kbmira -C)")
+    p.add_argument("--decay", type=float, default=0.999, help="background BLEU decay (kbmira -D)")
+    p.add_argument("--init", help="initial weights JSON (default: all zero, as kbmira)")
+    p.add_argument("--no-shuffle", action="store_true", help="visit sentences in file order")
+    p.add_argument("--model-bg", action="store_true", help="update the background with the model-best (kbmira --model-bg)")
+    p.add_argument("--quiet", action="store_true", help="do not print per-epoch BLEU")
+    bleu_options(p)
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights")
+    p.add_argument("--nbest", required=True)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--out", required=True, help="1-best output, one line per segment ('-' for stdout)")
+    p.add_argument("--out-nbest", help="also write the n-best list with totals = weighted scores")
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)")
+    p.add_argument("--ref", required=True)
+    p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
+    p.add_argument("--tokenize", default=None, help="sacrebleu BLEU tokeniser (default: sacrebleu's 13a)")
+    p.add_argument("--lowercase", action="store_true")
+    p.add_argument("--metrics", default="bleu,ter,chrf")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--out", help="also write what is printed to this file")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("oracle", help="oracle-BLEU selection from an n-best list")
+    p.add_argument("--nbest", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--json", action="store_true")
+    bleu_options(p)
+    p.set_defaults(func=cmd_oracle)
+
+    p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
+    nsub = p.add_subparsers(dest="nmt_verb", required=True)
+    q = nsub.add_parser("prepare", help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1")
+    q.add_argument("--data", default=None, help="Multi30k directory (default ../shared/data/multi30k, else download)")
+    q.add_argument("--out", required=True)
+    q.add_argument("--bpe-merges", type=int, default=10000)
+    q.add_argument("--workers", type=int, default=2)
+    q = nsub.add_parser("train", help="train the Bahdanau GRU model (resumable)")
+    q.add_argument("--data-bin", required=True)
+    q.add_argument("--save-dir", required=True)
+    q.add_argument("--preset", default="cpu", help="cpu | paper")
+    q.add_argument("--variant", default="regular", help="weak (dropout 0, L2 0) | regular (0.5, 1e-8) | optimised (0.2, 0)")
+    q.add_argument("--dropout", type=float, default=-1.0, help="override the variant's dropout")
+    q.add_argument("--l2", type=float, default=-1.0, help="override the variant's L2 weight")
+    q.add_argument("--max-epoch", type=int, default=10)
+    q.add_argument("--max-update", type=int, default=0)
+    q.add_argument("--patience", type=int, default=3)
+    q.add_argument("--max-tokens", type=int, default=4000)
+    q.add_argument("--lr", type=float, default=1e-3)
+    q.add_argument("--seed", type=int, default=1)
+    q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format")
+    q.add_argument("--data-bin", required=True)
+    q.add_argument("--checkpoint", required=True)
+    q.add_argument("--subset", required=True, help="valid | test")
+    q.add_argument("--nbest", type=int, default=20)
+    q.add_argument("--beam", type=int, default=0, help="beam size (default: = nbest)")
+    q.add_argument("--batch-size", type=int, default=32)
+    q.add_argument("--out-nbest", required=True)
+    q.add_argument("--out-1best", required=True)
+    p.set_defaults(func=cmd_nmt)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except InputError as err:
+        print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Errors raised on bad input and the helpers that write files atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import Iterator, Optional
+
+
+class InputError(ValueError):
+    """Bad user input. ``str(err)`` is one line naming the file and line where known.
+
+    Args:
+        message: what is wrong.
+        path: the file, if the error comes from a file.
+        line: 1-based line number within ``path``.
+    """
+
+    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None):
+        self.path, self.line, self.message = path, line, message
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator:
+    """Open a temporary file beside ``path``; rename it onto ``path`` only on success.
+
+    No partial output is ever left at ``path``: if the body raises, the temporary file
+    is removed and ``path`` is untouched. ``path == "-"`` writes to standard output.
+    """
+    if path == "-":
+        import sys
+
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        kwargs = {} if "b" in mode else {"encoding": encoding}
+        with os.fdopen(fd, mode, **kwargs) as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,277 @@
+"""The n-best data model and the Moses n-best format.
+
+An :class:`NBestList` is a ragged table stored flat (``../shared/DESIGN.md``): the
+hypotheses of segment ``i`` are rows ``offsets[i]:offsets[i+1]`` of ``hypotheses`` and
+``features``.  Reading and writing Moses n-best files happens here and nowhere else.
+
+Moses n-best format, one hypothesis per line::
+
+    id ||| hypothesis ||| name= v1 v2 name2= v3 ||| total
+
+``id`` runs 0..N-1 in order, each segment has at least one hypothesis, and every line
+carries the same feature names with the same number of values.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rerank.errors import InputError, atomic_write
+
+SEPARATOR = " ||| "
+
+
+@dataclass
+class NBestList:
+    """A flat n-best table.
+
+    Attributes:
+        offsets: int64[N + 1]; hypotheses of segment i are rows ``offsets[i]:offsets[i+1]``.
+        hypotheses: M hypothesis strings, M = ``offsets[-1]``.
+        features: float64[M, F] dense feature matrix.
+        feature_names: F column labels.  A Moses name with k values gives k columns
+            labelled with the same name, in order.
+        totals: float64[M] the ``total`` field as read (Moses' model score), or None.
+    """
+
+    offsets: np.ndarray
+    hypotheses: List[str]
+    features: np.ndarray
+    feature_names: List[str]
+    totals: Optional[np.ndarray] = field(default=None)
+
+    def __post_init__(self):
+        self.offsets = np.asarray(self.offsets, dtype=np.int64)
+        self.features = np.asarray(self.features, dtype=np.float64).reshape(len(self.hypotheses), len(self.feature_names))
+        if self.offsets[0] != 0 or self.offsets[-1] != len(self.hypotheses) or np.any(np.diff(self.offsets) < 1):
+            raise ValueError("offsets must start at 0, end at M and give each segment at least one hypothesis")
+
+    @property
+    def num_segments(self) -> int:
+        """N, the number of source segments."""
+        return len(self.offsets) - 1
+
+    @property
+    def segment(self) -> np.ndarray:
+        """int64[M]: the segment id of each hypothesis row."""
+        return np.repeat(np.arange(self.num_segments), np.diff(self.offsets))
+
+    def groups(self) -> List[Tuple[str, int]]:
+        """Moses feature groups as ``[(name, number of values), ...]`` in column order."""
+        out: List[Tuple[str, int]] = []
+        for name in self.feature_names:
+            if out and out[-1][0] == name:
+                out[-1] = (name, out[-1][1] + 1)
+            else:
+                out.append((name, 1))
+        return out
+
+    def add_feature(self, name: str, values: np.ndarray) -> "NBestList":
+        """Return a copy with new column(s) ``name`` appended; values float[M] or float[M, k].
+
+        Raises:
+            ValueError: ``name`` already present or wrong number of rows.
+        """
+        if name in self.feature_names:
+            raise ValueError(f"feature {name!r} is already in the n-best list")
+        values = np.asarray(values, dtype=np.float64)
+        values = values.reshape(len(self.hypotheses), -1)
+        return NBestList(self.offsets, self.hypotheses, np.hstack([self.features, values]),
+                         self.feature_names + [name] * values.shape[1], self.totals)
+
+    def select(self, scores: np.ndarray) -> np.ndarray:
+        """Per-segment argmax of ``scores`` (float[M]); see :func:`select_best`."""
+        return select_best(scores, self.offsets)
+
+
+def select_best(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per-segment argmax of ``scores`` (float[M]) over segments given by ``offsets``
+    (int[N + 1]); ties go to the earlier row, as in Moses.
+
+    Returns int64[N] row indices.  Vectorised: scores are scattered into an
+    (N, largest n-best size) matrix padded with -inf.
+    """
+    counts = np.diff(offsets)
+    seg = np.repeat(np.arange(len(counts)), counts)
+    matrix = np.full((len(counts), int(counts.max())), -np.inf)
+    matrix[seg, np.arange(len(scores)) - offsets[seg]] = scores
+    return offsets[:-1] + np.argmax(matrix, axis=1)
+
+
+def _open_text(path: str):
+    if path == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _parse_features(text: str, path: str, lineno: int) -> Tuple[List[Tuple[str, int]], List[float]]:
+    groups: List[Tuple[str, int]] = []
+    values: List[float] = []
+    for token in text.split():
+        if token.endswith("="):
+            if groups and groups[-1][1] == 0:
+                raise InputError(f"feature {groups[-1][0]!r} has no value", path, lineno)
+            groups.append((token[:-1], 0))
+            continue
+        if not groups:
+            raise InputError(f"value {token!r} before any feature name", path, lineno)
+        try:
+            value = float(token)
+        except ValueError:
+            raise InputError(f"feature {groups[-1][0]!r}: non-numeric value {token!r}", path, lineno) from None
+        if not math.isfinite(value):
+            raise InputError(f"feature {groups[-1][0]!r}: value {token!r} is not finite", path, lineno)
+        values.append(value)
+        groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+    if groups and groups[-1][1] == 0:
+        raise InputError(f"feature {groups[-1][0]!r} has no value", path, lineno)
+    names = [name for name, _ in groups]
+    if len(set(names)) != len(names):
+        raise InputError("a feature name occurs twice on the line", path, lineno)
+    return groups, values
+
+
+def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
+    """Read a Moses n-best file (``-`` for stdin, ``.gz`` accepted).
+
+    Args:
+        path: file to read.
+        num_segments: if given, the expected number of segments N (e.g. the number of
+            reference lines); a different count is an error.
+    Raises:
+        InputError: naming file and line, for a wrong field count, a non-integer id, ids
+            not 0, 1, 2, ... in order, a missing or non-numeric or non-finite value, a
+            feature set different from the first line's, an empty file, or a segment
+            count different from ``num_segments``.
+    """
+    hypotheses: List[str] = []
+    rows: List[List[float]] = []
+    totals: List[float] = []
+    starts: List[int] = []
+    layout: Optional[List[Tuple[str, int]]] = None
+    current = -1
+    with _open_text(path) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                raise InputError("empty line", path, lineno)
+            fields = line.split(" ||| ")
+            if len(fields) != 4:
+                raise InputError(f"expected 4 fields separated by ' ||| ', found {len(fields)}", path, lineno)
+            try:
+                sid = int(fields[0])
+            except ValueError:
+                raise InputError(f"segment id {fields[0]!r} is not an integer", path, lineno) from None
+            if sid != current:
+                if sid != current + 1:
+                    raise InputError(f"segment id {sid} follows {current}: ids must be 0, 1, 2, ... in order",
+                                     path, lineno)
+                current = sid
+                starts.append(len(hypotheses))
+            groups, values = _parse_features(fields[2], path, lineno)
+            if layout is None:
+                layout = groups
+            elif groups != layout:
+                raise InputError(f"features {_describe(groups)} differ from the first line's {_describe(layout)}",
+                                 path, lineno)
+            try:
+                total = float(fields[3]) if fields[3].strip() else 0.0
+            except ValueError:
+                raise InputError(f"total {fields[3]!r} is not a number", path, lineno) from None
+            hypotheses.append(fields[1].strip())
+            rows.append(values)
+            totals.append(total)
+    if not hypotheses:
+        raise InputError("no hypotheses", path)
+    if num_segments is not None and current + 1 != num_segments:
+        raise InputError(f"{current + 1} segments in the n-best list but {num_segments} references", path)
+    names = [name for name, count in layout for _ in range(count)]
+    features = np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), len(names))
+    return NBestList(np.asarray(starts + [len(hypotheses)]), hypotheses, features, names, np.asarray(totals))
+
+
+def _describe(groups: Sequence[Tuple[str, int]]) -> str:
+    return "[" + " ".join(f"{name}={count}" for name, count in groups) + "]"
+
+
+def format_value(value: float) -> str:
+    """Text of a feature value: shortest round-trip repr, integers without '.0'."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None) -> None:
+    """Write ``nbest`` in Moses format, atomically.  ``totals`` (float[M]) defaults to
+    ``nbest.totals`` or zeros."""
+    if totals is None:
+        totals = nbest.totals if nbest.totals is not None else np.zeros(len(nbest.hypotheses))
+    groups = nbest.groups()
+    seg = nbest.segment
+    with atomic_write(path) as out:
+        for row, hyp in enumerate(nbest.hypotheses):
+            col, parts = 0, []
+            for name, count in groups:
+                parts.append(name + "= " + " ".join(format_value(v) for v in nbest.features[row, col:col + count]))
+                col += count
+            out.write(f"{seg[row]} ||| {hyp} ||| {' '.join(parts)} ||| {format_value(totals[row])}\n")
+
+
+def read_lines(path: str) -> List[str]:
+    """Read a plain text file (one segment per line, ``-`` for stdin, ``.gz`` accepted)."""
+    with _open_text(path) as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def write_lines(lines: Iterable[str], path: str) -> None:
+    """Write one line per item, atomically."""
+    with atomic_write(path) as out:
+        for line in lines:
+            out.write(line + "\n")
+
+
+def weights_vector(weights: Dict[str, object], nbest: NBestList, source: str = "weights") -> np.ndarray:
+    """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns.
+
+    Raises:
+        InputError: a name in the n-best list has no weight, a weight has no column, or
+            a name's number of values differs.
+    """
+    missing = [name for name, _ in nbest.groups() if name not in weights]
+    unknown = [name for name in weights if name not in nbest.feature_names]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append("no weight for n-best feature(s) " + ", ".join(missing))
+        if unknown:
+            parts.append("weight(s) for feature(s) not in the n-best list: " + ", ".join(unknown))
+        raise InputError("; ".join(parts), source)
+    vector = []
+    for name, count in nbest.groups():
+        value = weights[name]
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if len(values) != count:
+            raise InputError(f"feature {name!r} has {count} value(s) in the n-best list but {len(values)} weight(s)",
+                             source)
+        vector.extend(float(v) for v in values)
+    return np.asarray(vector, dtype=np.float64)
+
+
+def weights_dict(vector: np.ndarray, nbest: NBestList) -> Dict[str, object]:
+    """Inverse of :func:`weights_vector`: a scalar for one-valued names, else a list."""
+    out: Dict[str, object] = {}
+    col = 0
+    for name, count in nbest.groups():
+        vals = [float(v) for v in vector[col:col + count]]
+        out[name] = vals[0] if count == 1 else vals
+        col += count
+    return out

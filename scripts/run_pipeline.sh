@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The main job: Multi30k en->de attention NMT -> n-best lists -> k-best MIRA -> re-ranked test.
+#
+#   bash scripts/run_pipeline.sh            # everything under out/multi30k
+#
+# Settings (environment variables): OUT (output directory), DATA (Multi30k directory;
+# default ../shared/data/multi30k when it exists, else the public repository is
+# downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH, PATIENCE,
+# NBEST (20 or 50), SEED.  Every stage skips when its output exists, so an interrupted
+# run resumes where it stopped (training resumes from its last checkpoint).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$ROOT/out/multi30k}
+DATA=${DATA:-}
+PRESET=${PRESET:-cpu}
+VARIANT=${VARIANT:-regular}
+MAX_EPOCH=${MAX_EPOCH:-12}
+PATIENCE=${PATIENCE:-3}
+NBEST=${NBEST:-20}
+SEED=${SEED:-1}
+
+bash "$ROOT/scripts/setup_env.sh" nmt
+export PATH="$ROOT/.venv/bin:$PATH"
+export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+TIMINGS="$OUT/timings.tsv"
+touch "$TIMINGS"
+
+# stage NAME OUTPUT COMMAND...: run COMMAND unless OUTPUT exists; record its wall time
+stage() {
+  local name=$1 output=$2; shift 2
+  if [ -e "$output" ]; then
+    echo "== $name: done ($output exists), skipped"
+    return
+  fi
+  echo "== $name"
+  local t0=$SECONDS
+  "$@"
+  grep -v "^$name	" "$TIMINGS" > "$TIMINGS.tmp" || true
+  printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMINGS.tmp"
+  mv "$TIMINGS.tmp" "$TIMINGS"
+}
+
+D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"
+mkdir -p "$N" "$R"
+stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out "$D"
+train_model() {
+  rerank nmt train --data-bin "$D/bin" --save-dir "$M" --preset "$PRESET" --variant "$VARIANT" \
+    --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" --seed "$SEED" 2>&1 | tee -a "$OUT/train.log" | grep -E "\| (valid|train) \||done training|Error" || true
+  [ -f "$M/checkpoint_best.pt" ] && touch "$M/train.done"
+}
+stage train "$M/train.done" train_model
+[ -f "$M/train.done" ] || { echo "training did not finish: see $OUT/train.log" >&2; exit 1; }
+stage nbest-val "$N/val.nbest" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" \
+  --subset valid --nbest "$NBEST" --out-nbest "$N/val.nbest" --out-1best "$N/val.1best"
+stage nbest-test "$N/test.nbest" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" \
+  --subset test --nbest "$NBEST" --out-nbest "$N/test.nbest" --out-1best "$N/test.1best"
+REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
+stage tune "$R/weights.json" rerank tune --nbest "$N/val.nbest" --ref "$REF_VAL" --out "$R/weights.json" --seed "$SEED"
+stage apply "$R/test.reranked" rerank apply --nbest "$N/test.nbest" --weights "$R/weights.json" --out "$R/test.reranked"
+stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --out "$R/test.oracle"
+evaluate() {
+  local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "reranked=$R/test.reranked"
+              --hyp "oracle=$R/test.oracle")
+  rerank eval "${args[@]}" --json --out "$OUT/results.json" > /dev/null
+  rerank eval "${args[@]}" --out "$OUT/results.txt" > /dev/null
+}
+stage eval "$OUT/results.txt" evaluate
+echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none)"
+cat "$OUT/results.txt"
+echo "== tuned weights ($R/weights.json)"
+python -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))['weights']))" "$R/weights.json"
+echo "== stage wall times, seconds ($TIMINGS)"
+cat "$TIMINGS"

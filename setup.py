@@ -1,0 +1,15 @@
+from setuptools import find_packages, setup
+
+CORE = ["numpy>=1.24", "numba>=0.59", "sacrebleu==2.5.1", "tqdm>=4.60"]
+NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword-nmt==0.3.8"]
+
+setup(
+    name="rerank",
+    version="0.1.0",
+    description="Re-ranking of NMT n-best lists: k-best batch MIRA, features, evaluation and significance",
+    packages=find_packages(include=["rerank", "rerank.*", "mira", "mira.*", "nmt", "nmt.*"]),
+    python_requires=">=3.9",
+    install_requires=CORE,
+    extras_require={"nmt": NMT, "all": NMT, "test": ["pytest>=7"]},
+    entry_points={"console_scripts": ["rerank = rerank.cli:main"]},
+)

@@ -1,0 +1,106 @@
+import json
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from rerank.cli import main
+from rerank.nbest import NBestList, write_lines, write_nbest
+from tests.conftest import random_corpus
+
+
+@pytest.fixture
+def tuning_files(tmp_path):
+    """An n-best list whose 'Good' feature is sentence BLEU and 'Bad' its negation."""
+    refs, hyps, segment = random_corpus(60, 5, seed=4)
+    bleu = BLEU(tokenize="none", effective_order=True)
+    good = np.array([bleu.sentence_score(h, [refs[s]]).score for h, s in zip(hyps, segment)])
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    features = np.stack([-good + np.random.default_rng(0).normal(size=len(good)), good], axis=1)
+    nbest = NBestList(offsets, hyps, features, ["Bad", "Good"])
+    write_nbest(nbest, str(tmp_path / "dev.nbest"))
+    write_lines(refs, str(tmp_path / "dev.ref"))
+    return tmp_path, refs, hyps, nbest, good
+
+
+def test_tune_then_apply_round_trip(tuning_files, capsys):
+    tmp, refs, hyps, nbest, good = tuning_files
+    weights = tmp / "weights.json"
+    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
+                 "--seed", "2", "--iterations", "10"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("tuning BLEU") == 10
+    data = json.loads(weights.read_text())
+    assert set(data["weights"]) == {"Bad", "Good"}
+    assert data["weights"]["Good"] > 0 > data["weights"]["Bad"] or abs(data["weights"]["Bad"]) < data["weights"]["Good"]
+    assert data["config"]["iterations"] == 10 and data["config"]["seed"] == 2
+    assert {"rerank", "numpy", "sacrebleu"} <= set(data["signature"])
+    assert "tok:none" in data["bleu_signature"]
+
+    out = tmp / "dev.1best"
+    assert main(["apply", "--nbest", str(tmp / "dev.nbest"), "--weights", str(weights), "--out", str(out)]) == 0
+    chosen = out.read_text().splitlines()
+    w = np.array([data["weights"]["Bad"], data["weights"]["Good"]])
+    expected = nbest.select(nbest.features @ w)
+    assert chosen == [hyps[i] for i in expected]
+    score = BLEU(tokenize="none", force=True).corpus_score(chosen, [refs]).score
+    assert score == pytest.approx(data["tuning"]["bleu"], abs=1e-9)
+    first = BLEU(tokenize="none", force=True).corpus_score([hyps[i] for i in nbest.offsets[:-1]], [refs]).score
+    assert score > first
+
+
+def test_apply_rejects_missing_and_unknown_features(tuning_files, capsys):
+    tmp = tuning_files[0]
+    for weights in ({"Good": 1.0}, {"Good": 1.0, "Bad": 0.0, "MLMMEss": 1.0}):
+        (tmp / "w.json").write_text(json.dumps({"weights": weights}))
+        assert main(["apply", "--nbest", str(tmp / "dev.nbest"), "--weights", str(tmp / "w.json"),
+                     "--out", str(tmp / "x.txt")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and ("no weight for n-best feature(s) Bad" in err or "MLMMEss" in err)
+        assert not (tmp / "x.txt").exists()
+
+
+def test_tune_rejects_reference_count_mismatch(tuning_files, capsys):
+    tmp, refs = tuning_files[0], tuning_files[1]
+    write_lines(refs[:-1], str(tmp / "short.ref"))
+    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "short.ref"),
+                 "--out", str(tmp / "w.json")]) == 1
+    assert "60 segments in the n-best list but 59 references" in capsys.readouterr().err
+    assert not (tmp / "w.json").exists()
+
+
+def test_eval_json_equals_sacrebleu(tmp_path, capsys):
+    refs, hyps, segment = random_corpus(30, 2, seed=1)
+    sys_a = [hyps[2 * i] for i in range(30)]
+    sys_b = [hyps[2 * i + 1] for i in range(30)]
+    write_lines(refs, str(tmp_path / "ref"))
+    write_lines(sys_a, str(tmp_path / "a"))
+    write_lines(sys_b, str(tmp_path / "b"))
+    assert main(["eval", "--ref", str(tmp_path / "ref"), "--hyp", f"A={tmp_path / 'a'}", "--hyp",
+                 f"B={tmp_path / 'b'}", "--tokenize", "none", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    got = {(r["system"], r["metric"]): r["score"] for r in rows}
+    for name, hyp in (("A", sys_a), ("B", sys_b)):
+        assert got[(name, "bleu")] == pytest.approx(BLEU(tokenize="none").corpus_score(hyp, [refs]).score, abs=1e-4)
+        assert got[(name, "ter")] == pytest.approx(TER().corpus_score(hyp, [refs]).score, abs=1e-4)
+        assert got[(name, "chrf")] == pytest.approx(CHRF().corpus_score(hyp, [refs]).score, abs=1e-4)
+    assert all("nrefs:1" in r["signature"] for r in rows)
+
+
+def test_eval_rejects_length_mismatch(tmp_path, capsys):
+    write_lines(["a b", "c d"], str(tmp_path / "ref"))
+    write_lines(["a b"], str(tmp_path / "hyp"))
+    assert main(["eval", "--ref", str(tmp_path / "ref"), "--hyp", str(tmp_path / "hyp")]) == 1
+    assert f"{tmp_path / 'hyp'}: 1 lines but the reference" in capsys.readouterr().err
+
+
+def test_oracle_cli_beats_first_best(tuning_files, capsys):
+    tmp, refs, hyps, nbest, _ = tuning_files
+    assert main(["oracle", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"),
+                 "--out", str(tmp / "oracle.txt"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    chosen = (tmp / "oracle.txt").read_text().splitlines()
+    score = BLEU(tokenize="none", force=True).corpus_score(chosen, [refs]).score
+    assert result["oracle_bleu"] == pytest.approx(score, abs=1e-9)
+    first = BLEU(tokenize="none", force=True).corpus_score([hyps[i] for i in nbest.offsets[:-1]], [refs]).score
+    assert score > first

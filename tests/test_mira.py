@@ -1,0 +1,113 @@
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+
+from mira.kbmira import MiraConfig, corpus_bleu_of_weights, tune
+from rerank.bleu import background_sentence_bleu, bleu_from_stats, bleu_stats
+from rerank.oracle import oracle_select
+from tests.conftest import random_corpus
+
+# one sentence, two hypotheses: "a b c d" (= reference) and "x y z w"
+FEATURES = np.array([[1.0, 0.0], [0.0, 1.0]])
+STATS = np.array([[4, 4, 3, 3, 2, 2, 1, 1, 4], [0, 4, 0, 3, 0, 2, 0, 1, 4]], dtype=float)
+OFFSETS = np.array([0, 2])
+
+
+def test_first_update_by_hand():
+    # bg = ones: BLEU(h0) = 5, BLEU(h1) = 5 * (1/5 * 1/4 * 1/3 * 1/2) ** (1/4); w = 0, so
+    # hope = h0, fear = h1, loss = 5 - BLEU(h1) > 2 * C: eta = C = 0.01, w = (0.01, -0.01)
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False))
+    assert result.weights.tolist() == pytest.approx([0.01, -0.01])
+    assert result.epoch_updates == [1]
+    assert result.best_epoch == 1 and result.best_bleu == pytest.approx(100.0)
+    assert result.initial_bleu == pytest.approx(100.0)  # zero weights: first hypothesis
+
+
+def test_small_loss_gives_step_loss_over_squared_norm():
+    # C large: eta = loss / ||diff||^2 = (5 - BLEU(h1)) / 2, a full passive-aggressive step
+    b1 = background_sentence_bleu(STATS[1], np.ones(9))
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, C=100.0))
+    eta = (5.0 - b1) / 2.0
+    assert result.weights.tolist() == pytest.approx([eta, -eta])
+
+
+def test_later_epoch_with_equal_bleu_is_not_kept():
+    # epoch 2 updates again (w = 0.02, -0.02; average 0.015) but its BLEU is not higher
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False))
+    assert result.epoch_updates == [1, 1]
+    assert result.best_epoch == 1
+    assert result.weights.tolist() == pytest.approx([0.01, -0.01])
+
+
+def test_averaging_follows_kbmira_with_initial_weights():
+    # kbmira's MiraWeightVector starts its running total at the initial weights:
+    # after one update the average is init + w_1 = (1, 0) + (1.01, -0.01)
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False), init=np.array([1.0, 0.0]))
+    assert result.weights.tolist() == pytest.approx([2.01, -0.01])
+
+
+def test_no_update_when_hope_equals_fear():
+    stats = np.array([[4, 4, 3, 3, 2, 2, 1, 1, 4]], dtype=float)
+    result = tune(np.array([[1.0, 2.0]]), stats, np.array([0, 1]), MiraConfig(iterations=3))
+    assert result.epoch_updates == [0, 0, 0]
+    assert result.weights.tolist() == [0.0, 0.0]
+
+
+def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
+    refs, hyps, segment = random_corpus(150, 8, seed=5)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    stats = bleu_stats(hyps, refs, segment)
+    sent_bleu = np.array([BLEU(tokenize="none", effective_order=True).sentence_score(h, [refs[s]]).score
+                          for h, s in zip(hyps, segment)])
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=len(hyps))
+    length = -stats[:, 1]
+    features = np.stack([noise, length, sent_bleu], axis=1)
+    # start from weights that prefer the noise feature
+    result = tune(features, stats, offsets, MiraConfig(seed=3), init=np.array([1.0, 0.0, 0.0]))
+    tuned = corpus_bleu_of_weights(features, stats, offsets, result.weights)
+    oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets)].sum(0)))
+    by_feature = corpus_bleu_of_weights(features, stats, offsets, np.array([0.0, 0.0, 1.0]))
+    start = corpus_bleu_of_weights(features, stats, offsets, np.array([1.0, 0.0, 0.0]))
+    assert result.best_bleu == pytest.approx(tuned)
+    assert start < oracle - 15  # the noise feature alone is far from the oracle
+    assert tuned >= by_feature - 0.5 and tuned >= oracle - 0.5
+    # scaled by each feature's spread, the BLEU feature dominates the noise it started from
+    assert abs(result.weights[2]) * sent_bleu.std() > 3 * abs(result.weights[0]) * noise.std()
+    # from zero weights (kbmira's default) the noise weight stays negligible
+    zero = tune(features, stats, offsets, MiraConfig(seed=3))
+    assert abs(zero.weights[2]) * sent_bleu.std() > 100 * abs(zero.weights[0]) * noise.std()
+
+
+def test_shuffling_is_seeded():
+    refs, hyps, segment = random_corpus(30, 5, seed=2)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    stats = bleu_stats(hyps, refs, segment)
+    features = np.random.default_rng(1).normal(size=(len(hyps), 3))
+    a = tune(features, stats, offsets, MiraConfig(iterations=5, seed=7))
+    b = tune(features, stats, offsets, MiraConfig(iterations=5, seed=7))
+    assert np.array_equal(a.weights, b.weights) and a.epoch_bleu == b.epoch_bleu
+
+
+def test_inconsistent_shapes_are_rejected():
+    with pytest.raises(ValueError):
+        tune(FEATURES, STATS[:1], OFFSETS)
+    with pytest.raises(ValueError):
+        tune(FEATURES, STATS, OFFSETS, init=np.zeros(3))
+
+
+def test_oracle_is_at_least_sentence_level_choice_and_first_best():
+    refs, hyps, segment = random_corpus(80, 6, seed=9)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    stats = bleu_stats(hyps, refs, segment)
+    oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets)].sum(0)))
+    first = float(bleu_from_stats(stats[offsets[:-1]].sum(0)))
+    rng = np.random.default_rng(0)
+    random_pick = offsets[:-1] + rng.integers(0, 6, size=80)
+    assert oracle > first and oracle > float(bleu_from_stats(stats[random_pick].sum(0)))
+    # exhaustive check on 3 segments: greedy ascent reaches the true optimum here
+    small = offsets[:4]
+    best = max(float(bleu_from_stats(stats[[i, j, k]].sum(0)))
+               for i in range(0, 6) for j in range(6, 12) for k in range(12, 18))
+    got = float(bleu_from_stats(stats[oracle_select(stats[:18], small)].sum(0)))
+    assert got == pytest.approx(best)
