@@ -13,9 +13,15 @@ Model (shapes: S source length, T target length, B batch, V vocabulary):
 * additive (MLP) attention on the previous decoder state:
   ``e_ij = v^T tanh(W_a s_{i-1} + U_a h_j)``, ``alpha = softmax_j(e)``, ``c_i = sum_j alpha_ij h_j``;
 * GRU decoder ``s_i = GRU([E y_{i-1}; c_i], s_{i-1})``;
-* readout ``t_i = tanh(W_o [s_i; E y_{i-1}; c_i])`` -> dropout -> ``logits = W_v t_i``.
+* maxout readout ``t_i = max-pairs(W_o [s_i; E y_{i-1}; c_i])`` (Bahdanau et al.'s deep
+  output with maxout units) -> dropout -> ``logits = W_v t_i``.
 
-Differences from the paper, on purpose: a tanh readout layer instead of maxout.
+Initialisation: embeddings N(0, 1/dim); encoder GRU recurrent matrices orthogonal (per
+gate), its input matrices Xavier-uniform; decoder layers PyTorch's defaults.  This
+differs from the paper's N(0, 0.01) on purpose: with it (and with a tanh readout) the
+decoder stayed at unigram perplexity for hundreds of updates, which a CPU budget cannot
+afford; with these choices and Adam (lr 2e-3) a 64-sentence batch is memorised as fast
+as with fairseq's LSTM.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ DEFAULT_MAX_POSITIONS = 100000
 
 def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
     emb = nn.Embedding(num, dim, padding_idx=padding_idx)
-    nn.init.normal_(emb.weight, 0.0, 0.01)
+    nn.init.normal_(emb.weight, 0.0, dim ** -0.5)
     nn.init.zeros_(emb.weight[padding_idx])
     return emb
 
@@ -61,6 +67,14 @@ class BahdanauEncoder(FairseqEncoder):
         self.dropout = nn.Dropout(dropout)
         self.rnn = nn.GRU(embed_dim, hidden_size, batch_first=False, bidirectional=True)
         self.output_dim = 2 * hidden_size
+        for name, param in self.rnn.named_parameters():
+            if "weight_hh" in name:
+                for k in range(0, param.size(0), hidden_size):
+                    nn.init.orthogonal_(param.data[k:k + hidden_size])
+            elif "weight_ih" in name:
+                nn.init.xavier_uniform_(param)
+            else:
+                nn.init.zeros_(param)
 
     def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor, **kwargs):
         if self.left_pad:
@@ -102,18 +116,8 @@ class BahdanauDecoder(FairseqIncrementalDecoder):
         self.att_key = nn.Linear(encoder_dim, attention_dim)
         self.att_v = nn.Linear(attention_dim, 1, bias=False)
         self.cell = nn.GRUCell(embed_dim + encoder_dim, hidden_size)
-        self.readout = nn.Linear(hidden_size + embed_dim + encoder_dim, out_dim)
+        self.readout = nn.Linear(hidden_size + embed_dim + encoder_dim, 2 * out_dim)  # maxout pairs
         self.output_projection = nn.Linear(out_dim, len(dictionary))
-        for name, param in self.named_parameters():
-            if name.startswith("embed_tokens"):
-                continue
-            if "weight_hh" in name:
-                for k in range(0, param.size(0), hidden_size):
-                    nn.init.orthogonal_(param.data[k:k + hidden_size])
-            elif param.dim() > 1:
-                nn.init.normal_(param, 0.0, 0.01)
-            else:
-                nn.init.zeros_(param)
 
     def _attend(self, query: torch.Tensor, keys: torch.Tensor, annotations: torch.Tensor, mask: torch.Tensor):
         # query: B, H; keys: S, B, A; annotations: S, B, 2He; mask: S, B
@@ -146,7 +150,8 @@ class BahdanauDecoder(FairseqIncrementalDecoder):
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, "cached_state", {"state": state, "keys": keys})
         hidden = torch.stack(outputs, dim=1)  # B, T, H+E+2He
-        readout = self.dropout(torch.tanh(self.readout(hidden)))
+        pre = self.readout(hidden)
+        readout = self.dropout(pre.view(*pre.shape[:-1], -1, 2).max(dim=-1)[0])  # maxout over pairs
         logits = self.output_projection(readout)
         return logits, {"attn": [torch.stack(attns, dim=1)]}
 

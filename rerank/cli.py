@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--max-update", type=int, default=0)
     q.add_argument("--patience", type=int, default=3)
     q.add_argument("--max-tokens", type=int, default=4000)
-    q.add_argument("--lr", type=float, default=1e-3)
+    q.add_argument("--lr", type=float, default=2e-3)
     q.add_argument("--seed", type=int, default=1)
     q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format")
     q.add_argument("--data-bin", required=True)

@@ -152,51 +152,88 @@ def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
             not 0, 1, 2, ... in order, a missing or non-numeric or non-finite value, a
             feature set different from the first line's, an empty file, or a segment
             count different from ``num_segments``.
+
+    Fast path: the first line's feature field fixes the layout (positions of the name
+    tokens); later lines are checked against it token by token and their value tokens
+    are converted to float all at once; any failure re-parses the offending line
+    slowly to name the problem.
     """
     hypotheses: List[str] = []
-    rows: List[List[float]] = []
-    totals: List[float] = []
+    value_tokens: List[str] = []
+    total_tokens: List[str] = []
     starts: List[int] = []
     layout: Optional[List[Tuple[str, int]]] = None
+    name_at: List[Tuple[int, str]] = []
+    value_at: List[int] = []
+    width = 0
     current = -1
     with _open_text(path) as handle:
         for lineno, line in enumerate(handle, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                raise InputError("empty line", path, lineno)
-            fields = line.split(" ||| ")
+            fields = line.rstrip("\n").split(" ||| ")
             if len(fields) != 4:
+                if not line.strip():
+                    raise InputError("empty line", path, lineno)
                 raise InputError(f"expected 4 fields separated by ' ||| ', found {len(fields)}", path, lineno)
-            try:
-                sid = int(fields[0])
-            except ValueError:
-                raise InputError(f"segment id {fields[0]!r} is not an integer", path, lineno) from None
-            if sid != current:
+            if fields[0] != str(current):
+                try:
+                    sid = int(fields[0])
+                except ValueError:
+                    raise InputError(f"segment id {fields[0]!r} is not an integer", path, lineno) from None
                 if sid != current + 1:
-                    raise InputError(f"segment id {sid} follows {current}: ids must be 0, 1, 2, ... in order",
-                                     path, lineno)
-                current = sid
-                starts.append(len(hypotheses))
-            groups, values = _parse_features(fields[2], path, lineno)
+                    if sid == current:  # e.g. " 3" or "03"
+                        pass
+                    else:
+                        raise InputError(f"segment id {sid} follows {current}: ids must be 0, 1, 2, ... in order",
+                                         path, lineno)
+                else:
+                    current = sid
+                    starts.append(len(hypotheses))
+            tokens = fields[2].split()
             if layout is None:
-                layout = groups
-            elif groups != layout:
+                layout, _ = _parse_features(fields[2], path, lineno)
+                width = len(tokens)
+                name_at = [(k, t) for k, t in enumerate(tokens) if t.endswith("=")]
+                value_at = [k for k, t in enumerate(tokens) if not t.endswith("=")]
+            if len(tokens) != width or any(tokens[k] != name for k, name in name_at):
+                groups, _ = _parse_features(fields[2], path, lineno)  # raises on malformed values
                 raise InputError(f"features {_describe(groups)} differ from the first line's {_describe(layout)}",
                                  path, lineno)
-            try:
-                total = float(fields[3]) if fields[3].strip() else 0.0
-            except ValueError:
-                raise InputError(f"total {fields[3]!r} is not a number", path, lineno) from None
+            value_tokens.extend([tokens[k] for k in value_at])
+            total_tokens.append(fields[3].strip() or "0")
             hypotheses.append(fields[1].strip())
-            rows.append(values)
-            totals.append(total)
     if not hypotheses:
         raise InputError("no hypotheses", path)
     if num_segments is not None and current + 1 != num_segments:
         raise InputError(f"{current + 1} segments in the n-best list but {num_segments} references", path)
     names = [name for name, count in layout for _ in range(count)]
-    features = np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), len(names))
-    return NBestList(np.asarray(starts + [len(hypotheses)]), hypotheses, features, names, np.asarray(totals))
+    try:
+        features = np.array(value_tokens, dtype=np.float64).reshape(len(hypotheses), len(names))
+        ok = bool(np.isfinite(features).all())
+    except ValueError:
+        ok = False
+    if not ok:  # find and name the first bad line
+        _first_bad_line(path)
+    try:
+        totals = np.array(total_tokens, dtype=np.float64)
+    except ValueError:
+        bad = next(k for k, t in enumerate(total_tokens) if not _is_float(t))
+        raise InputError(f"total {total_tokens[bad]!r} is not a number", path, bad + 1) from None
+    return NBestList(np.asarray(starts + [len(hypotheses)]), hypotheses, features, names, totals)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _first_bad_line(path: str) -> None:
+    with _open_text(path) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            _parse_features(line.rstrip("\n").split(" ||| ")[2], path, lineno)
+    raise InputError("non-numeric or non-finite feature value", path)
 
 
 def _describe(groups: Sequence[Tuple[str, int]]) -> str:

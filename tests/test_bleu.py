@@ -75,3 +75,23 @@ def test_background_sentence_bleu_by_hand():
     p = [(3 / 4), (2 / 3), (1 / 2), (1 / 1)]
     log_bleu = np.mean(np.log(p)) + (1 - 6 / 4)
     assert background_sentence_bleu(stats, bg)[0] == pytest.approx(np.exp(log_bleu) * 6)
+
+
+def test_large_vocabulary_uses_exact_dense_codes():
+    # more than 2**15 types: n-gram codes are re-ranked instead of packed 16 bits per token
+    rng = np.random.default_rng(0)
+    vocab = np.array([f"t{i}" for i in range(40000)])
+    refs = [" ".join(vocab[rng.integers(0, 40000, size=12)]) for _ in range(3000)]
+    hyps = [" ".join(r.split()[:8] + list(vocab[rng.integers(0, 40000, size=3)])) for r in refs]
+    hyps[0] = refs[0]
+    segment = np.arange(3000)
+    ours = bleu_stats(hyps, refs, segment)
+    assert np.array_equal(ours, sacrebleu_rows(hyps, refs, segment, tokenize="none"))
+    assert ours[0, 6] == 9  # identical 12-token line: 9 four-gram matches
+
+
+def test_empty_lines_and_empty_input():
+    stats = bleu_stats(["", "a b", ""], ["a b", "a b"], np.array([0, 0, 1]))
+    assert stats[:, 1].tolist() == [0, 2, 0] and stats[:, 8].tolist() == [2, 2, 2]
+    assert stats[1, 0] == 2 and stats[1, 2] == 1
+    assert bleu_stats([], ["a"], np.zeros(0, dtype=int)).shape == (0, 9)

@@ -1,0 +1,88 @@
+"""NMT side: generate-output parsing (exact) and a tiny end-to-end smoke run on fairseq."""
+
+import gzip
+import math
+import os
+import random
+
+import numpy as np
+import pytest
+
+from rerank.errors import InputError
+
+if os.environ.get("RERANK_REQUIRE_NMT"):  # CI: a missing fairseq is a failure, not a skip
+    import fairseq  # noqa: F401
+else:
+    pytest.importorskip("fairseq", reason="the [nmt] extra is not installed")
+
+from nmt.generate import GenerateConfig, generate_nbest, parse_generate_output  # noqa: E402
+
+GENERATE_OUTPUT = """S-1\tsecond source
+H-1\t-0.5\tzweite quelle
+P-1\t-0.2500 -0.5000 -0.7500
+H-1\t-0.9\tzweite
+P-1\t-1.0000 -1.0000
+S-0\tfirst source
+H-0\t-0.1\tein mann
+P-0\t-0.1000 -0.2000 -0.3000
+"""
+
+
+def test_parse_generate_output_sums_base2_scores_in_natural_log(tmp_path):
+    path = tmp_path / "gen.txt"
+    path.write_text(GENERATE_OUTPUT)
+    nb = parse_generate_output(str(path), num_segments=2, nbest=2)
+    assert nb.offsets.tolist() == [0, 1, 3]  # original order, not fairseq's
+    assert nb.hypotheses == ["ein mann", "zweite quelle", "zweite"]
+    assert nb.feature_names == ["NMT", "WordPenalty"]
+    ln2 = math.log(2)
+    assert nb.features[:, 0] == pytest.approx([-0.6 * ln2, -1.5 * ln2, -2.0 * ln2])
+    assert nb.features[:, 1].tolist() == [-2, -2, -1]
+    with pytest.raises(InputError, match="no hypotheses for 1 segment"):
+        parse_generate_output(str(path), num_segments=3, nbest=2)
+
+
+EN_DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "runs": "rennt", "sits": "sitzt",
+         "on": "auf", "the": "der", "grass": "wiese", "red": "rote", "ball": "ball", "with": "mit",
+         "plays": "spielt", "child": "kind", "big": "große", "small": "kleine"}
+
+
+def _write_corpus(root, n_train=300, n_val=16, n_test=10, seed=0):
+    rng = random.Random(seed)
+    raw = os.path.join(root, "task1", "raw")
+    os.makedirs(raw)
+    words = list(EN_DE)
+    for split, n in (("train", n_train), ("val", n_val), ("test_2016_flickr", n_test)):
+        en, de = [], []
+        for _ in range(n):
+            sent = [rng.choice(words) for _ in range(rng.randint(3, 8))]
+            en.append(" ".join(sent).capitalize() + ".")
+            de.append(" ".join(EN_DE[w] for w in sent).capitalize() + ".")
+        for lang, lines in (("en", en), ("de", de)):
+            with gzip.open(os.path.join(raw, f"{split}.{lang}.gz"), "wt", encoding="utf-8") as handle:
+                handle.write("\n".join(lines) + "\n")
+
+
+def test_tiny_pipeline_prepare_train_nbest(tmp_path):
+    from nmt.data import PrepareConfig, prepare
+    from nmt.train import TrainConfig, train
+    from rerank.nbest import read_lines, read_nbest
+
+    _write_corpus(str(tmp_path / "m30k"))
+    bin_dir = prepare(str(tmp_path / "m30k"), str(tmp_path / "data"), PrepareConfig(bpe_merges=40), workers=1)
+    tok = read_lines(str(tmp_path / "data" / "tok" / "val.de"))
+    assert tok[0] == tok[0].lower() and tok[0].endswith(" .")  # lowercased, Moses-tokenised
+    ckpt = train(bin_dir, str(tmp_path / "model"),
+                 TrainConfig(max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0, valid_beam=2))
+    assert os.path.exists(ckpt)
+    nb = generate_nbest(bin_dir, ckpt, "test", str(tmp_path / "test.nbest"), str(tmp_path / "test.1best"),
+                        GenerateConfig(nbest=3, batch_size=4))
+    again = read_nbest(str(tmp_path / "test.nbest"), num_segments=10)
+    assert again.num_segments == 10 and np.all(np.diff(again.offsets) == 3)
+    assert again.feature_names == ["NMT", "WordPenalty"]
+    assert np.all(again.features[:, 0] < 0)
+    assert again.features[:, 1].tolist() == [-float(len(h.split())) for h in again.hypotheses]
+    assert not any("@@" in h for h in again.hypotheses)
+    assert read_lines(str(tmp_path / "test.1best")) == [again.hypotheses[i] for i in again.offsets[:-1]]
+    assert np.array_equal(again.features, nb.features)
+    assert os.path.exists(str(tmp_path / "test.nbest.json"))
