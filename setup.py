@@ -1,6 +1,8 @@
 from setuptools import find_packages, setup
 
 CORE = ["numpy>=1.24", "numba>=0.59", "sacrebleu==2.5.1", "tqdm>=4.60"]
+METEOR = ["pycocoevalcap==1.2"]  # ships the METEOR 1.5 jar (needs java)
+REPORT = ["matplotlib>=3.7"]
 NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword-nmt==0.3.8"]
 
 setup(
@@ -10,6 +12,7 @@ setup(
     packages=find_packages(include=["rerank", "rerank.*", "mira", "mira.*", "nmt", "nmt.*"]),
     python_requires=">=3.9",
     install_requires=CORE,
-    extras_require={"nmt": NMT, "all": NMT, "test": ["pytest>=7"]},
+    extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "all": NMT + METEOR + REPORT,
+                    "test": ["pytest>=7"]},
     entry_points={"console_scripts": ["rerank = rerank.cli:main"]},
 )

@@ -122,6 +122,51 @@ def cmd_oracle(args) -> None:
     print(json.dumps(result) if args.json else f"oracle {score.format()}")
 
 
+def _parse_system(item: str):
+    if "=" not in item:
+        raise InputError(f"--system {item!r}: expected NAME=FILE[,FILE...]")
+    name, files = item.split("=", 1)
+    return name, [f for f in files.split(",") if f]
+
+
+def cmd_signif(args) -> None:
+    import tempfile
+
+    from rerank.report import format_table, oracle_file, significance_table
+
+    systems = [_parse_system(item) for item in args.system or []]
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, nbest in enumerate(args.nbest or []):
+            name = "oracle" if len(args.nbest) == 1 else f"oracle{k + 1}"
+            systems.append((name, [oracle_file(nbest, args.ref, os.path.join(tmp, f"{name}.txt"),
+                                               args.tokenize or "13a", args.lowercase)]))
+        result = significance_table(args.ref, args.baseline, systems, metrics=args.metrics.split(","),
+                                    tokenize=args.tokenize, lowercase=args.lowercase, lang=args.lang,
+                                    shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
+                                    compare_to=args.compare_to, progress=sys.stderr.isatty())
+    if args.format == "json":
+        keys = ("system", "metric", "score", "s_sel", "s_opt", "p_value", "delta", "p_compare", "replicas")
+        text = json.dumps([{k: r[k] for k in keys} for r in result["rows"]], indent=2) + "\n"
+    else:
+        text = format_table(result, args.format)
+    sys.stdout.write(text)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            handle.write(text)
+
+
+def cmd_report(args) -> None:
+    from rerank.report import experiment_report
+
+    written = experiment_report(args.experiment_dir, args.out, metrics=args.metrics.split(","),
+                                shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
+                                compare_to=args.compare_to)
+    with open(written["text"], encoding="utf-8") as handle:
+        sys.stdout.write(handle.read())
+    for kind, path in written.items():
+        print(f"{kind}: {path}", file=sys.stderr)
+
+
 def cmd_nmt(args) -> None:
     if args.nmt_verb == "prepare":
         from nmt.data import PrepareConfig, prepare
@@ -190,6 +235,32 @@ def build_parser() -> argparse.ArgumentParser:
     bleu_options(p)
     p.set_defaults(func=cmd_oracle)
 
+    def signif_options(p):
+        p.add_argument("--metrics", default="bleu,meteor,ter", help="comma-separated: bleu, meteor, ter, chrf")
+        p.add_argument("--shuffles", type=int, default=10000, help="approximate randomisation trials")
+        p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples for s_sel")
+        p.add_argument("--seed", type=int, default=12345, help="seed (12345 = sacrebleu's default)")
+        p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
+
+    p = sub.add_parser("signif", help="MultEval-style significance: score (s_sel/s_opt/p) over replicas")
+    p.add_argument("--ref", required=True)
+    p.add_argument("--baseline", required=True, nargs="+", help="baseline replica files")
+    p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
+    p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
+    p.add_argument("--tokenize", default=None, help="sacrebleu BLEU tokeniser (default 13a)")
+    p.add_argument("--lowercase", action="store_true")
+    p.add_argument("--lang", default="de", help="METEOR language")
+    p.add_argument("--format", default="text", choices=["text", "markdown", "latex", "json", "csv"])
+    p.add_argument("--out", help="also write what is printed to this file")
+    signif_options(p)
+    p.set_defaults(func=cmd_signif)
+
+    p = sub.add_parser("report", help="the paper's Table 3/4 layout, significance and plots from a pipeline directory")
+    p.add_argument("experiment_dir")
+    p.add_argument("--out", help="output directory (default EXPERIMENT_DIR/report)")
+    signif_options(p)
+    p.set_defaults(func=cmd_report)
+
     p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
     nsub = p.add_subparsers(dest="nmt_verb", required=True)
     q = nsub.add_parser("prepare", help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1")
@@ -228,6 +299,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args.func(args)
     except InputError as err:
+        print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
+        return 1
+    except ValueError as err:  # shape/consistency errors from the library, e.g. replica counts
         print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
         return 1
     except BrokenPipeError:

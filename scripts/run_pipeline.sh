@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The main job: Multi30k en->de attention NMT -> n-best lists -> k-best MIRA -> re-ranked test.
+# The main job: Multi30k en->de attention NMT -> n-best lists -> k-best MIRA (REPLICAS seeds)
+# -> re-ranked test -> BLEU/TER/chrF table -> significance report (BLEU, METEOR, TER, chrF).
 #
 #   bash scripts/run_pipeline.sh            # everything under out/multi30k
 #
 # Settings (environment variables): OUT (output directory), DATA (Multi30k directory;
 # default ../shared/data/multi30k when it exists, else the public repository is
 # downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH, PATIENCE,
-# NBEST (20 or 50), SEED.  Every stage skips when its output exists, so an interrupted
+# NBEST (20 or 50), SEED (NMT training seed), REPLICAS (MIRA optimizer replicas, 3).  Every stage skips when its output exists, so an interrupted
 # run resumes where it stopped (training resumes from its last checkpoint).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +19,7 @@ MAX_EPOCH=${MAX_EPOCH:-12}
 PATIENCE=${PATIENCE:-3}
 NBEST=${NBEST:-20}
 SEED=${SEED:-1}
+REPLICAS=${REPLICAS:-3}
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -56,19 +58,28 @@ stage nbest-val "$N/val.nbest" rerank nmt nbest --data-bin "$D/bin" --checkpoint
 stage nbest-test "$N/test.nbest" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" \
   --subset test --nbest "$NBEST" --out-nbest "$N/test.nbest" --out-1best "$N/test.1best"
 REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
-stage tune "$R/weights.json" rerank tune --nbest "$N/val.nbest" --ref "$REF_VAL" --out "$R/weights.json" --seed "$SEED"
-stage apply "$R/test.reranked" rerank apply --nbest "$N/test.nbest" --weights "$R/weights.json" --out "$R/test.reranked"
+# MIRA replicas (optimizer seeds 1..REPLICAS) on the NMT features: rerank/nmt/
+mkdir -p "$R/nmt"
+for S in $(seq 1 "$REPLICAS"); do
+  stage "tune-seed$S" "$R/nmt/weights.seed$S.json" rerank tune --nbest "$N/val.nbest" --ref "$REF_VAL" \
+    --out "$R/nmt/weights.seed$S.json" --seed "$S" --quiet
+  stage "apply-seed$S" "$R/nmt/test.seed$S.txt" rerank apply --nbest "$N/test.nbest" \
+    --weights "$R/nmt/weights.seed$S.json" --out "$R/nmt/test.seed$S.txt"
+done
 stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --out "$R/test.oracle"
 evaluate() {
-  local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "reranked=$R/test.reranked"
+  local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "reranked=$R/nmt/test.seed1.txt"
               --hyp "oracle=$R/test.oracle")
   rerank eval "${args[@]}" --json --out "$OUT/results.json" > /dev/null
   rerank eval "${args[@]}" --out "$OUT/results.txt" > /dev/null
 }
 stage eval "$OUT/results.txt" evaluate
+stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,ter,chrf
 echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none)"
 cat "$OUT/results.txt"
-echo "== tuned weights ($R/weights.json)"
-python -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))['weights']))" "$R/weights.json"
+echo "== tuned weights, replica 1 ($R/nmt/weights.seed1.json)"
+python -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))['weights']))" "$R/nmt/weights.seed1.json"
+echo "== significance over $REPLICAS MIRA replicas ($OUT/report/)"
+cat "$OUT/report/table.txt"
 echo "== stage wall times, seconds ($TIMINGS)"
 cat "$TIMINGS"

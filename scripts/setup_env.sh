@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create (once) the virtual environment .venv and install rerank into it.
 #   scripts/setup_env.sh core   # numpy, numba, sacrebleu, pytest: enough for the core and its tests
-#   scripts/setup_env.sh nmt    # + torch 2.13.0 (CPU), fairseq-fixed 0.12.3.1, sacremoses, subword-nmt
+#   scripts/setup_env.sh nmt    # everything ([all]): + torch 2.13.0 (CPU), fairseq-fixed 0.12.3.1, sacremoses,
+#                               # subword-nmt, pycocoevalcap (METEOR jar), matplotlib
 # torch is installed first and pinned to 2.13.0 so that pip takes the local CPU build and
 # never resolves a CUDA build; fairseq-fixed builds from source once (~5 min), then pip's
 # wheel cache makes later installs fast.  Safe to run repeatedly.
@@ -19,7 +20,7 @@ stamp="$VENV/.rerank-$WHAT-$(sha1sum "$ROOT/setup.py" | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   if [ "$WHAT" = nmt ] || [ "$WHAT" = all ]; then
     "$PIP" install -q torch==2.13.0
-    "$PIP" install -q -e "$ROOT[nmt,test]"
+    "$PIP" install -q -e "$ROOT[all,test]"
   else
     "$PIP" install -q -e "$ROOT[test]"
   fi

@@ -1,0 +1,156 @@
+"""METEOR 1.5 (Denkowski & Lavie 2014) through the real jar, with per-segment
+statistics so that corpus METEOR can be recomputed on resamples and shuffles.
+
+The jar is the one PyPI's ``pycocoevalcap`` ships; it runs with ``java`` in ``-stdio``
+mode, once per system: one ``SCORE ||| reference ||| hypothesis`` line per segment
+gives that segment's statistics (23 numbers: test/reference length, test/reference
+function words, for each of 4 stages the test/reference content/function matches,
+chunks, test/reference word matches).  Summed statistics are scored with the jar's
+``MeteorScorer.computeMetrics`` formula (vectorised here; the tests check it against the
+jar's own corpus score):
+
+    P = Σ_i w_i (δ·tc_i + (1−δ)·tf_i) / (δ·(T − Tf) + (1−δ)·Tf),  R likewise for the reference
+    Fmean = 1 / ((1−α)/P + α/R)
+    frag = 0 if everything matched in one chunk, else chunks / ((tm + rm)/2)
+    (a perfectly matched segment contributes no chunks to a sum, as in the jar's aggregation)
+    METEOR = 100 · max(0, Fmean · (1 − γ·frag^β))   (0 where undefined)
+
+German: modules ``exact stem`` with weights ``1.0 0.8``, because German paraphrase
+tables are not obtainable here (:data:`METEOR_NOTE`, printed with every report).  The
+language's parameters α β γ δ are read from the jar itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.metrics import Metric
+
+NUM_STATS = 23
+STAGES = 4
+DEFAULT_MODULES = {"de": ("exact stem", "1.0 0.8")}
+METEOR_NOTE = ("METEOR 1.5, German: modules 'exact stem' (weights 1.0 0.8) only, because German paraphrase "
+               "tables are not obtainable here; not comparable with METEOR scores that use paraphrases.")
+
+
+class MeteorUnavailable(InputError):
+    """Java or the METEOR jar is missing; the message says which and how to get it."""
+
+
+def find_jar() -> str:
+    """Path of ``meteor-1.5.jar`` from the installed ``pycocoevalcap`` package.
+
+    Raises:
+        MeteorUnavailable: java is not on PATH or pycocoevalcap is not installed.
+    """
+    if shutil.which("java") is None:
+        raise MeteorUnavailable("METEOR unavailable: no 'java' on PATH (install a JRE, e.g. Debian's default-jre)")
+    spec = importlib.util.find_spec("pycocoevalcap")
+    if spec is None or not spec.submodule_search_locations:
+        raise MeteorUnavailable("METEOR unavailable: the PyPI package pycocoevalcap (which ships meteor-1.5.jar) "
+                                "is not installed: pip install -e .[meteor]")
+    jar = os.path.join(list(spec.submodule_search_locations)[0], "meteor", "meteor-1.5.jar")
+    if not os.path.exists(jar):
+        raise MeteorUnavailable("METEOR unavailable: pycocoevalcap has no meteor/meteor-1.5.jar", jar)
+    return jar
+
+
+@functools.lru_cache(maxsize=None)
+def jar_parameters(jar: str, lang: str, modules: str, weights: str, lowercase: bool) -> Tuple[float, ...]:
+    """(alpha, beta, gamma, delta) the jar uses for these options (read from its output)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("h", "r"):
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as out:
+                out.write("a\n")
+        cmd = ["java", "-Xmx1G", "-jar", jar, os.path.join(tmp, "h"), os.path.join(tmp, "r"), "-l", lang,
+              "-m", modules, "-w", weights] + (["-lower"] if lowercase else [])
+        text = subprocess.run(cmd, capture_output=True, text=True,
+                              check=True).stdout
+    match = re.search(r"Parameters:\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)", text)
+    if not match:
+        raise MeteorUnavailable("METEOR unavailable: could not read the jar's parameters", jar)
+    return tuple(float(x) for x in match.groups())
+
+
+class MeteorMetric(Metric):
+    """METEOR 1.5 with per-segment statistics from the jar (see the module docstring)."""
+
+    name = "meteor"
+
+    def __init__(self, lang: str = "de", lowercase: bool = False, modules: str = None, weights: str = None):
+        self.jar = find_jar()
+        default_modules, default_weights = DEFAULT_MODULES.get(lang, ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5"))
+        self.lang, self.lowercase = lang, lowercase
+        self.modules = modules or default_modules
+        self.weights = weights or default_weights
+        self.module_weights = np.array([float(w) for w in self.weights.split()])
+        self.alpha, self.beta, self.gamma, self.delta = jar_parameters(self.jar, lang, self.modules, self.weights,
+                                                                       lowercase)
+
+    def _command(self):
+        return ["java", "-Xmx2G", "-jar", self.jar, "-", "-", "-stdio", "-l", self.lang, "-m", self.modules,
+                "-w", self.weights] + (["-lower"] if self.lowercase else [])
+
+    def stats(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+        """float64[N, 23] statistics, one jar process for the whole system."""
+        def clean(text: str) -> str:
+            return " ".join(text.replace("|||", "| | |").split())
+
+        lines = "".join(f"SCORE ||| {clean(r)} ||| {clean(h)}\n" for h, r in zip(hypotheses, references))
+        result = subprocess.run(self._command(), input=lines, capture_output=True, text=True)
+        rows = result.stdout.split("\n")[:len(hypotheses)]
+        if result.returncode != 0 or len(rows) != len(hypotheses):
+            raise MeteorUnavailable(f"METEOR jar failed: {result.stderr.strip().splitlines()[-1:]}")
+        stats = np.array([[float(x) for x in row.split()] for row in rows], dtype=np.float64)
+        if stats.shape[1:] != (NUM_STATS,):
+            raise MeteorUnavailable(f"METEOR jar returned {stats.shape[1]} statistics per segment, expected {NUM_STATS}")
+        # The jar's aggregation adds no chunks for a perfectly matched segment (all words
+        # matched in one chunk); store it that way so that plain sums reproduce the jar's
+        # corpus statistics.  The segment's own score is unchanged (fragmentation 0 either way).
+        stage = stats[:, 4:4 + 4 * STAGES].reshape(-1, STAGES, 4)
+        perfect = ((stage[:, :, 0] + stage[:, :, 2]).sum(1) == stats[:, 0]) & \
+                  ((stage[:, :, 1] + stage[:, :, 3]).sum(1) == stats[:, 1]) & (stats[:, 20] == 1)
+        stats[perfect, 20] = 0.0
+        return stats
+
+    def jar_score(self, summed: np.ndarray) -> float:
+        """The jar's own score (0-100) of one summed statistics row (``EVAL`` in -stdio mode)."""
+        line = "EVAL ||| " + " ".join(repr(float(x)) for x in summed) + "\n"
+        out = subprocess.run(self._command(), input=line, capture_output=True, text=True, check=True).stdout
+        return 100.0 * float(out.split()[0])
+
+    def score(self, stats: np.ndarray) -> np.ndarray:
+        s = np.asarray(stats, dtype=np.float64)
+        k = len(self.module_weights)
+        test_len, ref_len, test_fn, ref_fn = s[..., 0], s[..., 1], s[..., 2], s[..., 3]
+        stage = s[..., 4:4 + 4 * STAGES].reshape(s.shape[:-1] + (STAGES, 4))
+        tc, rc, tf, rf = stage[..., 0], stage[..., 1], stage[..., 2], stage[..., 3]
+        chunks, test_words, ref_words = s[..., 20], s[..., 21], s[..., 22]
+        w, d = self.module_weights, self.delta
+        test_matches = (tc[..., :k] * w * d).sum(-1) + (tf[..., :k] * w * (1 - d)).sum(-1)
+        ref_matches = (rc[..., :k] * w * d).sum(-1) + (rf[..., :k] * w * (1 - d)).sum(-1)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            precision = test_matches / (d * (test_len - test_fn) + (1 - d) * test_fn)
+            recall = ref_matches / (d * (ref_len - ref_fn) + (1 - d) * ref_fn)
+            fmean = 1.0 / ((1 - self.alpha) / precision + self.alpha / recall)
+            test_total = (tc + tf).sum(-1)
+            ref_total = (rc + rf).sum(-1)
+            whole = (test_total == test_len) & (ref_total == ref_len) & (chunks == 1)
+            frag = np.where(whole, 0.0, chunks / ((test_words + ref_words) / 2.0))
+            score = fmean * (1.0 - self.gamma * np.power(frag, self.beta))
+        return 100.0 * np.where(np.isnan(score), 0.0, np.maximum(score, 0.0))
+
+    def signature(self) -> str:
+        params = " ".join(f"{x:g}" for x in (self.alpha, self.beta, self.gamma, self.delta))
+        return (f"meteor-1.5|lang:{self.lang}|modules:{self.modules}|weights:{self.weights}|params:{params}"
+                f"|lc:{'yes' if self.lowercase else 'no'}")

@@ -1,0 +1,275 @@
+"""Significance tables (MultEval-like, and the paper's Tables 3-4 layout).
+
+:func:`significance_table` turns systems given as replica files into rows
+``{"system", "metric", "score", "s_sel", "s_opt", "p_value", ...}``;
+:func:`format_table` renders them as text, Markdown, LaTeX, JSON or CSV.  Marks: † for
+p < 0.05 against the baseline, ‡ for p < 0.05 against the ``compare_to`` system; the
+difference to the baseline is shown in parentheses as in the paper.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rerank import __version__
+from rerank.errors import InputError, atomic_write
+from rerank.meteor import MeteorUnavailable
+from rerank.metrics import make_metric, read_system
+from rerank.nbest import read_lines
+from rerank.significance import compare, score_system
+
+FORMATS = ("text", "markdown", "latex", "json", "csv")
+ALPHA = 0.05
+
+
+def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence[Tuple[str, Sequence[str]]],
+                       metrics: Sequence[str] = ("bleu", "ter"), tokenize: Optional[str] = None,
+                       lowercase: bool = False, lang: str = "de", shuffles: int = 10000, resamples: int = 10000,
+                       seed: int = 12345, compare_to: Optional[str] = None,
+                       baseline_name: str = "baseline", progress: bool = False) -> Dict:
+    """Score the baseline and each system (lists of replica files) on every metric.
+
+    Returns ``{"rows": [...], "meta": {...}}``; each row has system, metric, score,
+    s_sel, s_opt, p_value (None for the baseline), delta (score − baseline score),
+    p_compare (against ``compare_to``; None where not applicable), replicas and the
+    replica scores.  Raises :class:`InputError` for a file whose line count differs
+    from the reference's, or an unknown ``compare_to`` name.
+    """
+    refs = read_lines(ref_path)
+    names = [baseline_name] + [name for name, _ in systems]
+    if compare_to is not None and compare_to not in names[1:]:
+        raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
+    files = {baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
+    texts = {name: [read_system(p, len(refs)) for p in paths] for name, paths in files.items()}
+    rows, signatures = [], {}
+    items = [(m, n) for m in metrics for n in names]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items), desc="signif", unit="system·metric")
+    unavailable = {}
+    for metric_name in metrics:
+        try:
+            metric = make_metric(metric_name, tokenize, lowercase, lang)
+        except MeteorUnavailable as err:  # report it, run the other metrics
+            unavailable[metric_name] = str(err)
+            print(f"rerank: warning: {err}", file=sys.stderr)
+            continue
+        signatures[metric_name] = metric.signature()
+        stats = {name: [metric.stats(h, refs) for h in hyps] for name, hyps in texts.items()}
+        scored = {}
+        for name in names:
+            result = score_system(metric, stats[name], resamples, seed)
+            if name != baseline_name:
+                result.p_value = compare(metric, stats[baseline_name], stats[name], shuffles, seed)
+            scored[name] = result
+            if bar is not None:
+                bar.update()
+        for name in names:
+            r = scored[name]
+            p_compare = None
+            if compare_to is not None and name not in (baseline_name, compare_to):
+                p_compare = compare(metric, stats[compare_to], stats[name], shuffles, seed)
+            rows.append({"system": name, "metric": metric_name, "score": r.score, "s_sel": r.s_sel,
+                         "s_opt": r.s_opt, "p_value": r.p_value, "delta": r.score - scored[baseline_name].score,
+                         "p_compare": p_compare, "replicas": len(r.replica_scores),
+                         "replica_scores": r.replica_scores, "files": files[name]})
+    if bar is not None:
+        bar.close()
+    meta = {"reference": ref_path, "shuffles": shuffles, "resamples": resamples, "seed": seed,
+            "compare_to": compare_to, "baseline": baseline_name, "signatures": signatures,
+            "rerank": __version__, "alpha": ALPHA, "unavailable": unavailable}
+    if "meteor" in signatures:
+        from rerank.meteor import METEOR_NOTE
+
+        meta["meteor_note"] = METEOR_NOTE
+    return {"rows": rows, "meta": meta}
+
+
+def _marks(row: Dict) -> str:
+    mark = ""
+    if row["p_value"] is not None and row["p_value"] < ALPHA:
+        mark += "†"
+    if row["p_compare"] is not None and row["p_compare"] < ALPHA:
+        mark += "‡"
+    return mark
+
+
+def _cell(row: Dict) -> str:
+    s_opt = "-" if row["s_opt"] is None else f"{row['s_opt']:.1f}"
+    p = "-" if row["p_value"] is None else f"{row['p_value']:.4f}"
+    delta = "" if row["p_value"] is None else f" ({row['delta']:+.2f})"
+    return f"{row['score']:.2f}{delta}{_marks(row)} [{row['s_sel']:.1f}/{s_opt}/{p}]"
+
+
+def _footer(meta: Dict) -> List[str]:
+    lines = [f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
+             f"† p < {meta['alpha']} vs {meta['baseline']}"
+             + (f", ‡ p < {meta['alpha']} vs {meta['compare_to']}" if meta.get("compare_to") else "")]
+    lines.append(f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
+                 f"resamples; seed {meta['seed']}; rerank {meta['rerank']}")
+    lines.extend(f"{m.upper()}: {sig}" for m, sig in meta["signatures"].items())
+    if meta.get("meteor_note"):
+        lines.append(meta["meteor_note"])
+    lines.extend(f"{m.upper()}: {why}" for m, why in meta.get("unavailable", {}).items())
+    return lines
+
+
+def format_table(result: Dict, fmt: str = "text") -> str:
+    """Render :func:`significance_table`'s result as text, markdown, latex, json or csv."""
+    rows, meta = result["rows"], result["meta"]
+    if fmt == "json":
+        return json.dumps({"rows": rows, "meta": meta}, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "csv":
+        out = io.StringIO()
+        keys = ["system", "metric", "score", "delta", "s_sel", "s_opt", "p_value", "p_compare", "replicas"]
+        writer = csv.DictWriter(out, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue()
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    cell = {(r["system"], r["metric"]): _cell(r) for r in rows}
+    header = ["system"] + [m.upper() for m in metrics]
+    body = [[s] + [cell[(s, m)] for m in metrics] for s in systems]
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta)) + "\n"
+    if fmt == "latex":
+        def tex(text: str) -> str:
+            return (text.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$").replace("_", r"\_")
+                    .replace("%", r"\%").replace("#", r"\#"))
+        lines = [r"\begin{tabular}{l" + "r" * len(metrics) + "}", r"\hline", " & ".join(header) + r" \\", r"\hline"]
+        lines += [" & ".join(tex(c) for c in r) + r" \\" for r in body]
+        lines += [r"\hline", r"\end{tabular}"]
+        return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta)) + "\n"
+    if fmt != "text":
+        raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    widths = [max(len(x) for x in col) for col in zip(header, *body)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta)) + "\n"
+
+
+def _experiment_systems(exp_dir: str) -> Tuple[str, List[str], List[Tuple[str, List[str]]], Optional[str]]:
+    """(reference, baseline files, [(system name, replica files)], test n-best or None) of a
+    pipeline output directory (layout in README.md)."""
+    import glob
+    import os
+
+    ref = os.path.join(exp_dir, "data", "tok", "test_2016_flickr.de")
+    baseline = os.path.join(exp_dir, "nbest", "test.1best")
+    for path in (ref, baseline):
+        if not os.path.exists(path):
+            raise InputError("missing pipeline output", path)
+    systems = []
+    for directory in sorted(glob.glob(os.path.join(exp_dir, "rerank", "*", ""))):
+        replicas = sorted(glob.glob(os.path.join(directory, "test.seed*.txt")),
+                          key=lambda p: int(re.search(r"seed(\d+)", p).group(1)))
+        if replicas:
+            systems.append(("+" + os.path.basename(os.path.dirname(directory)), replicas))
+    if not systems:
+        raise InputError("no re-ranked systems (rerank/<name>/test.seed*.txt)", exp_dir)
+    nbest = os.path.join(exp_dir, "nbest", "test.nbest")
+    return ref, [baseline], systems, nbest if os.path.exists(nbest) else None
+
+
+def oracle_file(nbest_path: str, ref_path: str, out_path: str, tokenize: str = "none", lowercase: bool = False) -> str:
+    """Write the oracle-BLEU selection of an n-best list to ``out_path``; returns it."""
+    from rerank.bleu import bleu_stats
+    from rerank.nbest import read_nbest, write_lines
+    from rerank.oracle import oracle_select
+
+    refs = read_lines(ref_path)
+    nbest = read_nbest(nbest_path, num_segments=len(refs))
+    best = oracle_select(bleu_stats(nbest.hypotheses, refs, nbest.segment, tokenize, lowercase), nbest.offsets)
+    write_lines((nbest.hypotheses[i] for i in best), out_path)
+    return out_path
+
+
+def plot_report(result: Dict, ref_path: str, out_prefix: str, tokenize: str = "none", seed: int = 12345,
+                shuffles: int = 10000) -> List[str]:
+    """Two PNG plots: per-sentence BLEU gains of each system's first replica over the
+    baseline (sorted), and the distribution of |ΔBLEU| under the null (AR shuffles) with
+    the observed difference.  Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rerank.metrics import BleuMetric
+    from rerank.significance import approximate_randomization
+
+    refs = read_lines(ref_path)
+    metric = BleuMetric(tokenize)
+    rows = [r for r in result["rows"] if r["metric"] == "bleu"]
+    base = metric.stats(read_lines(rows[0]["files"][0]), refs)
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    fig2, ax2 = plt.subplots(figsize=(7, 4))
+    for row in rows[1:]:
+        stats = metric.stats(read_lines(row["files"][0]), refs)
+        gains = np.sort(metric.score(stats) - metric.score(base))[::-1]
+        ax.plot(np.arange(len(gains)), gains, label=f"{row['system']} (mean {gains.mean():+.2f})")
+        null: list = []
+        approximate_randomization(metric, base, stats, shuffles, seed, null=null)
+        observed = abs(float(metric.score(stats.sum(0)) - metric.score(base.sum(0))))
+        line = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |ΔBLEU|")[2][0]
+        ax2.axvline(observed, color=line.get_facecolor(), linestyle="--", label=f"observed {observed:.2f}")
+    ax.axhline(0, color="grey", linewidth=0.5)
+    ax.set_xlabel("test sentences, sorted by gain")
+    ax.set_ylabel("sentence BLEU − baseline sentence BLEU")
+    ax.set_title("Per-sentence gains over the baseline (first replica)")
+    ax.legend(fontsize=8)
+    ax2.set_xlabel("|corpus BLEU difference| under random swaps")
+    ax2.set_ylabel("shuffles")
+    ax2.set_title(f"Approximate randomisation null distribution ({shuffles} shuffles)")
+    ax2.legend(fontsize=8)
+    for figure, name in ((fig, "gains.png"), (fig2, "null.png")):
+        path = out_prefix + name
+        figure.tight_layout()
+        figure.savefig(path + ".tmp.png", dpi=110)
+        os.replace(path + ".tmp.png", path)
+        plt.close(figure)
+        paths.append(path)
+    return paths
+
+
+def experiment_report(exp_dir: str, out_dir: Optional[str] = None, metrics: Sequence[str] = ("bleu", "meteor", "ter"),
+                      shuffles: int = 10000, resamples: int = 10000, seed: int = 12345,
+                      compare_to: Optional[str] = None) -> Dict[str, str]:
+    """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
+    re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
+    plus the plots of :func:`plot_report`.  Returns {kind: path}.
+
+    Reads ``data/tok/test_2016_flickr.de`` (reference), ``nbest/test.1best`` (baseline),
+    ``rerank/<set>/test.seed<k>.txt`` (one system per feature set, one file per MIRA
+    replica) and ``nbest/test.nbest`` (oracle row).  The text is the pipeline's tokenised
+    lowercased text, so BLEU uses ``tokenize='none'``.  ``table.txt`` is written last.
+    """
+    out_dir = out_dir or os.path.join(exp_dir, "report")
+    os.makedirs(out_dir, exist_ok=True)
+    ref, baseline, systems, nbest = _experiment_systems(exp_dir)
+    if nbest is not None:
+        systems = systems + [("oracle", [oracle_file(nbest, ref, os.path.join(out_dir, "test.oracle"))])]
+    result = significance_table(ref, baseline, systems, metrics=metrics, tokenize="none", shuffles=shuffles,
+                                resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
+    written = {}
+    for path in plot_report(result, ref, os.path.join(out_dir, ""), seed=seed, shuffles=shuffles):
+        written[os.path.basename(path)] = path
+    for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt")):  # text last: done marker
+        path = os.path.join(out_dir, f"table.{ext}")
+        with atomic_write(path) as out:
+            out.write(format_table(result, fmt))
+        written[fmt] = path
+    return written

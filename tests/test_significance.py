@@ -1,0 +1,204 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from rerank.cli import main
+from rerank.metrics import BleuMetric, ChrfMetric, TerMetric
+from rerank.nbest import write_lines
+from rerank.significance import (approximate_randomization, bootstrap_std, compare, exact_randomization,
+                                 score_system)
+from tests.conftest import random_corpus
+
+
+def test_exact_enumeration_by_hand():
+    # TER statistics [edits, ref length]; A has 1, 0, 2 edits, B 2, 1, 2 on 4-word references.
+    # Swapping changes the difference by ±1 edit on segments 1 and 2 (segment 3 is tied):
+    # |Δ| = 2 edits when both keep or both swap (4 of 8 patterns), 0 otherwise -> p = 4/8.
+    a = np.array([[1, 4], [0, 4], [2, 4]], dtype=float)
+    b = np.array([[2, 4], [1, 4], [2, 4]], dtype=float)
+    assert exact_randomization(TerMetric(), a, b) == pytest.approx(0.5)
+    # one decisive segment of three: |Δ| is the same under every pattern -> p = 1
+    c = np.array([[3, 4], [0, 4], [2, 4]], dtype=float)
+    assert exact_randomization(TerMetric(), a, c) == pytest.approx(1.0)
+
+
+def test_exact_enumeration_small_p():
+    # 10 segments, B always one edit worse: only the identity and the full swap reach |Δ| = 10
+    a = np.tile([[0.0, 5.0]], (10, 1))
+    b = np.tile([[1.0, 5.0]], (10, 1))
+    assert exact_randomization(TerMetric(), a, b) == pytest.approx(2 / 2 ** 10)
+    assert compare(TerMetric(), [a], [b]) == pytest.approx(2 / 2 ** 10)  # <= 20 units: exact
+
+
+def test_identical_systems_have_p_one():
+    refs, hyps, segment = random_corpus(50, 1, seed=0)
+    stats = BleuMetric("none").stats(hyps, refs)
+    assert approximate_randomization(BleuMetric("none"), stats, stats.copy(), 500) == 1.0
+    assert exact_randomization(BleuMetric("none"), stats[:12], stats[:12]) == 1.0
+
+
+def test_bootstrap_and_s_opt():
+    refs, hyps, segment = random_corpus(80, 3, seed=1)
+    metric = BleuMetric("none")
+    replicas = [metric.stats([hyps[3 * i + k] for i in range(80)], refs) for k in range(3)]
+    result = score_system(metric, replicas, resamples=500, seed=3)
+    scores = [BLEU(tokenize="none", force=True).corpus_score([hyps[3 * i + k] for i in range(80)], [refs]).score
+              for k in range(3)]
+    assert result.replica_scores == pytest.approx(scores)
+    assert result.score == pytest.approx(np.mean(scores))
+    assert result.s_opt == pytest.approx(np.std(scores, ddof=1))
+    # s_sel: average of the replicas' bootstrap deviations, reproducible with the seed
+    each = [bootstrap_std(metric, s, 500, 3) for s in replicas]
+    assert result.s_sel == pytest.approx(np.mean(each))
+    assert 0 < result.s_sel < 20
+    assert score_system(metric, replicas[:1], resamples=10).s_opt is None
+
+
+def test_bootstrap_std_matches_explicit_resampling():
+    refs, hyps, segment = random_corpus(40, 1, seed=2)
+    metric = TerMetric()
+    stats = metric.stats(hyps, refs)
+    rng = np.random.default_rng(7)
+    counts = rng.multinomial(40, np.full(40, 1 / 40), size=300)
+    explicit = [TER().corpus_score([h for h, c in zip(hyps, row) for _ in range(c)],
+                                   [[r for r, c in zip(refs, row) for _ in range(c)]]).score for row in counts]
+    assert bootstrap_std(metric, stats, 300, 7) == pytest.approx(np.std(explicit, ddof=1))
+
+
+@pytest.mark.parametrize("metric,reference", [(BleuMetric("13a"), BLEU()), (TerMetric(), TER()), (ChrfMetric(), CHRF())])
+def test_corpus_scores_equal_sacrebleu(metric, reference):
+    refs, hyps, segment = random_corpus(60, 1, seed=5)
+    hyps = [h.capitalize() + "." for h in hyps]
+    assert metric.corpus_score(hyps, refs) == pytest.approx(reference.corpus_score(hyps, [refs]).score, abs=1e-9)
+
+
+def _sacrebleu_paired_ar(tmp_path, refs, base, systems, trials):
+    write_lines(refs, str(tmp_path / "ref"))
+    write_lines(base, str(tmp_path / "base"))
+    files = [str(tmp_path / "base")]
+    for k, sys_lines in enumerate(systems):
+        write_lines(sys_lines, str(tmp_path / f"sys{k}"))
+        files.append(str(tmp_path / f"sys{k}"))
+    cmd = [sys.executable, "-m", "sacrebleu", str(tmp_path / "ref"), "-i", *files, "-m", "bleu", "ter",
+           "--paired-ar", "--paired-ar-n", str(trials), "--format", "json", "--tokenize", "none"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "SACREBLEU_SEED": "12345"})
+    return json.loads(out.stdout)
+
+
+def test_single_replica_p_values_equal_sacrebleu_paired_ar(tmp_path, capsys):
+    refs, hyps, segment = random_corpus(150, 3, seed=8)
+    base = [hyps[3 * i] for i in range(150)]
+    systems = [[hyps[3 * i + k] for i in range(150)] for k in (1, 2)]
+    theirs = _sacrebleu_paired_ar(tmp_path, refs, base, systems, 2000)
+    assert main(["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "base"),
+                 "--system", f"sys0={tmp_path / 'sys0'}", "--system", f"sys1={tmp_path / 'sys1'}",
+                 "--metrics", "bleu,ter", "--tokenize", "none", "--shuffles", "2000", "--resamples", "100",
+                 "--format", "json"]) == 0
+    ours = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)}
+    for k, entry in enumerate(theirs[1:]):
+        name = f"sys{k}"
+        for metric in ("bleu", "ter"):
+            sacre = entry[metric.upper()] if metric.upper() in entry else entry[metric]
+            assert ours[(name, metric)]["score"] == pytest.approx(sacre["score"], abs=1e-9)
+            assert ours[(name, metric)]["p_value"] == pytest.approx(sacre["p_value"], abs=1e-12)  # same swaps, same p
+
+
+def test_signif_cli_formats_and_replicas(tmp_path, capsys):
+    refs, hyps, segment = random_corpus(40, 4, seed=9)
+    write_lines(refs, str(tmp_path / "ref"))
+    files = []
+    for k in range(4):
+        write_lines([hyps[4 * i + k] for i in range(40)], str(tmp_path / f"r{k}"))
+        files.append(str(tmp_path / f"r{k}"))
+    args = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", files[0], "--system", f"A={files[1]},{files[2]}",
+            "--system", f"B={files[3]}", "--compare-to", "B", "--metrics", "bleu,ter,chrf", "--tokenize", "none",
+            "--shuffles", "300", "--resamples", "100"]
+    assert main(args + ["--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["system"] for r in rows} == {"baseline", "A", "B"}
+    assert all(set(r) >= {"system", "metric", "score", "s_sel", "s_opt", "p_value"} for r in rows)
+    assert [r["p_value"] for r in rows if r["system"] == "baseline"] == [None, None, None]
+    a_bleu = next(r for r in rows if r["system"] == "A" and r["metric"] == "bleu")
+    assert a_bleu["replicas"] == 2 and a_bleu["s_opt"] is not None and a_bleu["p_compare"] is not None
+    for fmt, needle in (("text", "s_sel/s_opt/p"), ("markdown", "| system |"), ("latex", r"\begin{tabular}"),
+                        ("csv", "system,metric,score")):
+        assert main(args + ["--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert needle in out
+        if fmt != "csv":
+            assert "300 shuffles" in out and "seed 12345" in out and "nrefs:1" in out
+
+
+def test_signif_rejects_bad_input(tmp_path, capsys):
+    write_lines(["a b", "c d", "e f"], str(tmp_path / "ref"))
+    write_lines(["a b", "c d", "e f"], str(tmp_path / "ok"))
+    write_lines(["a b", "c d"], str(tmp_path / "short"))
+    base = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "ok"), "--metrics", "bleu"]
+    assert main(base + ["--system", f"S={tmp_path / 'ok'},{tmp_path / 'short'}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'short'}: 2 lines but the reference has 3" in err
+    assert main(base + ["--system", "S"]) == 1
+    assert "expected NAME=FILE" in capsys.readouterr().err
+    assert main(base + ["--system", f"S={tmp_path / 'ok'}", "--compare-to", "VSE"]) == 1
+    assert "not one of the systems" in capsys.readouterr().err
+    three = ",".join([str(tmp_path / "ok")] * 3)
+    assert main(["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "ok"), str(tmp_path / "ok"),
+                 "--system", f"S={three}", "--metrics", "bleu"]) == 1
+    assert "2 baseline replicas but 3 system replicas" in capsys.readouterr().err
+
+
+def test_meteor_statistics_recombine_to_the_jars_corpus_score(tmp_path):
+    from rerank.meteor import METEOR_NOTE, MeteorMetric, find_jar
+
+    if not os.environ.get("RERANK_REQUIRE_NMT"):
+        pytest.importorskip("pycocoevalcap")
+    metric = MeteorMetric(lang="de")
+    assert (metric.alpha, metric.beta, metric.gamma, metric.delta) == (0.95, 1.0, 0.55, 0.55)  # the jar's 'de'
+    refs = ["ein mann fährt rad .", "zwei hunde spielen im schnee", "zwei kinder spielen im großen park",
+            "eine frau mit roten haaren läuft"]
+    hyps = ["ein mann fährt fahrrad .", "zwei hunde spielen", "kinder spielen im park mit einem ball",
+            "eine frau mit roten haaren läuft"]
+    stats = metric.stats(hyps, refs)
+    assert stats.shape == (4, 23)
+    # per segment and for every subset, our formula equals the jar's EVAL of the summed statistics
+    for rows in ([0], [1], [2], [3], [0, 1, 2], [0, 1, 2, 3]):
+        assert metric.score(stats[rows].sum(0)) == pytest.approx(metric.jar_score(stats[rows].sum(0)), abs=1e-9)
+    # and the corpus score equals the jar's own file-mode "Final score"
+    write_lines(hyps, str(tmp_path / "h"))
+    write_lines(refs, str(tmp_path / "r"))
+    out = subprocess.run(["java", "-jar", find_jar(), str(tmp_path / "h"), str(tmp_path / "r"), "-l", "de",
+                          "-m", "exact stem", "-w", "1.0 0.8"], capture_output=True, text=True, check=True).stdout
+    final = float(out.split("Final score:")[1].split()[0])
+    assert metric.corpus_score(hyps, refs) == pytest.approx(100 * final, abs=1e-9)
+    assert "exact stem" in METEOR_NOTE and "paraphrase" in METEOR_NOTE
+
+
+def test_report_from_a_pipeline_directory(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from rerank.nbest import NBestList, write_nbest
+
+    refs, hyps, segment = random_corpus(30, 4, seed=12)
+    exp = tmp_path / "exp"
+    for d in ("data/tok", "nbest", "rerank/nmt"):
+        (exp / d).mkdir(parents=True)
+    write_lines(refs, str(exp / "data/tok/test_2016_flickr.de"))
+    write_lines([hyps[4 * i] for i in range(30)], str(exp / "nbest/test.1best"))
+    for k in (1, 2, 3):
+        write_lines([hyps[4 * i + k] for i in range(30)], str(exp / f"rerank/nmt/test.seed{k}.txt"))
+    offsets = np.arange(0, 121, 4)
+    write_nbest(NBestList(offsets, hyps, np.zeros((120, 1)), ["NMT"]), str(exp / "nbest/test.nbest"))
+    assert main(["report", str(exp), "--metrics", "bleu,ter", "--shuffles", "200", "--resamples", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "+nmt" in text and "oracle" in text and "baseline" in text
+    for name in ("table.md", "table.tex", "table.json", "table.txt", "gains.png", "null.png"):
+        assert (exp / "report" / name).stat().st_size > 0
+    data = json.loads((exp / "report/table.json").read_text())
+    nmt = [r for r in data["rows"] if r["system"] == "+nmt"]
+    assert all(r["replicas"] == 3 for r in nmt)
+    oracle_bleu = next(r["score"] for r in data["rows"] if r["system"] == "oracle" and r["metric"] == "bleu")
+    assert oracle_bleu > max(r["score"] for r in data["rows"] if r["metric"] == "bleu" and r["system"] != "oracle")
