@@ -225,7 +225,7 @@ def plot_report(result: Dict, ref_path: str, out_prefix: str, tokenize: str = "n
         approximate_randomization(metric, base, stats, shuffles, seed, null=null)
         observed = abs(float(metric.score(stats.sum(0)) - metric.score(base.sum(0))))
         line = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |ΔBLEU|")[2][0]
-        ax2.axvline(observed, color=line.get_facecolor(), linestyle="--", label=f"observed {observed:.2f}")
+        ax2.axvline(observed, color=line.get_facecolor(), linestyle="--", label=f"observed {observed:.2f} (replica 1)")
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_xlabel("test sentences, sorted by gain")
     ax.set_ylabel("sentence BLEU − baseline sentence BLEU")
