@@ -6,7 +6,12 @@ Features of each hypothesis:
   all target tokens *including* the end-of-sentence token (fairseq prints per-token
   scores in base 2 on its ``P-`` lines; we sum them and multiply by ln 2);
 * ``WordPenalty=``: minus the number of words of the hypothesis after BPE removal
-  (Moses' sign convention: ``WordPenalty0= -7`` for 7 words).
+  (Moses' sign convention: ``WordPenalty0= -7`` for 7 words);
+* ``NMTNorm=``: the beam search's own score, the log-probability divided by the number
+  of target tokens including end-of-sentence (to the power ``lenpen``), natural log
+  (fairseq's ``H-`` score times ln 2).  A linear model over NMT and WordPenalty alone
+  cannot express this length normalisation, so without it re-ranking could not even
+  reproduce the baseline's choice.
 
 Hypotheses are written in the original sentence order, BPE removed, in fairseq's beam
 order (best length-normalised score first); the 1-best file holds the first of each.
@@ -54,32 +59,33 @@ def parse_generate_output(path: str, num_segments: int, nbest: int) -> NBestList
         InputError: a segment without hypotheses, an id out of range, or a ``P-`` line
             that does not follow its ``H-`` line.
     """
-    hyps: Dict[int, List[Tuple[str, float]]] = {}
+    hyps: Dict[int, List[Tuple[str, float, float]]] = {}
     pending = None
     with open(path, encoding="utf-8") as handle:
         for lineno, line in enumerate(handle, start=1):
             if line.startswith("H-"):
-                tag, _score, *text = line.rstrip("\n").split("\t")
-                pending = (int(tag[2:]), text[0] if text else "")
+                tag, score, *text = line.rstrip("\n").split("\t")
+                pending = (int(tag[2:]), text[0] if text else "", float(score) * LN2)
             elif line.startswith("P-"):
                 tag, *values = line.rstrip("\n").split("\t")
                 sid = int(tag[2:])
                 if pending is None or pending[0] != sid:
                     raise InputError(f"P-{sid} line without its H- line", path, lineno)
                 logprob = sum(float(v) for v in values[0].split()) * LN2 if values else 0.0
-                hyps.setdefault(sid, []).append((" ".join(pending[1].split()), logprob))
+                hyps.setdefault(sid, []).append((" ".join(pending[1].split()), logprob, pending[2]))
                 pending = None
     missing = [i for i in range(num_segments) if i not in hyps]
     if missing or len(hyps) != num_segments:
         raise InputError(f"fairseq-generate gave no hypotheses for {len(missing)} segment(s), e.g. {missing[:5]}", path)
     texts, feats, offsets = [], [], [0]
     for sid in range(num_segments):
-        for text, logprob in hyps[sid][:nbest]:
+        for text, logprob, normalised in hyps[sid][:nbest]:
             texts.append(text)
-            feats.append((logprob, -float(len(text.split()))))
+            feats.append((logprob, -float(len(text.split())), normalised))
         offsets.append(len(texts))
     features = np.asarray(feats, dtype=np.float64)
-    return NBestList(np.asarray(offsets), texts, features, ["NMT", "WordPenalty"], totals=features[:, 0].copy())
+    return NBestList(np.asarray(offsets), texts, features, ["NMT", "WordPenalty", "NMTNorm"],
+                     totals=features[:, 2].copy())
 
 
 def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, out_1best: str,

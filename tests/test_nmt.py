@@ -34,10 +34,11 @@ def test_parse_generate_output_sums_base2_scores_in_natural_log(tmp_path):
     nb = parse_generate_output(str(path), num_segments=2, nbest=2)
     assert nb.offsets.tolist() == [0, 1, 3]  # original order, not fairseq's
     assert nb.hypotheses == ["ein mann", "zweite quelle", "zweite"]
-    assert nb.feature_names == ["NMT", "WordPenalty"]
+    assert nb.feature_names == ["NMT", "WordPenalty", "NMTNorm"]
     ln2 = math.log(2)
     assert nb.features[:, 0] == pytest.approx([-0.6 * ln2, -1.5 * ln2, -2.0 * ln2])
     assert nb.features[:, 1].tolist() == [-2, -2, -1]
+    assert nb.features[:, 2] == pytest.approx([-0.1 * ln2, -0.5 * ln2, -0.9 * ln2])
     with pytest.raises(InputError, match="no hypotheses for 1 segment"):
         parse_generate_output(str(path), num_segments=3, nbest=2)
 
@@ -79,8 +80,10 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
                         GenerateConfig(nbest=3, batch_size=4))
     again = read_nbest(str(tmp_path / "test.nbest"), num_segments=10)
     assert again.num_segments == 10 and np.all(np.diff(again.offsets) == 3)
-    assert again.feature_names == ["NMT", "WordPenalty"]
+    assert again.feature_names == ["NMT", "WordPenalty", "NMTNorm"]
     assert np.all(again.features[:, 0] < 0)
+    # the beam's own order is by the normalised score: first hypothesis has the highest NMTNorm
+    assert np.all(again.features[again.offsets[:-1], 2] >= again.features[again.offsets[:-1] + 1, 2] - 1e-3)
     assert again.features[:, 1].tolist() == [-float(len(h.split())) for h in again.hypotheses]
     assert not any("@@" in h for h in again.hypotheses)
     assert read_lines(str(tmp_path / "test.1best")) == [again.hypotheses[i] for i in again.offsets[:-1]]
