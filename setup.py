@@ -1,6 +1,6 @@
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
-CORE = ["numpy>=1.24", "numba>=0.59", "sacrebleu==2.5.1", "tqdm>=4.60"]
+CORE = ["numpy>=1.24", "sacrebleu==2.5.1", "tqdm>=4.60"]
 METEOR = ["pycocoevalcap==1.2"]  # ships the METEOR 1.5 jar (needs java)
 REPORT = ["matplotlib>=3.7"]
 NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword-nmt==0.3.8"]
@@ -14,5 +14,7 @@ setup(
     install_requires=CORE,
     extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "all": NMT + METEOR + REPORT,
                     "test": ["pytest>=7"]},
+    # plain C loaded with ctypes (rerank/_native.py): the MIRA epoch and BLEU n-gram matching
+    ext_modules=[Extension("rerank._kernels", ["rerank/_kernels.c"], extra_compile_args=["-O3"])],
     entry_points={"console_scripts": ["rerank = rerank.cli:main"]},
 )

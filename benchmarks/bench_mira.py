@@ -6,8 +6,7 @@ Moses n-best + reference files, and times:
 
 * each phase in-process (read n-best, BLEU statistics, 60 MIRA epochs);
 * the whole command ``rerank tune`` from the n-best file to the weights file, as a
-  subprocess, best of ``--repeats`` runs (the first run also compiles the numba kernel
-  into its cache, so it is reported separately).
+  subprocess, best of ``--repeats`` runs (all runs are listed too).
 
 Reference point (issue 2): Moses ``extractor`` + ``kbmira`` (C++, 60 epochs) take about
 1.2 s together on the same size on our 2-core machines.
@@ -73,7 +72,6 @@ def main() -> None:
         t = time.perf_counter()
         stats = bleu_stats(nb.hypotheses, refs, nb.segment)
         result["bleu_stats_s"] = time.perf_counter() - t
-        tune(nb.features[:100], stats[:100], np.array([0, 100]), MiraConfig(iterations=1))  # JIT warm-up
         t = time.perf_counter()
         tune(nb.features, stats, nb.offsets, MiraConfig())
         result["mira_60_epochs_s"] = time.perf_counter() - t

@@ -30,7 +30,8 @@ Deliberate differences from kbmira:
   so orders differ from kbmira's for the same seed.
 * no "safe hope" rescaling (kbmira's hypergraph option ``--safe-hope`` is off by default).
 
-The sequential update loop is compiled with numba; everything else is numpy.
+The sequential update loop is compiled C (``rerank/_kernels.c``, via ctypes); everything
+else is numpy.
 """
 
 from __future__ import annotations
@@ -39,9 +40,8 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 import numpy as np
-from numba import njit
-
-from rerank.bleu import NUM_STATS, ORDER, REF_LEN, bleu_from_stats
+from rerank._native import mira_epoch, model_best_stats
+from rerank.bleu import NUM_STATS, bleu_from_stats
 
 
 @dataclass
@@ -78,88 +78,9 @@ class MiraResult:
     epoch_updates: List[int] = field(default_factory=list)
 
 
-@njit(cache=True)
-def _background_bleu(stats, row, bg):
-    # exp(mean_n log(p_n)) computed as (prod_n p_n) ** (1/4): one root instead of 8 logs
-    ratio = 1.0
-    for n in range(ORDER):
-        ratio *= (stats[row, 2 * n] + bg[2 * n]) / (stats[row, 2 * n + 1] + bg[2 * n + 1])
-    bleu = ratio ** (1.0 / ORDER)
-    brevity = 1.0 - (stats[row, REF_LEN] + bg[REF_LEN]) / (stats[row, 1] + bg[1])
-    if brevity < 0.0:
-        bleu *= np.exp(brevity)
-    return bleu * (stats[row, REF_LEN] + bg[REF_LEN])
-
-
-@njit(cache=True)
-def _model_best_stats(features, stats, offsets, w):
-    """Summed statistics of the model-best hypotheses under w (first index on ties)."""
-    total = np.zeros(stats.shape[1])
-    F = features.shape[1]
-    for s in range(len(offsets) - 1):
-        best, best_score = offsets[s], 0.0
-        for i in range(offsets[s], offsets[s + 1]):
-            score = 0.0
-            for k in range(F):
-                score += features[i, k] * w[k]
-            if i == offsets[s] or score > best_score:
-                best, best_score = i, score
-        for k in range(stats.shape[1]):
-            total[k] += stats[best, k]
-    return total
-
-
-@njit(cache=True)
-def _epoch(features, stats, offsets, order, w, totals, num_updates, bg, C, decay, model_bg):
-    """One kbmira epoch in place on w, totals, bg; returns (updates, summed loss, num_updates)."""
-    F = features.shape[1]
-    updates = 0
-    total_loss = 0.0
-    diff = np.empty(F)
-    for s in order:
-        start, end = offsets[s], offsets[s + 1]
-        hope = fear = model = start
-        hope_score = fear_score = model_score = 0.0
-        hope_bleu = fear_bleu = 0.0
-        for i in range(start, end):
-            score = 0.0
-            for k in range(F):
-                score += features[i, k] * w[k]
-            bleu = _background_bleu(stats, i, bg)
-            if i == start or score + bleu > hope_score:
-                hope_score, hope, hope_bleu = score + bleu, i, bleu
-            if i == start or score - bleu > fear_score:
-                fear_score, fear, fear_bleu = score - bleu, i, bleu
-            if i == start or score > model_score:
-                model_score, model = score, i
-        if hope != fear and hope_bleu > fear_bleu:
-            diff_score = 0.0
-            sq = 0.0
-            for k in range(F):
-                diff[k] = features[hope, k] - features[fear, k]
-                diff_score += diff[k] * w[k]
-                sq += diff[k] * diff[k]
-            loss = (hope_bleu - fear_bleu) - diff_score
-            if loss > 0.0:
-                eta = C if sq == 0.0 else min(C, loss / sq)
-                num_updates += 1
-                for k in range(F):
-                    w[k] += eta * diff[k]
-                    totals[k] += w[k]
-                total_loss += loss
-                updates += 1
-            source = model if model_bg else hope
-            for k in range(NUM_STATS):
-                bg[k] = bg[k] * decay + stats[source, k]
-    return updates, total_loss, num_updates
-
-
 def corpus_bleu_of_weights(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, w: np.ndarray) -> float:
     """Corpus BLEU (0-100) of the model-best hypotheses under ``w`` (first index on ties)."""
-    features = np.ascontiguousarray(features, dtype=np.float64)
-    stats = np.ascontiguousarray(stats, dtype=np.float64)
-    w = np.ascontiguousarray(w, dtype=np.float64)
-    return float(bleu_from_stats(_model_best_stats(features, stats, np.asarray(offsets, dtype=np.int64), w)))
+    return float(bleu_from_stats(model_best_stats(features, stats, offsets, w)))
 
 
 def tune(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, config: MiraConfig = MiraConfig(),
@@ -197,8 +118,8 @@ def tune(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, config: M
     best = MiraResult(weights=w.copy(), best_bleu=0.0, best_epoch=0, initial_bleu=initial_bleu)
     for epoch in range(1, config.iterations + 1):
         order = rng.permutation(N) if config.shuffle else np.arange(N)
-        updates, loss, num_updates = _epoch(features, stats, offsets, order, w, totals, num_updates, bg,
-                                            config.C, config.decay, config.model_bg)
+        updates, loss, num_updates = mira_epoch(features, stats, offsets, order, w, totals, num_updates, bg,
+                                                config.C, config.decay, config.model_bg)
         avg = totals / num_updates if num_updates else w.copy()
         bleu = corpus_bleu_of_weights(features, stats, offsets, avg)
         best.epoch_bleu.append(bleu)

@@ -1,6 +1,6 @@
 """rerank: re-ranking of neural machine translation n-best lists.
 
-The core (``rerank``, ``mira``) depends only on numpy, numba and sacrebleu; the NMT
+The core (``rerank``, ``mira``) depends only on numpy and sacrebleu (plus a small C file compiled at install); the NMT
 side (``nmt``) needs the ``[nmt]`` extra (torch, fairseq).
 """
 

@@ -20,7 +20,8 @@ from itertools import chain
 from typing import Sequence, Tuple
 
 import numpy as np
-from numba import njit
+
+from rerank._native import clipped_matches
 
 ORDER = 4
 NUM_STATS = 2 * ORDER + 1
@@ -96,55 +97,6 @@ def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int) -> np.nd
     return codes
 
 
-@njit(cache=True)
-def _sorted_copy(src, buf):  # pragma: no cover - compiled
-    """Copy src into buf[:len(src)] sorted (insertion sort: n-best lines are short)."""
-    k = len(src)
-    if k > 64:
-        buf[:k] = np.sort(src)
-        return
-    for i in range(k):
-        v = src[i]
-        j = i - 1
-        while j >= 0 and buf[j] > v:
-            buf[j + 1] = buf[j]
-            j -= 1
-        buf[j + 1] = v
-
-
-@njit(cache=True)
-def _clipped_matches(codes, h_start, h_len, r_start, r_len, segment):  # pragma: no cover - compiled
-    """matches[h, n] = sum over distinct n-grams g of min(count_h(g), count_ref(g))."""
-    M = len(h_start)
-    out = np.zeros((M, ORDER))
-    width = max(h_len.max(), r_len.max()) if M else 0
-    hyp = np.empty(width, dtype=np.int64)
-    ref = np.empty(width, dtype=np.int64)
-    for n in range(ORDER):
-        last_seg = -1
-        nr = 0
-        for h in range(M):
-            s = segment[h]
-            if s != last_seg:
-                nr = max(r_len[s] - n, 0)
-                _sorted_copy(codes[n, r_start[s]:r_start[s] + nr], ref)
-                last_seg = s
-            nh = max(h_len[h] - n, 0)
-            _sorted_copy(codes[n, h_start[h]:h_start[h] + nh], hyp)
-            i = j = m = 0
-            while i < nh and j < nr:
-                if hyp[i] < ref[j]:
-                    i += 1
-                elif hyp[i] > ref[j]:
-                    j += 1
-                else:  # one clipped match per pair of equal occurrences
-                    m += 1
-                    i += 1
-                    j += 1
-            out[h, n] = m
-    return out
-
-
 def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray,
                tokenize: str = "none", lowercase: bool = False) -> np.ndarray:
     """Per-hypothesis BLEU sufficient statistics.
@@ -161,8 +113,8 @@ def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np
         ValueError: ``segment`` has the wrong shape or an id outside 0..N-1.
 
     n-grams are compared exactly through integer codes (:func:`_ngram_codes`); clipped
-    counts come from merging each hypothesis's sorted codes with its reference's, in a
-    compiled loop, O(L log L) per hypothesis.
+    counts come from merging each hypothesis's sorted codes with its reference's, in
+    compiled C (``rerank/_kernels.c``), O(L log L) per hypothesis.
     """
     segment = np.ascontiguousarray(segment, dtype=np.int64)
     M, N = len(hypotheses), len(references)
@@ -178,7 +130,7 @@ def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np
     r_start = len(h_ids) + np.cumsum(r_len) - r_len
     stats = np.zeros((M, NUM_STATS), dtype=np.float64)
     if M:
-        stats[:, 0:REF_LEN:2] = _clipped_matches(codes, h_start, h_len, r_start, r_len, segment)
+        stats[:, 0:REF_LEN:2] = clipped_matches(codes, h_start, h_len, r_start, r_len, segment)
         stats[:, REF_LEN] = r_len[segment]
     for n in range(1, ORDER + 1):
         stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
@@ -228,7 +180,7 @@ def background_sentence_bleu(stats: np.ndarray, background: np.ndarray) -> np.nd
     al. 2008): add the background statistics to each row, take unsmoothed log BLEU with
     the brevity term ``min(0, 1 - r/t1)``, and scale ``exp`` of it by the summed reference
     length ``r``.  Args: stats float[..., 9], background float[9].  Returns float64[...].
-    The MIRA kernel (``mira.kbmira``) computes the same quantity inside its compiled loop.
+    The MIRA kernel (``rerank/_kernels.c``) computes the same quantity inside its loop.
     """
     s = np.asarray(stats, dtype=np.float64) + np.asarray(background, dtype=np.float64)
     log_bleu = (np.log(s[..., 0:REF_LEN:2]) - np.log(s[..., 1:REF_LEN:2])).mean(axis=-1)

@@ -8,7 +8,7 @@ from typing import Dict, Iterable
 
 from rerank import __version__
 
-CORE_PACKAGES = ("numpy", "numba", "sacrebleu")
+CORE_PACKAGES = ("numpy", "sacrebleu")
 
 
 def signature(packages: Iterable[str] = CORE_PACKAGES) -> Dict[str, str]:
