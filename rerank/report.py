@@ -65,7 +65,7 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
         signatures[metric_name] = metric.signature()
-        stats = {name: [metric.stats(h, refs) for h in hyps] for name, hyps in texts.items()}
+        stats = _shared_stats(metric, texts, refs)
         scored = {}
         for name in names:
             result = score_system(metric, stats[name], resamples, seed)
@@ -93,6 +93,18 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
 
         meta["meteor_note"] = METEOR_NOTE
     return {"rows": rows, "meta": meta}
+
+
+def _shared_stats(metric, texts: Dict[str, List[List[str]]], refs: List[str]) -> Dict[str, List[np.ndarray]]:
+    """Per-segment statistics of every replica of every system, each distinct
+    (hypothesis, reference) pair computed once: re-ranked outputs and replicas share
+    most of their sentences, and TER / METEOR statistics are the slow part."""
+    index: Dict[Tuple[str, str], int] = {}
+    rows = {name: [np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, refs)], dtype=np.int64)
+                   for hyps in replicas] for name, replicas in texts.items()}
+    unique = list(index)
+    table = metric.stats([h for h, _ in unique], [r for _, r in unique])
+    return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}
 
 
 def _marks(row: Dict) -> str:
