@@ -16,6 +16,7 @@ import numpy as np
 from numpy.ctypeslib import ndpointer
 
 _I64 = ndpointer(np.int64, flags="C_CONTIGUOUS")
+_I32 = ndpointer(np.int32, flags="C_CONTIGUOUS")
 _F64 = ndpointer(np.float64, flags="C_CONTIGUOUS")
 
 
@@ -36,6 +37,8 @@ def _load() -> ctypes.CDLL:
     lib.mira_epoch.argtypes = [_F64, ctypes.c_int64, _F64, _I64, _I64, ctypes.c_int64, _F64, _F64,
                                ctypes.POINTER(ctypes.c_int64), _F64, ctypes.c_double, ctypes.c_double, ctypes.c_int,
                                ctypes.POINTER(ctypes.c_double)]
+    lib.ter_stats.restype = ctypes.c_int
+    lib.ter_stats.argtypes = [_I32, _I64, _I32, _I64, ctypes.c_int64, _F64]
     lib.model_best_stats.restype = None
     lib.model_best_stats.argtypes = [_F64, ctypes.c_int64, _F64, _I64, ctypes.c_int64, _F64, _F64]
     return lib
@@ -82,3 +85,22 @@ def model_best_stats(features, stats, offsets, w) -> np.ndarray:
     total = np.zeros(stats.shape[1])
     _lib.model_best_stats(features, features.shape[1], stats, offsets, len(offsets) - 1, w, total)
     return total
+
+
+def ter_edits(hyp_words, ref_words) -> np.ndarray:
+    """float64[N] TER edit counts (sacrebleu's ``translation_edit_rate``, shifts
+    included) of each tokenised hypothesis (list of words) against its reference."""
+    vocab: dict = {}
+
+    def flatten(lines):
+        ids = [vocab.setdefault(w, len(vocab)) for words in lines for w in words]
+        offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+        np.cumsum([len(words) for words in lines], out=offsets[1:])
+        return np.asarray(ids, dtype=np.int32), offsets
+
+    h_ids, h_off = flatten(hyp_words)
+    r_ids, r_off = flatten(ref_words)
+    out = np.zeros(len(hyp_words))
+    if _lib.ter_stats(h_ids, h_off, r_ids, r_off, len(hyp_words), out):
+        raise MemoryError("ter_stats failed")
+    return out

@@ -66,15 +66,17 @@ def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, see
 
     Args:
         stats: float[N, K] per-segment statistics of one system (one replica).
-    Resamples draw N segments with replacement (multinomial counts), so each resample's
-    summed statistics are one row of ``counts @ stats``.
+    Resample r draws N segment indices uniformly with replacement
+    (``rng.integers(0, N, size=(rows, N))``, in chunks of rows); its summed statistics are
+    one row of ``counts @ stats`` with ``counts`` the per-segment draw counts.
     """
     rng = np.random.default_rng(seed)
     n = len(stats)
     scores = []
     for start in range(0, resamples, CHUNK):
         rows = min(CHUNK, resamples - start)
-        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=rows).astype(np.float64)
+        picks = rng.integers(0, n, size=(rows, n)) + (np.arange(rows) * n)[:, None]
+        counts = np.bincount(picks.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
         scores.append(metric.score(counts @ stats))
     return float(np.std(np.concatenate(scores), ddof=1))
 

@@ -64,9 +64,8 @@ def test_bootstrap_std_matches_explicit_resampling():
     metric = TerMetric()
     stats = metric.stats(hyps, refs)
     rng = np.random.default_rng(7)
-    counts = rng.multinomial(40, np.full(40, 1 / 40), size=300)
-    explicit = [TER().corpus_score([h for h, c in zip(hyps, row) for _ in range(c)],
-                                   [[r for r, c in zip(refs, row) for _ in range(c)]]).score for row in counts]
+    picks = rng.integers(0, 40, size=(300, 40))  # the documented draw: N indices per resample
+    explicit = [TER().corpus_score([hyps[i] for i in row], [[refs[i] for i in row]]).score for row in picks]
     assert bootstrap_std(metric, stats, 300, 7) == pytest.approx(np.std(explicit, ddof=1))
 
 
@@ -202,3 +201,31 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
     assert all(r["replicas"] == 3 for r in nmt)
     oracle_bleu = next(r["score"] for r in data["rows"] if r["system"] == "oracle" and r["metric"] == "bleu")
     assert oracle_bleu > max(r["score"] for r in data["rows"] if r["metric"] == "bleu" and r["system"] != "oracle")
+
+
+def test_ter_edit_counts_equal_sacrebleu_including_long_and_degenerate_lines():
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(12)]  # few types: many repeated words, many shift candidates
+    hyps, refs = [], []
+    for k in range(400):
+        ref = list(rng.choice(words, size=rng.integers(0, 90)))
+        hyp = list(ref)
+        for _ in range(rng.integers(0, 12)):
+            i = int(rng.integers(0, len(hyp) + 1))
+            choice = rng.random()
+            if choice < 0.3 and hyp:
+                j = int(rng.integers(0, len(hyp)))
+                block = hyp[j:j + int(rng.integers(1, 6))]
+                del hyp[j:j + len(block)]
+                hyp[i:i] = block  # a block shift
+            elif choice < 0.6 and hyp:
+                del hyp[min(i, len(hyp) - 1)]
+            else:
+                hyp.insert(i, str(rng.choice(words)))
+        hyps.append(" ".join(hyp))
+        refs.append(" ".join(ref))
+    hyps += ["", "a b c", "x " * 120, "A B. c"]  # empty hypothesis, empty reference, length ratio > 50
+    refs += ["a b", "", "x", "a b . C"]
+    ours = TerMetric().stats(hyps, refs)
+    theirs = np.asarray(TER()._extract_corpus_statistics(hyps, [refs]), dtype=float)
+    assert np.array_equal(ours, theirs)
