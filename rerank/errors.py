@@ -41,6 +41,9 @@ def atomic_write(path: str, mode: str = "w", encoding: Optional[str] = "utf-8") 
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding}
         with os.fdopen(fd, mode, **kwargs) as handle:

@@ -122,3 +122,18 @@ def test_add_feature_rejects_duplicates(tmp_path):
     with pytest.raises(ValueError):
         nb.add_feature("NMT", np.zeros(3))
     assert isinstance(nb.add_feature("New", np.zeros(3)), NBestList)
+
+
+def test_outputs_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    from rerank.errors import atomic_write
+
+    umask = os.umask(0o022)
+    try:
+        with atomic_write(str(tmp_path / "out.txt")) as out:
+            out.write("x\n")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(os.stat(tmp_path / "out.txt").st_mode) == 0o644
