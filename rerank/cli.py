@@ -236,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_oracle)
 
     def signif_options(p):
-        p.add_argument("--metrics", default="bleu,meteor,ter", help="comma-separated: bleu, meteor, ter, chrf")
+        p.add_argument("--metrics", default="bleu,meteor,ter,length",
+                       help="comma-separated: bleu, meteor, ter, chrf, length (100 · hyp/ref length, as MultEval)")
         p.add_argument("--shuffles", type=int, default=10000, help="approximate randomisation trials")
         p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples for s_sel")
         p.add_argument("--seed", type=int, default=12345, help="seed (12345 = sacrebleu's default)")

@@ -72,6 +72,31 @@ class BleuMetric(Metric):
         return bleu_signature(self.tokenize, self.lowercase)
 
 
+class LengthMetric(Metric):
+    """Length ratio as MultEval reports it: 100 · hypothesis length / reference length
+    (words after BLEU's tokenisation; with one reference the closest reference is that
+    one).  Statistics are columns t1 and r of :func:`rerank.bleu.bleu_stats`."""
+
+    name = "length"
+    higher_is_better = True  # neither: closeness to 100 matters; kept for the interface
+
+    def __init__(self, tokenize: str = "13a", lowercase: bool = False):
+        self.bleu = BleuMetric(tokenize, lowercase)
+
+    def stats(self, hypotheses, references):
+        from rerank.bleu import REF_LEN
+
+        return self.bleu.stats(hypotheses, references)[:, [1, REF_LEN]]
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(stats[..., 1] > 0, 100.0 * stats[..., 0] / stats[..., 1], 0.0)
+
+    def signature(self):
+        return "length|" + self.bleu.signature()
+
+
 class _SacrebleuStatsMetric(Metric):
     """Statistics from a sacrebleu metric object's per-segment extraction."""
 
@@ -156,13 +181,13 @@ class ChrfMetric(_SacrebleuStatsMetric):
         return np.where(avg_prec + avg_rec > 0, 100.0 * score, 0.0)
 
 
-METRICS = ("bleu", "ter", "chrf", "meteor")
+METRICS = ("bleu", "ter", "chrf", "meteor", "length")
 
 
 def make_metric(name: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
-    """The :class:`Metric` called ``name`` ('bleu', 'ter', 'chrf', 'meteor').
+    """The :class:`Metric` called ``name`` ('bleu', 'ter', 'chrf', 'meteor', 'length').
 
-    ``tokenize`` applies to BLEU only (sacrebleu's default '13a' when None); ``lang`` to
+    ``tokenize`` applies to BLEU and length only (sacrebleu's default '13a' when None); ``lang`` to
     METEOR only.  Raises :class:`InputError` for an unknown name.
     """
     if name == "bleu":
@@ -171,6 +196,8 @@ def make_metric(name: str, tokenize: Optional[str] = None, lowercase: bool = Fal
         return TerMetric(lowercase)
     if name == "chrf":
         return ChrfMetric(lowercase)
+    if name == "length":
+        return LengthMetric(tokenize or "13a", lowercase)
     if name == "meteor":
         from rerank.meteor import MeteorMetric
 

@@ -257,7 +257,8 @@ def plot_report(result: Dict, ref_path: str, out_prefix: str, tokenize: str = "n
     return paths
 
 
-def experiment_report(exp_dir: str, out_dir: Optional[str] = None, metrics: Sequence[str] = ("bleu", "meteor", "ter"),
+def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
+                      metrics: Sequence[str] = ("bleu", "meteor", "ter", "length"),
                       shuffles: int = 10000, resamples: int = 10000, seed: int = 12345,
                       compare_to: Optional[str] = None) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each

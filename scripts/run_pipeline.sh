@@ -74,7 +74,7 @@ evaluate() {
   rerank eval "${args[@]}" --out "$OUT/results.txt" > /dev/null
 }
 stage eval "$OUT/results.txt" evaluate
-stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,ter,chrf
+stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,ter,chrf,length
 echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none)"
 cat "$OUT/results.txt"
 echo "== tuned weights, replica 1 ($R/nmt/weights.seed1.json)"

@@ -229,3 +229,27 @@ def test_ter_edit_counts_equal_sacrebleu_including_long_and_degenerate_lines():
     ours = TerMetric().stats(hyps, refs)
     theirs = np.asarray(TER()._extract_corpus_statistics(hyps, [refs]), dtype=float)
     assert np.array_equal(ours, theirs)
+
+
+def test_length_ratio_as_multeval():
+    from rerank.metrics import make_metric
+
+    metric = make_metric("length", "none")
+    stats = metric.stats(["a b c", "a", "x y z w"], ["a b", "a b c", "x y z w"])
+    assert stats.tolist() == [[3, 2], [1, 3], [4, 4]]
+    assert metric.corpus_score(["a b c", "a", "x y z w"], ["a b", "a b c", "x y z w"]) == pytest.approx(100 * 8 / 9)
+
+
+def test_meteor_unavailable_is_reported_and_other_metrics_still_run(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "java" else real_which(name, *a, **k))
+    write_lines(["a b c", "d e f"], str(tmp_path / "ref"))
+    write_lines(["a b c", "d e"], str(tmp_path / "b"))
+    write_lines(["a b", "d e f"], str(tmp_path / "s"))
+    assert main(["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "b"), "--system",
+                 f"S={tmp_path / 's'}", "--metrics", "bleu,meteor,ter", "--resamples", "10", "--format", "text"]) == 0
+    captured = capsys.readouterr()
+    assert "METEOR unavailable: no 'java' on PATH" in captured.err
+    assert "BLEU" in captured.out and "TER" in captured.out and "METEOR unavailable" in captured.out
