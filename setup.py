@@ -9,7 +9,7 @@ setup(
     name="rerank",
     version="0.1.0",
     description="Re-ranking of NMT n-best lists: k-best batch MIRA, features, evaluation and significance",
-    packages=find_packages(include=["rerank", "rerank.*", "mira", "mira.*", "nmt", "nmt.*"]),
+    packages=find_packages(include=["rerank", "rerank.*", "mira", "mira.*", "nmt", "nmt.*", "features", "features.*"]),
     python_requires=">=3.9",
     install_requires=CORE,
     extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "all": NMT + METEOR + REPORT,
