@@ -167,6 +167,39 @@ def cmd_report(args) -> None:
         print(f"{kind}: {path}", file=sys.stderr)
 
 
+def cmd_features(args) -> None:
+    from features.scorer import make_scorer
+    from rerank.nbest import read_lines, read_nbest, write_nbest
+
+    nbest = read_nbest(args.nbest)
+    sources = read_lines(args.source) if args.source else None
+    if sources is not None and len(sources) != nbest.num_segments:
+        raise InputError(f"{len(sources)} source lines but {nbest.num_segments} segments", args.source)
+    images = None
+    if args.images:
+        from features.data import align_images, load_image_features
+
+        if not (args.image_split and args.segment_images):
+            raise InputError("--images needs --image-split (rows of the matrix) and --segment-images (one per segment)")
+        names, matrix = load_image_features(args.images, args.image_split)
+        segment_images = read_lines(args.segment_images)
+        if len(segment_images) != nbest.num_segments:
+            raise InputError(f"{len(segment_images)} image names but {nbest.num_segments} segments", args.segment_images)
+        images, _ = align_images(segment_images, names, matrix, require_all=True)
+    start = time.perf_counter()
+    for spec in args.scorer:
+        scorer = make_scorer(spec)
+        for name, values in scorer.score(nbest, sources, images).items():
+            if name in nbest.feature_names:
+                raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
+            nbest = nbest.add_feature(name, values)
+    seconds = time.perf_counter() - start
+    write_nbest(nbest, args.out)
+    print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
+          f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
+          file=sys.stderr)
+
+
 def cmd_nmt(args) -> None:
     if args.nmt_verb == "prepare":
         from nmt.data import PrepareConfig, prepare
@@ -261,6 +294,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output directory (default EXPERIMENT_DIR/report)")
     signif_options(p)
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("features", help="add feature columns to an n-best list")
+    fsub = p.add_subparsers(dest="features_verb", required=True)
+    q = fsub.add_parser("add", help="append the columns of one or more scorers (existing ones untouched)")
+    q.add_argument("--nbest", required=True)
+    q.add_argument("--scorer", required=True, action="append", help="NAME:ARG, e.g. mlmme:MODEL_DIR; repeatable")
+    q.add_argument("--source", help="source sentences, one per segment (preprocessed as the n-best text)")
+    q.add_argument("--images", help="CNN feature matrix (.npy/.npz), rows = lines of --image-split")
+    q.add_argument("--image-split", help="image file names, one per row of --images")
+    q.add_argument("--segment-images", help="image file name of each segment")
+    q.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_features)
 
     p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
     nsub = p.add_subparsers(dest="nmt_verb", required=True)
