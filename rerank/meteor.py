@@ -73,9 +73,8 @@ def jar_parameters(jar: str, lang: str, modules: str, weights: str, lowercase: b
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as out:
                 out.write("a\n")
         cmd = ["java", "-Xmx1G", "-jar", jar, os.path.join(tmp, "h"), os.path.join(tmp, "r"), "-l", lang,
-              "-m", modules, "-w", weights] + (["-lower"] if lowercase else [])
-        text = subprocess.run(cmd, capture_output=True, text=True,
-                              check=True).stdout
+               "-m", modules, "-w", weights] + (["-lower"] if lowercase else [])
+        text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     match = re.search(r"Parameters:\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)", text)
     if not match:
         raise MeteorUnavailable("METEOR unavailable: could not read the jar's parameters", jar)
