@@ -4,8 +4,11 @@ Data composition of ``train``: all task-2 training descriptions (text only: thei
 features are not available here) plus, with ``--image-features``, the images of the
 task-2 split ``--image-task2-split`` that have feature rows, with their descriptions; the
 last ``--heldout-images`` of those images are held out for ``isr`` and never trained on
-(their names are saved in ``heldout.json``).  Model selection uses the task-2 validation
-split (sentence–sentence ranking between the languages, or images if it had features).
+(their names are saved in ``heldout.json``), and the ``--valid-images`` before them
+join the validation data.  ``--task1`` adds task 1's translated training pairs (same
+images, one more description pair each).  Model selection uses the validation data:
+image–sentence ranking on its images if it has any, else sentence–sentence ranking
+between the languages on the task-2 validation split.
 """
 
 from __future__ import annotations
@@ -63,11 +66,18 @@ def cmd_embed(args) -> None:
 def _train(args) -> None:
     from features.data import align_images, load_image_features, read_task2
     from features.mlmme import MLMMEConfig
-    from features.train import EmbedTrainConfig, train_embeddings
+    from features.train import PRESET_LR, EmbedTrainConfig, train_embeddings
 
+    from features.data import merge_splits, read_task1
+    from nmt.data import resolve_data_dir
+
+    args.data = resolve_data_dir(args.data, args.download_dir, task2=True)
     langs = args.langs.split(",")
-    parts = [_split_data(read_task2(args.data, "train", langs), langs)]
-    valid = _split_data(read_task2(args.data, "val", langs), langs)
+    train_split = read_task2(args.data, "train", langs)
+    if args.task1:
+        train_split = merge_splits(train_split, read_task1(args.data, "train", langs))
+    parts = [_split_data(train_split, langs)]
+    valid_parts = [_split_data(read_task2(args.data, "val", langs), langs)]
     heldout: List[str] = []
     if args.image_features:
         if not args.image_split:
@@ -76,16 +86,28 @@ def _train(args) -> None:
         split = read_task2(args.data, args.image_task2_split, langs)
         feats, has = align_images(split.images, names, matrix)
         with_rows = np.flatnonzero(has)
-        if args.heldout_images >= len(with_rows):
-            raise InputError(f"--heldout-images {args.heldout_images} leaves no image to train on")
+        if args.heldout_images + args.valid_images >= len(with_rows):
+            raise InputError(f"--heldout-images {args.heldout_images} and --valid-images {args.valid_images} "
+                             f"leave no image to train on")
         cut = len(with_rows) - args.heldout_images
+        start = cut - args.valid_images
         heldout = [split.images[i] for i in with_rows[cut:]]
-        parts.append(_split_data(split, langs, with_rows[:cut], feats, has))
-        print(f"images: {cut} for training, {len(heldout)} held out ({args.image_task2_split})")
+        parts.append(_split_data(split, langs, with_rows[:start], feats, has))
+        if args.valid_images:
+            valid_parts = [_split_data(split, langs, with_rows[start:cut], feats, has)]
+        print(f"images: {start} for training, {args.valid_images} for validation, {len(heldout)} held out "
+              f"({args.image_task2_split})")
     train = _concat(parts, langs)
-    config = EmbedTrainConfig(model=MLMMEConfig.from_preset(args.preset, langs=langs, beta=args.beta,
-                                                            margin=args.margin),
-                              epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    valid = _concat(valid_parts, langs)
+    try:
+        extra = {"init": args.init} if args.init else {}
+        model_config = MLMMEConfig.from_preset(args.preset, langs=langs, beta=args.beta, margin=args.margin, **extra)
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    config = EmbedTrainConfig(model=model_config, epochs=args.epochs, batch_size=args.batch_size,
+                              lr=args.lr if args.lr is not None else PRESET_LR[args.preset],
+                              seed=args.seed, contrastive=args.contrastive, image_rows=args.image_rows,
+                              validate_every=args.validate_every, patience=args.patience, threads=args.threads)
     _, _, history = train_embeddings(train, valid, config, out_dir=args.out, progress=True)
     with atomic_write(os.path.join(args.out, "heldout.json")) as out:
         json.dump({"task2_split": args.image_task2_split, "images": heldout}, out, indent=2)

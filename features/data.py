@@ -78,6 +78,41 @@ def read_task2(data_dir: str, split: str, langs: Sequence[str] = ("en", "de")) -
     return Task2Split(images, sentences, image_of)
 
 
+def read_task1(data_dir: str, split: str, langs: Sequence[str] = ("en", "de")) -> Task2Split:
+    """Multi30k task 1 (translated pairs) in the shape of :class:`Task2Split` with one
+    description per image: ``task1/raw/{split}.{lang}.gz`` and ``task1/image_splits/{split}.txt``.
+
+    Raises:
+        InputError: a missing file or a line count different from the split file's.
+    """
+    from nmt.data import preprocess_lines
+
+    images = _read_gz_lines(os.path.join(data_dir, "task1", "image_splits", f"{split}.txt"))
+    sentences = {}
+    for lang in langs:
+        path = os.path.join(data_dir, "task1", "raw", f"{split}.{lang}.gz")
+        lines = _read_gz_lines(path)
+        if len(lines) != len(images):
+            raise InputError(f"{len(lines)} sentences but {len(images)} images in the split file", path)
+        sentences[lang] = preprocess_lines(lines, lang)
+    return Task2Split(images, sentences, np.arange(len(images), dtype=np.int64))
+
+
+def merge_splits(a: Task2Split, b: Task2Split) -> Task2Split:
+    """The descriptions of ``a`` and ``b`` over the same images (task 1 and task 2 train
+    list the same 29,000 images in the same order).
+
+    Raises:
+        InputError: the two splits list different images or languages.
+    """
+    if a.images != b.images:
+        raise InputError("the two splits list different images")
+    if sorted(a.sentences) != sorted(b.sentences):
+        raise InputError(f"languages differ: {sorted(a.sentences)} vs {sorted(b.sentences)}")
+    return Task2Split(a.images, {lang: a.sentences[lang] + b.sentences[lang] for lang in a.sentences},
+                      np.concatenate([a.image_of, b.image_of]))
+
+
 class Vocabulary:
     """Word ↔ index map of one language; index 0 is padding, 1 the unknown word."""
 

@@ -38,7 +38,10 @@ class Scorer:
     """Interface.  ``names(has_images)`` lists the columns ``score`` returns;
     ``score(nbest, sources, images)`` returns {name: float64[M]} aligned with the rows of
     ``nbest``.  ``sources``: N preprocessed source sentences (or None); ``images``: float
-    (N, D) CNN features, one row per segment (or None)."""
+    (N, D) CNN features, one row per segment (or None).  ``progress``: show tqdm bars
+    on stderr while scoring."""
+
+    progress: bool = False
 
     def names(self, has_images: bool) -> List[str]:
         raise NotImplementedError
@@ -94,13 +97,15 @@ class _EmbeddingScorer(Scorer):
     def score(self, nbest, sources, images):
         from features.train import encode_images, encode_sentences
 
-        hyp = encode_sentences(self.model, self.vocabs[self.target], self.target, nbest.hypotheses)
+        hyp = encode_sentences(self.model, self.vocabs[self.target], self.target, nbest.hypotheses,
+                               progress=self.progress)
         seg = nbest.segment
         out = {}
         if self._has_source():
             if sources is None or len(sources) != nbest.num_segments:
                 raise InputError(f"{self.prefix}ss needs one source sentence per segment ({nbest.num_segments})")
-            src = encode_sentences(self.model, self.vocabs[self.source], self.source, list(sources))
+            src = encode_sentences(self.model, self.vocabs[self.source], self.source, list(sources),
+                                   progress=self.progress)
             out[f"{self.prefix}ss"] = np.einsum("md,md->m", hyp, src[seg]).astype(np.float64)
         if images is not None and f"{self.prefix}si" in self.names(True):
             if len(images) != nbest.num_segments:

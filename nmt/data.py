@@ -21,8 +21,8 @@ from typing import Iterable, List, Optional
 from rerank.errors import InputError, atomic_write
 from rerank.signature import signature
 
-#: public location of the raw Multi30k files, used when no local copy is given
-MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{split}.{lang}.gz"
+#: public location of the Multi30k files, used when no local copy is given
+MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
 #: local copy shipped beside the project in our development and CI machines
 DEFAULT_LOCAL = os.path.join("..", "shared", "data", "multi30k")
 
@@ -66,29 +66,43 @@ def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = 
     return out
 
 
-def resolve_data_dir(data_dir: Optional[str], cache_dir: str) -> str:
-    """Return a directory holding ``task1/raw/{split}.{lang}.gz``.
+def multi30k_files(task2: bool = False) -> List[str]:
+    """Paths (relative to a Multi30k ``data`` directory) that the pipeline reads: task 1's
+    raw en/de files and, with ``task2``, task 2's five descriptions per language and the
+    image-split files of both tasks."""
+    files = [f"task1/raw/{stem}.{lang}.gz" for stem, _ in SPLITS.values() for lang in ("en", "de")]
+    if task2:
+        files += [f"task1/image_splits/{stem}.txt" for stem, _ in SPLITS.values()]
+        files += [f"task2/raw/{split}.{k}.{lang}.gz" for split in ("train", "val", "test_2016")
+                  for k in range(1, 6) for lang in ("en", "de")]
+        files += [f"task2/image_splits/{split}_images.txt" for split in ("train", "val", "test_2016")]
+    return files
+
+
+def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = False) -> str:
+    """Return a directory holding the files of :func:`multi30k_files`.
 
     ``data_dir`` if given (it must exist), else ``../shared/data/multi30k`` if it exists,
-    else the raw files are downloaded from the public multi30k/dataset repository into
-    ``cache_dir``.  Raises :class:`InputError` if a given directory lacks a file.
+    else the files are downloaded from the public multi30k/dataset repository into
+    ``cache_dir`` (each file once; an interrupted download leaves no partial file).
+    Raises :class:`InputError` if a given directory lacks the task directories.
     """
-    if data_dir is None and os.path.isdir(os.path.join(DEFAULT_LOCAL, "task1", "raw")):
+    needed = ["task1/raw"] + (["task2/raw", "task2/image_splits"] if task2 else [])
+    if data_dir is None and all(os.path.isdir(os.path.join(DEFAULT_LOCAL, d)) for d in needed):
         data_dir = DEFAULT_LOCAL
     if data_dir is not None:
-        if not os.path.isdir(os.path.join(data_dir, "task1", "raw")):
-            raise InputError("no task1/raw directory: not a Multi30k copy", data_dir)
+        for d in needed:
+            if not os.path.isdir(os.path.join(data_dir, d)):
+                raise InputError(f"no {d} directory: not a Multi30k copy", data_dir)
         return data_dir
-    raw = os.path.join(cache_dir, "task1", "raw")
-    os.makedirs(raw, exist_ok=True)
-    for stem, _ in SPLITS.values():
-        for lang in ("en", "de"):
-            target = os.path.join(raw, f"{stem}.{lang}.gz")
-            if not os.path.exists(target):
-                url = MULTI30K_URL.format(split=stem, lang=lang)
-                print(f"downloading {url}", file=sys.stderr)
-                with urllib.request.urlopen(url, timeout=60) as response, atomic_write(target, "wb") as out:
-                    shutil.copyfileobj(response, out)
+    for rel in multi30k_files(task2):
+        target = os.path.join(cache_dir, rel)
+        if not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            url = MULTI30K_BASE + rel
+            print(f"downloading {url}", file=sys.stderr)
+            with urllib.request.urlopen(url, timeout=60) as response, atomic_write(target, "wb") as out:
+                shutil.copyfileobj(response, out)
     return cache_dir
 
 

@@ -168,6 +168,8 @@ def cmd_report(args) -> None:
 
 
 def cmd_features(args) -> None:
+    if args.features_verb == "extract":
+        return _features_extract(args)
     from features.scorer import make_scorer
     from rerank.nbest import read_lines, read_nbest, write_nbest
 
@@ -189,6 +191,7 @@ def cmd_features(args) -> None:
     start = time.perf_counter()
     for spec in args.scorer:
         scorer = make_scorer(spec)
+        scorer.progress = True
         for name, values in scorer.score(nbest, sources, images).items():
             if name in nbest.feature_names:
                 raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
@@ -198,6 +201,22 @@ def cmd_features(args) -> None:
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
           f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
           file=sys.stderr)
+
+
+def _features_extract(args) -> None:
+    from features.cnn import extract_split, load_backbone
+    from rerank.signature import signature
+
+    if not args.out.endswith(".npy"):
+        raise InputError("--out must end in .npy", args.out)
+    backbone = load_backbone(args.cnn)
+    names, matrix = extract_split(args.images_dir, args.image_split, backbone, args.batch_size, progress=True)
+    with atomic_write(args.out, "wb", encoding=None) as out:
+        np.save(out, matrix.astype(args.dtype))
+    with atomic_write(args.out[:-4] + ".json") as out:
+        json.dump({"cnn": args.cnn, "dim": backbone.dim, "rows": len(names), "image_split": args.image_split,
+                   "dtype": args.dtype, "signature": signature(["torch", "numpy", "pillow"])}, out, indent=2)
+    print(f"{len(names)} images -> {args.out} ({matrix.shape[1]}-d {args.cnn})", file=sys.stderr)
 
 
 def cmd_nmt(args) -> None:
@@ -298,7 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("embed", help="MLMME / VSE sentence-image embeddings: train, isr, sts")
     esub = p.add_subparsers(dest="embed_verb", required=True)
     q = esub.add_parser("train", help="train on Multi30k task 2 (VSE: --langs de --beta 1)")
-    q.add_argument("--data", required=True, help="Multi30k directory (task2/raw, task2/image_splits)")
+    q.add_argument("--data", help="Multi30k directory (task2/raw, task2/image_splits); default: "
+                                  "../shared/data/multi30k if present, else downloaded into --download-dir")
+    q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
     q.add_argument("--preset", default="cpu", help="cpu | paper")
     q.add_argument("--beta", type=float, default=0.5)
     q.add_argument("--margin", type=float, default=0.2)
@@ -307,9 +328,19 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--image-split", help="image names, one per row of --image-features")
     q.add_argument("--image-task2-split", default="test_2016", help="task-2 split whose images have features")
     q.add_argument("--heldout-images", type=int, default=200, help="last N featured images kept for isr")
+    q.add_argument("--valid-images", type=int, default=0,
+                   help="N featured images before the held-out ones used for model selection")
+    q.add_argument("--task1", action="store_true", help="add task 1's translated training pairs")
+    q.add_argument("--init", help="paper (N(0,0.01), orthogonal) | default (PyTorch); default: the preset's")
+    q.add_argument("--contrastive", default="batch", choices=["batch", "random"],
+                   help="contrastive terms: the other batch rows, or a random sample per batch (the paper)")
+    q.add_argument("--image-rows", type=int, default=32, help="image-bearing rows guaranteed per batch")
     q.add_argument("--epochs", type=int, default=10)
+    q.add_argument("--validate-every", type=int, default=0, help="also validate every N batches")
+    q.add_argument("--patience", type=int, default=3, help="validations without improvement before stopping")
     q.add_argument("--batch-size", type=int, default=128)
-    q.add_argument("--lr", type=float, default=2e-4)
+    q.add_argument("--lr", type=float, help="Adam learning rate (default: the preset's, cpu 2e-3, paper 2e-4)")
+    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--out", required=True)
     q = esub.add_parser("isr", help="image-sentence ranking on the model's held-out real images")
@@ -336,6 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--image-split", help="image file names, one per row of --images")
     q.add_argument("--segment-images", help="image file name of each segment")
     q.add_argument("--out", required=True)
+    q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)")
+    q.add_argument("--images-dir", required=True, help="directory holding the image files")
+    q.add_argument("--image-split", required=True, help="image file names, one per line")
+    q.add_argument("--cnn", default="resnet50", help="resnet50 | resnet152 | vgg19 | efficientnet-lite0")
+    q.add_argument("--batch-size", type=int, default=16)
+    q.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    q.add_argument("--out", required=True, help="FEATS.npy (a FEATS.json signature is written beside it)")
     p.set_defaults(func=cmd_features)
 
     p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")

@@ -39,14 +39,17 @@ def test_embed_train_isr_sts(tmp_path, capsys):
     _corpus(root, np.random.default_rng(0))
     model = str(tmp_path / "model")
     assert main(["embed", "train", "--data", root, "--image-features", os.path.join(root, "feats.npy"),
-                 "--image-split", os.path.join(root, "feat_split.txt"), "--heldout-images", "3", "--epochs", "2",
-                 "--batch-size", "16", "--out", model]) == 0
+                 "--image-split", os.path.join(root, "feat_split.txt"), "--heldout-images", "3", "--valid-images", "2",
+                 "--epochs", "2", "--batch-size", "16", "--image-rows", "4", "--out", model]) == 0
     out = capsys.readouterr().out
-    assert "images: 7 for training, 3 held out (test_2016)" in out
+    assert "images: 5 for training, 2 for validation, 3 held out (test_2016)" in out
     held = json.load(open(os.path.join(model, "heldout.json")))
     assert held["images"] == ["test_20167.jpg", "test_20168.jpg", "test_20169.jpg"]
     config = json.load(open(os.path.join(model, "config.json")))
     assert config["config"]["model"]["image_dim"] == 4 and len(config["history"]) >= 1
+    # model selection ranked the 2 validation images against their 10 descriptions
+    assert config["history"][0]["image_to_sentence/r@10"] == 100.0
+    assert config["config"]["lr"] == 2e-3 and config["config"]["model"]["init"] == "default"  # the cpu preset's
     assert main(["embed", "isr", "--model", model, "--data", root, "--image-features",
                  os.path.join(root, "feats.npy"), "--image-split", os.path.join(root, "feat_split.txt"),
                  "--json"]) == 0

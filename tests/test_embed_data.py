@@ -74,3 +74,62 @@ def test_the_real_resnet_features_align_with_task2_test_images():
         task2 = [line.strip() for line in handle]
     feats, has = align_images(task2, names, matrix, require_all=True)
     assert has.all() and np.abs(feats).sum() > 0
+
+
+def test_task1_pairs_merge_with_task2_images(tmp_path):
+    import gzip
+
+    from features.data import merge_splits, read_task1, read_task2
+
+    root = tmp_path
+    (root / "task1" / "raw").mkdir(parents=True)
+    (root / "task1" / "image_splits").mkdir(parents=True)
+    (root / "task2" / "raw").mkdir(parents=True)
+    (root / "task2" / "image_splits").mkdir(parents=True)
+    images = ["a.jpg", "b.jpg"]
+    (root / "task1" / "image_splits" / "train.txt").write_text("\n".join(images) + "\n")
+    (root / "task2" / "image_splits" / "train_images.txt").write_text("\n".join(images) + "\n")
+    for lang, lines in (("en", ["A dog.", "Two cats."]), ("de", ["Ein Hund.", "Zwei Katzen."])):
+        with gzip.open(root / "task1" / "raw" / f"train.{lang}.gz", "wt") as f:
+            f.write("\n".join(lines) + "\n")
+        for k in range(1, 6):
+            with gzip.open(root / "task2" / "raw" / f"train.{k}.{lang}.gz", "wt") as f:
+                f.write("\n".join(f"{x} {k}" for x in lines) + "\n")
+    t1 = read_task1(str(root), "train")
+    assert t1.sentences["en"] == ["a dog .", "two cats ."] and t1.image_of.tolist() == [0, 1]
+    merged = merge_splits(read_task2(str(root), "train"), t1)
+    assert len(merged.sentences["de"]) == 12 and merged.image_of.tolist()[-2:] == [0, 1]
+    assert merged.sentences["de"][-1] == "zwei katzen ."
+    other = read_task1(str(root), "train")
+    other.images = ["x.jpg", "y.jpg"]
+    with pytest.raises(InputError, match="different images"):
+        merge_splits(t1, other)
+    with gzip.open(root / "task1" / "raw" / "train.de.gz", "wt") as f:
+        f.write("Nur eine Zeile.\n")
+    with pytest.raises(InputError, match=r"train.de.gz: 1 sentences but 2 images"):
+        read_task1(str(root), "train")
+
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k")
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "task2", "raw")), reason="no local Multi30k copy")
+def test_download_fetches_every_file_the_pipeline_reads(tmp_path, monkeypatch):
+    # the public repository's layout, served from the local copy through file:// URLs
+    import nmt.data as nd
+
+    monkeypatch.setattr(nd, "MULTI30K_BASE", "file://" + os.path.abspath(SHARED) + "/")
+    monkeypatch.setattr(nd, "DEFAULT_LOCAL", str(tmp_path / "nowhere"))
+    cache = tmp_path / "cache"
+    assert nd.resolve_data_dir(None, str(cache)) == str(cache)
+    assert sorted(p.name for p in (cache / "task1" / "raw").iterdir())[:2] == ["test_2016_flickr.de.gz",
+                                                                                 "test_2016_flickr.en.gz"]
+    assert not (cache / "task2").exists()  # task 2 only when asked for
+    nd.resolve_data_dir(None, str(cache), task2=True)
+    assert len(list((cache / "task2" / "raw").iterdir())) == 30
+    split = read_task2(str(cache), "val", ["de"])
+    assert len(split.images) == 1014 and len(split.sentences["de"]) == 5 * 1014
+    (tmp_path / "only1" / "task1" / "raw").mkdir(parents=True)
+    assert nd.resolve_data_dir(str(tmp_path / "only1"), str(cache)) == str(tmp_path / "only1")
+    with pytest.raises(InputError, match="no task2/raw directory"):
+        nd.resolve_data_dir(str(tmp_path / "only1"), str(cache), task2=True)

@@ -62,3 +62,37 @@ def test_encode_sentences_encodes_each_distinct_sentence_once_in_input_order():
     assert out.shape == (4, 8) and np.allclose(out[0], out[2]) and not np.allclose(out[0], out[1])
     single = encode_sentences(model, vocabs["en"], "en", [sents[1]])
     assert np.allclose(single[0], out[1], atol=1e-6)
+
+
+def test_epoch_batches_top_up_image_rows_and_cover_text_once():
+    from features.train import epoch_batches
+
+    has = np.zeros(1000, dtype=bool)
+    has[[3, 500, 999, 10, 20]] = True
+    batches = epoch_batches(has, 32, 8, np.random.default_rng(0))
+    text = np.concatenate([b[~has[b]] for b in batches])
+    assert sorted(text.tolist()) == np.flatnonzero(~has).tolist()  # every text-only example exactly once
+    assert all(has[b].sum() == 8 for b in batches[:-1])  # 24 text + 8 image rows per full batch
+    assert len(batches) == -(-995 // 24)
+    # enough images (≥ 8 of 32 per batch on average): plain uniform batches over everything
+    many = np.arange(1000) % 3 == 0
+    plain = epoch_batches(many, 32, 8, np.random.default_rng(0))
+    assert sorted(np.concatenate(plain).tolist()) == list(range(1000))
+    # image_rows 0: uniform as well
+    assert sorted(np.concatenate(epoch_batches(has, 32, 0, np.random.default_rng(0))).tolist()) == list(range(1000))
+
+
+def test_random_contrastive_sampling_trains_too():
+    train, _ = planted(300, seed=1)
+    valid, _ = planted(60, seed=2)
+    test, _ = planted(60, seed=3)
+    model_config = MLMMEConfig(beta=0.5, word_dim=16, hidden_dim=32, embed_dim=16, dropout=0.0)
+    config = EmbedTrainConfig(model=model_config, epochs=8, batch_size=32, lr=5e-3, min_count=1, seed=1,
+                              contrastive="random", validate_every=5, patience=100)
+    model, vocabs, history = train_embeddings(train, valid, config)
+    assert any(h["step"] == 5 for h in history)  # validated mid-epoch
+    result = image_sentence_ranking(encode_images(model, test.image_features),
+                                    encode_sentences(model, vocabs["en"], "en", test.sentences["en"]), test.image_of)
+    assert result["sentence_to_image"]["r@5"] > 40
+    with pytest.raises(ValueError, match="contrastive"):
+        train_embeddings(train, valid, EmbedTrainConfig(model=model_config, epochs=1, contrastive="hard"))

@@ -101,3 +101,65 @@ def test_image_projection_accepts_any_feature_size_and_presets():
         MLMMEConfig.from_preset("huge")
     with pytest.raises(ValueError):
         MLMMEConfig.from_preset("cpu", beta=1.5)
+
+
+def test_same_image_items_are_not_contrastive():
+    # rows 0 and 1 describe the same image: with the mask, only the pairs with row 2 count
+    torch.manual_seed(1)
+    a = torch.nn.functional.normalize(torch.randn(3, 4), dim=1)
+    b = torch.nn.functional.normalize(torch.randn(3, 4), dim=1)
+    ids = torch.tensor([7, 7, 9])
+    same = ids.unsqueeze(1) == ids.unsqueeze(0)
+    expected = 0.0
+    for i in range(3):
+        for j in range(3):
+            if ids[i] != ids[j]:
+                expected += max(0.0, 0.2 - float(a[i] @ b[i]) + float(a[i] @ b[j]))
+                expected += max(0.0, 0.2 - float(a[i] @ b[i]) + float(a[j] @ b[i]))
+    assert ranking_loss(a, b, 0.2, same).item() == pytest.approx(expected, rel=1e-5)
+    assert ranking_loss(a, b, 0.2, same).item() < ranking_loss(a, b, 0.2).item() or expected == 0
+
+
+def test_sampled_contrastive_terms_by_hand():
+    # one pair (a, b) = (e0, e0); sampled items neg_a = [e1], neg_b = [e1 * 0.5 + e0 * sqrt(.75)]
+    a = torch.tensor([[1.0, 0.0]])
+    b = torch.tensor([[1.0, 0.0]])
+    neg_b = torch.tensor([[0.75 ** 0.5, 0.5]])
+    neg_a = torch.tensor([[0.0, 1.0]])
+    # a·neg_b = 0.866 -> 0.2 - 1 + 0.866 = 0.066; b·neg_a = 0 -> 0.2 - 1 + 0 < 0
+    assert ranking_loss(a, b, 0.2, neg_a=neg_a, neg_b=neg_b).item() == pytest.approx(0.2 - 1 + 0.75 ** 0.5)
+    # a sampled item of the same image is left out
+    assert ranking_loss(a, b, 0.2, torch.tensor([[True]]), neg_a, neg_b).item() == 0.0
+    with pytest.raises(ValueError):
+        ranking_loss(a, b, 0.2, neg_a=neg_a)
+
+
+def test_model_loss_with_sampled_negatives_matches_the_parts():
+    torch.manual_seed(2)
+    model = MLMME({"en": 5, "de": 5}, MLMMEConfig(beta=0.25, word_dim=4, hidden_dim=4, embed_dim=3, dropout=0.0))
+    s = {"en": _vectors(1), "de": _vectors(2)}
+    n = {"en": _vectors(3, n=5), "de": _vectors(4, n=5)}
+    img, nimg = _vectors(5), _vectors(6, n=5)
+    has, nhas = torch.tensor([True, True, False, True]), torch.tensor([True, False, True, True, False])
+    ids, nids = torch.tensor([0, 1, 2, 3]), torch.tensor([1, 5, 6, 7, 8])
+    out = model.loss(s, img, has, ids, {"sentences": n, "images": nimg, "has_image": nhas, "image_ids": nids})
+    same_mm = ids[has].unsqueeze(1) == nids[nhas].unsqueeze(0)
+    r_mm = sum(ranking_loss(img[has], s[k][has], 0.2, same_mm, nimg[nhas], n[k][nhas]) for k in ("en", "de"))
+    r_ml = ranking_loss(s["en"], s["de"], 0.2, ids.unsqueeze(1) == nids.unsqueeze(0), n["en"], n["de"])
+    assert out["r_mm"].item() == pytest.approx(r_mm.item())
+    assert out["r_ml"].item() == pytest.approx(r_ml.item())
+    assert out["loss"].item() == pytest.approx(0.25 * r_mm.item() + 0.75 * r_ml.item())
+
+
+def test_unknown_init_is_rejected():
+    with pytest.raises(ValueError, match="init"):
+        MLMMEConfig.from_preset("cpu", init="xavier")
+    # the CPU preset keeps PyTorch's initialisation (embedding weights ~ N(0, 1)), the paper preset
+    # draws N(0, 0.01) with orthogonal recurrent blocks
+    assert MLMMEConfig.from_preset("cpu").init == "default" and MLMMEConfig.from_preset("paper").init == "paper"
+    torch.manual_seed(0)
+    enc = SentenceEncoder(50, MLMMEConfig.from_preset("cpu", word_dim=8, hidden_dim=8, embed_dim=4))
+    paper = SentenceEncoder(50, MLMMEConfig.from_preset("cpu", init="paper", word_dim=8, hidden_dim=8, embed_dim=4))
+    assert enc.embed.weight.std().item() > 0.5 and paper.embed.weight.std().item() < 0.02
+    w_hr = paper.gru.weight_hh_l0[:8]  # the reset gate's recurrent block is orthogonal
+    assert torch.allclose(w_hr @ w_hr.t(), torch.eye(8), atol=1e-5)

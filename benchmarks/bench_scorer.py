@@ -1,0 +1,100 @@
+"""Benchmark MLMME scoring of n-best lists: s_s (source–hypothesis) + s_i (image–hypothesis).
+
+Goal (issue 3): at least 2,000 hypotheses per second on 2 CPU cores with the CPU preset.
+
+Scores a real pipeline n-best list (default ``out/multi30k/nbest/test.nbest``: 1,000
+segments × 20-best) with the real test_2016 ResNet-50 features, using a trained model
+directory (``--model``), or, without one, an untrained CPU-preset model whose
+vocabularies are built from the n-best list and the source (same sizes, same speed).
+Times, best of ``--repeats`` runs each:
+
+* ``features_add_s``: the scorer call inside ``rerank features add`` (encode every
+  distinct source once, every distinct hypothesis once, images once; dot products);
+* with 1 and 2 torch threads.
+
+    python benchmarks/bench_scorer.py [--nbest N] [--source SRC] [--model DIR] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "..", "shared", "data", "multi30k")
+
+
+def untrained_model(directory: str, nbest, sources) -> str:
+    """Write an untrained CPU-preset MLMME (en, de; 2048-d images) with vocabularies from the text."""
+    import torch
+
+    from features.data import Vocabulary
+    from features.mlmme import MLMME, MLMMEConfig
+    from features.train import EmbedTrainConfig
+
+    vocabs = {"en": Vocabulary.build(sources), "de": Vocabulary.build(nbest.hypotheses)}
+    config = MLMMEConfig.from_preset("cpu", image_dim=2048)
+    model = MLMME({k: len(v) for k, v in vocabs.items()}, config)
+    torch.save(model.state_dict(), os.path.join(directory, "model.pt"))
+    for lang, vocab in vocabs.items():
+        vocab.save(os.path.join(directory, f"vocab.{lang}.json"))
+    from dataclasses import asdict
+
+    with open(os.path.join(directory, "config.json"), "w") as handle:
+        json.dump({"config": asdict(EmbedTrainConfig(model=config))}, handle)
+    return directory
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nbest", default=os.path.join(ROOT, "out", "multi30k", "nbest", "test.nbest"))
+    parser.add_argument("--source", default=os.path.join(ROOT, "out", "multi30k", "data", "tok", "test_2016_flickr.en"))
+    parser.add_argument("--features", default=os.path.join(DATA, "features", "test_2016_flickr-resnet50-avgpool.npy"))
+    parser.add_argument("--image-split", default=os.path.join(DATA, "task1", "image_splits", "test_2016_flickr.txt"))
+    parser.add_argument("--model", help="trained model directory (default: an untrained CPU-preset model)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="write the measurements here")
+    args = parser.parse_args()
+
+    import torch
+
+    from features.data import load_image_features
+    from features.scorer import make_scorer
+    from rerank.nbest import read_lines, read_nbest
+
+    nbest = read_nbest(args.nbest)
+    sources = read_lines(args.source)
+    _, images = load_image_features(args.features, args.image_split)  # row i = segment i (task-1 test order)
+    if len(images) != nbest.num_segments or len(sources) != nbest.num_segments:
+        sys.exit(f"{nbest.num_segments} segments, {len(sources)} sources, {len(images)} image rows")
+    hyps = len(nbest.hypotheses)
+    result = {"hypotheses": hyps, "segments": nbest.num_segments,
+              "distinct_hypotheses": len(set(nbest.hypotheses)), "model": args.model or "untrained cpu preset"}
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = args.model or untrained_model(tmp, nbest, sources)
+        scorer = make_scorer(f"mlmme:{model_dir}")
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            runs = []
+            for _ in range(args.repeats):
+                t = time.perf_counter()
+                out = scorer.score(nbest, sources, images)
+                runs.append(time.perf_counter() - t)
+            assert sorted(out) == ["MLMMEsi", "MLMMEss"] and all(len(v) == hyps for v in out.values())
+            result[f"threads{threads}_s"] = min(runs)
+            result[f"threads{threads}_hyp_per_s"] = hyps / min(runs)
+    result["goal_hyp_per_s"] = 2000
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, indent=2))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(result, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
