@@ -64,14 +64,12 @@ def cmd_embed(args) -> None:
 
 
 def _train(args) -> None:
-    from features.data import align_images, load_image_features, read_task2
+    from features.data import align_images, load_image_features, merge_splits, read_task1, read_task2
     from features.mlmme import MLMMEConfig
     from features.train import PRESET_LR, EmbedTrainConfig, train_embeddings
-
-    from features.data import merge_splits, read_task1
     from nmt.data import resolve_data_dir
 
-    args.data = resolve_data_dir(args.data, args.download_dir, task2=True)
+    args.data = resolve_data_dir(args.data, args.download_dir, task2=True, task1=args.task1)
     langs = args.langs.split(",")
     train_split = read_task2(args.data, "train", langs)
     if args.task1:

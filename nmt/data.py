@@ -79,15 +79,17 @@ def multi30k_files(task2: bool = False) -> List[str]:
     return files
 
 
-def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = False) -> str:
+def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = False,
+                     task1: bool = True) -> str:
     """Return a directory holding the files of :func:`multi30k_files`.
 
     ``data_dir`` if given (it must exist), else ``../shared/data/multi30k`` if it exists,
     else the files are downloaded from the public multi30k/dataset repository into
     ``cache_dir`` (each file once; an interrupted download leaves no partial file).
+    ``task1=False`` (with ``task2``) accepts a given directory that holds only task 2.
     Raises :class:`InputError` if a given directory lacks the task directories.
     """
-    needed = ["task1/raw"] + (["task2/raw", "task2/image_splits"] if task2 else [])
+    needed = (["task1/raw"] if task1 or not task2 else []) + (["task2/raw", "task2/image_splits"] if task2 else [])
     if data_dir is None and all(os.path.isdir(os.path.join(DEFAULT_LOCAL, d)) for d in needed):
         data_dir = DEFAULT_LOCAL
     if data_dir is not None:

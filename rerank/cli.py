@@ -198,6 +198,12 @@ def cmd_features(args) -> None:
             nbest = nbest.add_feature(name, values)
     seconds = time.perf_counter() - start
     write_nbest(nbest, args.out)
+    from rerank.signature import signature
+
+    with atomic_write(args.out + ".json") as out:  # signature beside the list, as nmt nbest writes
+        json.dump({"input": args.nbest, "scorers": args.scorer, "source": args.source, "images": args.images,
+                   "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3),
+                   "signature": signature(["torch", "numpy"])}, out, indent=2)
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
           f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
           file=sys.stderr)

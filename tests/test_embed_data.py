@@ -133,3 +133,16 @@ def test_download_fetches_every_file_the_pipeline_reads(tmp_path, monkeypatch):
     assert nd.resolve_data_dir(str(tmp_path / "only1"), str(cache)) == str(tmp_path / "only1")
     with pytest.raises(InputError, match="no task2/raw directory"):
         nd.resolve_data_dir(str(tmp_path / "only1"), str(cache), task2=True)
+
+
+def test_resolve_data_dir_task2_only_copy(tmp_path):
+    import nmt.data as nd
+
+    (tmp_path / "t2" / "task2" / "raw").mkdir(parents=True)
+    (tmp_path / "t2" / "task2" / "image_splits").mkdir(parents=True)
+    given = str(tmp_path / "t2")
+    # MLMME training without --task1 needs only task 2 ...
+    assert nd.resolve_data_dir(given, str(tmp_path / "cache"), task2=True, task1=False) == given
+    # ... but the NMT pipeline and --task1 need task 1's raw files
+    with pytest.raises(InputError, match="no task1/raw directory"):
+        nd.resolve_data_dir(given, str(tmp_path / "cache"), task2=True)

@@ -1,3 +1,4 @@
+import json
 import os
 
 import numpy as np
@@ -81,6 +82,8 @@ def test_features_add_cli_appends_columns_without_touching_existing_ones(model_d
     feats = np.load(tmp_path / "feats.npy").astype(np.float32)[[1, 0]]
     expected = scorer.score(nbest, ["c1 f2", "c2"], feats)
     assert np.allclose(out.features[:, 3], expected["MLMMEsi"])
+    meta = json.loads((tmp_path / "out.nbest.json").read_text())
+    assert meta["features"] == out.feature_names and meta["hypotheses"] == 3 and "torch" in meta["signature"]
     capsys.readouterr()
     # adding the same scorer again is refused, nothing written
     args[args.index("--nbest") + 1] = str(tmp_path / "out.nbest")
