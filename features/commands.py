@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List
+from typing import TYPE_CHECKING, List
 
 import numpy as np
 
 from rerank.errors import InputError, atomic_write
+
+if TYPE_CHECKING:
+    from features.train import EmbedData
 
 
 def _concat(parts: List["EmbedData"], langs) -> "EmbedData":

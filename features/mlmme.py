@@ -31,7 +31,7 @@ VSE (Kiros et al. 2014) is the same model with K = 1 and β = 1.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn as nn

@@ -18,7 +18,6 @@ images, the validation loss.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
@@ -29,8 +28,7 @@ import torch
 from features.data import Vocabulary, batch_tokens
 from features.evaluation import image_sentence_ranking
 from features.mlmme import MLMME, MLMMEConfig
-from rerank.errors import atomic_write
-from rerank.signature import signature
+from rerank.signature import write_signed
 
 
 @dataclass
@@ -249,7 +247,6 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
         os.replace(os.path.join(out_dir, "model.pt.tmp"), os.path.join(out_dir, "model.pt"))
         for lang, vocab in vocabs.items():
             vocab.save(os.path.join(out_dir, f"vocab.{lang}.json"))
-        with atomic_write(os.path.join(out_dir, "config.json")) as out:
-            json.dump({"config": asdict(config), "history": history,
-                       "signature": signature(["torch", "numpy", "sacremoses"])}, out, indent=2)
+        write_signed(os.path.join(out_dir, "config.json"), {"config": asdict(config), "history": history},
+                     ["torch", "numpy", "sacremoses"])
     return model, vocabs, history

@@ -26,7 +26,7 @@ as with fairseq's LSTM.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict
 
 import torch
 import torch.nn as nn

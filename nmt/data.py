@@ -9,7 +9,6 @@ embedding features use it too, so hypotheses and training text share one vocabul
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, List, Optional
 
 from rerank.errors import InputError, atomic_write
-from rerank.signature import signature
+from rerank.signature import write_signed
 
 #: public location of the Multi30k files, used when no local copy is given
 MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
@@ -86,10 +85,10 @@ def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = Fals
     ``data_dir`` if given (it must exist), else ``../shared/data/multi30k`` if it exists,
     else the files are downloaded from the public multi30k/dataset repository into
     ``cache_dir`` (each file once; an interrupted download leaves no partial file).
-    ``task1=False`` (with ``task2``) accepts a given directory that holds only task 2.
+    ``task1=False`` with ``task2`` accepts a given directory that holds only task 2.
     Raises :class:`InputError` if a given directory lacks the task directories.
     """
-    needed = (["task1/raw"] if task1 or not task2 else []) + (["task2/raw", "task2/image_splits"] if task2 else [])
+    needed = (["task1/raw"] if task1 else []) + (["task2/raw", "task2/image_splits"] if task2 else [])
     if data_dir is None and all(os.path.isdir(os.path.join(DEFAULT_LOCAL, d)) for d in needed):
         data_dir = DEFAULT_LOCAL
     if data_dir is not None:
@@ -186,7 +185,6 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
         open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
         shutil.rmtree(bin_dir, ignore_errors=True)
         os.replace(tmp_bin, bin_dir)
-    with atomic_write(os.path.join(out_dir, "prepare.json")) as out:
-        json.dump({"config": asdict(config), "data_dir": os.path.abspath(data_dir),
-                   "signature": signature(["sacremoses", "subword-nmt", "fairseq-fixed"])}, out, indent=2)
+    write_signed(os.path.join(out_dir, "prepare.json"), {"config": asdict(config), "data_dir": os.path.abspath(data_dir)},
+                 ["sacremoses", "subword-nmt", "fairseq-fixed"])
     return bin_dir

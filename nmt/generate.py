@@ -19,7 +19,6 @@ order (best length-normalised score first); the 1-best file holds the first of e
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -31,9 +30,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from nmt import FAIRSEQ_ENV, USER_DIR
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
 from rerank.nbest import NBestList, write_lines, write_nbest
-from rerank.signature import signature
+from rerank.signature import write_signed
 
 LN2 = math.log(2.0)
 
@@ -117,7 +116,6 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
         nbest = parse_generate_output(raw, num_segments, config.nbest)
     write_nbest(nbest, out_nbest)
     write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), out_1best)
-    with atomic_write(out_nbest + ".json") as out:
-        json.dump({"config": asdict(config), "checkpoint": os.path.abspath(checkpoint), "subset": subset,
-                   "signature": signature(["torch", "fairseq-fixed"])}, out, indent=2)
+    write_signed(out_nbest + ".json", {"config": asdict(config), "checkpoint": os.path.abspath(checkpoint),
+                                       "subset": subset}, ["torch", "fairseq-fixed"])
     return nbest

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import List
 
 from nmt import FAIRSEQ_ENV, USER_DIR
-from rerank.errors import InputError, atomic_write
-from rerank.signature import signature
+from rerank.errors import InputError
+from rerank.signature import write_signed
 
 #: preset name -> fairseq architecture
 PRESETS = {"cpu": "bahdanau_gru_cpu", "paper": "bahdanau_gru_paper"}
@@ -93,9 +93,8 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     if not os.path.exists(os.path.join(bin_dir, f"dict.{config.tgt}.txt")):
         raise InputError("not a binarised fairseq data directory (no dict file)", bin_dir)
     os.makedirs(save_dir, exist_ok=True)
-    with atomic_write(os.path.join(save_dir, "train.json")) as out:
-        json.dump({"config": asdict(config), "bin_dir": os.path.abspath(bin_dir),
-                   "signature": signature(["torch", "fairseq-fixed", "sacrebleu"])}, out, indent=2)
+    write_signed(os.path.join(save_dir, "train.json"), {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir)},
+                 ["torch", "fairseq-fixed", "sacrebleu"])
     progress = "tqdm" if sys.stderr.isatty() else "simple"
     subprocess.run(train_command(bin_dir, save_dir, config, progress), check=True, env={**os.environ, **FAIRSEQ_ENV})
     best = os.path.join(save_dir, "checkpoint_best.pt")

@@ -16,7 +16,6 @@ whitespace only, for already tokenised text such as the Multi30k ``lc.norm.tok``
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Sequence, Tuple
 
 import numpy as np

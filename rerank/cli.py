@@ -198,12 +198,12 @@ def cmd_features(args) -> None:
             nbest = nbest.add_feature(name, values)
     seconds = time.perf_counter() - start
     write_nbest(nbest, args.out)
-    from rerank.signature import signature
+    from rerank.signature import write_signed
 
-    with atomic_write(args.out + ".json") as out:  # signature beside the list, as nmt nbest writes
-        json.dump({"input": args.nbest, "scorers": args.scorer, "source": args.source, "images": args.images,
-                   "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3),
-                   "signature": signature(["torch", "numpy"])}, out, indent=2)
+    write_signed(args.out + ".json",  # signature beside the list, as nmt nbest writes
+                 {"input": args.nbest, "scorers": args.scorer, "source": args.source, "images": args.images,
+                  "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3)},
+                 ["torch", "numpy"])
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
           f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
           file=sys.stderr)
@@ -211,7 +211,7 @@ def cmd_features(args) -> None:
 
 def _features_extract(args) -> None:
     from features.cnn import extract_split, load_backbone
-    from rerank.signature import signature
+    from rerank.signature import write_signed
 
     if not args.out.endswith(".npy"):
         raise InputError("--out must end in .npy", args.out)
@@ -219,9 +219,9 @@ def _features_extract(args) -> None:
     names, matrix = extract_split(args.images_dir, args.image_split, backbone, args.batch_size, progress=True)
     with atomic_write(args.out, "wb", encoding=None) as out:
         np.save(out, matrix.astype(args.dtype))
-    with atomic_write(args.out[:-4] + ".json") as out:
-        json.dump({"cnn": args.cnn, "dim": backbone.dim, "rows": len(names), "image_split": args.image_split,
-                   "dtype": args.dtype, "signature": signature(["torch", "numpy", "pillow"])}, out, indent=2)
+    write_signed(args.out[:-4] + ".json", {"cnn": args.cnn, "dim": backbone.dim, "rows": len(names),
+                                           "image_split": args.image_split, "dtype": args.dtype},
+                 ["torch", "numpy", "pillow"])
     print(f"{len(names)} images -> {args.out} ({matrix.shape[1]}-d {args.cnn})", file=sys.stderr)
 
 

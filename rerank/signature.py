@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import platform
 from importlib import metadata
-from typing import Dict, Iterable
+from typing import Any, Dict, Iterable
 
 from rerank import __version__
+from rerank.errors import atomic_write
 
 CORE_PACKAGES = ("numpy", "sacrebleu")
 
@@ -20,3 +22,10 @@ def signature(packages: Iterable[str] = CORE_PACKAGES) -> Dict[str, str]:
         except metadata.PackageNotFoundError:
             sig[name] = "absent"
     return sig
+
+
+def write_signed(path: str, record: Dict[str, Any], packages: Iterable[str] = CORE_PACKAGES) -> None:
+    """Write ``record`` plus ``"signature": signature(packages)`` as indented JSON to ``path``,
+    atomically (a temp file renamed into place: an interrupted run leaves no partial file)."""
+    with atomic_write(path) as out:
+        json.dump({**record, "signature": signature(packages)}, out, indent=2)
