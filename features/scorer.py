@@ -9,7 +9,15 @@ Registered scorers:
 
 * ``mlmme:MODEL_DIR`` -> ``MLMMEss`` (s_s: cosine of source and hypothesis embeddings)
   and, with images, ``MLMMEsi`` (s_i: cosine of image and hypothesis embeddings);
-* ``vse:MODEL_DIR`` -> ``VSEsi`` (the one-language model's s_i).
+* ``vse:MODEL_DIR`` -> ``VSEsi`` (the one-language model's s_i);
+* ``nmt:MODEL_DIR`` -> ``ROLE``, ``ROLENorm`` (R2L, Channel, L2R2: forced decoding under
+  another translation model) and ``lm:MODEL_DIR`` -> ``LM``, ``LMNorm``
+  (``features/nmt_scorer.py``);
+* ``mbr:bleu`` / ``mbr:chrf`` -> ``MBRBLEU`` / ``MBRchrF``, the expected utility of MBR
+  decoding (``features/consensus.py``);
+* ``e5:`` -> ``E5ss``, multilingual-E5 source–hypothesis similarity
+  (``features/text_embedding.py``);
+* ``len:PREPARED_DIR`` -> ``LenRatio``, ``LenDev`` (``features/length.py``).
 """
 
 from __future__ import annotations
@@ -51,8 +59,17 @@ class Scorer:
         raise NotImplementedError
 
 
+#: modules whose scorers register themselves on import (imported by :func:`make_scorer`;
+#: none imports torch or fairseq before a scorer is built)
+BUILTIN_MODULES = ("features.consensus", "features.length", "features.nmt_scorer", "features.text_embedding")
+
+
 def make_scorer(spec: str) -> Scorer:
     """``NAME:ARG`` -> a registered scorer.  Raises :class:`InputError` for an unknown name."""
+    import importlib
+
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
     name, _, arg = spec.partition(":")
     if name not in REGISTRY:
         raise InputError(f"unknown scorer {name!r} in {spec!r}; known: {', '.join(sorted(REGISTRY))}")

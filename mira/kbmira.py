@@ -15,10 +15,15 @@ Weights are averaged over updates exactly as kbmira's ``MiraWeightVector``: the 
 total starts at the initial weights, each update adds the new weight vector, and the
 average divides by the number of updates (the initial weights when there was none).
 After each epoch the averaged weights select the model-best hypotheses; their corpus
-BLEU decides the epoch kept (strictly better than the best so far, starting from 0).
+BLEU decides the epoch kept (strictly better than the best so far).
 
 Deliberate differences from kbmira:
 
+* the initial weights are a candidate too ("epoch 0"): an epoch is kept only if its
+  corpus BLEU is strictly higher than the initial weights', so tuning never returns
+  weights worse on the tuning set than where it started (kbmira starts the comparison
+  at BLEU 0 and can return weights worse than its start; ``kbmira_selection=True``,
+  ``rerank tune --kbmira-selection``, restores that).
 * kbmira de-duplicates hypotheses by hash, and its comparison can drop distinct
   hypotheses on collisions (on a 1,014 × 50-best list it kept 15.6k of 50.7k); we keep
   every hypothesis (exact duplicates cannot change any argmax, ties go to the first).
@@ -40,14 +45,21 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 import numpy as np
-from rerank._native import mira_epoch, model_best_stats
+from mira._native import mira_epoch, model_best_stats
 from rerank.bleu import NUM_STATS, bleu_from_stats
 
 
 @dataclass
 class MiraConfig:
     """kbmira settings: ``iterations`` (-J), ``C`` (-C), ``decay`` (-D), ``shuffle``
-    (not --no-shuffle), ``model_bg`` (--model-bg), and the shuffling ``seed``."""
+    (not --no-shuffle), ``model_bg`` (--model-bg), the shuffling ``seed``, and
+    ``kbmira_selection``: select the best epoch as kbmira does (from BLEU 0, the initial
+    weights are not a candidate).
+
+    Raises:
+        ValueError: ``iterations`` < 1, ``C`` not a positive finite number, ``decay``
+            outside (0, 1].
+    """
 
     iterations: int = 60
     C: float = 0.01
@@ -55,6 +67,15 @@ class MiraConfig:
     shuffle: bool = True
     model_bg: bool = False
     seed: int = 1
+    kbmira_selection: bool = False
+
+    def __post_init__(self):
+        if self.iterations < 1:
+            raise ValueError(f"iterations must be at least 1, not {self.iterations}")
+        if not (np.isfinite(self.C) and self.C > 0):
+            raise ValueError(f"C must be a positive number, not {self.C}")
+        if not (0 < self.decay <= 1):
+            raise ValueError(f"decay must be in (0, 1], not {self.decay}")
 
 
 @dataclass
@@ -64,7 +85,8 @@ class MiraResult:
     Attributes:
         weights: float64[F] averaged weights of the best epoch.
         best_bleu: corpus BLEU (0-100) on the tuning set with ``weights``.
-        best_epoch: 1-based epoch of ``weights`` (0: no epoch beat BLEU 0; initial weights).
+        best_epoch: 1-based epoch of ``weights`` (0: no epoch beat the initial weights,
+            which are returned).
         initial_bleu: corpus BLEU of the initial weights.
         epoch_bleu: corpus BLEU of the averaged weights after each epoch.
         epoch_updates: number of updates in each epoch.
@@ -115,7 +137,8 @@ def tune(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, config: M
     rng = np.random.default_rng(config.seed)
     N = len(offsets) - 1
     initial_bleu = corpus_bleu_of_weights(features, stats, offsets, w)
-    best = MiraResult(weights=w.copy(), best_bleu=0.0, best_epoch=0, initial_bleu=initial_bleu)
+    best = MiraResult(weights=w.copy(), best_bleu=0.0 if config.kbmira_selection else initial_bleu, best_epoch=0,
+                      initial_bleu=initial_bleu)
     for epoch in range(1, config.iterations + 1):
         order = rng.permutation(N) if config.shuffle else np.arange(N)
         updates, loss, num_updates = mira_epoch(features, stats, offsets, order, w, totals, num_updates, bg,

@@ -35,6 +35,9 @@ from rerank.nbest import NBestList, write_lines, write_nbest
 from rerank.signature import write_signed
 
 LN2 = math.log(2.0)
+#: the feature fairseq's beam search ranks by; recorded in the signature so that
+#: ``rerank tune`` can start from the weights that reproduce the beam's 1-best
+BEAM_FEATURE = "NMTNorm"
 
 
 @dataclass
@@ -117,5 +120,5 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
     write_nbest(nbest, out_nbest)
     write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), out_1best)
     write_signed(out_nbest + ".json", {"config": asdict(config), "checkpoint": os.path.abspath(checkpoint),
-                                       "subset": subset}, ["torch", "fairseq-fixed"])
+                                       "subset": subset, "beam_feature": BEAM_FEATURE}, ["torch", "fairseq-fixed"])
     return nbest

@@ -1,5 +1,18 @@
 """Training the Bahdanau GRU model with fairseq-train (resumable, best checkpoint by
-validation BLEU, early stopping).
+validation BLEU, early stopping), and the auxiliary models of re-ranking.
+
+Directions (``TrainConfig.direction``): ``forward`` en→de (the baseline, or a second
+left-to-right model with another seed, role ``L2R2``); ``backward`` de→en, the channel
+model P(source | hypothesis) of noisy-channel re-ranking (Yee et al. 2019); ``r2l``
+en→de with every target sentence's subword tokens reversed (end-of-sentence stays
+last), the right-to-left model of Sennrich et al. (2016).  Auxiliary models (every
+direction but the baseline's) are selected by validation loss, the quantity they are
+used for as scorers, and skip the per-epoch BLEU decoding.  :func:`train_lm` trains
+the target-side LSTM language model (fairseq ``lstm_lm``).
+
+Every model directory is self-contained for scoring (``features/nmt_scorer.py``): the
+checkpoints, the fairseq dictionaries, the BPE codes and ``train.json`` (settings,
+direction, role).
 
 The optimiser differs from the paper on purpose: Adam (lr 2e-3) instead of Adadelta,
 because it converges in the few epochs a CPU budget allows; the L2 weight is passed as
@@ -10,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -21,6 +35,8 @@ from rerank.signature import write_signed
 
 #: preset name -> fairseq architecture
 PRESETS = {"cpu": "bahdanau_gru_cpu", "paper": "bahdanau_gru_paper"}
+#: direction -> default role (the feature name a scorer gives the model's columns)
+DIRECTIONS = {"forward": "L2R", "backward": "Channel", "r2l": "R2L"}
 #: regularisation variants of §8 of Calixto & Liu (2017): (dropout, L2 weight)
 VARIANTS = {"weak": (0.0, 0.0), "regular": (0.5, 1e-8), "optimised": (0.2, 0.0)}
 
@@ -30,7 +46,10 @@ class TrainConfig:
     """Settings of :func:`train`; serialised into ``train.json`` beside the checkpoints.
 
     ``dropout``/``l2`` default to the variant's values; ``max_epoch`` and ``patience``
-    (epochs without validation-BLEU improvement) bound the run.
+    (epochs without validation improvement) bound the run.  ``direction`` is one of
+    :data:`DIRECTIONS`; ``role`` names the model's feature columns (default by direction:
+    L2R, Channel, R2L); ``threads`` limits torch's CPU threads (0: its default).
+    ``src``/``tgt`` are the *task's* languages: a backward model swaps them itself.
     """
 
     preset: str = "cpu"
@@ -47,8 +66,15 @@ class TrainConfig:
     valid_beam: int = 5
     src: str = "en"
     tgt: str = "de"
+    direction: str = "forward"
+    role: str = ""
+    threads: int = 0
 
     def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise InputError(f"unknown direction {self.direction!r}; known: {', '.join(DIRECTIONS)}")
+        if not self.role:
+            self.role = DIRECTIONS[self.direction]
         if self.preset not in PRESETS:
             raise InputError(f"unknown preset {self.preset!r}; known: {', '.join(PRESETS)}")
         if self.variant not in VARIANTS:
@@ -60,10 +86,16 @@ class TrainConfig:
             self.l2 = l2
 
 
+def _languages(config: TrainConfig):
+    return (config.tgt, config.src) if config.direction == "backward" else (config.src, config.tgt)
+
+
 def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: str = "simple") -> List[str]:
-    """The fairseq-train command line for ``config`` (see :func:`train`)."""
+    """The fairseq-train command line for ``config`` (see :func:`train`); ``bin_dir`` is
+    the directory fairseq reads (for r2l, the reversed copy)."""
+    src, tgt = _languages(config)
     cmd = [sys.executable, "-m", "fairseq_cli.train", bin_dir, "--user-dir", USER_DIR,
-           "--task", "translation", "--source-lang", config.src, "--target-lang", config.tgt,
+           "--task", "translation", "--source-lang", src, "--target-lang", tgt,
            "--arch", PRESETS[config.preset], "--dropout", str(config.dropout),
            "--optimizer", "adam", "--lr", str(config.lr), "--weight-decay", str(config.l2),
            "--clip-norm", str(config.clip_norm), "--criterion", "cross_entropy",
@@ -73,18 +105,72 @@ def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: st
            # fairseq 0.12's batch_by_size drops the last batch when it is not a multiple of
            # --required-batch-size-multiple (default 8): with 1 every sentence is kept
            "--required-batch-size-multiple", "1",
-           "--eval-bleu", "--eval-bleu-args", json.dumps({"beam": config.valid_beam, "max_len_a": 1.2, "max_len_b": 10}),
-           "--eval-bleu-remove-bpe", "--eval-tokenized-bleu", "--eval-bleu-detok", "space",
-           "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric",
            "--log-format", progress, "--log-interval", "100", "--cpu"]
+    if config.direction == "forward" and config.role == DIRECTIONS["forward"]:
+        cmd += ["--eval-bleu", "--eval-bleu-args",
+                json.dumps({"beam": config.valid_beam, "max_len_a": 1.2, "max_len_b": 10}),
+                "--eval-bleu-remove-bpe", "--eval-tokenized-bleu", "--eval-bleu-detok", "space",
+                "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"]
     if config.max_update:
         cmd += ["--max-update", str(config.max_update)]
     return cmd
 
 
+def thread_env(threads: int) -> dict:
+    """Environment for a subprocess limited to ``threads`` CPU threads (0: unchanged)."""
+    if threads <= 0:
+        return {}
+    return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+def reverse_targets(bin_dir: str, out_dir: str, src: str, tgt: str) -> str:
+    """Write ``out_dir``: a copy of the fairseq data ``bin_dir`` in which every target
+    sentence's tokens are reversed (end-of-sentence stays last); sources and
+    dictionaries are linked.  Skipped when ``out_dir/reverse.done`` exists."""
+    import torch
+    from fairseq.data import Dictionary, data_utils, indexed_dataset
+
+    done = os.path.join(out_dir, "reverse.done")
+    if os.path.exists(done):
+        return out_dir
+    tmp = out_dir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    dictionary = Dictionary.load(os.path.join(bin_dir, f"dict.{tgt}.txt"))
+    for name in sorted(os.listdir(bin_dir)):
+        path = os.path.join(bin_dir, name)
+        if name.endswith(f".{src}-{tgt}.{tgt}.idx"):
+            prefix = path[:-4]
+            data = data_utils.load_indexed_dataset(prefix, dictionary)
+            builder = indexed_dataset.make_builder(os.path.join(tmp, name[:-4] + ".bin"), impl="mmap",
+                                                   vocab_size=len(dictionary))
+            for item in data:
+                body = item[:-1] if len(item) and int(item[-1]) == dictionary.eos() else item
+                builder.add_item(torch.cat([body.flip(0), item[len(body):]]))
+            builder.finalize(os.path.join(tmp, name))
+        elif not name.endswith(f".{src}-{tgt}.{tgt}.bin"):
+            os.symlink(os.path.abspath(path), os.path.join(tmp, name))
+    open(os.path.join(tmp, "reverse.done"), "w").close()
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp, out_dir)
+    return out_dir
+
+
+def _copy_scoring_files(bin_dir: str, save_dir: str, names: List[str]) -> None:
+    """Copy dictionaries and BPE codes into ``save_dir`` (the model directory then loads
+    and scores on its own).  The BPE codes are ``bin_dir/../bpe.codes`` (prepare's layout)."""
+    for name in names:
+        shutil.copyfile(os.path.join(bin_dir, name), os.path.join(save_dir, name))
+    codes = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "bpe.codes")
+    if not os.path.exists(codes):
+        raise InputError("no bpe.codes beside the binarised data (expected rerank nmt prepare's layout)", bin_dir)
+    shutil.copyfile(codes, os.path.join(save_dir, "bpe.codes"))
+
+
 def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     """Train (or resume from ``save_dir/checkpoint_last.pt``) and return the path of
-    ``checkpoint_best.pt`` (best validation BLEU).
+    ``checkpoint_best.pt`` (best validation BLEU for the baseline, validation loss for
+    auxiliary models).
 
     Raises:
         InputError: ``bin_dir`` is not a fairseq-preprocess output.
@@ -93,10 +179,16 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     if not os.path.exists(os.path.join(bin_dir, f"dict.{config.tgt}.txt")):
         raise InputError("not a binarised fairseq data directory (no dict file)", bin_dir)
     os.makedirs(save_dir, exist_ok=True)
-    write_signed(os.path.join(save_dir, "train.json"), {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir)},
+    data_dir = bin_dir
+    if config.direction == "r2l":
+        data_dir = reverse_targets(bin_dir, os.path.abspath(bin_dir).rstrip("/") + ".r2l", config.src, config.tgt)
+    _copy_scoring_files(bin_dir, save_dir, [f"dict.{config.src}.txt", f"dict.{config.tgt}.txt"])
+    write_signed(os.path.join(save_dir, "train.json"), {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir),
+                                                        "kind": "translation"},
                  ["torch", "fairseq-fixed", "sacrebleu"])
     progress = "tqdm" if sys.stderr.isatty() else "simple"
-    subprocess.run(train_command(bin_dir, save_dir, config, progress), check=True, env={**os.environ, **FAIRSEQ_ENV})
+    subprocess.run(train_command(data_dir, save_dir, config, progress), check=True,
+                   env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads)})
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):
         raise InputError("fairseq-train ended without a best checkpoint", save_dir)

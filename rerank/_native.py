@@ -1,4 +1,5 @@
-"""ctypes bindings of ``rerank/_kernels.c`` (compiled by ``pip install``).
+"""ctypes bindings of ``rerank/_kernels.c`` (compiled by ``pip install``): n-gram matching
+and TER edit counts; :func:`load_kernels` also loads the tuners' ``mira/_kernels.c``.
 
 Each wrapper checks dtypes, shapes and contiguity through numpy's ``ndpointer`` and
 returns numpy arrays.  The C library loads in about a millisecond, which keeps
@@ -20,27 +21,32 @@ _I32 = ndpointer(np.int32, flags="C_CONTIGUOUS")
 _F64 = ndpointer(np.float64, flags="C_CONTIGUOUS")
 
 
-def _load() -> ctypes.CDLL:
-    spec = importlib.util.find_spec("rerank._kernels")
+def load_kernels(module: str, package_file: str) -> ctypes.CDLL:
+    """Load the compiled C extension ``module`` (e.g. ``"rerank._kernels"``) with ctypes.
+
+    ``package_file`` is the ``__file__`` of a module beside it (an in-place build is
+    looked for there too).  Raises ImportError, telling how to rebuild, when it is missing.
+    """
+    spec = importlib.util.find_spec(module)
     candidates = [spec.origin] if spec is not None and spec.origin else []
-    candidates += glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernels*.so"))
+    stem = module.rsplit(".", 1)[-1]
+    candidates += glob.glob(os.path.join(os.path.dirname(os.path.abspath(package_file)), stem + "*.so"))
     for path in candidates:
         if path and os.path.exists(path):
-            lib = ctypes.CDLL(path)
-            break
-    else:
-        raise ImportError("rerank's compiled kernels are missing: reinstall with 'pip install -e .' "
-                          "(needs a C compiler)")
+            return ctypes.CDLL(path)
+    raise ImportError(f"rerank's compiled kernels ({module}) are missing: reinstall with 'pip install -e .' "
+                      "(needs a C compiler)")
+
+
+def _load() -> ctypes.CDLL:
+    lib = load_kernels("rerank._kernels", __file__)
     lib.clipped_matches.restype = ctypes.c_int
-    lib.clipped_matches.argtypes = [_I64, ctypes.c_int64, _I64, _I64, ctypes.c_int64, _I64, _I64, _I64, _F64]
-    lib.mira_epoch.restype = ctypes.c_int64
-    lib.mira_epoch.argtypes = [_F64, ctypes.c_int64, _F64, _I64, _I64, ctypes.c_int64, _F64, _F64,
-                               ctypes.POINTER(ctypes.c_int64), _F64, ctypes.c_double, ctypes.c_double, ctypes.c_int,
-                               ctypes.POINTER(ctypes.c_double)]
+    lib.clipped_matches.argtypes = [_I64, ctypes.c_int64, ctypes.c_int, _I64, _I64, ctypes.c_int64, _I64, _I64, _I64,
+                                    ctypes.c_int, _F64]
+    lib.sort_runs.restype = ctypes.c_int
+    lib.sort_runs.argtypes = [_I64, ctypes.c_int64, ctypes.c_int, _I64, _I64, ctypes.c_int64]
     lib.ter_stats.restype = ctypes.c_int
     lib.ter_stats.argtypes = [_I32, _I64, _I32, _I64, ctypes.c_int64, _F64]
-    lib.model_best_stats.restype = None
-    lib.model_best_stats.argtypes = [_F64, ctypes.c_int64, _F64, _I64, ctypes.c_int64, _F64, _F64]
     return lib
 
 
@@ -51,40 +57,29 @@ def _i64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def _f64(a) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float64)
-
-
-def clipped_matches(codes, h_start, h_len, r_start, r_len, segment) -> np.ndarray:
-    """float64[M, 4] clipped n-gram matches (see ``rerank.bleu.bleu_stats``)."""
+def clipped_matches(codes, h_start, h_len, r_start, r_len, segment, presorted: bool = False) -> np.ndarray:
+    """float64[M, K] clipped n-gram matches of each hypothesis against its reference,
+    for the K orders of ``codes`` (int[K, L], row n: codes of the (n+1)-grams starting at
+    each token; see ``rerank.bleu.bleu_stats``).  Hypothesis h is tokens
+    ``h_start[h]:h_start[h]+h_len[h]``, its reference ``segment[h]`` is tokens
+    ``r_start[s]:r_start[s]+r_len[s]``.  ``presorted``: ``codes`` went through
+    :func:`sort_runs` for every run used (then no copies are sorted per pair)."""
     codes, h_start, h_len = _i64(codes), _i64(h_start), _i64(h_len)
     r_start, r_len, segment = _i64(r_start), _i64(r_len), _i64(segment)
-    out = np.zeros((len(h_start), 4))
-    if _lib.clipped_matches(codes, codes.shape[1], h_start, h_len, len(h_start), r_start, r_len, segment, out):
+    out = np.zeros((len(h_start), codes.shape[0]))
+    if _lib.clipped_matches(codes, codes.shape[1], codes.shape[0], h_start, h_len, len(h_start), r_start, r_len,
+                            segment, int(presorted), out):
         raise MemoryError("clipped_matches: out of memory")
     return out
 
 
-def mira_epoch(features, stats, offsets, order, w, totals, num_updates: int, bg, C: float, decay: float,
-               model_bg: bool):
-    """One kbmira epoch; updates ``w``, ``totals`` and ``bg`` in place (float64,
-    contiguous).  Returns (updates, summed loss, num_updates)."""
-    n = ctypes.c_int64(num_updates)
-    loss = ctypes.c_double(0.0)
-    order = _i64(order)
-    updates = _lib.mira_epoch(features, features.shape[1], stats, offsets, order, len(order), w, totals,
-                              ctypes.byref(n), bg, C, decay, int(model_bg), ctypes.byref(loss))
-    if updates < 0:
-        raise MemoryError("mira_epoch: out of memory")
-    return int(updates), loss.value, n.value
-
-
-def model_best_stats(features, stats, offsets, w) -> np.ndarray:
-    """float64[9] summed statistics of the model-best hypotheses under ``w``."""
-    features, stats, offsets, w = _f64(features), _f64(stats), _i64(offsets), _f64(w)
-    total = np.zeros(stats.shape[1])
-    _lib.model_best_stats(features, features.shape[1], stats, offsets, len(offsets) - 1, w, total)
-    return total
+def sort_runs(codes: np.ndarray, start, length) -> None:
+    """Sort in place (int64[K, L], C-contiguous) the valid n-gram codes of each run
+    ``start[k]:start[k]+length[k]`` (row n: its first ``length[k] - n`` codes)."""
+    if codes.dtype != np.int64 or not codes.flags.c_contiguous:
+        raise ValueError("codes must be a C-contiguous int64 array")
+    if _lib.sort_runs(codes, codes.shape[1], codes.shape[0], _i64(start), _i64(length), len(start)):
+        raise MemoryError("sort_runs: out of memory")
 
 
 def ter_edits(hyp_words, ref_words) -> np.ndarray:

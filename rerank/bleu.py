@@ -76,24 +76,67 @@ def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool
     return ids, lengths
 
 
-def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int) -> np.ndarray:
-    """int64[ORDER, L] exact codes of the n-gram starting at each token (-1 where it would
-    cross the end of its line).  Token ids are packed 16 bits each when the vocabulary
-    allows it; otherwise each order's codes are densely re-ranked with ``np.unique``."""
+def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: int = ORDER) -> np.ndarray:
+    """int64[orders, L] exact codes of the n-gram starting at each token (-1 where it would
+    cross the end of its line).  Token ids are packed ``bit_length(vocab_size)`` bits each
+    when ``orders`` of them fit in 63 bits; otherwise each order's codes are densely
+    re-ranked with ``np.unique``."""
     L = len(ids)
     starts = np.cumsum(lengths) - lengths
     remaining = np.repeat(lengths, lengths) - (np.arange(L) - np.repeat(starts, lengths))
-    codes = np.full((ORDER, L), -1, dtype=np.int64)
+    codes = np.full((orders, L), -1, dtype=np.int64)
     codes[0] = ids
-    packed = vocab_size < (1 << 15)
-    for n in range(1, ORDER):
+    bits = max(int(vocab_size).bit_length(), 1)
+    packed = bits * orders <= 63
+    for n in range(1, orders):
         at = np.flatnonzero(remaining > n)
         if packed:
-            codes[n, at] = (codes[n - 1, at] << 16) | ids[at + n]
+            codes[n, at] = (codes[n - 1, at] << bits) | ids[at + n]
         else:
             raw = codes[n - 1, at] * vocab_size + ids[at + n]
             codes[n, at] = np.unique(raw, return_inverse=True)[1].reshape(-1)
     return codes
+
+
+def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_index: np.ndarray,
+                 ref_index: np.ndarray, orders: int) -> np.ndarray:
+    """Clipped n-gram matches (orders 1..``orders``) of text ``hyp_index[k]`` against text
+    ``ref_index[k]`` for every pair k, the texts given flat as token ``ids`` (int[L]) and
+    ``lengths`` (int[T]).  Each text's codes are sorted once and merged per pair, so
+    all pairs of an n-best list cost little more than one pass.  Returns float64[K, orders]."""
+    from rerank._native import sort_runs
+
+    codes = _ngram_codes(ids, lengths, vocab_size, orders)
+    starts = np.cumsum(lengths) - lengths
+    sort_runs(codes, starts, lengths)
+    return clipped_matches(codes, starts[hyp_index], lengths[hyp_index], starts, lengths, ref_index, presorted=True)
+
+
+def pair_bleu_stats(texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray,
+                    tokenize: str = "none", lowercase: bool = False) -> np.ndarray:
+    """BLEU statistics of ``texts[hyp_index[k]]`` against ``texts[ref_index[k]]`` for every
+    pair k (e.g. all ordered pairs of each n-best list, for consensus / MBR features).
+
+    Args:
+        texts: T strings.
+        hyp_index, ref_index: int[K] indices into ``texts``; pairs sharing a reference
+            should be adjacent (sorted by ``ref_index``) for speed.
+        tokenize, lowercase: as :func:`bleu_stats`.
+    Returns:
+        float64[K, 9] statistics rows (layout in the module docstring).
+    """
+    hyp_index = np.asarray(hyp_index, dtype=np.int64)
+    ref_index = np.asarray(ref_index, dtype=np.int64)
+    vocab: dict = {}
+    ids, lengths = _token_ids(texts, vocab, tokenize, lowercase)
+    stats = np.zeros((len(hyp_index), NUM_STATS))
+    if len(hyp_index):
+        stats[:, 0:REF_LEN:2] = pair_matches(ids, lengths, len(vocab), hyp_index, ref_index, ORDER)
+        stats[:, REF_LEN] = lengths[ref_index]
+        h_len = lengths[hyp_index]
+        for n in range(1, ORDER + 1):
+            stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
+    return stats
 
 
 def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray,
@@ -136,30 +179,41 @@ def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np
     return stats
 
 
-def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
-    """Corpus BLEU (0-100) of summed statistics rows, vectorised over leading axes.
+def bleu_from_stats(stats: np.ndarray, effective_order: bool = False) -> np.ndarray:
+    """BLEU (0-100) of summed statistics rows, vectorised over leading axes.
 
-    Follows sacrebleu 2.x ``BLEU.compute_bleu`` with ``smooth_method='exp'`` (its corpus
-    default): brevity penalty ``exp(1 - r/c)`` for ``c < r`` (0 if ``c == 0``); precision of
-    an order with zero matches is ``100 / (2^k · t_n)`` (k-th such order); BLEU is 0 when no
-    order has a match or some order has no hypothesis n-gram.
+    Follows sacrebleu 2.x ``BLEU.compute_bleu`` with ``smooth_method='exp'`` (its default):
+    brevity penalty ``exp(1 - r/c)`` for ``c < r`` (0 if ``c == 0``); precision of an order
+    with zero matches is ``100 / (2^k · t_n)`` (k-th such order); BLEU is 0 when no order
+    has a match.  Without ``effective_order`` (corpus BLEU) it is also 0 when some order
+    has no hypothesis n-gram; with it (sacrebleu's sentence BLEU,
+    ``BLEU(effective_order=True).sentence_score``) the geometric mean runs over the
+    orders that have hypothesis n-grams.
 
     Args:
         stats: float[..., 9] summed statistics.
+        effective_order: sacrebleu's ``effective_order``.
     Returns:
         float64[...] BLEU scores.
     """
     stats = np.asarray(stats, dtype=np.float64)
     matches, totals = stats[..., 0:REF_LEN:2], stats[..., 1:REF_LEN:2]
     sys_len, ref_len = totals[..., 0], stats[..., REF_LEN]
+    present = totals > 0  # n-gram totals never grow with n: the orders present are a prefix
     with np.errstate(divide="ignore", invalid="ignore"):
         bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1.0 - ref_len / sys_len), 0.0), 1.0)
-        zero = matches == 0
+        zero = (matches == 0) & present
         smooth = np.power(2.0, np.cumsum(zero, axis=-1))
         precision = np.where(zero, 100.0 / (smooth * totals), 100.0 * matches / totals)
-        log_mean = np.log(precision).mean(axis=-1)
+        log_p = np.where(present, np.log(np.where(present, precision, 1.0)), 0.0)
+        if effective_order:
+            log_mean = log_p.sum(axis=-1) / np.maximum(present.sum(axis=-1), 1)
+        else:
+            log_mean = log_p.mean(axis=-1)
         score = bp * np.exp(log_mean)
-    dead = (~np.any(matches > 0, axis=-1)) | np.any(totals == 0, axis=-1)
+    dead = ~np.any(matches > 0, axis=-1)
+    if not effective_order:
+        dead |= np.any(~present, axis=-1)
     return np.where(dead, 0.0, score)
 
 

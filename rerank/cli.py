@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -45,30 +46,77 @@ def _load_tuning_data(nbest_path: str, ref_path: str, tokenize: str, lowercase: 
     return nbest, refs, stats
 
 
+def _sidecar(nbest_path: str) -> dict:
+    """The signature JSON beside an n-best list (``NBEST.json``), or {} if there is none
+    or it is unreadable."""
+    try:
+        with open(nbest_path + ".json", encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def beam_weights(nbest_path: str, nbest) -> Optional[np.ndarray]:
+    """Weights that reproduce the decoder's 1-best: 1 on the feature the beam ranked by,
+    0 elsewhere, when the n-best list's signature (``NBEST.json``, written by ``rerank nmt
+    nbest`` and carried on by ``rerank features add``) names it and the list has it;
+    else None."""
+    feature = _sidecar(nbest_path).get("beam_feature")
+    if feature not in nbest.feature_names:
+        return None
+    return np.asarray([1.0 if name == feature else 0.0 for name in nbest.feature_names])
+
+
 def cmd_tune(args) -> None:
-    from mira.kbmira import MiraConfig, tune
-    from rerank.bleu import bleu_signature
+    from mira import MertConfig, MiraConfig, ProConfig, tune, tune_mert, tune_pro
+    from mira._native import model_best_stats
+    from rerank.bleu import REF_LEN, bleu_signature
     from rerank.nbest import weights_dict, weights_vector
     from rerank.signature import signature
 
     start = time.perf_counter()
     nbest, _refs, stats = _load_tuning_data(args.nbest, args.ref, args.tokenize, args.lowercase)
-    init = None
+    init, init_from = None, "zeros"
     if args.init:
-        init = weights_vector(_read_weights(args.init), nbest, args.init)
-    config = MiraConfig(iterations=args.iterations, C=args.C, decay=args.decay, seed=args.seed,
-                        shuffle=not args.no_shuffle, model_bg=args.model_bg)
+        init, init_from = weights_vector(_read_weights(args.init), nbest, args.init), os.path.abspath(args.init)
+    else:
+        init = beam_weights(args.nbest, nbest)
+        init_from = "beam" if init is not None else "zeros"
+    say = (lambda *a: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
+    details: dict = {}
+    if args.algorithm == "mira":
+        config = MiraConfig(iterations=args.iterations, C=args.C, decay=args.decay, seed=args.seed,
+                            shuffle=not args.no_shuffle, model_bg=args.model_bg,
+                            kbmira_selection=args.kbmira_selection)
 
-    def report(epoch, bleu, updates, loss):
-        print(f"epoch {epoch:3d}: {updates} updates, avg loss {loss:.4f}, tuning BLEU {bleu:.2f}", file=sys.stderr)
+        def report(epoch, bleu, updates, loss):
+            say(f"epoch {epoch:3d}: {updates} updates, avg loss {loss:.4f}, tuning BLEU {bleu:.2f}")
 
-    result = tune(nbest.features, stats, nbest.offsets, config, init=init, callback=None if args.quiet else report)
-    print(f"initial BLEU {result.initial_bleu:.2f}; best BLEU {result.best_bleu:.2f} at epoch {result.best_epoch}",
-          file=sys.stderr)
+        result = tune(nbest.features, stats, nbest.offsets, config, init=init, callback=report)
+        weights, bleu = result.weights, result.best_bleu
+        details = {"best_epoch": result.best_epoch, "epoch_bleu": result.epoch_bleu}
+    elif args.algorithm == "mert":
+        config = MertConfig(restarts=args.restarts, random_directions=args.random_directions, seed=args.seed)
+        result = tune_mert(nbest.features, stats, nbest.offsets, config, init=init,
+                           callback=lambda run, bleu, n: say(f"run {run + 1:3d}: tuning BLEU {bleu:.2f} "
+                                                             f"({n} line searches so far)"))
+        weights, bleu = result.weights, result.best_bleu
+        details = {"best_run": result.best_run, "run_bleu": result.run_bleu, "line_searches": result.line_searches}
+    else:
+        config = ProConfig(samples=args.pro_samples, keep=args.pro_keep, seed=args.seed)
+        result = tune_pro(nbest.features, stats, nbest.offsets, config, init=init)
+        weights, bleu = result.weights, result.best_bleu
+        details = {"pairs": result.pairs, "kept_initial": result.kept_initial}
+    best_stats = model_best_stats(nbest.features, stats, nbest.offsets, weights)
+    length_ratio = float(best_stats[1] / best_stats[REF_LEN]) if best_stats[REF_LEN] else 0.0
+    initial_bleu = result.initial_bleu
+    print(f"{args.algorithm}: initial BLEU {initial_bleu:.2f} ({init_from}); tuned BLEU {bleu:.2f}, "
+          f"length ratio {length_ratio:.3f}", file=sys.stderr)
     out = {
-        "weights": weights_dict(result.weights, nbest),
-        "tuning": {"bleu": result.best_bleu, "best_epoch": result.best_epoch, "initial_bleu": result.initial_bleu,
-                   "epoch_bleu": result.epoch_bleu, "nbest": os.path.abspath(args.nbest),
+        "weights": weights_dict(weights, nbest),
+        "tuning": {"algorithm": args.algorithm, "bleu": bleu, "initial_bleu": initial_bleu, "init": init_from,
+                   "length_ratio": length_ratio, **details, "nbest": os.path.abspath(args.nbest),
                    "ref": os.path.abspath(args.ref), "segments": nbest.num_segments,
                    "hypotheses": len(nbest.hypotheses), "seconds": round(time.perf_counter() - start, 3)},
         "config": asdict(config),
@@ -76,7 +124,7 @@ def cmd_tune(args) -> None:
         "signature": signature(),
     }
     with atomic_write(args.out) as handle:
-        json.dump(out, handle, indent=2)
+        json.dump(out, handle, indent=2, allow_nan=False)
         handle.write("\n")
 
 
@@ -201,7 +249,8 @@ def cmd_features(args) -> None:
     from rerank.signature import write_signed
 
     write_signed(args.out + ".json",  # signature beside the list, as nmt nbest writes
-                 {"input": args.nbest, "scorers": args.scorer, "source": args.source, "images": args.images,
+                 {"input": args.nbest, "beam_feature": _sidecar(args.nbest).get("beam_feature"),
+                  "scorers": args.scorer, "source": args.source, "images": args.images,
                   "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3)},
                  ["torch", "numpy"])
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
@@ -235,13 +284,39 @@ def cmd_nmt(args) -> None:
 
         config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
-                             max_tokens=args.max_tokens, lr=args.lr, seed=args.seed)
+                             max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
+                             role=args.role, threads=args.threads)
         print(train(args.data_bin, args.save_dir, config))
+    elif args.nmt_verb == "train-lm":
+        from nmt.lm import LMConfig, train_lm
+
+        config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
+                          dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
+                          threads=args.threads, task2=not args.no_task2)
+        print(train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
     elif args.nmt_verb == "nbest":
         from nmt.generate import GenerateConfig, generate_nbest
 
         config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size)
         generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
+
+
+def _number(kind, ok, what):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    return parse
+
+
+_positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+_non_negative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
+_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive finite number")
+_unit_interval = _number(float, lambda v: 0 < v <= 1, "in (0, 1]")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,18 +328,28 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--tokenize", default="none", help="sacrebleu tokeniser for BLEU statistics (default: none)")
         p.add_argument("--lowercase", action="store_true", help="lowercase before BLEU statistics")
 
-    p = sub.add_parser("tune", help="tune feature weights with k-best batch MIRA (Cherry & Foster 2012)")
+    p = sub.add_parser("tune", help="tune feature weights: k-best batch MIRA (default), MERT or PRO")
     p.add_argument("--nbest", required=True, help="Moses n-best list of the tuning set")
     p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--out", required=True, help="weights JSON to write")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--iterations", type=int, default=60, help="epochs (kbmira -J)")
-    p.add_argument("--C", type=float, default=0.01, help="step-size cap (kbmira -C)")
-    p.add_argument("--decay", type=float, default=0.999, help="background BLEU decay (kbmira -D)")
-    p.add_argument("--init", help="initial weights JSON (default: all zero, as kbmira)")
-    p.add_argument("--no-shuffle", action="store_true", help="visit sentences in file order")
-    p.add_argument("--model-bg", action="store_true", help="update the background with the model-best (kbmira --model-bg)")
-    p.add_argument("--quiet", action="store_true", help="do not print per-epoch BLEU")
+    p.add_argument("--algorithm", default="mira", choices=["mira", "mert", "pro"],
+                   help="mira (Cherry & Foster 2012), mert (Och 2003), pro (Hopkins & May 2011)")
+    p.add_argument("--seed", type=int, default=1, help="shuffling (mira), restarts and directions (mert), sampling (pro)")
+    p.add_argument("--init", help="initial weights JSON (default: the beam's own choice when the n-best "
+                                  "signature names its feature, else all zero)")
+    p.add_argument("--iterations", type=_positive_int, default=60, help="mira: epochs (kbmira -J)")
+    p.add_argument("--C", type=_positive_float, default=0.01, help="mira: step-size cap (kbmira -C)")
+    p.add_argument("--decay", type=_unit_interval, default=0.999, help="mira: background BLEU decay (kbmira -D)")
+    p.add_argument("--no-shuffle", action="store_true", help="mira: visit sentences in file order")
+    p.add_argument("--model-bg", action="store_true", help="mira: background from the model-best (kbmira --model-bg)")
+    p.add_argument("--kbmira-selection", action="store_true",
+                   help="mira: select the best epoch as kbmira (the initial weights are no candidate)")
+    p.add_argument("--restarts", type=_positive_int, default=20, help="mert: optimisation runs, the first from --init")
+    p.add_argument("--random-directions", type=_non_negative_int, default=10,
+                   help="mert: random directions per iteration besides the coordinate axes")
+    p.add_argument("--pro-samples", type=_positive_int, default=5000, help="pro: sampled pairs per sentence (Gamma)")
+    p.add_argument("--pro-keep", type=_positive_int, default=50, help="pro: pairs kept per sentence (Xi)")
+    p.add_argument("--quiet", action="store_true", help="do not print per-epoch / per-run BLEU")
     bleu_options(p)
     p.set_defaults(func=cmd_tune)
 
@@ -402,6 +487,23 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--max-tokens", type=int, default=4000)
     q.add_argument("--lr", type=float, default=2e-3)
     q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--direction", default="forward", choices=["forward", "backward", "r2l"],
+                   help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)")
+    q.add_argument("--role", default="", help="feature name of the model's scores (default: L2R, Channel, R2L)")
+    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q = nsub.add_parser("train-lm", help="train the target-side LSTM language model (training-split German only)")
+    q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
+    q.add_argument("--data", default=None, help="Multi30k directory for task 2 (default as prepare)")
+    q.add_argument("--save-dir", required=True)
+    q.add_argument("--embed-dim", type=int, default=256)
+    q.add_argument("--hidden-size", type=int, default=512)
+    q.add_argument("--layers", type=int, default=1)
+    q.add_argument("--dropout", type=float, default=0.3)
+    q.add_argument("--max-epoch", type=int, default=5)
+    q.add_argument("--patience", type=int, default=2)
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q.add_argument("--no-task2", action="store_true", help="task 1's German only")
     q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format")
     q.add_argument("--data-bin", required=True)
     q.add_argument("--checkpoint", required=True)

@@ -163,6 +163,34 @@ class ChrfMetric(_SacrebleuStatsMetric):
 
         return CHRF(lowercase=self.lowercase)
 
+    def pair_stats(self, texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray) -> np.ndarray:
+        """float64[K, 3 · char order] statistics of ``texts[hyp_index[k]]`` against
+        ``texts[ref_index[k]]`` for every pair k, in sacrebleu's layout (per order: hyp,
+        ref, match counts), equal to its ``_extract_corpus_statistics`` on each pair
+        (whitespace removed, as chrF's default).  Vectorised: characters become dense ids,
+        each text's n-gram codes are sorted once (:func:`rerank.bleu.pair_matches`)."""
+        from rerank.bleu import pair_matches
+
+        if self.metric.word_order or self.metric.whitespace:
+            raise ValueError("pair_stats covers chrF (word order 0, whitespace removed) only")
+        stripped = ["".join((t.lower() if self.lowercase else t).split()) for t in texts]
+        lengths = np.array([len(t) for t in stripped], dtype=np.int64)
+        points = np.frombuffer("".join(stripped).encode("utf-32-le"), dtype=np.uint32)
+        alphabet, ids = np.unique(points, return_inverse=True)
+        order = self.metric.char_order
+        hyp_index = np.asarray(hyp_index, dtype=np.int64)
+        ref_index = np.asarray(ref_index, dtype=np.int64)
+        out = np.zeros((len(hyp_index), 3 * order))
+        if len(hyp_index):
+            out[:, 2::3] = pair_matches(ids.astype(np.int64).reshape(-1), lengths, len(alphabet), hyp_index,
+                                        ref_index, order)
+            n = np.arange(order)
+            ref_counts = np.maximum(lengths[ref_index, None] - n, 0)
+            # as sacrebleu: an order the reference has no n-gram of counts no hypothesis n-grams
+            out[:, 0::3] = np.where(ref_counts > 0, np.maximum(lengths[hyp_index, None] - n, 0), 0)
+            out[:, 1::3] = ref_counts
+        return out
+
     def score(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
         order = stats.shape[-1] // 3

@@ -16,7 +16,7 @@ OFFSETS = np.array([0, 2])
 def test_first_update_by_hand():
     # bg = ones: BLEU(h0) = 5, BLEU(h1) = 5 * (1/5 * 1/4 * 1/3 * 1/2) ** (1/4); w = 0, so
     # hope = h0, fear = h1, loss = 5 - BLEU(h1) > 2 * C: eta = C = 0.01, w = (0.01, -0.01)
-    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False))
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, kbmira_selection=True))
     assert result.weights.tolist() == pytest.approx([0.01, -0.01])
     assert result.epoch_updates == [1]
     assert result.best_epoch == 1 and result.best_bleu == pytest.approx(100.0)
@@ -26,14 +26,14 @@ def test_first_update_by_hand():
 def test_small_loss_gives_step_loss_over_squared_norm():
     # C large: eta = loss / ||diff||^2 = (5 - BLEU(h1)) / 2, a full passive-aggressive step
     b1 = background_sentence_bleu(STATS[1], np.ones(9))
-    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, C=100.0))
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, C=100.0, kbmira_selection=True))
     eta = (5.0 - b1) / 2.0
     assert result.weights.tolist() == pytest.approx([eta, -eta])
 
 
 def test_later_epoch_with_equal_bleu_is_not_kept():
     # epoch 2 updates again (w = 0.02, -0.02; average 0.015) but its BLEU is not higher
-    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False))
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False, kbmira_selection=True))
     assert result.epoch_updates == [1, 1]
     assert result.best_epoch == 1
     assert result.weights.tolist() == pytest.approx([0.01, -0.01])
@@ -42,8 +42,46 @@ def test_later_epoch_with_equal_bleu_is_not_kept():
 def test_averaging_follows_kbmira_with_initial_weights():
     # kbmira's MiraWeightVector starts its running total at the initial weights:
     # after one update the average is init + w_1 = (1, 0) + (1.01, -0.01)
-    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False), init=np.array([1.0, 0.0]))
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, kbmira_selection=True),
+                  init=np.array([1.0, 0.0]))
     assert result.weights.tolist() == pytest.approx([2.01, -0.01])
+
+
+def test_initial_weights_are_epoch_zero():
+    # zero weights already select the reference (BLEU 100); epoch 1 only ties it, so the
+    # initial weights are kept (kbmira would return epoch 1's)
+    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False))
+    assert result.best_epoch == 0 and result.weights.tolist() == [0.0, 0.0]
+    assert result.best_bleu == result.initial_bleu == pytest.approx(100.0)
+    assert result.epoch_updates == [1, 1]
+
+
+def test_never_worse_than_the_start_where_kbmira_selection_is():
+    # a good start on a tiny scale (the first feature is 0.001 x sentence BLEU): MIRA's
+    # steps of size C along the other features soon outweigh it, so kbmira's selection
+    # returns weights below their initial BLEU; ours never does
+    losses = 0
+    for seed in range(12):
+        refs, hyps, segment = random_corpus(40, 8, seed=seed)
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+        stats = bleu_stats(hyps, refs, segment)
+        rng = np.random.default_rng(seed)
+        sent = background_sentence_bleu(stats, np.ones(9))
+        features = np.stack([0.001 * sent, -stats[:, 1], rng.normal(size=len(hyps))], axis=1)
+        init = np.array([1.0, 0.0, 0.0])
+        ours = tune(features, stats, offsets, MiraConfig(iterations=3, seed=seed), init=init)
+        theirs = tune(features, stats, offsets, MiraConfig(iterations=3, seed=seed, kbmira_selection=True), init=init)
+        assert ours.best_bleu >= ours.initial_bleu
+        assert ours.best_bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, ours.weights))
+        assert ours.best_bleu >= theirs.best_bleu or theirs.best_bleu <= ours.initial_bleu
+        losses += theirs.best_bleu < theirs.initial_bleu
+    assert losses >= 1
+
+
+def test_config_is_range_checked():
+    for bad in (dict(iterations=0), dict(C=-1.0), dict(C=float("nan")), dict(decay=5.0), dict(decay=0.0)):
+        with pytest.raises(ValueError):
+            MiraConfig(**bad)
 
 
 def test_no_update_when_hope_equals_fear():

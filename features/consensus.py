@@ -1,0 +1,110 @@
+"""Consensus features: the expected utility of MBR decoding (Kumar & Byrne 2004,
+"Minimum Bayes-Risk Decoding for Statistical Machine Translation").
+
+``mbr:bleu`` -> ``MBRBLEU``, ``mbr:chrf`` -> ``MBRchrF``: for hypothesis h of a segment's
+list H, ``E(h) = sum_{h' in H} p(h') · u(h, h')`` with ``p = softmax(NMT)`` over the list
+(the model's log-probability column, natural log, temperature 1) and u sentence BLEU
+(sacrebleu's ``BLEU(effective_order=True).sentence_score``, tokenisation 'none': the
+lists are tokenised text) or sentence chrF (sacrebleu's ``CHRF().sentence_score``) of h
+against h' as the reference.  The sum runs over the whole list, h itself included, as
+in MBR decoding (mbrs' expected utility with the hypotheses as pseudo-references).
+Optional settings after the metric: ``mbr:bleu,feature=NMTNorm,temperature=0.5``.
+
+All ordered pairs of every list come from the statistics layer in one vectorised pass
+(:func:`rerank.bleu.pair_bleu_stats`, :meth:`rerank.metrics.ChrfMetric.pair_stats`);
+scores are those layers' own formulas, so no metric is implemented twice.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from features.scorer import Scorer, register
+from rerank.errors import InputError
+
+
+def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """All ordered pairs (h, r) of rows within each segment, grouped by reference r.
+
+    Args:
+        offsets: int[N + 1] segment boundaries.
+    Returns:
+        (hyp int64[P], ref int64[P]) with P = sum of squared list sizes.
+    """
+    counts = np.diff(offsets)
+    sizes = counts ** 2
+    seg = np.repeat(np.arange(len(counts)), sizes)
+    local = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    n = counts[seg]
+    ref = offsets[:-1][seg] + local // n
+    hyp = offsets[:-1][seg] + local % n
+    return hyp, ref
+
+
+def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Softmax of ``values / temperature`` within each segment (float64[M])."""
+    seg = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    scaled = np.asarray(values, dtype=np.float64) / temperature
+    shifted = np.exp(scaled - np.maximum.reduceat(scaled, offsets[:-1])[seg])
+    return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
+
+
+@register("mbr")
+class ConsensusScorer(Scorer):
+    """Expected sentence-BLEU or chrF of each hypothesis against its list (MBR utility).
+
+    Args:
+        arg: ``bleu`` or ``chrf``, optionally followed by ``,feature=NAME`` (the
+            log-probability column of the distribution, default NMT) and
+            ``,temperature=T`` (default 1).
+    Raises:
+        InputError: unknown metric or setting, non-positive temperature.
+    """
+
+    NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
+
+    def __init__(self, arg: str):
+        metric, *settings = arg.split(",")
+        if metric not in self.NAMES:
+            raise InputError(f"mbr:{arg}: the utility must be one of {', '.join(self.NAMES)}")
+        self.metric, self.feature, self.temperature = metric, "NMT", 1.0
+        for item in settings:
+            key, _, value = item.partition("=")
+            if key == "feature" and value:
+                self.feature = value
+            elif key == "temperature":
+                try:
+                    self.temperature = float(value)
+                except ValueError:
+                    raise InputError(f"mbr:{arg}: temperature {value!r} is not a number") from None
+                if not (np.isfinite(self.temperature) and self.temperature > 0):
+                    raise InputError(f"mbr:{arg}: temperature must be a positive number")
+            else:
+                raise InputError(f"mbr:{arg}: unknown setting {item!r} (feature=NAME, temperature=T)")
+
+    def names(self, has_images: bool) -> List[str]:
+        return [self.NAMES[self.metric]]
+
+    def utilities(self, hypotheses, hyp, ref) -> np.ndarray:
+        """float64[P] sentence utility (0-100) of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``."""
+        if self.metric == "bleu":
+            from rerank.bleu import bleu_from_stats, pair_bleu_stats
+
+            return bleu_from_stats(pair_bleu_stats(hypotheses, hyp, ref), effective_order=True)
+        from rerank.metrics import ChrfMetric
+
+        chrf = ChrfMetric()
+        return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))
+
+    def score(self, nbest, sources, images):
+        if self.feature not in nbest.feature_names:
+            raise InputError(f"mbr: the n-best list has no {self.feature!r} column for the distribution "
+                             f"(its features: {' '.join(dict.fromkeys(nbest.feature_names))})")
+        column = nbest.feature_names.index(self.feature)
+        p = list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
+        hyp, ref = list_pairs(nbest.offsets)
+        expected = np.bincount(hyp, weights=p[ref] * self.utilities(nbest.hypotheses, hyp, ref),
+                               minlength=len(nbest.hypotheses))
+        return {self.NAMES[self.metric]: expected}

@@ -1,0 +1,187 @@
+"""Forced-decoding scorers: the log-probability of every hypothesis under another
+fairseq model (``nmt:MODEL_DIR``, ``lm:MODEL_DIR``).
+
+The model directory is a ``rerank nmt train`` / ``rerank nmt train-lm`` output
+(checkpoints, dictionaries, ``bpe.codes``, ``train.json``); its direction decides what
+is scored, and its role names the two columns, ``ROLE`` and ``ROLENorm``:
+
+* ``forward`` (role ``L2R2``, or any name given at training): log P(hypothesis | source);
+* ``r2l`` (``R2L``): log P(reversed hypothesis | source), subword tokens reversed as in
+  training, end-of-sentence last (Sennrich et al. 2016);
+* ``backward`` (``Channel``): log P(source | hypothesis), the channel model of
+  noisy-channel re-ranking (Yee et al. 2019; Li & Jurafsky 2016's MMI);
+* ``lm`` (``LM``): log P(hypothesis), the target-side language model.
+
+``ROLE`` is the sum of the natural-log token probabilities over the scored sequence's
+BPE tokens *including* end-of-sentence (as ``NMT=`` of ``rerank nmt nbest``), ``ROLENorm``
+that sum divided by the number of tokens (the per-token mean).  Scores are teacher-forced
+in batches of at most ``max_tokens`` padded target tokens, exactly as fairseq's
+``SequenceScorer`` (``fairseq-generate --score-reference``, ``fairseq-eval-lm``)
+computes them: the source left-padded, the decoder fed ``</s> y_1 … y_{T-1}`` and
+scored on ``y_1 … y_T </s>``, ``log_softmax`` in float32 (the tests check equality with
+fairseq's own per-token scores).  Each distinct (input, output) pair is scored once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from features.scorer import Scorer, register
+from rerank.errors import InputError
+
+
+def _load_fairseq_model(model_dir: str):
+    """(model in eval mode, task, train.json record) of a model directory."""
+    import argparse
+
+    from fairseq import checkpoint_utils, utils
+
+    from nmt import USER_DIR
+
+    meta_path = os.path.join(model_dir, "train.json")
+    ckpt = os.path.join(model_dir, "checkpoint_best.pt")
+    if not os.path.exists(meta_path) or not os.path.exists(ckpt):
+        raise InputError("not a trained model directory (needs train.json and checkpoint_best.pt)", model_dir)
+    with open(meta_path, encoding="utf-8") as handle:
+        meta = json.load(handle)
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq 0.12 pickles its arguments
+    utils.import_user_module(argparse.Namespace(user_dir=USER_DIR))
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": model_dir})
+    model = models[0]
+    model.eval()
+    return model, task, meta
+
+
+class ForcedDecodingScorer(Scorer):
+    """Scores hypotheses with a fairseq translation model or language model.
+
+    Args:
+        model_dir: ``rerank nmt train`` / ``train-lm`` output directory.
+        max_tokens: padded target tokens per batch (memory: max_tokens × vocabulary floats).
+        expect_kind: "translation" or "lm": the kind the scorer name promises.
+    Raises:
+        InputError: not a model directory, or a model of the other kind.
+    """
+
+    def __init__(self, model_dir: str, max_tokens: int = 6000, expect_kind: str = "translation"):
+        if not model_dir:
+            raise InputError(f"the {'lm' if expect_kind == 'lm' else 'nmt'} scorer needs a model directory "
+                             f"({'lm' if expect_kind == 'lm' else 'nmt'}:MODEL_DIR)")
+        self.model, self.task, meta = _load_fairseq_model(model_dir)
+        self.kind = meta.get("kind", "translation")
+        if self.kind != expect_kind:
+            raise InputError(f"a {self.kind} model, not a {expect_kind} model: use the "
+                             f"{'lm' if self.kind == 'lm' else 'nmt'}: scorer", model_dir)
+        config = meta["config"]
+        self.direction = "lm" if self.kind == "lm" else config["direction"]
+        self.role = config["role"]
+        self.max_tokens = max_tokens
+        from subword_nmt.apply_bpe import BPE
+
+        with open(os.path.join(model_dir, "bpe.codes"), encoding="utf-8") as handle:
+            self.bpe = BPE(handle)
+        if self.kind == "lm":
+            self.src_dict = None
+            self.tgt_dict = self.task.dictionary
+        else:
+            self.src_dict, self.tgt_dict = self.task.source_dictionary, self.task.target_dictionary
+
+    def names(self, has_images: bool) -> List[str]:
+        return [self.role, f"{self.role}Norm"]
+
+    def _ids(self, texts: Sequence[str], dictionary, reverse: bool = False) -> List:
+        """BPE-encode each distinct text once and map it to token ids ending in </s>."""
+        import torch
+
+        cache: Dict[str, object] = {}
+        out = []
+        for text in texts:
+            ids = cache.get(text)
+            if ids is None:
+                ids = dictionary.encode_line(self.bpe.process_line(text), add_if_not_exist=False,
+                                             append_eos=True).long()
+                if reverse:
+                    ids = torch.cat([ids[:-1].flip(0), ids[-1:]])
+                cache[text] = ids
+            out.append(ids)
+        return out
+
+    def score_pairs(self, inputs: Optional[Sequence[str]], outputs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """(sum float64[K], length int64[K]) of log P(outputs[k] | inputs[k]) in natural log
+        (``inputs`` None for a language model); length counts tokens incl. </s>."""
+        import torch
+        from fairseq.data import data_utils
+
+        reverse = self.direction == "r2l"
+        tgt = self._ids(outputs, self.tgt_dict, reverse=reverse)
+        src = self._ids(inputs, self.src_dict) if inputs is not None else None
+        # each distinct pair once, longest first
+        keys = {}
+        for k in range(len(tgt)):
+            key = (outputs[k], inputs[k] if inputs is not None else None)
+            keys.setdefault(key, k)
+        unique = np.fromiter(keys.values(), dtype=np.int64, count=len(keys))
+        where = np.fromiter((keys[(outputs[k], inputs[k] if inputs is not None else None)] for k in range(len(tgt))),
+                            dtype=np.int64, count=len(tgt))
+        tgt_len = np.array([len(tgt[k]) for k in unique])
+        order = unique[np.argsort(-tgt_len, kind="stable")]
+        sums = np.zeros(len(tgt))
+        lengths = np.array([len(t) for t in tgt], dtype=np.int64)
+        pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
+        start = 0
+        with torch.inference_mode():
+            while start < len(order):
+                width = len(tgt[order[start]])
+                count = max(1, self.max_tokens // max(width, 1))
+                batch = order[start:start + count]
+                start += len(batch)
+                targets = [tgt[k] for k in batch]
+                target = data_utils.collate_tokens(targets, pad, eos, left_pad=False)
+                prev = data_utils.collate_tokens(targets, pad, eos, left_pad=False, move_eos_to_beginning=True)
+                if src is None:
+                    net_output = self.model(prev)
+                else:
+                    sources = [src[k] for k in batch]
+                    src_tokens = data_utils.collate_tokens(sources, self.src_dict.pad(), self.src_dict.eos(),
+                                                           left_pad=True)
+                    src_lengths = torch.tensor([len(s) for s in sources])
+                    net_output = self.model(src_tokens, src_lengths, prev)
+                lprobs = self.model.get_normalized_probs(net_output, log_probs=True)
+                token = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+                token = token.masked_fill(target.eq(pad), 0.0)
+                sums[batch] = token.sum(-1).double().numpy()
+        return sums[where], lengths
+
+    def score(self, nbest, sources, images):
+        hyps = nbest.hypotheses
+        if self.kind == "lm":
+            total, length = self.score_pairs(None, hyps)
+        else:
+            if sources is None or len(sources) != nbest.num_segments:
+                raise InputError(f"{self.role} needs one source sentence per segment ({nbest.num_segments}): --source")
+            src = [sources[s] for s in nbest.segment]
+            if self.direction == "backward":  # P(source | hypothesis)
+                total, length = self.score_pairs(hyps, src)
+            else:
+                total, length = self.score_pairs(src, hyps)
+        return {self.role: total, f"{self.role}Norm": total / length}
+
+
+@register("nmt")
+class NMTScorer(ForcedDecodingScorer):
+    """``nmt:MODEL_DIR``: a translation model (forward, r2l or backward) as a feature."""
+
+    def __init__(self, model_dir: str):
+        super().__init__(model_dir, expect_kind="translation")
+
+
+@register("lm")
+class LMScorer(ForcedDecodingScorer):
+    """``lm:MODEL_DIR``: a target-side language model as a feature."""
+
+    def __init__(self, model_dir: str):
+        super().__init__(model_dir, expect_kind="lm")

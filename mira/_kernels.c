@@ -1,0 +1,237 @@
+/* Compiled inner loops of the tuners in mira/, loaded with ctypes by mira/_native.py.
+ *
+ * Plain C99, no Python API, compiled by `pip install` (setup.py).
+ *
+ *   mira_epoch        one epoch of k-best batch MIRA (Cherry & Foster 2012, Moses kbmira)
+ *   model_best_stats  summed BLEU statistics of the model-best hypotheses under w
+ *   mert_line_search  Och (2003) exact line search of corpus BLEU along a direction
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bleu_layout.h"
+
+/* kbmira's sentenceLevelBackgroundBleu: exp(mean log p_n + min(0, 1 - r/t1)) * r over
+ * row + background; (prod p_n)^(1/4) instead of 8 logs. */
+static double background_bleu(const double *row, const double *bg) {
+    double ratio = 1.0;
+    for (int n = 0; n < ORDER; n++) ratio *= (row[2 * n] + bg[2 * n]) / (row[2 * n + 1] + bg[2 * n + 1]);
+    double bleu = pow(ratio, 1.0 / ORDER);
+    double ref = row[REF_LEN] + bg[REF_LEN];
+    double brevity = 1.0 - ref / (row[1] + bg[1]);
+    if (brevity < 0.0) bleu *= exp(brevity);
+    return bleu * ref;
+}
+
+/* One MIRA epoch over the sentences in `order`, in place on w, totals, bg and
+ * *num_updates (see mira/kbmira.py for the algorithm).  Returns the number of updates;
+ * *loss_out receives the summed loss. */
+int64_t mira_epoch(const double *features, int64_t F, const double *stats, const int64_t *offsets,
+                   const int64_t *order, int64_t n_order, double *w, double *totals, int64_t *num_updates,
+                   double *bg, double C, double decay, int model_bg, double *loss_out) {
+    int64_t updates = 0;
+    double total_loss = 0.0;
+    double *diff = malloc((size_t)(F > 0 ? F : 1) * sizeof(double));
+    if (!diff) return -1;
+    for (int64_t k = 0; k < n_order; k++) {
+        int64_t s = order[k], start = offsets[s], end = offsets[s + 1];
+        int64_t hope = start, fear = start, model = start;
+        double hope_score = 0, fear_score = 0, model_score = 0, hope_bleu = 0, fear_bleu = 0;
+        for (int64_t i = start; i < end; i++) {
+            double score = 0.0;
+            for (int64_t f = 0; f < F; f++) score += features[i * F + f] * w[f];
+            double bleu = background_bleu(stats + i * NUM_STATS, bg);
+            if (i == start || score + bleu > hope_score) { hope_score = score + bleu; hope = i; hope_bleu = bleu; }
+            if (i == start || score - bleu > fear_score) { fear_score = score - bleu; fear = i; fear_bleu = bleu; }
+            if (i == start || score > model_score) { model_score = score; model = i; }
+        }
+        if (hope != fear && hope_bleu > fear_bleu) {
+            double diff_score = 0.0, sq = 0.0;
+            for (int64_t f = 0; f < F; f++) {
+                diff[f] = features[hope * F + f] - features[fear * F + f];
+                diff_score += diff[f] * w[f];
+                sq += diff[f] * diff[f];
+            }
+            double loss = (hope_bleu - fear_bleu) - diff_score;
+            if (loss > 0.0) {
+                double eta = (sq == 0.0 || loss / sq > C) ? C : loss / sq;
+                (*num_updates)++;
+                for (int64_t f = 0; f < F; f++) {
+                    w[f] += eta * diff[f];
+                    totals[f] += w[f];
+                }
+                total_loss += loss;
+                updates++;
+            }
+            const double *src = stats + (model_bg ? model : hope) * NUM_STATS;
+            for (int j = 0; j < NUM_STATS; j++) bg[j] = bg[j] * decay + src[j];
+        }
+    }
+    free(diff);
+    *loss_out = total_loss;
+    return updates;
+}
+
+/* total[0:NUM_STATS] = summed statistics of argmax_i features[i]·w per segment (first on ties). */
+void model_best_stats(const double *features, int64_t F, const double *stats, const int64_t *offsets, int64_t N,
+                      const double *w, double *total) {
+    for (int j = 0; j < NUM_STATS; j++) total[j] = 0.0;
+    for (int64_t s = 0; s < N; s++) {
+        int64_t best = offsets[s];
+        double best_score = 0.0;
+        for (int64_t i = offsets[s]; i < offsets[s + 1]; i++) {
+            double score = 0.0;
+            for (int64_t f = 0; f < F; f++) score += features[i * F + f] * w[f];
+            if (i == offsets[s] || score > best_score) { best = i; best_score = score; }
+        }
+        for (int j = 0; j < NUM_STATS; j++) total[j] += stats[best * NUM_STATS + j];
+    }
+}
+
+
+/* Corpus BLEU (0-100) of summed statistics, exactly rerank.bleu.bleu_from_stats
+ * (sacrebleu's corpus BLEU with 'exp' smoothing). */
+static double corpus_bleu(const double *s) {
+    int any = 0;
+    for (int n = 0; n < ORDER; n++) {
+        if (s[2 * n + 1] <= 0.0) return 0.0;
+        if (s[2 * n] > 0.0) any = 1;
+    }
+    if (!any) return 0.0;
+    double smooth = 1.0, log_sum = 0.0;
+    for (int n = 0; n < ORDER; n++) {
+        double p;
+        if (s[2 * n] == 0.0) {
+            smooth *= 2.0;
+            p = 100.0 / (smooth * s[2 * n + 1]);
+        } else {
+            p = 100.0 * s[2 * n] / s[2 * n + 1];
+        }
+        log_sum += log(p);
+    }
+    double sys = s[1], ref = s[REF_LEN];
+    double bp = sys < ref ? (sys > 0.0 ? exp(1.0 - ref / sys) : 0.0) : 1.0;
+    return bp * exp(log_sum / ORDER);
+}
+
+/* Line i precedes line j: smaller slope, then larger intercept, then smaller index. */
+static int line_before(const double *a, const double *b, int64_t i, int64_t j) {
+    if (b[i] != b[j]) return b[i] < b[j];
+    if (a[i] != a[j]) return a[i] > a[j];
+    return i < j;
+}
+
+/* Shell sort of idx[0:n] by line_before (n-best lists are short; no recursion). */
+static void sort_lines(int64_t *idx, int64_t n, const double *a, const double *b) {
+    static const int64_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+    for (int g = 0; g < 8; g++) {
+        int64_t gap = gaps[g];
+        for (int64_t i = gap; i < n; i++) {
+            int64_t v = idx[i], j = i;
+            while (j >= gap && line_before(a, b, v, idx[j - gap])) {
+                idx[j] = idx[j - gap];
+                j -= gap;
+            }
+            idx[j] = v;
+        }
+    }
+}
+
+typedef struct {
+    double gamma;
+    int64_t from, to;
+} mert_breakpoint;
+
+static int cmp_breakpoint(const void *x, const void *y) {
+    double a = ((const mert_breakpoint *)x)->gamma, b = ((const mert_breakpoint *)y)->gamma;
+    return (a > b) - (a < b);
+}
+
+/* Exact line search (Och 2003, section 6; Moses mert's Optimizer::LineOptimize).
+ * Hypothesis i scores a[i] + gamma * b[i] on the line w + gamma * d (a = features·w,
+ * b = features·d).  For each segment the upper envelope of its lines gives the
+ * hypothesis selected on each gamma interval (ties at -inf: the larger intercept, then
+ * the earlier row, as model_best_stats); the breakpoints of all segments, sorted, split
+ * the line into intervals of constant corpus statistics, swept once.  Chooses the
+ * interval of highest corpus BLEU (ties: the one holding gamma = 0, else the one whose
+ * point is nearest 0) and returns its point: 0 if it holds 0, else its midpoint, or the
+ * outermost breakpoint -/+ max(1, |breakpoint|) for an unbounded interval.
+ * out[0] = gamma, out[1] = its BLEU.  Returns the number of breakpoints, -1 without memory. */
+int64_t mert_line_search(const double *a, const double *b, const double *stats, const int64_t *offsets, int64_t N,
+                         double *out) {
+    int64_t M = offsets[N];
+    int64_t *idx = malloc((size_t)(M > 0 ? M : 1) * sizeof(int64_t));
+    int64_t *env = malloc((size_t)(M > 0 ? M : 1) * sizeof(int64_t));
+    double *start = malloc((size_t)(M > 0 ? M : 1) * sizeof(double));
+    mert_breakpoint *bps = malloc((size_t)(M > 0 ? M : 1) * sizeof(mert_breakpoint));
+    if (!idx || !env || !start || !bps) {
+        free(idx); free(env); free(start); free(bps);
+        return -1;
+    }
+    double cur[NUM_STATS];
+    for (int j = 0; j < NUM_STATS; j++) cur[j] = 0.0;
+    int64_t nb = 0;
+    for (int64_t s = 0; s < N; s++) {
+        int64_t lo = offsets[s], n = offsets[s + 1] - lo, k = 0;
+        for (int64_t t = 0; t < n; t++) idx[t] = lo + t;
+        sort_lines(idx, n, a, b);
+        for (int64_t t = 0; t < n; t++) {
+            int64_t l = idx[t];
+            if (k > 0 && b[env[k - 1]] == b[l]) continue;  /* parallel and not above: never selected */
+            double x = -INFINITY;
+            while (k > 0) {
+                int64_t top = env[k - 1];
+                x = (a[top] - a[l]) / (b[l] - b[top]);
+                if (x <= start[k - 1]) k--;
+                else break;
+            }
+            if (k == 0) x = -INFINITY;
+            env[k] = l;
+            start[k] = x;
+            k++;
+        }
+        for (int j = 0; j < NUM_STATS; j++) cur[j] += stats[env[0] * NUM_STATS + j];
+        for (int64_t e = 1; e < k; e++) {
+            bps[nb].gamma = start[e];
+            bps[nb].from = env[e - 1];
+            bps[nb].to = env[e];
+            nb++;
+        }
+    }
+    qsort(bps, (size_t)nb, sizeof(mert_breakpoint), cmp_breakpoint);
+    /* interval (lo, hi) of constant statistics cur; candidate point and its BLEU */
+    double best_gamma = 0.0, best_bleu = -1.0, best_dist = INFINITY;
+    int best_has_zero = 0;
+    double lo = -INFINITY;
+    int64_t e = 0;
+    for (;;) {
+        double hi = e < nb ? bps[e].gamma : INFINITY;
+        double point;
+        int has_zero = lo < 0.0 && 0.0 < hi;
+        if (has_zero || (lo == -INFINITY && hi == INFINITY)) point = 0.0;
+        else if (lo == -INFINITY) point = hi - fmax(1.0, fabs(hi));
+        else if (hi == INFINITY) point = lo + fmax(1.0, fabs(lo));
+        else point = 0.5 * (lo + hi);
+        double bleu = corpus_bleu(cur), dist = fabs(point);
+        if (bleu > best_bleu || (bleu == best_bleu && !best_has_zero && (has_zero || dist < best_dist))) {
+            best_bleu = bleu;
+            best_gamma = point;
+            best_dist = dist;
+            best_has_zero = has_zero;
+        }
+        if (e >= nb) break;
+        double g = bps[e].gamma;
+        while (e < nb && bps[e].gamma == g) {  /* every change at this gamma */
+            const double *from = stats + bps[e].from * NUM_STATS, *to = stats + bps[e].to * NUM_STATS;
+            for (int j = 0; j < NUM_STATS; j++) cur[j] += to[j] - from[j];
+            e++;
+        }
+        lo = g;
+    }
+    out[0] = best_gamma;
+    out[1] = best_bleu;
+    free(idx); free(env); free(start); free(bps);
+    return nb;
+}

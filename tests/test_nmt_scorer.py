@@ -1,0 +1,131 @@
+"""Forced-decoding scorers (nmt:, lm:) equal fairseq's own SequenceScorer on tiny models,
+and the r2l / backward / LM training paths work end to end."""
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+if os.environ.get("RERANK_REQUIRE_NMT"):  # CI: a missing fairseq is a failure, not a skip
+    import fairseq  # noqa: F401
+else:
+    pytest.importorskip("fairseq", reason="the [nmt] extra is not installed")
+
+from features.scorer import make_scorer  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.nbest import NBestList, read_lines  # noqa: E402
+from tests.test_nmt import EN_DE, _write_corpus  # noqa: E402
+
+
+def _write_task2(root, n=60, seed=1):
+    import random
+
+    rng = random.Random(seed)
+    raw = os.path.join(root, "task2", "raw")
+    os.makedirs(raw)
+    os.makedirs(os.path.join(root, "task2", "image_splits"))
+    words = list(EN_DE.values())
+    for k in range(1, 6):
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 7))).capitalize() + "." for _ in range(n)]
+        with gzip.open(os.path.join(raw, f"train.{k}.de.gz"), "wt", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from nmt.data import PrepareConfig, prepare
+    from nmt.lm import LMConfig, train_lm
+    from nmt.train import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("tiny")
+    _write_corpus(str(root / "m30k"), n_train=200, n_val=12, n_test=6)
+    _write_task2(str(root / "m30k"))
+    data = str(root / "data")
+    bin_dir = prepare(str(root / "m30k"), data, PrepareConfig(bpe_merges=40), workers=1)
+    models = {}
+    for direction in ("forward", "backward", "r2l"):
+        models[direction] = str(root / direction)
+        train(bin_dir, models[direction], TrainConfig(max_update=6, max_epoch=2, max_tokens=1000, dropout=0.0,
+                                                      direction=direction, role="L2R2" if direction == "forward"
+                                                      else "", threads=1))
+    models["lm"] = str(root / "lm")
+    train_lm(data, models["lm"], LMConfig(embed_dim=16, hidden_size=16, max_epoch=2, threads=1),
+             data_dir=str(root / "m30k"))
+    return {"data": data, "bin": bin_dir, "models": models}
+
+
+def _fairseq_scores(model_dir, data_dir, subset):
+    """Per-sentence summed natural-log scores from fairseq's SequenceScorer over the
+    task's own binarised subset (what --score-reference / eval-lm compute)."""
+    import torch
+    from fairseq.sequence_scorer import SequenceScorer
+
+    from features.nmt_scorer import _load_fairseq_model
+
+    model, task, _ = _load_fairseq_model(model_dir)
+    if getattr(task, "cfg", None) is not None:
+        task.cfg.data = data_dir
+    else:  # fairseq's language_modeling task keeps its settings in args
+        task.args.data = data_dir
+    task.load_dataset(subset)
+    dataset = task.dataset(subset)
+    scorer = SequenceScorer(task.target_dictionary)
+    itr = task.get_batch_iterator(dataset=dataset, max_sentences=4).next_epoch_itr(shuffle=False)
+    out = {}
+    with torch.no_grad():
+        for sample in itr:
+            for sid, hypos in zip(sample["id"].tolist(), scorer.generate([model], sample)):
+                out[sid] = (float(hypos[0]["positional_scores"].sum()), len(hypos[0]["positional_scores"]))
+    return [out[k] for k in sorted(out)]
+
+
+def _nbest_of(lines):
+    return NBestList(np.arange(len(lines) + 1), list(lines), np.zeros((len(lines), 1)), ["NMT"])
+
+
+@pytest.mark.parametrize("direction,feature", [("forward", "L2R2"), ("backward", "Channel"), ("r2l", "R2L")])
+def test_translation_scorer_equals_fairseq(tiny, direction, feature):
+    src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    scorer = make_scorer(f"nmt:{tiny['models'][direction]}")
+    assert scorer.names(False) == [feature, feature + "Norm"]
+    data_dir = tiny["bin"] + (".r2l" if direction == "r2l" else "")
+    reference = _fairseq_scores(tiny["models"][direction], data_dir, "valid")
+    out = scorer.score(_nbest_of(tgt), src, None)  # hypotheses = the German side
+    assert out[feature] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    assert out[feature + "Norm"] == pytest.approx([s / n for s, n in reference], abs=1e-4)
+    assert np.all(out[feature] < 0)
+
+
+def test_scorer_batches_do_not_change_scores(tiny):
+    from features.nmt_scorer import ForcedDecodingScorer
+
+    src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    one = ForcedDecodingScorer(tiny["models"]["forward"], max_tokens=1).score_pairs(src, tgt)[0]
+    many = ForcedDecodingScorer(tiny["models"]["forward"], max_tokens=100000).score_pairs(src + src, tgt + tgt)[0]
+    assert many == pytest.approx(np.concatenate([one, one]), abs=1e-5)
+
+
+def test_lm_scorer_equals_fairseq(tiny):
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    scorer = make_scorer(f"lm:{tiny['models']['lm']}")
+    reference = _fairseq_scores(tiny["models"]["lm"], os.path.join(tiny["models"]["lm"], "bin"), "valid")
+    out = scorer.score(_nbest_of(tgt), None, None)
+    assert out["LM"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    assert out["LMNorm"] == pytest.approx([s / n for s, n in reference], abs=1e-4)
+    # the LM was trained on task 1 + task 2 German of the training split only
+    train_text = read_lines(os.path.join(tiny["models"]["lm"], "text", "train.de"))
+    assert len(train_text) == 200 + 5 * 60
+
+
+def test_scorer_kinds_and_sources_are_checked(tiny):
+    with pytest.raises(InputError, match="lm model"):
+        make_scorer(f"nmt:{tiny['models']['lm']}")
+    with pytest.raises(InputError, match="translation model"):
+        make_scorer(f"lm:{tiny['models']['forward']}")
+    with pytest.raises(InputError, match="not a trained model directory"):
+        make_scorer(f"nmt:{tiny['data']}")
+    with pytest.raises(InputError, match="source"):
+        make_scorer(f"nmt:{tiny['models']['backward']}").score(_nbest_of(["ein mann ."]), None, None)

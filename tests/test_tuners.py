@@ -1,0 +1,141 @@
+"""MERT and PRO on constructed n-best lists whose answers are known."""
+
+import numpy as np
+import pytest
+
+from mira._native import mert_line_search, model_best_stats
+from mira.kbmira import corpus_bleu_of_weights
+from mira.mert import MertConfig, tune_mert
+from mira.pro import ProConfig, bleu_plus_one, sample_pairs, tune_pro
+from rerank.bleu import bleu_from_stats, bleu_stats
+from rerank.oracle import oracle_select
+from tests.conftest import random_corpus
+
+
+def _list(num_segments, nbest, seed, num_features=2):
+    refs, hyps, segment = random_corpus(num_segments, nbest, seed=seed)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    stats = bleu_stats(hyps, refs, segment)
+    rng = np.random.default_rng(seed)
+    sent = bleu_plus_one(stats)
+    # features: noisy views of sentence quality and of length, so the optimum is a mixture
+    features = np.stack([sent + rng.normal(scale=0.15, size=len(hyps)), -stats[:, 1] / 10.0
+                         + rng.normal(scale=0.3, size=len(hyps))] +
+                        [rng.normal(size=len(hyps)) for _ in range(num_features - 2)], axis=1)
+    return features, stats, offsets
+
+
+def _exact_2d_optimum(features, stats, offsets):
+    """Global corpus-BLEU optimum over all 2-feature weight directions: the model-best
+    hypotheses only change at angles where two lines of a segment swap order, so the
+    midpoints between consecutive critical angles visit every distinct selection."""
+    angles = [0.0]
+    for s in range(len(offsets) - 1):
+        h = features[offsets[s]:offsets[s + 1]]
+        for i in range(len(h)):
+            for j in range(i + 1, len(h)):
+                d = h[i] - h[j]  # (cos t, sin t) . d = 0
+                if np.any(d != 0):
+                    t = np.arctan2(-d[0], d[1])
+                    angles += [t % (2 * np.pi), (t + np.pi) % (2 * np.pi)]
+    angles = np.unique(angles)
+    mids = (angles + np.roll(angles, -1) + np.where(np.arange(len(angles)) == len(angles) - 1, 2 * np.pi, 0)) / 2
+    return max(corpus_bleu_of_weights(features, stats, offsets, np.array([np.cos(t), np.sin(t)])) for t in mids)
+
+
+def test_line_search_by_hand():
+    # one segment, three hypotheses with lines a + g b: (0, 0), (-1, -1), (-1, 1)
+    # envelope: g < -1 -> h1, -1 < g < 1 -> h0, g > 1 -> h2
+    a, b = np.array([0.0, -1.0, -1.0]), np.array([0.0, -1.0, 1.0])
+    ref = np.array([4, 4, 3, 3, 2, 2, 1, 1, 4], dtype=float)
+    bad = np.array([1, 4, 0, 3, 0, 2, 0, 1, 4], dtype=float)
+    offsets = np.array([0, 3])
+    for best, expected in ((0, 0.0), (1, -2.0), (2, 2.0)):
+        stats = np.stack([ref if k == best else bad for k in range(3)])
+        gamma, bleu, breakpoints = mert_line_search(a, b, stats, offsets)
+        assert breakpoints == 2
+        assert gamma == pytest.approx(expected)  # 0 inside (-1, 1); -1 - 1 and 1 + 1 outside
+        assert bleu == pytest.approx(100.0)
+
+
+def test_line_search_agrees_with_brute_force_on_a_corpus():
+    features, stats, offsets = _list(60, 10, seed=4)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        w, d = rng.normal(size=2), rng.normal(size=2)
+        gamma, bleu, _ = mert_line_search(features @ w, features @ d, stats, offsets)
+        assert bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, w + gamma * d))
+        grid = np.linspace(-20, 20, 4001)
+        brute = max(corpus_bleu_of_weights(features, stats, offsets, w + g * d) for g in grid)
+        assert bleu >= brute - 1e-9
+        assert bleu >= corpus_bleu_of_weights(features, stats, offsets, w) - 1e-9
+
+
+def test_mert_finds_the_exact_two_feature_optimum():
+    features, stats, offsets = _list(40, 8, seed=11)
+    optimum = _exact_2d_optimum(features, stats, offsets)
+    grid = max(corpus_bleu_of_weights(features, stats, offsets, np.array([np.cos(t), np.sin(t)]))
+               for t in np.linspace(0, 2 * np.pi, 3601))
+    assert optimum >= grid - 1e-9  # the grid search confirms: nothing beats the exact optimum
+    result = tune_mert(features, stats, offsets, MertConfig(restarts=5, seed=1))
+    assert result.best_bleu == pytest.approx(optimum)
+    assert result.best_bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
+    assert np.abs(result.weights).sum() == pytest.approx(1.0)
+    assert result.best_bleu > result.initial_bleu
+
+
+def test_mert_is_seeded_and_never_worse_than_its_start():
+    features, stats, offsets = _list(50, 8, seed=2, num_features=4)
+    oracle_pick = oracle_select(stats, offsets)
+    onehot = np.zeros(len(features))
+    onehot[oracle_pick] = 1.0
+    features = np.hstack([features, onehot[:, None]])  # a perfect feature: init at it is the oracle
+    init = np.array([0, 0, 0, 0, 1.0])
+    start = corpus_bleu_of_weights(features, stats, offsets, init)
+    a = tune_mert(features, stats, offsets, MertConfig(restarts=3, seed=5), init=init)
+    b = tune_mert(features, stats, offsets, MertConfig(restarts=3, seed=5), init=init)
+    assert np.array_equal(a.weights, b.weights) and a.run_bleu == b.run_bleu
+    assert a.best_bleu >= start and a.initial_bleu == pytest.approx(start)
+
+
+def test_bleu_plus_one_by_hand():
+    # 3 of 4 unigrams, 1 of 3 bigrams, 0 of 2 trigrams, 0 of 1 4-grams, ref length 5
+    stats = np.array([3, 4, 1, 3, 0, 2, 0, 1, 5], dtype=float)
+    expected = np.exp(np.log(4 / 5 * 2 / 4 * 1 / 3 * 1 / 2) / 4 + (1 - 5 / 4))
+    assert bleu_plus_one(stats) == pytest.approx(expected)
+    assert bleu_plus_one(np.array([4, 4, 3, 3, 2, 2, 1, 1, 4.0])) == pytest.approx(1.0)
+
+
+def test_pro_sampler_keeps_the_largest_differences_above_the_threshold():
+    sentence_bleu = np.array([0.0, 0.5, 0.52, 1.0,   0.3, 0.31])
+    offsets = np.array([0, 4, 6])
+    better, worse = sample_pairs(sentence_bleu, offsets, ProConfig(samples=200, keep=2, threshold=0.05, seed=3))
+    diffs = sentence_bleu[better] - sentence_bleu[worse]
+    assert np.all(diffs > 0.05)
+    # segment 1's only pair differs by 0.01: nothing kept; segment 0 keeps its 2 largest: (3, 0) twice
+    assert np.all(better < 4) and len(better) == 2
+    assert set(zip(better.tolist(), worse.tolist())) == {(3, 0)}
+
+
+def test_pro_learns_the_quality_feature():
+    features, stats, offsets = _list(80, 10, seed=7, num_features=3)
+    result = tune_pro(features, stats, offsets, ProConfig(seed=1))
+    assert result.pairs > 0 and not result.kept_initial
+    assert result.weights[0] > 0 and result.weights[0] > 3 * abs(result.weights[2])
+    first = float(bleu_from_stats(stats[offsets[:-1]].sum(0)))
+    assert result.best_bleu > first + 5
+    assert result.best_bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
+
+
+def test_pro_keeps_a_better_start():
+    features, stats, offsets = _list(40, 8, seed=3)
+    onehot = np.zeros(len(features))
+    onehot[oracle_select(stats, offsets)] = 1.0
+    features = np.hstack([features, 1e-6 * onehot[:, None]])  # perfect but too small for PRO's penalty to use
+    init = np.array([0.0, 0.0, 1.0])
+    result = tune_pro(features, stats, offsets, ProConfig(seed=1, C=1e-6), init=init)
+    assert result.best_bleu >= result.initial_bleu
+    if result.kept_initial:
+        assert result.weights.tolist() == init.tolist()
+    assert result.best_bleu == pytest.approx(float(bleu_from_stats(model_best_stats(features, stats, offsets,
+                                                                                       result.weights))))
