@@ -1,12 +1,13 @@
-"""Benchmark `rerank tune` (k-best batch MIRA) on the size of issue 2's reference point.
+"""Benchmark `rerank tune` (k-best batch MIRA, MERT, PRO) on the size of issue 2's reference point.
 
 Builds a Multi30k-sized tuning set (1,014 segments × 50-best, 10 dense features,
 hypotheses ~13 tokens from a 2,000-word vocabulary, perturbed references), writes it as
 Moses n-best + reference files, and times:
 
-* each phase in-process (read n-best, BLEU statistics, 60 MIRA epochs);
-* the whole command ``rerank tune`` from the n-best file to the weights file, as a
-  subprocess, best of ``--repeats`` runs (all runs are listed too).
+* each phase in-process (read n-best, BLEU statistics, 60 MIRA epochs, MERT with 20
+  restarts and 10 random directions, PRO);
+* the whole command ``rerank tune`` (MIRA) from the n-best file to the weights file, as
+  a subprocess, best of ``--repeats`` runs (all runs are listed too).
 
 Reference point (issue 2): Moses ``extractor`` + ``kbmira`` (C++, 60 epochs) take about
 1.2 s together on the same size on our 2-core machines.
@@ -57,7 +58,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
 
-    from mira.kbmira import MiraConfig, tune
+    from mira import MertConfig, MiraConfig, ProConfig, tune, tune_mert, tune_pro
     from rerank.bleu import bleu_stats
     from rerank.nbest import read_lines, read_nbest
 
@@ -75,6 +76,13 @@ def main() -> None:
         t = time.perf_counter()
         tune(nb.features, stats, nb.offsets, MiraConfig())
         result["mira_60_epochs_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        mert = tune_mert(nb.features, stats, nb.offsets, MertConfig())
+        result["mert_20_restarts_s"] = time.perf_counter() - t
+        result["mert_line_searches"] = mert.line_searches
+        t = time.perf_counter()
+        tune_pro(nb.features, stats, nb.offsets, ProConfig())
+        result["pro_s"] = time.perf_counter() - t
         cmd = [sys.executable, "-m", "rerank.cli", "tune", "--nbest", nb_path, "--ref", ref_path,
                "--out", os.path.join(tmp, "w.json"), "--quiet"]
         runs = []

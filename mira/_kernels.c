@@ -116,32 +116,17 @@ static double corpus_bleu(const double *s) {
     return bp * exp(log_sum / ORDER);
 }
 
-/* Line i precedes line j: smaller slope, then larger intercept, then smaller index. */
-static int line_before(const double *a, const double *b, int64_t i, int64_t j) {
-    if (b[i] != b[j]) return b[i] < b[j];
+/* Line i beats line j just after a common point: larger slope, then larger intercept,
+ * then the earlier row (select_best's tie rule for identical lines). */
+static int line_beats(const double *a, const double *b, int64_t i, int64_t j) {
+    if (b[i] != b[j]) return b[i] > b[j];
     if (a[i] != a[j]) return a[i] > a[j];
     return i < j;
 }
 
-/* Shell sort of idx[0:n] by line_before (n-best lists are short; no recursion). */
-static void sort_lines(int64_t *idx, int64_t n, const double *a, const double *b) {
-    static const int64_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-    for (int g = 0; g < 8; g++) {
-        int64_t gap = gaps[g];
-        for (int64_t i = gap; i < n; i++) {
-            int64_t v = idx[i], j = i;
-            while (j >= gap && line_before(a, b, v, idx[j - gap])) {
-                idx[j] = idx[j - gap];
-                j -= gap;
-            }
-            idx[j] = v;
-        }
-    }
-}
-
 typedef struct {
     double gamma;
-    int64_t from, to;
+    int64_t delta;  /* row of the statistics change in the deltas buffer */
 } mert_breakpoint;
 
 static int cmp_breakpoint(const void *x, const void *y) {
@@ -152,8 +137,9 @@ static int cmp_breakpoint(const void *x, const void *y) {
 /* Exact line search (Och 2003, section 6; Moses mert's Optimizer::LineOptimize).
  * Hypothesis i scores a[i] + gamma * b[i] on the line w + gamma * d (a = features·w,
  * b = features·d).  For each segment the upper envelope of its lines gives the
- * hypothesis selected on each gamma interval (ties at -inf: the larger intercept, then
- * the earlier row, as model_best_stats); the breakpoints of all segments, sorted, split
+ * hypothesis selected on each gamma interval (ties between identical lines: the earlier
+ * row, as model_best_stats), found by walking it in O(n · envelope size) without
+ * sorting; the breakpoints of all segments, sorted, split
  * the line into intervals of constant corpus statistics, swept once.  Chooses the
  * interval of highest corpus BLEU (ties: the one holding gamma = 0, else the one whose
  * point is nearest 0) and returns its point: 0 if it holds 0, else its midpoint, or the
@@ -162,42 +148,45 @@ static int cmp_breakpoint(const void *x, const void *y) {
 int64_t mert_line_search(const double *a, const double *b, const double *stats, const int64_t *offsets, int64_t N,
                          double *out) {
     int64_t M = offsets[N];
-    int64_t *idx = malloc((size_t)(M > 0 ? M : 1) * sizeof(int64_t));
-    int64_t *env = malloc((size_t)(M > 0 ? M : 1) * sizeof(int64_t));
-    double *start = malloc((size_t)(M > 0 ? M : 1) * sizeof(double));
     mert_breakpoint *bps = malloc((size_t)(M > 0 ? M : 1) * sizeof(mert_breakpoint));
-    if (!idx || !env || !start || !bps) {
-        free(idx); free(env); free(start); free(bps);
+    /* statistics changes, written in segment order while the rows are in cache */
+    double *deltas = malloc((size_t)(M > 0 ? M : 1) * NUM_STATS * sizeof(double));
+    if (!bps || !deltas) {
+        free(bps); free(deltas);
         return -1;
     }
-    double cur[NUM_STATS];
-    for (int j = 0; j < NUM_STATS; j++) cur[j] = 0.0;
+    double cur_stats[NUM_STATS];
+    for (int j = 0; j < NUM_STATS; j++) cur_stats[j] = 0.0;
     int64_t nb = 0;
     for (int64_t s = 0; s < N; s++) {
-        int64_t lo = offsets[s], n = offsets[s + 1] - lo, k = 0;
-        for (int64_t t = 0; t < n; t++) idx[t] = lo + t;
-        sort_lines(idx, n, a, b);
-        for (int64_t t = 0; t < n; t++) {
-            int64_t l = idx[t];
-            if (k > 0 && b[env[k - 1]] == b[l]) continue;  /* parallel and not above: never selected */
-            double x = -INFINITY;
-            while (k > 0) {
-                int64_t top = env[k - 1];
-                x = (a[top] - a[l]) / (b[l] - b[top]);
-                if (x <= start[k - 1]) k--;
-                else break;
+        /* walk the upper envelope from gamma = -inf (Och 2003): start at the smallest
+         * slope (larger intercept, earlier row on ties); the next line is the one that
+         * overtakes the current first, the steepest among those overtaking at once */
+        int64_t lo = offsets[s], hi = offsets[s + 1], cur = lo;
+        for (int64_t i = lo + 1; i < hi; i++)
+            if (b[i] < b[cur] || (b[i] == b[cur] && (a[i] > a[cur]))) cur = i;
+        for (int j = 0; j < NUM_STATS; j++) cur_stats[j] += stats[cur * NUM_STATS + j];
+        double x_cur = -INFINITY;
+        for (;;) {
+            int64_t next = -1;
+            double x_next = INFINITY;
+            for (int64_t i = lo; i < hi; i++) {
+                if (b[i] <= b[cur]) continue;
+                double x = (a[cur] - a[i]) / (b[i] - b[cur]);
+                if (x < x_cur) x = x_cur;  /* rounding: never step back */
+                if (next < 0 || x < x_next || (x == x_next && line_beats(a, b, i, next))) {
+                    next = i;
+                    x_next = x;
+                }
             }
-            if (k == 0) x = -INFINITY;
-            env[k] = l;
-            start[k] = x;
-            k++;
-        }
-        for (int j = 0; j < NUM_STATS; j++) cur[j] += stats[env[0] * NUM_STATS + j];
-        for (int64_t e = 1; e < k; e++) {
-            bps[nb].gamma = start[e];
-            bps[nb].from = env[e - 1];
-            bps[nb].to = env[e];
+            if (next < 0) break;
+            bps[nb].gamma = x_next;
+            bps[nb].delta = nb;
+            for (int j = 0; j < NUM_STATS; j++)
+                deltas[nb * NUM_STATS + j] = stats[next * NUM_STATS + j] - stats[cur * NUM_STATS + j];
             nb++;
+            cur = next;
+            x_cur = x_next;
         }
     }
     qsort(bps, (size_t)nb, sizeof(mert_breakpoint), cmp_breakpoint);
@@ -214,7 +203,7 @@ int64_t mert_line_search(const double *a, const double *b, const double *stats, 
         else if (lo == -INFINITY) point = hi - fmax(1.0, fabs(hi));
         else if (hi == INFINITY) point = lo + fmax(1.0, fabs(lo));
         else point = 0.5 * (lo + hi);
-        double bleu = corpus_bleu(cur), dist = fabs(point);
+        double bleu = corpus_bleu(cur_stats), dist = fabs(point);
         if (bleu > best_bleu || (bleu == best_bleu && !best_has_zero && (has_zero || dist < best_dist))) {
             best_bleu = bleu;
             best_gamma = point;
@@ -224,14 +213,15 @@ int64_t mert_line_search(const double *a, const double *b, const double *stats, 
         if (e >= nb) break;
         double g = bps[e].gamma;
         while (e < nb && bps[e].gamma == g) {  /* every change at this gamma */
-            const double *from = stats + bps[e].from * NUM_STATS, *to = stats + bps[e].to * NUM_STATS;
-            for (int j = 0; j < NUM_STATS; j++) cur[j] += to[j] - from[j];
+            const double *change = deltas + bps[e].delta * NUM_STATS;
+            for (int j = 0; j < NUM_STATS; j++) cur_stats[j] += change[j];
             e++;
         }
         lo = g;
     }
     out[0] = best_gamma;
     out[1] = best_bleu;
-    free(idx); free(env); free(start); free(bps);
+    free(bps);
+    free(deltas);
     return nb;
 }

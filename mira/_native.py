@@ -61,7 +61,8 @@ def model_best_stats(features, stats, offsets, w) -> np.ndarray:
 
 def mert_line_search(a, b, stats, offsets) -> Tuple[float, float, int]:
     """Exact corpus-BLEU line search (``mira/_kernels.c``): hypothesis i scores
-    ``a[i] + gamma * b[i]``.  Returns (gamma, BLEU at gamma, number of breakpoints)."""
+    ``a[i] + gamma * b[i]``.  Returns (gamma, BLEU at gamma, number of breakpoints).
+    The C call releases the GIL, so threads can search several directions at once."""
     out = np.zeros(2)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     nb = _lib.mert_line_search(_f64(a), _f64(b), _f64(stats), offsets, len(offsets) - 1, out)

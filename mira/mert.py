@@ -25,7 +25,10 @@ uphill).
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, List, Optional
 
 import numpy as np
@@ -38,7 +41,9 @@ from rerank.bleu import NUM_STATS, bleu_from_stats
 class MertConfig:
     """MERT settings: ``restarts`` optimisation runs (the first from the initial weights),
     ``random_directions`` random unit directions per iteration beside the coordinate axes,
-    ``max_iterations`` per run, ``epsilon`` the smallest BLEU gain that counts, ``seed``.
+    ``max_iterations`` per run, ``epsilon`` the smallest BLEU gain that counts, ``seed``,
+    and ``threads`` running line searches of different directions at once (0: one per
+    CPU core; results do not depend on it).
 
     Raises:
         ValueError: a count below its minimum (restarts 1, random directions 0,
@@ -50,6 +55,7 @@ class MertConfig:
     max_iterations: int = 100
     epsilon: float = 1e-4
     seed: int = 1
+    threads: int = 0
 
     def __post_init__(self):
         if self.restarts < 1 or self.random_directions < 0 or self.max_iterations < 1:
@@ -110,6 +116,8 @@ def tune_mert(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, conf
     if w0.shape != (F,):
         raise ValueError(f"initial weights have shape {w0.shape}, expected ({F},)")
     rng = np.random.default_rng(config.seed)
+    threads = config.threads or os.cpu_count() or 1
+    pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None  # the C search releases the GIL
     initial_bleu = _bleu_of(features, stats, offsets, w0)
     result = MertResult(weights=w0.copy(), best_bleu=initial_bleu, initial_bleu=initial_bleu)
     axes = np.eye(F)
@@ -122,10 +130,12 @@ def tune_mert(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, conf
             directions = np.vstack([axes, randoms])
             a = features @ w
             slopes = features @ directions.T  # (M, D): every direction's slopes at once
+            columns = [np.ascontiguousarray(slopes[:, k]) for k in range(len(directions))]
+            search = partial(mert_line_search, a, stats=stats, offsets=offsets)
+            found_all = list(pool.map(search, columns)) if pool else [search(c) for c in columns]
+            result.line_searches += len(directions)
             best_gain, best_step = config.epsilon, None
-            for k in range(len(directions)):
-                gamma, found, _ = mert_line_search(a, slopes[:, k], stats, offsets)
-                result.line_searches += 1
+            for k, (gamma, found, _) in enumerate(found_all):  # first direction wins ties
                 if found - bleu > best_gain and gamma != 0.0:
                     best_gain, best_step = found - bleu, gamma * directions[k]
             if best_step is None:
@@ -137,6 +147,8 @@ def tune_mert(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, conf
             callback(run, bleu, result.line_searches)
         if bleu > result.best_bleu:
             result.weights, result.best_bleu, result.best_run = w.copy(), bleu, run
+    if pool is not None:
+        pool.shutdown()
     norm = np.abs(result.weights).sum()
     if norm > 0:
         result.weights = result.weights / norm

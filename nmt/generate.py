@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -121,4 +121,53 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
     write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), out_1best)
     write_signed(out_nbest + ".json", {"config": asdict(config), "checkpoint": os.path.abspath(checkpoint),
                                        "subset": subset, "beam_feature": BEAM_FEATURE}, ["torch", "fairseq-fixed"])
+    return nbest
+
+
+def generate_nbest_from_text(bin_dir: str, checkpoint: str, input_path: str, out_nbest: str, out_1best: str,
+                             out_source: Optional[str] = None, config: GenerateConfig = GenerateConfig()) -> NBestList:
+    """n-best lists for any raw source text (one sentence per line), with the model's own
+    preprocessing: the text convention of :func:`nmt.data.preprocess_lines` (Moses
+    normalisation, tokenisation, lowercasing) and the BPE codes of the prepared data
+    directory (``bin_dir/..``, ``rerank nmt prepare``'s layout), binarised with the
+    model's dictionaries into a temporary directory and decoded as :func:`generate_nbest`.
+    ``out_source`` receives the preprocessed source (what ``rerank features add
+    --source`` expects).
+
+    Raises:
+        InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout.
+    """
+    from subword_nmt.apply_bpe import BPE
+
+    from nmt.data import preprocess_lines
+    from rerank.nbest import read_lines
+
+    prepared = os.path.dirname(os.path.abspath(bin_dir))
+    codes = os.path.join(prepared, "bpe.codes")
+    dicts = [os.path.join(bin_dir, f"dict.{lang}.txt") for lang in (config.src, config.tgt)]
+    for path in [codes] + dicts:
+        if not os.path.exists(path):
+            raise InputError("missing: --data-bin must be the bin/ directory of 'rerank nmt prepare'", path)
+    raw = read_lines(input_path)
+    if not raw:
+        raise InputError("no sentences", input_path)
+    empty = next((k for k, line in enumerate(raw) if not line.strip()), None)
+    if empty is not None:
+        raise InputError("empty source line (every line must hold a sentence)", input_path, empty + 1)
+    tokenised = preprocess_lines(raw, config.src)
+    with open(codes, encoding="utf-8") as handle:
+        bpe = BPE(handle)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "test")
+        segmented = [bpe.process_line(line) for line in tokenised]
+        for lang in (config.src, config.tgt):  # the target side is a placeholder: decoding ignores it
+            write_lines(segmented, f"{prefix}.{lang}")
+        data = os.path.join(tmp, "bin")
+        subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", config.src,
+                        "--target-lang", config.tgt, "--testpref", prefix, "--srcdict", dicts[0],
+                        "--tgtdict", dicts[1], "--destdir", data, "--workers", "1"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        nbest = generate_nbest(data, checkpoint, "test", out_nbest, out_1best, config)
+    if out_source:
+        write_lines(tokenised, out_source)
     return nbest

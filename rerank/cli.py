@@ -72,7 +72,7 @@ def cmd_tune(args) -> None:
     from mira import MertConfig, MiraConfig, ProConfig, tune, tune_mert, tune_pro
     from mira._native import model_best_stats
     from rerank.bleu import REF_LEN, bleu_signature
-    from rerank.nbest import weights_dict, weights_vector
+    from rerank.nbest import NBestList, weights_dict, weights_vector
     from rerank.signature import signature
 
     start = time.perf_counter()
@@ -83,6 +83,20 @@ def cmd_tune(args) -> None:
     else:
         init = beam_weights(args.nbest, nbest)
         init_from = "beam" if init is not None else "zeros"
+    full = nbest
+    if args.features:  # tune a subset of the columns; the others get weight 0
+        keep = [name.strip() for name in args.features.split(",") if name.strip()]
+        unknown = [name for name in keep if name not in nbest.feature_names]
+        if unknown:
+            raise InputError(f"--features: not in the n-best list: {', '.join(unknown)} "
+                             f"(it has {' '.join(dict.fromkeys(nbest.feature_names))})", args.nbest)
+        columns = np.flatnonzero([name in keep for name in nbest.feature_names])
+        nbest = NBestList(nbest.offsets, nbest.hypotheses, nbest.features[:, columns],
+                          [nbest.feature_names[c] for c in columns])
+        if init is not None:
+            init = init[columns]
+            if not np.any(init) and init_from == "beam":
+                init, init_from = None, "zeros"
     say = (lambda *a: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
     details: dict = {}
     if args.algorithm == "mira":
@@ -113,9 +127,13 @@ def cmd_tune(args) -> None:
     initial_bleu = result.initial_bleu
     print(f"{args.algorithm}: initial BLEU {initial_bleu:.2f} ({init_from}); tuned BLEU {bleu:.2f}, "
           f"length ratio {length_ratio:.3f}", file=sys.stderr)
+    if full is not nbest:  # back to every column of the list, 0 for those not tuned
+        vector = np.zeros(len(full.feature_names))
+        vector[columns] = weights
+        weights = vector
     out = {
-        "weights": weights_dict(weights, nbest),
-        "tuning": {"algorithm": args.algorithm, "bleu": bleu, "initial_bleu": initial_bleu, "init": init_from,
+        "weights": weights_dict(weights, full),
+        "tuning": {"algorithm": args.algorithm, "features": list(dict.fromkeys(nbest.feature_names)), "bleu": bleu, "initial_bleu": initial_bleu, "init": init_from,
                    "length_ratio": length_ratio, **details, "nbest": os.path.abspath(args.nbest),
                    "ref": os.path.abspath(args.ref), "segments": nbest.num_segments,
                    "hypotheses": len(nbest.hypotheses), "seconds": round(time.perf_counter() - start, 3)},
@@ -237,13 +255,18 @@ def cmd_features(args) -> None:
             raise InputError(f"{len(segment_images)} image names but {nbest.num_segments} segments", args.segment_images)
         images, _ = align_images(segment_images, names, matrix, require_all=True)
     start = time.perf_counter()
+    timings = {}
     for spec in args.scorer:
+        began = time.perf_counter()
         scorer = make_scorer(spec)
         scorer.progress = True
         for name, values in scorer.score(nbest, sources, images).items():
             if name in nbest.feature_names:
                 raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
             nbest = nbest.add_feature(name, values)
+        timings[spec] = round(time.perf_counter() - began, 3)
+        print(f"{spec}: {len(nbest.hypotheses)} hypotheses in {timings[spec]:.1f} s "
+              f"({len(nbest.hypotheses) / max(timings[spec], 1e-9):.0f}/s, loading included)", file=sys.stderr)
     seconds = time.perf_counter() - start
     write_nbest(nbest, args.out)
     from rerank.signature import write_signed
@@ -251,7 +274,8 @@ def cmd_features(args) -> None:
     write_signed(args.out + ".json",  # signature beside the list, as nmt nbest writes
                  {"input": args.nbest, "beam_feature": _sidecar(args.nbest).get("beam_feature"),
                   "scorers": args.scorer, "source": args.source, "images": args.images,
-                  "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3)},
+                  "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3),
+                  "scorer_seconds": timings},
                  ["torch", "numpy"])
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
           f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
@@ -298,7 +322,15 @@ def cmd_nmt(args) -> None:
         from nmt.generate import GenerateConfig, generate_nbest
 
         config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size)
-        generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
+        if (args.subset is None) == (args.input is None):
+            raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
+        if args.input:
+            from nmt.generate import generate_nbest_from_text
+
+            generate_nbest_from_text(args.data_bin, args.checkpoint, args.input, args.out_nbest, args.out_1best,
+                                     args.out_source, config)
+        else:
+            generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
 
 
 def _number(kind, ok, what):
@@ -337,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="shuffling (mira), restarts and directions (mert), sampling (pro)")
     p.add_argument("--init", help="initial weights JSON (default: the beam's own choice when the n-best "
                                   "signature names its feature, else all zero)")
+    p.add_argument("--features", help="comma-separated feature names to tune (default: all); the others get weight 0")
     p.add_argument("--iterations", type=_positive_int, default=60, help="mira: epochs (kbmira -J)")
     p.add_argument("--C", type=_positive_float, default=0.01, help="mira: step-size cap (kbmira -C)")
     p.add_argument("--decay", type=_unit_interval, default=0.999, help="mira: background BLEU decay (kbmira -D)")
@@ -507,7 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format")
     q.add_argument("--data-bin", required=True)
     q.add_argument("--checkpoint", required=True)
-    q.add_argument("--subset", required=True, help="valid | test")
+    q.add_argument("--subset", help="valid | test (a binarised subset of --data-bin)")
+    q.add_argument("--input", help="raw source text, one sentence per line: preprocessed as the model's data")
+    q.add_argument("--out-source", help="with --input: write the preprocessed source here (for features --source)")
     q.add_argument("--nbest", type=int, default=20)
     q.add_argument("--beam", type=int, default=0, help="beam size (default: = nbest)")
     q.add_argument("--batch-size", type=int, default=32)

@@ -185,11 +185,22 @@ def _experiment_systems(exp_dir: str) -> Tuple[str, List[str], List[Tuple[str, L
         if not os.path.exists(path):
             raise InputError("missing pipeline output", path)
     systems = []
-    for directory in sorted(glob.glob(os.path.join(exp_dir, "rerank", "*", ""))):
+    manifest = os.path.join(exp_dir, "rerank", "systems.tsv")
+    if os.path.exists(manifest):  # the experiment's own row order: name<TAB>directory
+        entries = []
+        for lineno, line in enumerate(read_lines(manifest), start=1):
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise InputError("expected NAME<TAB>DIRECTORY", manifest, lineno)
+            entries.append((fields[0], os.path.join(exp_dir, "rerank", fields[1], "")))
+    else:
+        entries = [("+" + os.path.basename(os.path.dirname(d)), d)
+                   for d in sorted(glob.glob(os.path.join(exp_dir, "rerank", "*", "")))]
+    for name, directory in entries:
         replicas = sorted(glob.glob(os.path.join(directory, "test.seed*.txt")),
                           key=lambda p: int(re.search(r"seed(\d+)", p).group(1)))
         if replicas:
-            systems.append(("+" + os.path.basename(os.path.dirname(directory)), replicas))
+            systems.append((name, replicas))
     if not systems:
         raise InputError("no re-ranked systems (rerank/<name>/test.seed*.txt)", exp_dir)
     nbest = os.path.join(exp_dir, "nbest", "test.nbest")
@@ -266,8 +277,10 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
     plus the plots of :func:`plot_report`.  Returns {kind: path}.
 
     Reads ``data/tok/test_2016_flickr.de`` (reference), ``nbest/test.1best`` (baseline),
-    ``rerank/<set>/test.seed<k>.txt`` (one system per feature set, one file per MIRA
-    replica) and ``nbest/test.nbest`` (oracle row).  The text is the pipeline's tokenised
+    ``rerank/<set>/test.seed<k>.txt`` (one system per feature set and tuner, one file per
+    tuning replica; rows in the order of ``rerank/systems.tsv``, ``NAME<TAB>DIRECTORY``
+    lines, when it exists, else ``+<set>`` alphabetically) and ``nbest/test.nbest``
+    (oracle row).  The text is the pipeline's tokenised
     lowercased text, so BLEU uses ``tokenize='none'``.  ``table.txt`` is written last.
     """
     out_dir = out_dir or os.path.join(exp_dir, "report")

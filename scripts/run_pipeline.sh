@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# The main job: Multi30k en->de attention NMT -> n-best lists -> k-best MIRA (REPLICAS seeds)
-# -> re-ranked test; an MLMME model adds s_s(source, hypothesis) = MLMMEss to the n-best
-# lists -> MIRA again -> BLEU/TER/chrF table -> significance report (BLEU, METEOR, TER, chrF),
-# every re-ranked system against the baseline (†) and against NMT-feature re-ranking (‡).
+# The main job: Multi30k en->de attention NMT -> 20-best lists -> re-ranking features from
+# independently trained models (right-to-left model R2L, channel model de->en, German LSTM
+# LM, a second left-to-right model L2R2), consensus (MBR expected BLEU / chrF), MLMME s_s,
+# multilingual-E5 similarity and length features -> tuning on val with MIRA and MERT
+# (REPLICAS seeds each), one feature set at a time and all together -> re-ranked
+# test_2016 -> BLEU/METEOR/TER/chrF/length table with significance (rerank report).
 #
 #   bash scripts/run_pipeline.sh            # everything under out/multi30k
 #
 # Settings (environment variables): OUT (output directory), DATA (Multi30k directory;
 # default ../shared/data/multi30k when it exists, else the public repository is
-# downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH, PATIENCE,
-# NBEST (20 or 50), SEED (NMT training seed), REPLICAS (MIRA optimizer replicas, 3),
-# EMBED_EPOCHS (MLMME training epochs, 2), EMBED_THREADS (torch threads for it, 0 = default).  Every stage skips when its output exists, so an interrupted
-# run resumes where it stopped (training resumes from its last checkpoint).
+# downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH (baseline
+# epochs, 12), PATIENCE, NBEST (20 or 50), SEED (NMT training seed), REPLICAS (tuning
+# replicas, 3), AUX_EPOCH (epochs of the R2L, channel and L2R2 models, 8), LM_EPOCH (5),
+# L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
+# (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
+# 1: one after the other with torch's default threads), TUNERS ("mira mert").
+# Every stage skips when its output exists, so an interrupted run resumes where it
+# stopped (training resumes from its last checkpoint); timings.tsv records each stage.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/out/multi30k}
@@ -23,8 +29,12 @@ PATIENCE=${PATIENCE:-3}
 NBEST=${NBEST:-20}
 SEED=${SEED:-1}
 REPLICAS=${REPLICAS:-3}
+AUX_EPOCH=${AUX_EPOCH:-8}
+LM_EPOCH=${LM_EPOCH:-5}
+L2R2=${L2R2:-1}
 EMBED_EPOCHS=${EMBED_EPOCHS:-2}
-EMBED_THREADS=${EMBED_THREADS:-0}
+JOBS=${JOBS:-2}
+TUNERS=${TUNERS:-mira mert}
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -32,8 +42,10 @@ export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
+THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
 # stage NAME OUTPUT COMMAND...: run COMMAND unless OUTPUT exists; record its wall time
+# (timings.tsv is updated under a lock: two chains of stages may finish together)
 stage() {
   local name=$1 output=$2; shift 2
   if [ -e "$output" ]; then
@@ -43,69 +55,138 @@ stage() {
   echo "== $name"
   local t0=$SECONDS
   "$@"
-  grep -v "^$name	" "$TIMINGS" > "$TIMINGS.tmp" || true
-  printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMINGS.tmp"
-  mv "$TIMINGS.tmp" "$TIMINGS"
+  (
+    flock 9
+    grep -v "^$name	" "$TIMINGS" > "$TIMINGS.tmp" || true
+    printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMINGS.tmp"
+    mv "$TIMINGS.tmp" "$TIMINGS"
+  ) 9> "$TIMINGS.lock"
 }
 
-D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"
-mkdir -p "$N" "$R"
+D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"; A="$OUT/models"; E="$OUT/embed"
+mkdir -p "$N" "$R" "$A"
 stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out "$D"
-train_model() {
-  rerank nmt train --data-bin "$D/bin" --save-dir "$M" --preset "$PRESET" --variant "$VARIANT" \
-    --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" --seed "$SEED" 2>&1 | tee -a "$OUT/train.log" | grep -E "\| (valid|train) \||done training|Error" || true
-  [ -f "$M/checkpoint_best.pt" ] && touch "$M/train.done"
+
+# --- models: the baseline and the re-ranking models, in two chains of stages -----------
+train_model() {  # train_model SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
+  local dir=$1 log=$2; shift 2
+  rerank nmt train --data-bin "$D/bin" --save-dir "$dir" --preset "$PRESET" --variant "$VARIANT" \
+    --patience "$PATIENCE" --threads "$THREADS" "$@" 2>&1 | tee -a "$log" \
+    | grep -E "\| valid \||done training|Error" || true
+  [ -f "$dir/checkpoint_best.pt" ] && touch "$dir/train.done"
+  [ -f "$dir/train.done" ] || { echo "training did not finish: see $log" >&2; return 1; }
 }
-stage train "$M/train.done" train_model
-[ -f "$M/train.done" ] || { echo "training did not finish: see $OUT/train.log" >&2; exit 1; }
-stage nbest-val "$N/val.nbest" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" \
-  --subset valid --nbest "$NBEST" --out-nbest "$N/val.nbest" --out-1best "$N/val.1best"
-stage nbest-test "$N/test.nbest" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" \
-  --subset test --nbest "$NBEST" --out-nbest "$N/test.nbest" --out-1best "$N/test.1best"
-REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
-# mira_replicas SET VAL.nbest TEST.nbest: MIRA replicas (optimizer seeds 1..REPLICAS) tuned on
-# the validation list, applied to the test list: rerank/SET/weights.seed$S.json, test.seed$S.txt
-mira_replicas() {
-  local set=$1 val=$2 test=$3 tag
-  mkdir -p "$R/$set"
-  for S in $(seq 1 "$REPLICAS"); do
-    tag=$([ "$set" = nmt ] && echo "seed$S" || echo "$set-seed$S")  # stage names of earlier runs kept
-    stage "tune-$tag" "$R/$set/weights.seed$S.json" rerank tune --nbest "$val" --ref "$REF_VAL" \
-      --out "$R/$set/weights.seed$S.json" --seed "$S" --quiet
-    stage "apply-$tag" "$R/$set/test.seed$S.txt" rerank apply --nbest "$test" \
-      --weights "$R/$set/weights.seed$S.json" --out "$R/$set/test.seed$S.txt"
+nbest_of() {  # nbest_of SUBSET NAME
+  rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" --subset "$1" --nbest "$NBEST" \
+    --out-nbest "$N/$2.nbest" --out-1best "$N/$2.1best"
+}
+train_lm() {
+  rerank nmt train-lm --prepared "$D" ${DATA:+--data "$DATA"} --save-dir "$A/lm" --max-epoch "$LM_EPOCH" \
+    --threads "$THREADS" > "$A/lm.log" 2>&1 || { echo "LM training failed: see $A/lm.log" >&2; return 1; }
+  touch "$A/lm/train.done"
+}
+# the MLMME model of MLMMEss: text only (β 0: task-2 descriptions + task-1 pairs of the
+# training split; it never sees test_2016); heldout.json is the last file it writes
+embed_train() {
+  rerank embed train ${DATA:+--data "$DATA"} --download-dir "$D/download" --task1 --beta 0 \
+    --epochs "$EMBED_EPOCHS" --validate-every 300 --patience 4 --threads "$THREADS" --out "$E"
+}
+chain_a() {
+  stage train "$M/train.done" train_model "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
+  stage nbest-val "$N/val.nbest" nbest_of valid val
+  stage nbest-test "$N/test.nbest" nbest_of test test
+  stage train-r2l "$A/r2l/train.done" train_model "$A/r2l" "$A/r2l.log" --direction r2l --max-epoch "$AUX_EPOCH" \
+    --patience 2 --seed "$SEED"
+  stage embed-train "$E/heldout.json" embed_train
+}
+chain_b() {
+  stage train-channel "$A/channel/train.done" train_model "$A/channel" "$A/channel.log" --direction backward \
+    --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
+  stage train-lm "$A/lm/train.done" train_lm
+  if [ "$L2R2" = 1 ]; then
+    stage train-l2r2 "$A/l2r2/train.done" train_model "$A/l2r2" "$A/l2r2.log" --role L2R2 \
+      --max-epoch "$AUX_EPOCH" --patience 2 --seed $((SEED + 1))
+  fi
+}
+if [ "$JOBS" -ge 2 ]; then
+  chain_a & pid_a=$!
+  chain_b & pid_b=$!
+  status=0
+  wait "$pid_a" || status=1
+  wait "$pid_b" || status=1
+  [ "$status" = 0 ] || { echo "a training chain failed (see above)" >&2; exit 1; }
+else
+  chain_a
+  chain_b
+fi
+
+# --- features: one stage per scorer, each list carrying all earlier columns -----------
+SCORERS="mlmme:$E r2l:nmt:$A/r2l channel:nmt:$A/channel lm:lm:$A/lm"
+[ "$L2R2" = 1 ] && SCORERS="$SCORERS l2r2:nmt:$A/l2r2"
+SCORERS="$SCORERS mbr:mbr:bleu+mbr:chrf e5:e5: len:len:$D"
+for SPLIT in val test; do
+  SRC="$D/tok/$([ "$SPLIT" = val ] && echo val || echo test_2016_flickr).en"
+  prev="$N/$SPLIT.nbest"
+  for item in $SCORERS; do
+    name=${item%%:*}; specs=${item#*:}
+    args=()
+    IFS=+ read -r -a parts <<< "$specs"
+    for spec in "${parts[@]}"; do args+=(--scorer "$spec"); done
+    stage "features-$name-$SPLIT" "$N/$SPLIT.$name.nbest" rerank features add --nbest "$prev" "${args[@]}" \
+      --source "$SRC" --out "$N/$SPLIT.$name.nbest"
+    prev="$N/$SPLIT.$name.nbest"
   done
-}
-mira_replicas nmt "$N/val.nbest" "$N/test.nbest"
-# MLMME features (features/): a text-only model (β 0: task-2 descriptions + task-1 pairs of
-# the training split; it never sees test_2016 images or descriptions) scores every
-# hypothesis against its source: MLMMEss.  MIRA tunes NMT + MLMMEss: rerank/mlmme/
-# (heldout.json is the last file embed train writes: the stage's done marker)
-E="$OUT/embed"
-stage embed-train "$E/heldout.json" rerank embed train ${DATA:+--data "$DATA"} --download-dir "$D/download" \
-  --task1 --beta 0 --epochs "$EMBED_EPOCHS" --validate-every 300 --patience 4 --threads "$EMBED_THREADS" --out "$E"
-stage features-val "$N/val.mlmme.nbest" rerank features add --nbest "$N/val.nbest" --scorer "mlmme:$E" \
-  --source "$D/tok/val.en" --out "$N/val.mlmme.nbest"
-stage features-test "$N/test.mlmme.nbest" rerank features add --nbest "$N/test.nbest" --scorer "mlmme:$E" \
-  --source "$D/tok/test_2016_flickr.en" --out "$N/test.mlmme.nbest"
-mira_replicas mlmme "$N/val.mlmme.nbest" "$N/test.mlmme.nbest"
+  [ -e "$N/$SPLIT.full.nbest" ] || { cp "$prev" "$N/$SPLIT.full.nbest.tmp" && cp "$prev.json" "$N/$SPLIT.full.nbest.json" \
+    && mv "$N/$SPLIT.full.nbest.tmp" "$N/$SPLIT.full.nbest"; }
+done
+
+# --- tuning: each feature set alone on top of the NMT features, then all of them -------
+REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
+BASE="NMT,WordPenalty,NMTNorm"
+SETS=("nmt:$BASE" "mlmme:$BASE,MLMMEss" "r2l:$BASE,R2L,R2LNorm" "channel:$BASE,Channel,ChannelNorm"
+      "lm:$BASE,LM,LMNorm")
+[ "$L2R2" = 1 ] && SETS+=("l2r2:$BASE,L2R2,L2R2Norm")
+SETS+=("mbr:$BASE,MBRBLEU,MBRchrF" "e5:$BASE,E5ss" "len:$BASE,LenRatio,LenDev" "all:")
+: > "$R/systems.tsv.tmp"
+for TUNER in $TUNERS; do
+  for item in "${SETS[@]}"; do
+    set_name=${item%%:*}; features=${item#*:}
+    dir=$set_name$([ "$TUNER" = mira ] || echo ".$TUNER")
+    mkdir -p "$R/$dir"
+    for S in $(seq 1 "$REPLICAS"); do
+      stage "tune-$dir-seed$S" "$R/$dir/weights.seed$S.json" rerank tune --algorithm "$TUNER" \
+        --nbest "$N/val.full.nbest" --ref "$REF_VAL" ${features:+--features "$features"} \
+        --out "$R/$dir/weights.seed$S.json" --seed "$S" --quiet
+      stage "apply-$dir-seed$S" "$R/$dir/test.seed$S.txt" rerank apply --nbest "$N/test.full.nbest" \
+        --weights "$R/$dir/weights.seed$S.json" --out "$R/$dir/test.seed$S.txt"
+    done
+    printf '+%s%s\t%s\n' "$set_name" "$([ "$TUNER" = mira ] || echo "/${TUNER^^}")" "$dir" >> "$R/systems.tsv.tmp"
+  done
+done
+mv "$R/systems.tsv.tmp" "$R/systems.tsv"
+
 stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --out "$R/test.oracle"
 evaluate() {
-  local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "reranked=$R/nmt/test.seed1.txt"
-              --hyp "reranked+MLMMEss=$R/mlmme/test.seed1.txt" --hyp "oracle=$R/test.oracle")
+  local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "+nmt=$R/nmt/test.seed1.txt"
+              --hyp "+all=$R/all/test.seed1.txt")
+  [ -d "$R/all.mert" ] && args+=(--hyp "+all/MERT=$R/all.mert/test.seed1.txt")
+  args+=(--hyp "oracle=$R/test.oracle")
   rerank eval "${args[@]}" --json --out "$OUT/results.json" > /dev/null
   rerank eval "${args[@]}" --out "$OUT/results.txt" > /dev/null
 }
 stage eval "$OUT/results.txt" evaluate
 stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,ter,chrf,length --compare-to +nmt
-echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none)"
+echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none; replica 1)"
 cat "$OUT/results.txt"
-echo "== tuned weights, replica 1 ($R/{nmt,mlmme}/weights.seed1.json)"
-for F in nmt mlmme; do
-  python -c "import json,sys; print(sys.argv[2], json.dumps(json.load(open(sys.argv[1]))['weights']))" \
-    "$R/$F/weights.seed1.json" "$F"
-done
-echo "== significance over $REPLICAS MIRA replicas ($OUT/report/)"
+echo "== tuning-set BLEU of every run against the beam's ($R/*/weights.seed*.json)"
+python - "$R" <<'PY'
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "weights.seed*.json"))):
+    t = json.load(open(path))["tuning"]
+    print(f"{os.path.relpath(path, sys.argv[1]):32s} {t['algorithm']:5s} beam {t['initial_bleu']:6.2f}  tuned {t['bleu']:6.2f}  "
+          f"length ratio {t['length_ratio']:.3f}")
+PY
+echo "== significance over $REPLICAS tuning replicas ($OUT/report/)"
 cat "$OUT/report/table.txt"
 echo "== stage wall times, seconds ($TIMINGS)"
 cat "$TIMINGS"

@@ -104,3 +104,52 @@ def test_oracle_cli_beats_first_best(tuning_files, capsys):
     assert result["oracle_bleu"] == pytest.approx(score, abs=1e-9)
     first = BLEU(tokenize="none", force=True).corpus_score([hyps[i] for i in nbest.offsets[:-1]], [refs]).score
     assert score > first
+
+
+@pytest.mark.parametrize("algorithm", ["mira", "mert", "pro"])
+def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, capsys, algorithm):
+    tmp, refs, hyps, nbest, good = tuning_files
+    # the "beam" ranked by Bad (scaled down so that MIRA's BLEU-sized margins can move
+    # away from it); the signature names it, so tuning starts there
+    nbest = NBestList(nbest.offsets, hyps, nbest.features * np.array([0.01, 1.0]), nbest.feature_names)
+    write_nbest(nbest, str(tmp / "dev.nbest"))
+    (tmp / "dev.nbest.json").write_text(json.dumps({"beam_feature": "Bad"}))
+    weights = tmp / f"{algorithm}.json"
+    args = ["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
+            "--algorithm", algorithm, "--quiet"]
+    if algorithm == "mert":
+        args += ["--restarts", "3"]
+    assert main(args) == 0
+    data = json.loads(weights.read_text())
+    tuning = data["tuning"]
+    assert tuning["algorithm"] == algorithm and tuning["init"] == "beam"
+    beam = BLEU(tokenize="none", force=True).corpus_score(
+        [hyps[i] for i in nbest.select(nbest.features[:, 0])], [refs]).score
+    assert tuning["initial_bleu"] == pytest.approx(beam)
+    assert tuning["bleu"] >= tuning["initial_bleu"] and tuning["bleu"] > beam + 5
+    assert 0.5 < tuning["length_ratio"] < 1.5
+    assert data["weights"]["Good"] > 0
+    assert f"{algorithm}: initial BLEU" in capsys.readouterr().err
+
+
+def test_tune_a_feature_subset(tuning_files):
+    tmp = tuning_files[0]
+    weights = tmp / "subset.json"
+    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
+                 "--features", "Bad", "--iterations", "3", "--quiet"]) == 0
+    data = json.loads(weights.read_text())
+    assert data["weights"]["Good"] == 0.0 and data["tuning"]["features"] == ["Bad"]
+    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
+                 "--features", "Bad,LM"]) == 1
+
+
+@pytest.mark.parametrize("option,value", [("--iterations", "-5"), ("--C", "-1"), ("--C", "nan"), ("--decay", "5"),
+                                          ("--restarts", "0"), ("--algorithm", "sgd")])
+def test_tune_options_are_range_checked(tuning_files, capsys, option, value):
+    tmp = tuning_files[0]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(tmp / "w.json"),
+              option, value])
+    assert exit_info.value.code == 2
+    assert option in capsys.readouterr().err
+    assert not (tmp / "w.json").exists()

@@ -89,3 +89,19 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
     assert read_lines(str(tmp_path / "test.1best")) == [again.hypotheses[i] for i in again.offsets[:-1]]
     assert np.array_equal(again.features, nb.features)
     assert os.path.exists(str(tmp_path / "test.nbest.json"))
+    # any test set: the raw test file, preprocessed by the model's own convention, decodes
+    # to the same lists as the binarised test subset
+    from nmt.generate import generate_nbest_from_text
+
+    raw = tmp_path / "raw.en"
+    with gzip.open(str(tmp_path / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz"), "rt") as handle:
+        raw.write_text(handle.read())
+    from_text = generate_nbest_from_text(bin_dir, ckpt, str(raw), str(tmp_path / "raw.nbest"),
+                                         str(tmp_path / "raw.1best"), str(tmp_path / "raw.tok.en"),
+                                         GenerateConfig(nbest=3, batch_size=4))
+    assert from_text.hypotheses == nb.hypotheses
+    assert np.allclose(from_text.features, nb.features, atol=1e-6)
+    assert read_lines(str(tmp_path / "raw.tok.en")) == read_lines(str(tmp_path / "data" / "tok" / "test_2016_flickr.en"))
+    raw.write_text("a man .\n\nthe dog .\n")
+    with pytest.raises(InputError, match="raw.en:2: empty source line"):
+        generate_nbest_from_text(bin_dir, ckpt, str(raw), str(tmp_path / "x.nbest"), str(tmp_path / "x.1best"))
