@@ -18,7 +18,7 @@ setup(
     install_requires=CORE,
     extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "cnn": CNN, "pro": PRO, "e5": E5,
                     "all": NMT + METEOR + REPORT + CNN + PRO + E5,
-                    "test": ["pytest>=7"]},
+                    "test": ["pytest>=7", "hypothesis>=6.80"]},
     # plain C loaded with ctypes: n-gram matching and TER (rerank/_native.py), the tuners'
     # loops (mira/_native.py); both include rerank/bleu_layout.h
     ext_modules=[Extension("rerank._kernels", ["rerank/_kernels.c"], extra_compile_args=["-O3"]),

@@ -60,7 +60,8 @@ def main() -> None:
 
     from mira import MertConfig, MiraConfig, ProConfig, tune, tune_mert, tune_pro
     from rerank.bleu import bleu_stats
-    from rerank.nbest import read_lines, read_nbest
+    from rerank.nbest import read_nbest
+    from rerank.textio import read_lines
 
     with tempfile.TemporaryDirectory() as tmp:
         nb_path, ref_path = build(tmp, args.segments, args.nbest, args.features)

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "..", "shared", "data", "multi30k")
 
@@ -65,7 +64,8 @@ def main() -> None:
 
     from features.data import load_image_features
     from features.scorer import make_scorer
-    from rerank.nbest import read_lines, read_nbest
+    from rerank.nbest import read_nbest
+    from rerank.textio import read_lines
 
     nbest = read_nbest(args.nbest)
     sources = read_lines(args.source)

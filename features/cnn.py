@@ -175,9 +175,9 @@ def extract_split(images_dir: str, split_path: str, backbone: Backbone, batch_si
                   progress: bool = False) -> Tuple[List[str], np.ndarray]:
     """(image names, float32 (N, dim)) for the images listed in ``split_path`` (one file
     name per line, relative to ``images_dir``)."""
-    from features.data import read_lines_file
+    from rerank.textio import read_lines
 
-    names = read_lines_file(split_path)
+    names = read_lines(split_path)
     for lineno, name in enumerate(names, start=1):
         if not name.strip():
             raise InputError("empty image name", split_path, lineno)

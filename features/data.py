@@ -8,7 +8,6 @@ and training text share a vocabulary.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from collections import Counter
@@ -18,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError, atomic_write
+from rerank.textio import read_lines
 
 PAD, UNK = 0, 1
 #: task 2 has 5 independent descriptions per image and language
@@ -40,20 +40,6 @@ class Task2Split:
     image_of: np.ndarray
 
 
-def _read_gz_lines(path: str) -> List[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            return [line.rstrip("\n") for line in handle]
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-
-
-def read_lines_file(path: str) -> List[str]:
-    """Lines of a plain or gzipped text file; :class:`InputError` if it is missing."""
-    return _read_gz_lines(path)
-
-
 def read_task2(data_dir: str, split: str, langs: Sequence[str] = ("en", "de")) -> Task2Split:
     """Read ``task2/raw/{split}.{1..5}.{lang}.gz`` and ``task2/image_splits/{split}_images.txt``.
 
@@ -63,13 +49,13 @@ def read_task2(data_dir: str, split: str, langs: Sequence[str] = ("en", "de")) -
     """
     from nmt.data import preprocess_lines
 
-    images = _read_gz_lines(os.path.join(data_dir, "task2", "image_splits", f"{split}_images.txt"))
+    images = read_lines(os.path.join(data_dir, "task2", "image_splits", f"{split}_images.txt"))
     sentences: Dict[str, List[str]] = {}
     for lang in langs:
         out: List[str] = []
         for k in range(1, DESCRIPTIONS + 1):
             path = os.path.join(data_dir, "task2", "raw", f"{split}.{k}.{lang}.gz")
-            lines = _read_gz_lines(path)
+            lines = read_lines(path)
             if len(lines) != len(images):
                 raise InputError(f"{len(lines)} descriptions but {len(images)} images in the split file", path)
             out.extend(preprocess_lines(lines, lang))
@@ -87,11 +73,11 @@ def read_task1(data_dir: str, split: str, langs: Sequence[str] = ("en", "de")) -
     """
     from nmt.data import preprocess_lines
 
-    images = _read_gz_lines(os.path.join(data_dir, "task1", "image_splits", f"{split}.txt"))
+    images = read_lines(os.path.join(data_dir, "task1", "image_splits", f"{split}.txt"))
     sentences = {}
     for lang in langs:
         path = os.path.join(data_dir, "task1", "raw", f"{split}.{lang}.gz")
-        lines = _read_gz_lines(path)
+        lines = read_lines(path)
         if len(lines) != len(images):
             raise InputError(f"{len(lines)} sentences but {len(images)} images in the split file", path)
         sentences[lang] = preprocess_lines(lines, lang)
@@ -163,7 +149,7 @@ def load_image_features(features_path: str, split_path: str) -> Tuple[List[str],
         InputError: missing file, a matrix that is not 2-D, a row count different from
             the split file's line count, or non-finite values.
     """
-    names = _read_gz_lines(split_path)
+    names = read_lines(split_path)
     try:
         data = np.load(features_path)
     except FileNotFoundError:

@@ -44,7 +44,7 @@ class LengthScorer(Scorer):
         if not arg:
             raise InputError("len: needs the training corpus: len:PREPARED_DIR (rerank nmt prepare) or len:RATIO")
         if os.path.isdir(arg):
-            from rerank.nbest import read_lines
+            from rerank.textio import read_lines
 
             meta = os.path.join(arg, "prepare.json")
             if not os.path.exists(meta):

@@ -37,6 +37,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from rerank.errors import InputError
+
 
 @dataclass
 class MLMMEConfig:
@@ -70,12 +72,12 @@ class MLMMEConfig:
         sizes = {"cpu": dict(word_dim=300, hidden_dim=512, embed_dim=512, init="default"),
                  "paper": dict(word_dim=620, hidden_dim=1024, embed_dim=2048, init="paper")}
         if preset not in sizes:
-            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(sizes)}")
+            raise InputError(f"unknown preset {preset!r}; known: {', '.join(sizes)}")
         config = cls(preset=preset, **{**sizes[preset], **kwargs})
         if not 0.0 <= config.beta <= 1.0:
-            raise ValueError(f"beta must be in [0, 1], got {config.beta}")
+            raise InputError(f"beta must be in [0, 1], got {config.beta}")
         if config.init not in ("paper", "default"):
-            raise ValueError(f"unknown init {config.init!r}; known: paper, default")
+            raise InputError(f"unknown init {config.init!r}; known: paper, default")
         return config
 
 

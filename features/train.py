@@ -28,6 +28,7 @@ import torch
 from features.data import Vocabulary, batch_tokens
 from features.evaluation import image_sentence_ranking
 from features.mlmme import MLMME, MLMMEConfig
+from rerank.errors import InputError
 from rerank.signature import write_signed
 
 
@@ -161,7 +162,7 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
     per-epoch history).  With ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and
     ``config.json`` (settings, history, signature)."""
     if config.contrastive not in ("batch", "random"):
-        raise ValueError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
+        raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
@@ -175,7 +176,7 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
     feats = torch.from_numpy(train.image_features) if train.image_features is not None else None
     use_images = feats is not None and mc.beta > 0
     if mc.beta == 1 and not use_images:
-        raise ValueError("beta = 1 trains on images only, but there are no image features")
+        raise InputError("beta = 1 trains on images only, but there are no image features")
     has_row = (train.has_image[train.image_of] if use_images and train.has_image is not None
                else np.full(len(train.image_of), use_images))
     if mc.beta == 1 and not has_row.all():

@@ -45,8 +45,10 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 import numpy as np
+
 from mira._native import mira_epoch, model_best_stats
 from rerank.bleu import NUM_STATS, bleu_from_stats
+from rerank.errors import InputError
 
 
 @dataclass
@@ -71,11 +73,11 @@ class MiraConfig:
 
     def __post_init__(self):
         if self.iterations < 1:
-            raise ValueError(f"iterations must be at least 1, not {self.iterations}")
+            raise InputError(f"iterations must be at least 1, not {self.iterations}")
         if not (np.isfinite(self.C) and self.C > 0):
-            raise ValueError(f"C must be a positive number, not {self.C}")
+            raise InputError(f"C must be a positive number, not {self.C}")
         if not (0 < self.decay <= 1):
-            raise ValueError(f"decay must be in (0, 1], not {self.decay}")
+            raise InputError(f"decay must be in (0, 1], not {self.decay}")
 
 
 @dataclass

@@ -35,6 +35,7 @@ import numpy as np
 
 from mira._native import mert_line_search, model_best_stats
 from rerank.bleu import NUM_STATS, bleu_from_stats
+from rerank.errors import InputError
 
 
 @dataclass
@@ -59,9 +60,9 @@ class MertConfig:
 
     def __post_init__(self):
         if self.restarts < 1 or self.random_directions < 0 or self.max_iterations < 1:
-            raise ValueError("restarts and max_iterations must be at least 1, random_directions at least 0")
+            raise InputError("restarts and max_iterations must be at least 1, random_directions at least 0")
         if not (self.epsilon >= 0):
-            raise ValueError(f"epsilon must be non-negative, not {self.epsilon}")
+            raise InputError(f"epsilon must be non-negative, not {self.epsilon}")
 
 
 @dataclass

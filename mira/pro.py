@@ -47,9 +47,9 @@ class ProConfig:
 
     def __post_init__(self):
         if self.samples < 1 or self.keep < 1:
-            raise ValueError("samples and keep must be at least 1")
+            raise InputError("samples and keep must be at least 1")
         if not (self.threshold >= 0) or not (np.isfinite(self.C) and self.C > 0):
-            raise ValueError("threshold must be non-negative and C a positive number")
+            raise InputError("threshold must be non-negative and C a positive number")
 
 
 @dataclass

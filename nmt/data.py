@@ -8,7 +8,6 @@ embedding features use it too, so hypotheses and training text share one vocabul
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from typing import Iterable, List, Optional
 
 from rerank.errors import InputError, atomic_write
 from rerank.signature import write_signed
+from rerank.textio import read_lines
 
 #: public location of the Multi30k files, used when no local copy is given
 MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
@@ -110,12 +110,9 @@ def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = Fals
 def read_raw(data_dir: str, stem: str, lang: str) -> List[str]:
     """Read ``task1/raw/{stem}.{lang}.gz`` (or the uncompressed file) as a list of lines."""
     path = os.path.join(data_dir, "task1", "raw", f"{stem}.{lang}")
-    if os.path.exists(path + ".gz"):
-        with gzip.open(path + ".gz", "rt", encoding="utf-8") as handle:
-            return [line.rstrip("\n") for line in handle]
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            return [line.rstrip("\n") for line in handle]
+    for candidate in (path + ".gz", path):
+        if os.path.exists(candidate):
+            return read_lines(candidate)
     raise InputError("missing Multi30k file (neither .gz nor plain)", path)
 
 

@@ -140,7 +140,7 @@ def generate_nbest_from_text(bin_dir: str, checkpoint: str, input_path: str, out
     from subword_nmt.apply_bpe import BPE
 
     from nmt.data import preprocess_lines
-    from rerank.nbest import read_lines
+    from rerank.textio import read_lines
 
     prepared = os.path.dirname(os.path.abspath(bin_dir))
     codes = os.path.join(prepared, "bpe.codes")

@@ -13,7 +13,6 @@ first input, which ``features/nmt_scorer.py`` reproduces.
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ from nmt.data import preprocess_lines, resolve_data_dir
 from nmt.train import thread_env
 from rerank.errors import InputError, atomic_write
 from rerank.signature import write_signed
+from rerank.textio import read_lines
 
 
 @dataclass
@@ -48,11 +48,6 @@ class LMConfig:
     lang: str = "de"
     role: str = "LM"
     task2: bool = True
-
-
-def _read_gz_lines(path: str) -> List[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle]
 
 
 def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir: Optional[str] = None) -> str:
@@ -91,7 +86,7 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
                 bpe = BPE(handle)
             raw = []
             for k in range(1, 6):
-                raw += _read_gz_lines(os.path.join(data_dir, "task2", "raw", f"train.{k}.{lang}.gz"))
+                raw += read_lines(os.path.join(data_dir, "task2", "raw", f"train.{k}.{lang}.gz"))
             lines += [bpe.process_line(line) for line in preprocess_lines(raw, lang, progress="tokenise task 2")]
         with atomic_write(train_text) as out:
             out.writelines(line + "\n" for line in lines)

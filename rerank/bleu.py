@@ -21,6 +21,7 @@ from typing import Sequence, Tuple
 import numpy as np
 
 from rerank._native import clipped_matches
+from rerank.errors import InputError
 
 ORDER = 4
 NUM_STATS = 2 * ORDER + 1
@@ -36,7 +37,6 @@ def sacrebleu_metric(tokenize: str = "none", lowercase: bool = False):
     """
     from sacrebleu.metrics import BLEU
 
-    from rerank.errors import InputError
 
     try:
         return BLEU(tokenize=tokenize, lowercase=lowercase, force=True)
@@ -63,7 +63,7 @@ def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool
     # one C-level split of the whole text; a sentinel token marks the line ends
     text = " \x00 ".join(lines)
     if "\x00" in text.replace(" \x00 ", " "):
-        raise ValueError("text contains NUL characters")
+        raise InputError("text contains NUL characters")
     tokens = text.split()
     tokens.append("\x00")
     for token in dict.fromkeys(tokens):  # C-speed de-duplication, first-seen order

@@ -23,22 +23,33 @@ from rerank.errors import InputError, atomic_write
 
 
 def _read_weights(path: str) -> dict:
+    """The ``weights`` object of a weights JSON file: names -> finite numbers or lists of
+    them.  Raises :class:`InputError` naming the file (and line for JSON syntax)."""
+    from rerank.textio import read_text
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
+        data = json.loads(read_text(path), parse_constant=lambda name: name)  # NaN/Infinity stay strings
     except json.JSONDecodeError as err:
         raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None
     weights = data.get("weights") if isinstance(data, dict) else None
     if not isinstance(weights, dict):
         raise InputError('no "weights" object', path)
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    for name, value in weights.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(number(v) for v in values):
+            raise InputError(f"weight of {name!r} must be a finite number or a list of them, not {json.dumps(value)}",
+                             path)
     return weights
 
 
 def _load_tuning_data(nbest_path: str, ref_path: str, tokenize: str, lowercase: bool):
     from rerank.bleu import bleu_stats
-    from rerank.nbest import read_lines, read_nbest
+    from rerank.nbest import read_nbest
+    from rerank.textio import read_lines
 
     refs = read_lines(ref_path)
     nbest = read_nbest(nbest_path, num_segments=len(refs))
@@ -147,15 +158,17 @@ def cmd_tune(args) -> None:
 
 
 def cmd_apply(args) -> None:
+    from rerank.errors import StagedOutputs
     from rerank.nbest import read_nbest, weights_vector, write_lines, write_nbest
 
     nbest = read_nbest(args.nbest)
     w = weights_vector(_read_weights(args.weights), nbest, args.weights)
     scores = nbest.features @ w
     best = nbest.select(scores)
-    write_lines((nbest.hypotheses[i] for i in best), args.out)
-    if args.out_nbest:
-        write_nbest(nbest, args.out_nbest, totals=scores)
+    with StagedOutputs() as outputs:  # --out and --out-nbest appear together or not at all
+        write_lines((nbest.hypotheses[i] for i in best), args.out if args.out == "-" else outputs.stage(args.out))
+        if args.out_nbest:
+            write_nbest(nbest, outputs.stage(args.out_nbest), totals=scores)
 
 
 def cmd_eval(args) -> None:
@@ -237,7 +250,8 @@ def cmd_features(args) -> None:
     if args.features_verb == "extract":
         return _features_extract(args)
     from features.scorer import make_scorer
-    from rerank.nbest import read_lines, read_nbest, write_nbest
+    from rerank.nbest import read_nbest, write_nbest
+    from rerank.textio import read_lines
 
     nbest = read_nbest(args.nbest)
     sources = read_lines(args.source) if args.source else None
@@ -553,16 +567,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run one ``rerank`` verb.  Bad input (:class:`InputError`, a file that cannot be
+    read or written) prints one line naming the file and returns 1; any other exception
+    is a bug of ours and keeps its traceback."""
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
     except InputError as err:
         print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
         return 1
-    except ValueError as err:  # shape/consistency errors from the library, e.g. replica counts
-        print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
+        return 1
+    except OSError as err:  # e.g. an output path in a missing or read-only place
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"rerank {args.verb}: error: {where}{err.strerror or err}", file=sys.stderr)
         return 1
     return 0
 

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.nbest import read_lines
+from rerank.textio import read_lines
 
 
 class Metric:
@@ -247,9 +247,11 @@ def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], tokenize: 
 
     Returns one dict per system and metric: ``{"system", "metric", "score",
     "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
-    from the reference's.
+    from the reference's, or when the reference is empty (no metric is defined there).
     """
     refs = read_lines(ref_path)
+    if not refs:
+        raise InputError("no reference segments: nothing to score", ref_path)
     objs = {m: make_metric(m, tokenize, lowercase) for m in metrics}
     rows = []
     for name, path in systems:

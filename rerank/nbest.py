@@ -14,16 +14,14 @@ carries the same feature names with the same number of values.
 
 from __future__ import annotations
 
-import gzip
-import io
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rerank.errors import InputError, atomic_write
+from rerank.textio import open_text
 
 SEPARATOR = " ||| "
 
@@ -105,14 +103,6 @@ def select_best(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return offsets[:-1] + np.argmax(matrix, axis=1)
 
 
-def _open_text(path: str):
-    if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def _parse_features(text: str, path: str, lineno: int) -> Tuple[List[Tuple[str, int]], List[float]]:
     groups: List[Tuple[str, int]] = []
     values: List[float] = []
@@ -167,7 +157,7 @@ def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
     value_at: List[int] = []
     width = 0
     current = -1
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         for lineno, line in enumerate(handle, start=1):
             fields = line.rstrip("\n").split(" ||| ")
             if len(fields) != 4:
@@ -230,7 +220,7 @@ def _is_float(text: str) -> bool:
 
 
 def _first_bad_line(path: str) -> None:
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         for lineno, line in enumerate(handle, start=1):
             _parse_features(line.rstrip("\n").split(" ||| ")[2], path, lineno)
     raise InputError("non-numeric or non-finite feature value", path)
@@ -241,17 +231,45 @@ def _describe(groups: Sequence[Tuple[str, int]]) -> str:
 
 
 def format_value(value: float) -> str:
-    """Text of a feature value: shortest round-trip repr, integers without '.0'."""
+    """Text of a feature value: shortest round-trip repr, integers without '.0' (and
+    ``-0`` for negative zero, so that its sign survives a round trip)."""
     if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
+        return "-0" if value == 0 and math.copysign(1.0, value) < 0 else str(int(value))
     return repr(float(value))
+
+
+def check_writable(nbest: NBestList, totals: np.ndarray) -> None:
+    """Refuse what :func:`read_nbest` would refuse or read back differently.
+
+    Raises:
+        InputError: a feature name that is empty, holds whitespace (including control
+            characters such as ``\x1d`` that ``str.split`` treats as whitespace) or ``|||``,
+            or repeats a name used earlier for other columns; a hypothesis with outer
+            whitespace, a line break or ``|||``; a feature value or total that is not finite.
+    """
+    seen = set()
+    for name, _ in nbest.groups():
+        if not name or any(ch.isspace() for ch in name) or "|||" in name:
+            raise InputError(f"feature name {name!r} cannot be written in Moses format "
+                             "(empty, whitespace or '|||')")
+        if name in seen:
+            raise InputError(f"feature name {name!r} names two separate groups of columns")
+        seen.add(name)
+    for row, hyp in enumerate(nbest.hypotheses):
+        if hyp != hyp.strip() or "\n" in hyp or "\r" in hyp or "|||" in hyp:
+            raise InputError(f"hypothesis {row} ({hyp!r}) cannot be written in Moses format "
+                             "(outer whitespace, a line break or '|||')")
+    if not np.all(np.isfinite(nbest.features)) or not np.all(np.isfinite(totals)):
+        raise InputError("feature values and totals must be finite numbers")
 
 
 def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None) -> None:
     """Write ``nbest`` in Moses format, atomically.  ``totals`` (float[M]) defaults to
-    ``nbest.totals`` or zeros."""
+    ``nbest.totals`` or zeros.  Raises :class:`InputError` (see :func:`check_writable`)
+    before writing anything that would not read back as it is."""
     if totals is None:
         totals = nbest.totals if nbest.totals is not None else np.zeros(len(nbest.hypotheses))
+    check_writable(nbest, np.asarray(totals, dtype=np.float64))
     groups = nbest.groups()
     seg = nbest.segment
     with atomic_write(path) as out:
@@ -261,12 +279,6 @@ def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None
                 parts.append(name + "= " + " ".join(format_value(v) for v in nbest.features[row, col:col + count]))
                 col += count
             out.write(f"{seg[row]} ||| {hyp} ||| {' '.join(parts)} ||| {format_value(totals[row])}\n")
-
-
-def read_lines(path: str) -> List[str]:
-    """Read a plain text file (one segment per line, ``-`` for stdin, ``.gz`` accepted)."""
-    with _open_text(path) as handle:
-        return [line.rstrip("\n") for line in handle]
 
 
 def write_lines(lines: Iterable[str], path: str) -> None:

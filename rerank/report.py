@@ -14,17 +14,18 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rerank import __version__
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
 from rerank.meteor import MeteorUnavailable
 from rerank.metrics import make_metric, read_system
-from rerank.nbest import read_lines
 from rerank.significance import compare, score_system
+from rerank.textio import read_lines
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
@@ -44,6 +45,8 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
     from the reference's, or an unknown ``compare_to`` name.
     """
     refs = read_lines(ref_path)
+    if not refs:
+        raise InputError("no reference segments: nothing to score", ref_path)
     names = [baseline_name] + [name for name, _ in systems]
     if compare_to is not None and compare_to not in names[1:]:
         raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
@@ -220,11 +223,11 @@ def oracle_file(nbest_path: str, ref_path: str, out_path: str, tokenize: str = "
     return out_path
 
 
-def plot_report(result: Dict, ref_path: str, out_prefix: str, tokenize: str = "none", seed: int = 12345,
-                shuffles: int = 10000) -> List[str]:
-    """Two PNG plots: per-sentence BLEU gains of each system's first replica over the
-    baseline (sorted), and the distribution of |ΔBLEU| under the null (AR shuffles) with
-    the observed difference.  Returns the paths written."""
+def plot_report(result: Dict, ref_path: str, paths: Dict[str, str], tokenize: str = "none", seed: int = 12345,
+                shuffles: int = 10000) -> None:
+    """Two PNG plots, written to ``paths["gains"]`` and ``paths["null"]``: per-sentence
+    BLEU gains of each system's first replica over the baseline (sorted), and the
+    distribution of |ΔBLEU| under the null (AR shuffles) with the observed difference."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,7 +240,6 @@ def plot_report(result: Dict, ref_path: str, out_prefix: str, tokenize: str = "n
     metric = BleuMetric(tokenize)
     rows = [r for r in result["rows"] if r["metric"] == "bleu"]
     base = metric.stats(read_lines(rows[0]["files"][0]), refs)
-    paths = []
     fig, ax = plt.subplots(figsize=(7, 4))
     fig2, ax2 = plt.subplots(figsize=(7, 4))
     for row in rows[1:]:
@@ -258,14 +260,10 @@ def plot_report(result: Dict, ref_path: str, out_prefix: str, tokenize: str = "n
     ax2.set_ylabel("shuffles")
     ax2.set_title(f"Approximate randomisation null distribution ({shuffles} shuffles)")
     ax2.legend(fontsize=8)
-    for figure, name in ((fig, "gains.png"), (fig2, "null.png")):
-        path = out_prefix + name
+    for figure, name in ((fig, "gains"), (fig2, "null")):
         figure.tight_layout()
-        figure.savefig(path + ".tmp.png", dpi=110)
-        os.replace(path + ".tmp.png", path)
+        figure.savefig(paths[name], dpi=110, format="png")
         plt.close(figure)
-        paths.append(path)
-    return paths
 
 
 def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
@@ -283,19 +281,31 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
     (oracle row).  The text is the pipeline's tokenised
     lowercased text, so BLEU uses ``tokenize='none'``.  ``table.txt`` is written last.
     """
+    import tempfile
+
+    from rerank.errors import StagedOutputs
+
+    ref, baseline, systems, nbest = _experiment_systems(exp_dir)  # validates before anything is written
     out_dir = out_dir or os.path.join(exp_dir, "report")
-    os.makedirs(out_dir, exist_ok=True)
-    ref, baseline, systems, nbest = _experiment_systems(exp_dir)
-    if nbest is not None:
-        systems = systems + [("oracle", [oracle_file(nbest, ref, os.path.join(out_dir, "test.oracle"))])]
-    result = significance_table(ref, baseline, systems, metrics=metrics, tokenize="none", shuffles=shuffles,
-                                resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
-    written = {}
-    for path in plot_report(result, ref, os.path.join(out_dir, ""), seed=seed, shuffles=shuffles):
-        written[os.path.basename(path)] = path
-    for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt")):  # text last: done marker
-        path = os.path.join(out_dir, f"table.{ext}")
-        with atomic_write(path) as out:
-            out.write(format_table(result, fmt))
-        written[fmt] = path
+    written = {name: os.path.join(out_dir, name) for name in ("gains.png", "null.png")}
+    written.update({fmt: os.path.join(out_dir, f"table.{ext}")
+                    for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt"))})
+    with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
+        oracle_path = os.path.join(out_dir, "test.oracle")
+        if nbest is not None:
+            computed = oracle_file(nbest, ref, os.path.join(tmp, "test.oracle"))
+            systems = systems + [("oracle", [computed])]
+        result = significance_table(ref, baseline, systems, metrics=metrics, tokenize="none", shuffles=shuffles,
+                                    resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
+        plot_report(result, ref, {"gains": outputs.stage(written["gains.png"]),
+                                  "null": outputs.stage(written["null.png"])}, seed=seed, shuffles=shuffles)
+        if nbest is not None:
+            for row in result["rows"]:
+                if row["system"] == "oracle":
+                    row["files"] = [oracle_path]
+            shutil.copyfile(computed, outputs.stage(oracle_path))
+            written["oracle"] = oracle_path
+        for fmt in ("markdown", "latex", "json", "text"):
+            with open(outputs.stage(written[fmt]), "w", encoding="utf-8") as out:
+                out.write(format_table(result, fmt))
     return written

@@ -35,6 +35,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from rerank.errors import InputError
 from rerank.metrics import Metric
 
 EXACT_MAX = 20
@@ -174,7 +175,7 @@ def compare(metric: Metric, baseline: Sequence[np.ndarray], system: Sequence[np.
         elif len(system) == 1:
             system = list(system) * len(baseline)
         else:
-            raise ValueError(f"{len(baseline)} baseline replicas but {len(system)} system replicas")
+            raise InputError(f"{len(baseline)} baseline replicas but {len(system)} system replicas")
     a, b = np.concatenate(list(baseline)), np.concatenate(list(system))
     if len(a) <= EXACT_MAX:
         return exact_randomization(metric, a, b)

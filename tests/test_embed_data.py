@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from features.data import (PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2)
+from features.data import PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2
 from nmt.data import preprocess_lines
 from rerank.errors import InputError
 

@@ -67,7 +67,8 @@ def _write_corpus(root, n_train=300, n_val=16, n_test=10, seed=0):
 def test_tiny_pipeline_prepare_train_nbest(tmp_path):
     from nmt.data import PrepareConfig, prepare
     from nmt.train import TrainConfig, train
-    from rerank.nbest import read_lines, read_nbest
+    from rerank.nbest import read_nbest
+    from rerank.textio import read_lines
 
     _write_corpus(str(tmp_path / "m30k"))
     bin_dir = prepare(str(tmp_path / "m30k"), str(tmp_path / "data"), PrepareConfig(bpe_merges=40), workers=1)

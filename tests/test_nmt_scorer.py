@@ -14,7 +14,8 @@ else:
 
 from features.scorer import make_scorer  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
-from rerank.nbest import NBestList, read_lines  # noqa: E402
+from rerank.nbest import NBestList  # noqa: E402
+from rerank.textio import read_lines  # noqa: E402
 from tests.test_nmt import EN_DE, _write_corpus  # noqa: E402
 
 

@@ -10,8 +10,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from rerank.cli import main
 from rerank.metrics import BleuMetric, ChrfMetric, TerMetric
 from rerank.nbest import write_lines
-from rerank.significance import (approximate_randomization, bootstrap_std, compare, exact_randomization,
-                                 score_system)
+from rerank.significance import approximate_randomization, bootstrap_std, compare, exact_randomization, score_system
 from tests.conftest import random_corpus
 
 

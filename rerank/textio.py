@@ -1,0 +1,89 @@
+"""Reading text files: the one helper every layer uses (plain or gzip, UTF-8, ``-`` for
+standard input), turning every way a file can be unreadable into an :class:`InputError`
+that names the file — and the line, for bytes that are not UTF-8.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import sys
+import zlib
+from typing import Iterator, List, TextIO
+
+from rerank.errors import InputError
+
+
+def _describe_os_error(err: OSError) -> str:
+    if isinstance(err, FileNotFoundError):
+        return "no such file"
+    if isinstance(err, IsADirectoryError):
+        return "is a directory, not a file"
+    if isinstance(err, PermissionError):
+        return "permission denied"
+    if isinstance(err, gzip.BadGzipFile):
+        return f"not a valid gzip file ({err})"
+    return f"cannot read: {err.strerror or err}"
+
+
+def _first_undecodable_line(path: str):
+    """(1-based line, byte offset within it, the byte) of the first line that is not
+    UTF-8, or None (standard input cannot be read again)."""
+    if path == "-":
+        return None
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return lineno, err.start, raw[err.start]
+    return None
+
+
+@contextlib.contextmanager
+def open_text(path: str) -> Iterator[TextIO]:
+    """Open ``path`` for reading UTF-8 text (``.gz`` decompressed, ``-`` = stdin).
+
+    Raises:
+        InputError: naming ``path`` for a missing file, a directory, a permission
+            problem, a corrupt or truncated gzip file, and naming the line for bytes
+            that are not UTF-8.
+    """
+    try:
+        if path == "-":
+            handle = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+        elif path.endswith(".gz"):
+            handle = gzip.open(path, "rt", encoding="utf-8")
+        else:
+            handle = open(path, encoding="utf-8")
+    except OSError as err:
+        raise InputError(_describe_os_error(err), path) from None
+    try:
+        with handle:
+            yield handle
+    except UnicodeDecodeError:
+        where = _first_undecodable_line(path)
+        if where is None:
+            raise InputError("not UTF-8 text", path) from None
+        lineno, column, byte = where
+        raise InputError(f"not UTF-8 text (byte 0x{byte:02x} at byte {column + 1} of the line)", path, lineno) from None
+    except EOFError:
+        raise InputError("compressed file ended early (truncated gzip)", path) from None
+    except zlib.error as err:
+        raise InputError(f"corrupt compressed data ({err})", path) from None
+    except OSError as err:
+        raise InputError(_describe_os_error(err), path) from None
+
+
+def read_lines(path: str) -> List[str]:
+    """The lines of a text file, without their line ends (see :func:`open_text`)."""
+    with open_text(path) as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
+def read_text(path: str) -> str:
+    """The whole text of a file (see :func:`open_text`)."""
+    with open_text(path) as handle:
+        return handle.read()
