@@ -119,7 +119,7 @@ def _train(args) -> None:
 def _isr(args) -> None:
     from features.data import align_images, load_image_features, read_task2
     from features.evaluation import image_sentence_ranking
-    from features.scorer import load_model
+    from features.mlmme_scorer import load_model
     from features.train import encode_images, encode_sentences
 
     model, vocabs = load_model(args.model)
@@ -148,7 +148,7 @@ def _isr(args) -> None:
 
 def _sts(args) -> None:
     from features.evaluation import sts_pearson
-    from features.scorer import load_model
+    from features.mlmme_scorer import load_model
     from features.train import encode_sentences
     from nmt.data import preprocess_lines
 

@@ -11,7 +11,7 @@ in MBR decoding (mbrs' expected utility with the hypotheses as pseudo-references
 Optional settings after the metric: ``mbr:bleu,feature=NMTNorm,temperature=0.5``.
 
 All ordered pairs of every list come from the statistics layer in one vectorised pass
-(:func:`rerank.bleu.pair_bleu_stats`, :meth:`rerank.metrics.ChrfMetric.pair_stats`);
+(:func:`rerank.bleu.pair_bleu_stats`, :meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`);
 scores are those layers' own formulas, so no metric is implemented twice.
 """
 
@@ -21,7 +21,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from features.scorer import Scorer, register
+from features.scorer import SCORERS, Scorer, parse_settings
 from rerank.errors import InputError
 
 
@@ -51,7 +51,7 @@ def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1
     return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
 
 
-@register("mbr")
+@SCORERS.register("mbr")
 class ConsensusScorer(Scorer):
     """Expected sentence-BLEU or chrF of each hypothesis against its list (MBR utility).
 
@@ -66,23 +66,16 @@ class ConsensusScorer(Scorer):
     NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
 
     def __init__(self, arg: str):
-        metric, *settings = arg.split(",")
+        metric, settings = parse_settings(arg, ("feature", "temperature"), f"mbr:{arg}")
         if metric not in self.NAMES:
             raise InputError(f"mbr:{arg}: the utility must be one of {', '.join(self.NAMES)}")
-        self.metric, self.feature, self.temperature = metric, "NMT", 1.0
-        for item in settings:
-            key, _, value = item.partition("=")
-            if key == "feature" and value:
-                self.feature = value
-            elif key == "temperature":
-                try:
-                    self.temperature = float(value)
-                except ValueError:
-                    raise InputError(f"mbr:{arg}: temperature {value!r} is not a number") from None
-                if not (np.isfinite(self.temperature) and self.temperature > 0):
-                    raise InputError(f"mbr:{arg}: temperature must be a positive number")
-            else:
-                raise InputError(f"mbr:{arg}: unknown setting {item!r} (feature=NAME, temperature=T)")
+        self.metric, self.feature = metric, settings.get("feature") or "NMT"
+        try:
+            self.temperature = float(settings.get("temperature", 1.0))
+        except ValueError:
+            raise InputError(f"mbr:{arg}: temperature {settings['temperature']!r} is not a number") from None
+        if not (np.isfinite(self.temperature) and self.temperature > 0):
+            raise InputError(f"mbr:{arg}: temperature must be a positive number")
 
     def names(self, has_images: bool) -> List[str]:
         return [self.NAMES[self.metric]]
@@ -93,7 +86,7 @@ class ConsensusScorer(Scorer):
             from rerank.bleu import bleu_from_stats, pair_bleu_stats
 
             return bleu_from_stats(pair_bleu_stats(hypotheses, hyp, ref), effective_order=True)
-        from rerank.metrics import ChrfMetric
+        from rerank.metrics.chrf import ChrfMetric
 
         chrf = ChrfMetric()
         return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))

@@ -18,7 +18,7 @@ from typing import List
 
 import numpy as np
 
-from features.scorer import Scorer, register
+from features.scorer import SCORERS, Scorer
 from rerank.errors import InputError
 
 
@@ -31,7 +31,7 @@ def mean_log_ratio(source_lines: List[str], target_lines: List[str]) -> float:
     return float(np.mean(np.log(tgt / src)))
 
 
-@register("len")
+@SCORERS.register("len")
 class LengthScorer(Scorer):
     """``LenRatio`` and ``LenDev`` (see the module docstring).
 

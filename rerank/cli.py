@@ -223,11 +223,7 @@ def cmd_signif(args) -> None:
                                     tokenize=args.tokenize, lowercase=args.lowercase, lang=args.lang,
                                     shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
                                     compare_to=args.compare_to, progress=sys.stderr.isatty())
-    if args.format == "json":
-        keys = ("system", "metric", "score", "s_sel", "s_opt", "p_value", "delta", "p_compare", "replicas")
-        text = json.dumps([{k: r[k] for k in keys} for r in result["rows"]], indent=2) + "\n"
-    else:
-        text = format_table(result, args.format)
+    text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
     sys.stdout.write(text)
     if args.out:
         with atomic_write(args.out) as handle:

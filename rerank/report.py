@@ -2,8 +2,11 @@
 
 :func:`significance_table` turns systems given as replica files into rows
 ``{"system", "metric", "score", "s_sel", "s_opt", "p_value", ...}``;
-:func:`format_table` renders them as text, Markdown, LaTeX, JSON or CSV.  Marks: † for
-p < 0.05 against the baseline, ‡ for p < 0.05 against the ``compare_to`` system; the
+:func:`format_table` renders them as text, Markdown, LaTeX, JSON or CSV.  Marks keep the
+paper's meaning: † significantly *better* than the baseline (p < 0.05), ‡ significantly
+better than the ``compare_to`` system; a significant *degradation* has its own marks, ↓
+against the baseline and ⇓ against ``compare_to`` ("better" follows each metric's
+direction: lower TER is better; length ratio has no direction and gets no marks).  The
 difference to the baseline is shown in parentheses as in the paper.
 """
 
@@ -22,8 +25,8 @@ import numpy as np
 
 from rerank import __version__
 from rerank.errors import InputError
-from rerank.meteor import MeteorUnavailable
 from rerank.metrics import make_metric, read_system
+from rerank.metrics.meteor import MeteorUnavailable
 from rerank.significance import compare, score_system
 from rerank.textio import read_lines
 
@@ -84,7 +87,9 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
                 p_compare = compare(metric, stats[compare_to], stats[name], shuffles, seed)
             rows.append({"system": name, "metric": metric_name, "score": r.score, "s_sel": r.s_sel,
                          "s_opt": r.s_opt, "p_value": r.p_value, "delta": r.score - scored[baseline_name].score,
-                         "p_compare": p_compare, "replicas": len(r.replica_scores),
+                         "p_compare": p_compare,
+                         "delta_compare": None if p_compare is None else r.score - scored[compare_to].score,
+                         "higher_is_better": metric.higher_is_better, "replicas": len(r.replica_scores),
                          "replica_scores": r.replica_scores, "files": files[name]})
     if bar is not None:
         bar.close()
@@ -92,7 +97,7 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
             "compare_to": compare_to, "baseline": baseline_name, "signatures": signatures,
             "rerank": __version__, "alpha": ALPHA, "unavailable": unavailable}
     if "meteor" in signatures:
-        from rerank.meteor import METEOR_NOTE
+        from rerank.metrics.meteor import METEOR_NOTE
 
         meta["meteor_note"] = METEOR_NOTE
     return {"rows": rows, "meta": meta}
@@ -110,12 +115,19 @@ def _shared_stats(metric, texts: Dict[str, List[List[str]]], refs: List[str]) ->
     return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}
 
 
+#: (better, worse) marks against the baseline and against the compare_to system
+MARKS = {"baseline": ("†", "↓"), "compare": ("‡", "⇓")}
+
+
 def _marks(row: Dict) -> str:
+    direction = row.get("higher_is_better")
+    if direction is None:
+        return ""
     mark = ""
-    if row["p_value"] is not None and row["p_value"] < ALPHA:
-        mark += "†"
-    if row["p_compare"] is not None and row["p_compare"] < ALPHA:
-        mark += "‡"
+    for key, p, diff in (("baseline", row["p_value"], row["delta"]), ("compare", row["p_compare"], row.get("delta_compare"))):
+        if p is not None and p < ALPHA and diff:
+            better = (diff > 0) == bool(direction)
+            mark += MARKS[key][0 if better else 1]
     return mark
 
 
@@ -127,9 +139,12 @@ def _cell(row: Dict) -> str:
 
 
 def _footer(meta: Dict) -> List[str]:
+    alpha = meta["alpha"]
     lines = [f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
-             f"† p < {meta['alpha']} vs {meta['baseline']}"
-             + (f", ‡ p < {meta['alpha']} vs {meta['compare_to']}" if meta.get("compare_to") else "")]
+             f"† significantly better than {meta['baseline']}, ↓ significantly worse (p < {alpha})"
+             + (f"; ‡ significantly better than {meta['compare_to']}, ⇓ significantly worse"
+                if meta.get("compare_to") else "")
+             + "; better = higher BLEU/METEOR/chrF, lower TER; length has no marks"]
     lines.append(f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
                  f"resamples; seed {meta['seed']}; rerank {meta['rerank']}")
     lines.extend(f"{m.upper()}: {sig}" for m, sig in meta["signatures"].items())
@@ -162,7 +177,8 @@ def format_table(result: Dict, fmt: str = "text") -> str:
         return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta)) + "\n"
     if fmt == "latex":
         def tex(text: str) -> str:
-            return (text.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$").replace("_", r"\_")
+            return (text.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$").replace("↓", r"$^\downarrow$")
+                    .replace("⇓", r"$^\Downarrow$").replace("_", r"\_")
                     .replace("%", r"\%").replace("#", r"\#"))
         lines = [r"\begin{tabular}{l" + "r" * len(metrics) + "}", r"\hline", " & ".join(header) + r" \\", r"\hline"]
         lines += [" & ".join(tex(c) for c in r) + r" \\" for r in body]
@@ -233,7 +249,7 @@ def plot_report(result: Dict, ref_path: str, paths: Dict[str, str], tokenize: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rerank.metrics import BleuMetric
+    from rerank.metrics.bleu import BleuMetric
     from rerank.significance import approximate_randomization
 
     refs = read_lines(ref_path)

@@ -11,7 +11,7 @@ from features.length import LengthScorer, mean_log_ratio
 from features.scorer import make_scorer
 from rerank.bleu import bleu_from_stats, pair_bleu_stats
 from rerank.errors import InputError
-from rerank.metrics import ChrfMetric
+from rerank.metrics.chrf import ChrfMetric
 from rerank.nbest import NBestList
 from tests.conftest import random_corpus
 

@@ -46,8 +46,12 @@ def test_scorer_columns_align_with_nbest_rows(model_dir):
 
 
 def test_scorer_errors(model_dir, tmp_path):
-    with pytest.raises(InputError, match="unknown scorer 'lm'"):
-        make_scorer("lm:whatever")
+    with pytest.raises(InputError, match="unknown scorer 'bogus'.*known: e5, len, lm, mbr, mlmme, nmt, vse"):
+        make_scorer("bogus:whatever")
+    with pytest.raises(InputError, match="no 'fr' encoder"):
+        make_scorer(f"mlmme:{model_dir},target=fr")
+    with pytest.raises(InputError, match="unknown setting 'lang=de'"):
+        make_scorer(f"mlmme:{model_dir},lang=de")
     with pytest.raises(InputError, match="no config.json"):
         make_scorer(f"mlmme:{tmp_path}")
     scorer = make_scorer(f"mlmme:{model_dir}")
@@ -91,3 +95,16 @@ def test_features_add_cli_appends_columns_without_touching_existing_ones(model_d
     assert main(args) == 1
     assert "'MLMMEss' is already in the n-best list" in capsys.readouterr().err
     assert not (tmp_path / "again.nbest").exists()
+
+
+def test_registries_reject_a_second_class_under_one_name():
+    from features.scorer import SCORERS, Scorer
+    from rerank.metrics import METRICS
+
+    for registry in (SCORERS, METRICS):
+        with pytest.raises(ValueError, match="registered twice"):
+            @registry.register(registry.names()[0])
+            class Impostor(Scorer):  # noqa: F841
+                pass
+    with pytest.raises(TypeError):  # abstract interfaces cannot be instantiated half-done
+        type("Half", (Scorer,), {"names": lambda self, h: []})()

@@ -8,7 +8,9 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.cli import main
-from rerank.metrics import BleuMetric, ChrfMetric, TerMetric
+from rerank.metrics.bleu import BleuMetric
+from rerank.metrics.chrf import ChrfMetric
+from rerank.metrics.ter import TerMetric
 from rerank.nbest import write_lines
 from rerank.significance import approximate_randomization, bootstrap_std, compare, exact_randomization, score_system
 from tests.conftest import random_corpus
@@ -97,7 +99,7 @@ def test_single_replica_p_values_equal_sacrebleu_paired_ar(tmp_path, capsys):
                  "--system", f"sys0={tmp_path / 'sys0'}", "--system", f"sys1={tmp_path / 'sys1'}",
                  "--metrics", "bleu,ter", "--tokenize", "none", "--shuffles", "2000", "--resamples", "100",
                  "--format", "json"]) == 0
-    ours = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)}
+    ours = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
     for k, entry in enumerate(theirs[1:]):
         name = f"sys{k}"
         for metric in ("bleu", "ter"):
@@ -117,7 +119,9 @@ def test_signif_cli_formats_and_replicas(tmp_path, capsys):
             "--system", f"B={files[3]}", "--compare-to", "B", "--metrics", "bleu,ter,chrf", "--tokenize", "none",
             "--shuffles", "300", "--resamples", "100"]
     assert main(args + ["--format", "json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    result = json.loads(capsys.readouterr().out)
+    rows = result["rows"]
+    assert result["meta"]["shuffles"] == 300 and result["meta"]["compare_to"] == "B"  # report's JSON schema
     assert {r["system"] for r in rows} == {"baseline", "A", "B"}
     assert all(set(r) >= {"system", "metric", "score", "s_sel", "s_opt", "p_value"} for r in rows)
     assert [r["p_value"] for r in rows if r["system"] == "baseline"] == [None, None, None]
@@ -151,7 +155,7 @@ def test_signif_rejects_bad_input(tmp_path, capsys):
 
 
 def test_meteor_statistics_recombine_to_the_jars_corpus_score(tmp_path):
-    from rerank.meteor import METEOR_NOTE, MeteorMetric, find_jar
+    from rerank.metrics.meteor import METEOR_NOTE, MeteorMetric, find_jar
 
     if not os.environ.get("RERANK_REQUIRE_NMT"):
         pytest.importorskip("pycocoevalcap")
@@ -252,3 +256,16 @@ def test_meteor_unavailable_is_reported_and_other_metrics_still_run(tmp_path, ca
     captured = capsys.readouterr()
     assert "METEOR unavailable: no 'java' on PATH" in captured.err
     assert "BLEU" in captured.out and "TER" in captured.out and "METEOR unavailable" in captured.out
+
+
+def test_marks_distinguish_improvement_from_degradation():
+    from rerank.report import _marks
+
+    row = {"higher_is_better": True, "p_value": 0.01, "delta": 0.5, "p_compare": 0.2, "delta_compare": 0.1}
+    assert _marks(row) == "†"
+    assert _marks({**row, "delta": -0.5}) == "↓"  # significantly worse: not the paper's dagger
+    assert _marks({**row, "p_compare": 0.001, "delta_compare": -0.3}) == "†⇓"
+    assert _marks({**row, "higher_is_better": False, "delta": 0.5}) == "↓"  # TER went up
+    assert _marks({**row, "higher_is_better": False, "delta": -0.5, "p_compare": 0.01, "delta_compare": -0.1}) == "†‡"
+    assert _marks({**row, "higher_is_better": None}) == ""  # length: no direction
+    assert _marks({**row, "p_value": 0.2}) == ""

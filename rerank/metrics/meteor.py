@@ -34,7 +34,7 @@ from typing import Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.metrics import Metric
+from rerank.metrics.base import METRICS, Metric
 
 NUM_STATS = 23
 STAGES = 4
@@ -81,6 +81,7 @@ def jar_parameters(jar: str, lang: str, modules: str, weights: str, lowercase: b
     return tuple(float(x) for x in match.groups())
 
 
+@METRICS.register("meteor")
 class MeteorMetric(Metric):
     """METEOR 1.5 with per-segment statistics from the jar (see the module docstring)."""
 
@@ -148,6 +149,10 @@ class MeteorMetric(Metric):
             frag = np.where(whole, 0.0, chunks / ((test_words + ref_words) / 2.0))
             score = fmean * (1.0 - self.gamma * np.power(frag, self.beta))
         return 100.0 * np.where(np.isnan(score), 0.0, np.maximum(score, 0.0))
+
+    @classmethod
+    def create(cls, tokenize=None, lowercase: bool = False, lang: str = "de") -> "MeteorMetric":
+        return cls(lang=lang, lowercase=lowercase)
 
     def signature(self) -> str:
         params = " ".join(f"{x:g}" for x in (self.alpha, self.beta, self.gamma, self.delta))

@@ -1,0 +1,92 @@
+"""MLMME / VSE embedding scorers (Calixto & Liu 2017): ``mlmme:MODEL_DIR`` -> ``MLMMEss``
+(s_s, cosine of source and hypothesis embeddings) and, with images, ``MLMMEsi`` (s_i,
+cosine of image and hypothesis embeddings); ``vse:MODEL_DIR`` -> ``VSEsi``.  Options
+``,source=LANG`` and ``,target=LANG`` pick the model's encoders (default en, de)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import List
+
+import numpy as np
+
+from features.scorer import SCORERS, Scorer, parse_settings
+from rerank.errors import InputError
+
+
+def load_model(model_dir: str):
+    """(MLMME model in eval mode, {lang: Vocabulary}) from a ``train_embeddings`` output directory."""
+    import torch
+
+    from features.data import Vocabulary
+    from features.mlmme import MLMME, MLMMEConfig
+
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        raise InputError("not an embedding model directory (no config.json)", model_dir)
+    with open(path, encoding="utf-8") as handle:
+        config = MLMMEConfig(**json.load(handle)["config"]["model"])
+    vocabs = {lang: Vocabulary.load(os.path.join(model_dir, f"vocab.{lang}.json")) for lang in config.langs}
+    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, config)
+    model.load_state_dict(torch.load(os.path.join(model_dir, "model.pt"), map_location="cpu", weights_only=True))
+    model.eval()
+    return model, vocabs
+
+
+class _EmbeddingScorer(Scorer):
+    """``NAME:MODEL_DIR[,source=en][,target=de]``: the languages of the model's encoders
+    that embed the source sentences and the hypotheses (defaults: Multi30k's en -> de)."""
+
+    prefix = "MLMME"
+
+    def __init__(self, arg: str):
+        model_dir, settings = parse_settings(arg, ("source", "target"), f"{self.prefix.lower()}:{arg}")
+        if not model_dir:
+            raise InputError(f"the {self.prefix.lower()} scorer needs a model directory ({self.prefix.lower()}:MODEL_DIR)")
+        self.model, self.vocabs = load_model(model_dir)
+        self.target, self.source = settings.get("target", "de"), settings.get("source", "en")
+        if self.target not in self.vocabs:
+            raise InputError(f"the model has no {self.target!r} encoder (its languages: "
+                             f"{', '.join(self.vocabs)}); set target=LANG", model_dir)
+
+    def _has_source(self) -> bool:
+        return self.source in self.vocabs and self.source != self.target
+
+    def names(self, has_images: bool) -> List[str]:
+        out = [f"{self.prefix}ss"] if self._has_source() else []
+        return out + ([f"{self.prefix}si"] if has_images and self.model.config.beta > 0 else [])
+
+    def score(self, nbest, sources, images):
+        from features.train import encode_images, encode_sentences
+
+        hyp = encode_sentences(self.model, self.vocabs[self.target], self.target, nbest.hypotheses,
+                               progress=self.progress)
+        seg = nbest.segment
+        out = {}
+        if self._has_source():
+            if sources is None or len(sources) != nbest.num_segments:
+                raise InputError(f"{self.prefix}ss needs one source sentence per segment ({nbest.num_segments})")
+            src = encode_sentences(self.model, self.vocabs[self.source], self.source, list(sources),
+                                   progress=self.progress)
+            out[f"{self.prefix}ss"] = np.einsum("md,md->m", hyp, src[seg]).astype(np.float64)
+        if images is not None and f"{self.prefix}si" in self.names(True):
+            if len(images) != nbest.num_segments:
+                raise InputError(f"{len(images)} image rows but {nbest.num_segments} segments")
+            img = encode_images(self.model, np.asarray(images, dtype=np.float32))
+            out[f"{self.prefix}si"] = np.einsum("md,md->m", hyp, img[seg]).astype(np.float64)
+        return out
+
+
+@SCORERS.register("mlmme")
+class MLMMEScorer(_EmbeddingScorer):
+    """s_s and s_i of an MLMME model (``mlmme:MODEL_DIR[,source=en][,target=de]``)."""
+
+    prefix = "MLMME"
+
+
+@SCORERS.register("vse")
+class VSEScorer(_EmbeddingScorer):
+    """s_i of a one-language VSE model of the target language (``vse:MODEL_DIR[,target=de]``)."""
+
+    prefix = "VSE"

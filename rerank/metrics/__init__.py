@@ -1,0 +1,16 @@
+"""Metrics over per-segment sufficient statistics, one module per metric (sacrebleu's
+``metrics/`` layout): :mod:`~rerank.metrics.base` (the :class:`Metric` interface, the
+registry, :func:`make_metric`), ``bleu``, ``length``, ``ter``, ``chrf``, ``meteor``;
+:mod:`~rerank.metrics.evaluate` scores files.  Adding a metric is one module that
+registers itself (and its name in ``METRICS``' builtin list).
+
+BLEU statistics are :mod:`rerank.bleu`'s (the layer tuning and oracle use); TER and chrF
+statistics are sacrebleu's own per-segment statistics (TER's edit counts in C), and their
+vectorised ``score`` reproduces sacrebleu's ``_compute_score_from_stats``; METEOR runs
+the real jar.
+"""
+
+from rerank.metrics.base import METRICS, Metric, make_metric
+from rerank.metrics.evaluate import evaluate_files, format_table, read_system
+
+__all__ = ["METRICS", "Metric", "make_metric", "evaluate_files", "format_table", "read_system"]

@@ -1,0 +1,69 @@
+"""chrF (Popović 2015) with sacrebleu's settings, and its statistics for all pairs of an
+n-best list (consensus features)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from rerank.metrics.base import METRICS, SacrebleuStatsMetric
+
+
+@METRICS.register("chrf")
+class ChrfMetric(SacrebleuStatsMetric):
+    """chrF (Popović 2015) via sacrebleu (char order 6, beta 2): statistics are
+    [hyp, ref, match] counts per order; the score follows sacrebleu's effective-order
+    averaging of precision and recall."""
+
+    name = "chrf"
+
+    def _make(self):
+        from sacrebleu.metrics import CHRF
+
+        return CHRF(lowercase=self.lowercase)
+
+    def pair_stats(self, texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray) -> np.ndarray:
+        """float64[K, 3 · char order] statistics of ``texts[hyp_index[k]]`` against
+        ``texts[ref_index[k]]`` for every pair k, in sacrebleu's layout (per order: hyp,
+        ref, match counts), equal to its ``_extract_corpus_statistics`` on each pair
+        (whitespace removed, as chrF's default).  Vectorised: characters become dense ids,
+        each text's n-gram codes are sorted once (:func:`rerank.bleu.pair_matches`)."""
+        from rerank.bleu import pair_matches
+
+        if self.metric.word_order or self.metric.whitespace:
+            raise ValueError("pair_stats covers chrF (word order 0, whitespace removed) only")
+        stripped = ["".join((t.lower() if self.lowercase else t).split()) for t in texts]
+        lengths = np.array([len(t) for t in stripped], dtype=np.int64)
+        points = np.frombuffer("".join(stripped).encode("utf-32-le"), dtype=np.uint32)
+        alphabet, ids = np.unique(points, return_inverse=True)
+        order = self.metric.char_order
+        hyp_index = np.asarray(hyp_index, dtype=np.int64)
+        ref_index = np.asarray(ref_index, dtype=np.int64)
+        out = np.zeros((len(hyp_index), 3 * order))
+        if len(hyp_index):
+            out[:, 2::3] = pair_matches(ids.astype(np.int64).reshape(-1), lengths, len(alphabet), hyp_index,
+                                        ref_index, order)
+            n = np.arange(order)
+            ref_counts = np.maximum(lengths[ref_index, None] - n, 0)
+            # as sacrebleu: an order the reference has no n-gram of counts no hypothesis n-grams
+            out[:, 0::3] = np.where(ref_counts > 0, np.maximum(lengths[hyp_index, None] - n, 0), 0)
+            out[:, 1::3] = ref_counts
+        return out
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        order = stats.shape[-1] // 3
+        n_hyp, n_ref, n_match = stats[..., 0::3], stats[..., 1::3], stats[..., 2::3]
+        factor = self.metric.beta ** 2
+        valid = (n_hyp > 0) & (n_ref > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prec = np.where(valid, n_match / n_hyp, 0.0)
+            rec = np.where(valid, n_match / n_ref, 0.0)
+        effective = valid.sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            avg_prec = np.where(effective > 0, prec.sum(axis=-1) / effective, 0.0)
+            avg_rec = np.where(effective > 0, rec.sum(axis=-1) / effective, 0.0)
+            score = (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec)
+        assert order == self.metric.order
+        return np.where(avg_prec + avg_rec > 0, 100.0 * score, 0.0)

@@ -1,0 +1,53 @@
+"""``rerank eval``: score hypothesis files with registered metrics."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from rerank.errors import InputError
+from rerank.metrics.base import make_metric
+from rerank.textio import read_lines
+
+
+def read_system(path: str, num_refs: int) -> List[str]:
+    """Read a hypothesis file; :class:`InputError` if its line count differs from the references'."""
+    hyps = read_lines(path)
+    if len(hyps) != num_refs:
+        raise InputError(f"{len(hyps)} lines but the reference has {num_refs}", path)
+    return hyps
+
+
+def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], tokenize: Optional[str] = None,
+                   lowercase: bool = False, metrics: Sequence[str] = ("bleu", "ter", "chrf")) -> List[Dict]:
+    """Score each (name, path) system against one reference file.
+
+    Returns one dict per system and metric: ``{"system", "metric", "score",
+    "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
+    from the reference's, or when the reference is empty (no metric is defined there).
+    """
+    refs = read_lines(ref_path)
+    if not refs:
+        raise InputError("no reference segments: nothing to score", ref_path)
+    objs = {m: make_metric(m, tokenize, lowercase) for m in metrics}
+    rows = []
+    for name, path in systems:
+        hyps = read_system(path, len(refs))
+        for metric, obj in objs.items():
+            rows.append({"system": name, "metric": metric, "score": round(obj.corpus_score(hyps, refs), 4),
+                         "signature": obj.signature(), "file": path})
+    return rows
+
+
+def format_table(rows: List[Dict]) -> str:
+    """A plain-text table: one row per system, one column per metric, signatures below."""
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    score = {(r["system"], r["metric"]): r["score"] for r in rows}
+    width = max(len(s) for s in systems + ["system"])
+    lines = ["system".ljust(width) + "".join(f"{m.upper():>10}" for m in metrics)]
+    for s in systems:
+        lines.append(s.ljust(width) + "".join(f"{score[(s, m)]:>10.2f}" for m in metrics))
+    sigs = list(dict.fromkeys((r["metric"], r["signature"]) for r in rows))
+    lines.append("")
+    lines.extend(f"{m.upper()} signature: {sig}" for m, sig in sigs)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,40 @@
+"""Length ratio, as MultEval reports it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.bleu import BleuMetric
+
+
+@METRICS.register("length")
+class LengthMetric(Metric):
+    """Length ratio as MultEval reports it: 100 · hypothesis length / reference length
+    (words after BLEU's tokenisation; with one reference the closest reference is that
+    one).  Statistics are columns t1 and r of :func:`rerank.bleu.bleu_stats`."""
+
+    name = "length"
+    higher_is_better = None  # neither: closeness to 100 matters, so no better/worse marks
+
+    def __init__(self, tokenize: str = "13a", lowercase: bool = False):
+        self.bleu = BleuMetric(tokenize, lowercase)
+
+    def stats(self, hypotheses, references):
+        from rerank.bleu import REF_LEN
+
+        return self.bleu.stats(hypotheses, references)[:, [1, REF_LEN]]
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(stats[..., 1] > 0, 100.0 * stats[..., 0] / stats[..., 1], 0.0)
+
+    def signature(self):
+        return "length|" + self.bleu.signature()
+
+    @classmethod
+    def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "LengthMetric":
+        return cls(tokenize or "13a", lowercase)
