@@ -8,6 +8,9 @@ Multi30k-like sentences from a word list; systems are perturbed copies), times
 * ``sacrebleu REF -i BASE SYS1 SYS2 -m bleu ter --paired-ar --paired-ar-n 10000``;
 * ``rerank signif`` on the same files with ``--resamples 0`` (the same work: statistics
   once per system, AR p-values) and with the default 10,000 bootstrap resamples too;
+* in-process, the bootstrap (s_sel of the 3 systems × 2 metrics) against the AR
+  (2 comparisons × 2 metrics) on the same statistics: resampling should cost no more
+  than shuffling;
 
 and checks that the p-values agree (same seed, same swaps: they must be equal).
 
@@ -51,6 +54,31 @@ def build(directory: str, sentences: int, seed: int = 0):
     return paths
 
 
+def time_phases(paths, trials: int) -> dict:
+    """In-process seconds of the bootstrap (3 systems x BLEU, TER) and of the AR
+    (2 comparisons x BLEU, TER) on the same statistics, first calls included."""
+    from rerank.metrics import make_metric
+    from rerank.significance import approximate_randomization, bootstrap_std
+    from rerank.textio import read_lines
+
+    refs = read_lines(paths["ref"])
+    stats = {}
+    for name in ("ter", "bleu"):
+        metric = make_metric(name, "none")
+        stats[name] = (metric, {k: metric.stats(read_lines(paths[k]), refs) for k in ("base", "sys1", "sys2")})
+    t = time.perf_counter()
+    for metric, by_system in stats.values():
+        for system in by_system.values():
+            bootstrap_std(metric, system, trials)
+    boot = time.perf_counter() - t
+    t = time.perf_counter()
+    for metric, by_system in stats.values():
+        for system in ("sys1", "sys2"):
+            approximate_randomization(metric, by_system["base"], by_system[system], trials)
+    ar = time.perf_counter() - t
+    return {"bootstrap_6_std_s": round(boot, 2), "ar_4_comparisons_s": round(ar, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sentences", type=int, default=3004)
@@ -75,14 +103,16 @@ def main() -> None:
         t = time.perf_counter()
         subprocess.run(common, capture_output=True, text=True, check=True)
         ours_boot_s = time.perf_counter() - t
+        phases = time_phases(p, args.trials)
     theirs = {(entry["system"], m.lower()): entry[m]["p_value"] for entry in json.loads(sacre.stdout)[1:]
               for m in ("BLEU", "TER")}
-    mine = {(r["system"], r["metric"]): r["p_value"] for r in json.loads(ours.stdout) if r["p_value"] is not None}
+    mine = {(r["system"], r["metric"]): r["p_value"] for r in json.loads(ours.stdout)["rows"]
+            if r["p_value"] is not None}
     agree = all(abs(mine[(name.split(":")[-1].strip().split("/")[-1], m)] - p) < 1e-12
                 for (name, m), p in theirs.items())
     result = {"sentences": args.sentences, "trials": args.trials, "sacrebleu_paired_ar_s": round(sacre_s, 2),
               "rerank_signif_same_work_s": round(ours_s, 2), "speedup": round(sacre_s / ours_s, 1),
-              "rerank_signif_with_10k_bootstrap_s": round(ours_boot_s, 2), "p_values_equal": agree,
+              "rerank_signif_with_10k_bootstrap_s": round(ours_boot_s, 2), **phases, "p_values_equal": agree,
               "p_values_sacrebleu": {f"{k[0]}/{k[1]}": v for k, v in theirs.items()},
               "p_values_rerank": {f"{k[0]}/{k[1]}": v for k, v in mine.items()}}
     print(json.dumps(result, indent=2))

@@ -30,6 +30,7 @@ the exact permutation p-value (the identity pattern included).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
@@ -41,6 +42,8 @@ from rerank.metrics import Metric
 EXACT_MAX = 20
 #: rows of the swap / resample matrices multiplied at once (bounds memory)
 CHUNK = 1000
+#: largest resample-count (float32) or swap (bool) matrix kept for reuse (cells)
+CACHE_CELLS = 1e8
 
 
 @dataclass
@@ -62,28 +65,75 @@ class SystemScore:
     p_value: Optional[float] = None
 
 
+#: resamples drawn per block when the counts are made (small blocks keep the scatter in cache)
+DRAW_BLOCK = 100
+
+
+def _draw_counts(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
+    """int64[rows, n] draw counts of ``rows`` resamples of n segments with replacement."""
+    picks = rng.integers(0, n, size=(rows, n), dtype=np.int32)
+    picks += (np.arange(rows, dtype=np.int32) * n)[:, None]
+    return np.bincount(picks.ravel(), minlength=rows * n).reshape(rows, n)
+
+
+@functools.lru_cache(maxsize=4)
+def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
+    """float32[resamples, n] bootstrap draw counts: row r counts how often each of the n
+    segments is drawn when n indices are drawn uniformly with replacement (numpy's
+    generator seeded with ``seed``, int32 draws in blocks of :data:`DRAW_BLOCK` rows).
+    Cached: every system, replica and metric of a table resamples the same segment
+    indices, so the draws are made once and only re-summed afterwards — a resample then
+    costs what a shuffle of the approximate randomisation costs."""
+    if n >= 2 ** 31 // DRAW_BLOCK:
+        raise ValueError(f"{n} segments are too many for int32 draw offsets")
+    rng = np.random.default_rng(seed)
+    out = np.empty((resamples, n), dtype=np.float32)
+    for start in range(0, resamples, DRAW_BLOCK):
+        rows = min(DRAW_BLOCK, resamples - start)
+        out[start:start + rows] = _draw_counts(rng, rows, n)
+    out.flags.writeable = False
+    return out
+
+
 def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, seed: int = 12345) -> float:
     """Standard deviation (ddof 1) of the corpus score over bootstrap resamples.
 
     Args:
         stats: float[N, K] per-segment statistics of one system (one replica).
-    Resample r draws N segment indices uniformly with replacement
-    (``rng.integers(0, N, size=(rows, N))``, in chunks of rows); its summed statistics are
-    one row of ``counts @ stats`` with ``counts`` the per-segment draw counts.
+    Resample r's summed statistics are row r of ``counts @ stats`` with ``counts`` the
+    draw counts of :func:`resample_counts` (drawn block by block, with the same draws,
+    when the matrix would be too large to keep).
     """
-    rng = np.random.default_rng(seed)
+    stats = np.asarray(stats, dtype=np.float64)
     n = len(stats)
+    counts = resample_counts(n, resamples, seed) if resamples * n <= CACHE_CELLS else None
+    # integer statistics whose resampled sums (at most n · max |stat|) stay below 2^24 are
+    # summed exactly in float32 (twice as fast, no conversion of the counts); others in float64
+    exact32 = bool(n and np.all(stats == np.round(stats)) and n * np.abs(stats).max() < 2 ** 24)
+    rows_of = stats.astype(np.float32) if exact32 else stats
+    rng = np.random.default_rng(seed)
     scores = []
-    for start in range(0, resamples, CHUNK):
-        rows = min(CHUNK, resamples - start)
-        picks = rng.integers(0, n, size=(rows, n)) + (np.arange(rows) * n)[:, None]
-        counts = np.bincount(picks.ravel(), minlength=rows * n).reshape(rows, n).astype(np.float64)
-        scores.append(metric.score(counts @ stats))
+    step = CHUNK if counts is not None else DRAW_BLOCK
+    for start in range(0, resamples, step):
+        rows = min(step, resamples - start)
+        block = counts[start:start + rows] if counts is not None else _draw_counts(rng, rows, n).astype(np.float32)
+        summed = block @ rows_of if exact32 else block.astype(np.float64) @ stats
+        scores.append(metric.score(summed.astype(np.float64)))
     return float(np.std(np.concatenate(scores), ddof=1))
 
 
 def _swap_matrix(rng: np.random.Generator, rows: int, units: int) -> np.ndarray:
     return rng.integers(2, size=(rows, units), dtype=bool)
+
+
+@functools.lru_cache(maxsize=4)
+def swap_matrix(units: int, shuffles: int, seed: int) -> np.ndarray:
+    """bool[shuffles, units] swap patterns drawn in one call, as sacreBLEU's paired AR
+    draws them; cached, since every comparison of a table with the same number of units
+    uses the same patterns."""
+    out = _swap_matrix(np.random.default_rng(seed), shuffles, units)
+    out.flags.writeable = False
+    return out
 
 
 def approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray, shuffles: int = 10000,
@@ -111,8 +161,8 @@ def approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.n
     observed = abs(float(metric.score(stats_a.sum(0)) - metric.score(stats_b.sum(0))))
     rng = np.random.default_rng(seed)
     units = len(stats_a)
-    whole = shuffles * units <= 2e8
-    swaps = _swap_matrix(rng, shuffles, units) if whole else None
+    whole = shuffles * units <= CACHE_CELLS
+    swaps = swap_matrix(units, shuffles, seed) if whole else None
     delta = stats_a - stats_b
     base = stats_b.sum(0)
     count = 0
