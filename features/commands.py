@@ -13,13 +13,17 @@ between the languages on the task-2 validation split.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
+import time
 from typing import TYPE_CHECKING, List
 
 import numpy as np
 
 from rerank.errors import InputError, atomic_write
+from rerank.signature import read_sidecar, write_signed
 
 if TYPE_CHECKING:
     from features.train import EmbedData
@@ -54,6 +58,70 @@ def _split_data(split, langs, rows=None, features=None, has=None) -> "EmbedData"
     sentences = {lang: [s for s, k in zip(split.sentences[lang], keep) if k] for lang in langs}
     return EmbedData(sentences, remap[split.image_of[keep]], None if features is None else features[rows],
                      None if has is None else has[rows])
+
+
+def cmd_features(args) -> None:
+    if args.features_verb == "extract":
+        return _features_extract(args)
+    from features.scorer import make_scorer
+    from rerank.nbest import read_nbest, write_nbest
+    from rerank.textio import read_lines
+
+    nbest = read_nbest(args.nbest)
+    sources = read_lines(args.source) if args.source else None
+    if sources is not None and len(sources) != nbest.num_segments:
+        raise InputError(f"{len(sources)} source lines but {nbest.num_segments} segments", args.source)
+    images = None
+    if args.images:
+        from features.data import align_images, load_image_features
+
+        if not (args.image_split and args.segment_images):
+            raise InputError("--images needs --image-split (rows of the matrix) and --segment-images (one per segment)")
+        names, matrix = load_image_features(args.images, args.image_split)
+        segment_images = read_lines(args.segment_images)
+        if len(segment_images) != nbest.num_segments:
+            raise InputError(f"{len(segment_images)} image names but {nbest.num_segments} segments", args.segment_images)
+        images, _ = align_images(segment_images, names, matrix, require_all=True)
+    start = time.perf_counter()
+    timings = {}
+    for spec in args.scorer:
+        began = time.perf_counter()
+        scorer = make_scorer(spec)
+        scorer.progress = True
+        for name, values in scorer.score(nbest, sources, images).items():
+            if name in nbest.feature_names:
+                raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
+            nbest = nbest.add_feature(name, values)
+        timings[spec] = round(time.perf_counter() - began, 3)
+        print(f"{spec}: {len(nbest.hypotheses)} hypotheses in {timings[spec]:.1f} s "
+              f"({len(nbest.hypotheses) / max(timings[spec], 1e-9):.0f}/s, loading included)", file=sys.stderr)
+    seconds = time.perf_counter() - start
+    write_nbest(nbest, args.out)
+    write_signed(args.out + ".json",  # signature beside the list, as nmt nbest writes
+                 {"input": args.nbest, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
+                  "scorers": args.scorer, "source": args.source, "images": args.images,
+                  "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3),
+                  "scorer_seconds": timings},
+                 ["torch", "numpy"])
+    print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
+          f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
+          file=sys.stderr)
+
+
+def _features_extract(args) -> None:
+    from features.cnn import extract_split, load_backbone
+    from rerank.signature import write_signed
+
+    if not args.out.endswith(".npy"):
+        raise InputError("--out must end in .npy", args.out)
+    backbone = load_backbone(args.cnn)
+    names, matrix = extract_split(args.images_dir, args.image_split, backbone, args.batch_size, progress=True)
+    with atomic_write(args.out, "wb", encoding=None) as out:
+        np.save(out, matrix.astype(args.dtype))
+    write_signed(args.out[:-4] + ".json", {"cnn": args.cnn, "dim": backbone.dim, "rows": len(names),
+                                           "image_split": args.image_split, "dtype": args.dtype},
+                 ["torch", "numpy", "pillow"])
+    print(f"{len(names)} images -> {args.out} ({matrix.shape[1]}-d {args.cnn})", file=sys.stderr)
 
 
 def cmd_embed(args) -> None:
@@ -173,3 +241,69 @@ def _sts(args) -> None:
     v2 = encode_sentences(model, vocabs[lang], lang, preprocess_lines(second, lang))
     r = sts_pearson(v1, v2, np.array(gold))
     print(json.dumps({"pearson": r, "n": len(gold)}) if args.json else f"STS Pearson r = {r:.4f} on {len(gold)} pairs")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``embed`` and ``features`` to the ``rerank`` sub-commands."""
+    p = sub.add_parser("embed", help="MLMME / VSE sentence-image embeddings: train, isr, sts")
+    esub = p.add_subparsers(dest="embed_verb", required=True)
+    q = esub.add_parser("train", help="train on Multi30k task 2 (VSE: --langs de --beta 1)")
+    q.add_argument("--data", help="Multi30k directory (task2/raw, task2/image_splits); default: "
+                                  "../shared/data/multi30k if present, else downloaded into --download-dir")
+    q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
+    q.add_argument("--preset", default="cpu", help="cpu | paper")
+    q.add_argument("--beta", type=float, default=0.5)
+    q.add_argument("--margin", type=float, default=0.2)
+    q.add_argument("--langs", default="en,de")
+    q.add_argument("--image-features", help="CNN feature matrix (.npy/.npz)")
+    q.add_argument("--image-split", help="image names, one per row of --image-features")
+    q.add_argument("--image-task2-split", default="test_2016", help="task-2 split whose images have features")
+    q.add_argument("--heldout-images", type=int, default=200, help="last N featured images kept for isr")
+    q.add_argument("--valid-images", type=int, default=0,
+                   help="N featured images before the held-out ones used for model selection")
+    q.add_argument("--task1", action="store_true", help="add task 1's translated training pairs")
+    q.add_argument("--init", help="paper (N(0,0.01), orthogonal) | default (PyTorch); default: the preset's")
+    q.add_argument("--contrastive", default="batch", choices=["batch", "random"],
+                   help="contrastive terms: the other batch rows, or a random sample per batch (the paper)")
+    q.add_argument("--image-rows", type=int, default=32, help="image-bearing rows guaranteed per batch")
+    q.add_argument("--epochs", type=int, default=10)
+    q.add_argument("--validate-every", type=int, default=0, help="also validate every N batches")
+    q.add_argument("--patience", type=int, default=3, help="validations without improvement before stopping")
+    q.add_argument("--batch-size", type=int, default=128)
+    q.add_argument("--lr", type=float, help="Adam learning rate (default: the preset's, cpu 2e-3, paper 2e-4)")
+    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--out", required=True)
+    q = esub.add_parser("isr", help="image-sentence ranking on the model's held-out real images")
+    q.add_argument("--model", required=True)
+    q.add_argument("--data", required=True)
+    q.add_argument("--image-features", required=True)
+    q.add_argument("--image-split", required=True)
+    q.add_argument("--lang", help="description language (default: the model's last)")
+    q.add_argument("--json", action="store_true")
+    q = esub.add_parser("sts", help="STS Pearson r of 5 · cosine against gold")
+    q.add_argument("--model", required=True)
+    q.add_argument("--data", required=True, help="score<TAB>sentence<TAB>sentence file")
+    q.add_argument("--lang", default="en")
+    q.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("features", help="add feature columns to an n-best list")
+    fsub = p.add_subparsers(dest="features_verb", required=True)
+    q = fsub.add_parser("add", help="append the columns of one or more scorers (existing ones untouched)")
+    q.add_argument("--nbest", required=True)
+    q.add_argument("--scorer", required=True, action="append", help="NAME:ARG, e.g. mlmme:MODEL_DIR; repeatable")
+    q.add_argument("--source", help="source sentences, one per segment (preprocessed as the n-best text)")
+    q.add_argument("--images", help="CNN feature matrix (.npy/.npz), rows = lines of --image-split")
+    q.add_argument("--image-split", help="image file names, one per row of --images")
+    q.add_argument("--segment-images", help="image file name of each segment")
+    q.add_argument("--out", required=True)
+    q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)")
+    q.add_argument("--images-dir", required=True, help="directory holding the image files")
+    q.add_argument("--image-split", required=True, help="image file names, one per line")
+    q.add_argument("--cnn", default="resnet50", help="resnet50 | resnet152 | vgg19 | efficientnet-lite0")
+    q.add_argument("--batch-size", type=int, default=16)
+    q.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    q.add_argument("--out", required=True, help="FEATS.npy (a FEATS.json signature is written beside it)")
+    p.set_defaults(func=cmd_features)
+

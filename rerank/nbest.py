@@ -288,6 +288,32 @@ def write_lines(lines: Iterable[str], path: str) -> None:
             out.write(line + "\n")
 
 
+def read_weights(path: str) -> Dict[str, object]:
+    """The ``weights`` object of a weights JSON file: names -> finite numbers or lists of
+    them.  Raises :class:`InputError` naming the file (and line for JSON syntax)."""
+    import json
+
+    from rerank.textio import read_text
+
+    try:
+        data = json.loads(read_text(path), parse_constant=lambda name: name)  # NaN/Infinity stay strings
+    except json.JSONDecodeError as err:
+        raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None
+    weights = data.get("weights") if isinstance(data, dict) else None
+    if not isinstance(weights, dict):
+        raise InputError('no "weights" object', path)
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    for name, value in weights.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(number(v) for v in values):
+            raise InputError(f"weight of {name!r} must be a finite number or a list of them, not {json.dumps(value)}",
+                             path)
+    return weights
+
+
 def weights_vector(weights: Dict[str, object], nbest: NBestList, source: str = "weights") -> np.ndarray:
     """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns.
 

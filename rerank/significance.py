@@ -40,6 +40,8 @@ from rerank.errors import InputError
 from rerank.metrics import Metric
 
 EXACT_MAX = 20
+#: default seed of resampling and shuffling (sacrebleu's)
+DEFAULT_SEED = 12345
 #: rows of the swap / resample matrices multiplied at once (bounds memory)
 CHUNK = 1000
 #: largest resample-count (float32) or swap (bool) matrix kept for reuse (cells)

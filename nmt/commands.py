@@ -1,0 +1,103 @@
+"""``rerank nmt prepare|train|train-lm|nbest``: parsers (defaults from the configs) and
+handlers.  Nothing here imports torch or fairseq until a verb runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from nmt.data import PrepareConfig
+from nmt.generate import GenerateConfig
+from nmt.lm import LMConfig
+from nmt.train import DIRECTIONS, TrainConfig
+from rerank.cliutil import positive_int
+from rerank.errors import InputError
+
+
+def cmd_nmt(args) -> None:
+    if args.nmt_verb == "prepare":
+        from nmt.data import prepare
+
+        print(prepare(args.data, args.out, PrepareConfig(bpe_merges=args.bpe_merges), workers=args.workers))
+    elif args.nmt_verb == "train":
+        from nmt.train import train
+
+        config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
+                             max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
+                             max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
+                             role=args.role, threads=args.threads)
+        print(train(args.data_bin, args.save_dir, config))
+    elif args.nmt_verb == "train-lm":
+        from nmt.lm import train_lm
+
+        config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
+                          dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
+                          threads=args.threads, task2=not args.no_task2)
+        print(train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
+    elif args.nmt_verb == "nbest":
+        from nmt.generate import generate_nbest
+
+        config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size)
+        if (args.subset is None) == (args.input is None):
+            raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
+        if args.input:
+            from nmt.generate import generate_nbest_from_text
+
+            generate_nbest_from_text(args.data_bin, args.checkpoint, args.input, args.out_nbest, args.out_1best,
+                                     args.out_source, config)
+        else:
+            generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``nmt`` and its verbs to the ``rerank`` sub-commands."""
+    p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
+    nsub = p.add_subparsers(dest="nmt_verb", required=True)
+    q = nsub.add_parser("prepare", help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1")
+    q.add_argument("--data", default=None, help="Multi30k directory (default ../shared/data/multi30k, else download)")
+    q.add_argument("--out", required=True)
+    q.add_argument("--bpe-merges", type=positive_int, default=PrepareConfig.bpe_merges)
+    q.add_argument("--workers", type=int, default=2)
+    q = nsub.add_parser("train", help="train the Bahdanau GRU model (resumable)")
+    q.add_argument("--data-bin", required=True)
+    q.add_argument("--save-dir", required=True)
+    q.add_argument("--preset", default=TrainConfig.preset, help="cpu | paper")
+    q.add_argument("--variant", default=TrainConfig.variant, help="weak (dropout 0, L2 0) | regular (0.5, 1e-8) | optimised (0.2, 0)")
+    q.add_argument("--dropout", type=float, default=-1.0, help="override the variant's dropout")
+    q.add_argument("--l2", type=float, default=-1.0, help="override the variant's L2 weight")
+    q.add_argument("--max-epoch", type=positive_int, default=TrainConfig.max_epoch)
+    q.add_argument("--max-update", type=int, default=TrainConfig.max_update)
+    q.add_argument("--patience", type=int, default=TrainConfig.patience)
+    q.add_argument("--max-tokens", type=positive_int, default=TrainConfig.max_tokens)
+    q.add_argument("--lr", type=float, default=TrainConfig.lr)
+    q.add_argument("--seed", type=int, default=TrainConfig.seed)
+    q.add_argument("--direction", default=TrainConfig.direction, choices=list(DIRECTIONS),
+                   help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)")
+    q.add_argument("--role", default="", help="feature name of the model's scores (default: L2R, Channel, R2L)")
+    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q = nsub.add_parser("train-lm", help="train the target-side LSTM language model (training-split German only)")
+    q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
+    q.add_argument("--data", default=None, help="Multi30k directory for task 2 (default as prepare)")
+    q.add_argument("--save-dir", required=True)
+    q.add_argument("--embed-dim", type=positive_int, default=LMConfig.embed_dim)
+    q.add_argument("--hidden-size", type=positive_int, default=LMConfig.hidden_size)
+    q.add_argument("--layers", type=positive_int, default=LMConfig.layers)
+    q.add_argument("--dropout", type=float, default=LMConfig.dropout)
+    q.add_argument("--max-epoch", type=positive_int, default=LMConfig.max_epoch)
+    q.add_argument("--patience", type=int, default=LMConfig.patience)
+    q.add_argument("--seed", type=int, default=LMConfig.seed)
+    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q.add_argument("--no-task2", action="store_true", help="task 1's German only")
+    q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format")
+    q.add_argument("--data-bin", required=True)
+    q.add_argument("--checkpoint", required=True)
+    q.add_argument("--subset", help="valid | test (a binarised subset of --data-bin)")
+    q.add_argument("--input", help="raw source text, one sentence per line: preprocessed as the model's data")
+    q.add_argument("--out-source", help="with --input: write the preprocessed source here (for features --source)")
+    q.add_argument("--nbest", type=positive_int, default=GenerateConfig.nbest)
+    q.add_argument("--beam", type=int, default=GenerateConfig.beam, help="beam size (default: = nbest)")
+    q.add_argument("--batch-size", type=positive_int, default=GenerateConfig.batch_size)
+    q.add_argument("--out-nbest", required=True)
+    q.add_argument("--out-1best", required=True)
+    p.set_defaults(func=cmd_nmt)
+
+

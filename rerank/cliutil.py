@@ -1,0 +1,34 @@
+"""Helpers shared by the command modules of every layer (``rerank/commands.py``,
+``mira/commands.py``, ``nmt/commands.py``, ``features/commands.py``): argument types
+that range-check while parsing, and the option groups several verbs share."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(kind, ok, what):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+non_negative_int = _number(int, lambda v: v >= 0, "a non-negative integer")
+positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive finite number")
+non_negative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a non-negative finite number")
+unit_interval = _number(float, lambda v: 0 < v <= 1, "in (0, 1]")
+closed_unit_interval = _number(float, lambda v: 0 <= v <= 1, "in [0, 1]")
+
+
+def bleu_options(p: argparse.ArgumentParser) -> None:
+    """--tokenize / --lowercase of the BLEU statistics that tuning and oracle use."""
+    p.add_argument("--tokenize", default="none", help="sacrebleu tokeniser for BLEU statistics (default: none)")
+    p.add_argument("--lowercase", action="store_true", help="lowercase before BLEU statistics")
