@@ -16,9 +16,9 @@ import csv
 import io
 import json
 import os
-import re
 import shutil
 import sys
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -192,38 +192,59 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta)) + "\n"
 
 
-def _experiment_systems(exp_dir: str) -> Tuple[str, List[str], List[Tuple[str, List[str]]], Optional[str]]:
-    """(reference, baseline files, [(system name, replica files)], test n-best or None) of a
-    pipeline output directory (layout in README.md)."""
-    import glob
+@dataclass
+class Experiment:
+    """What a report compares: the reference file, the baseline's replica files, the
+    systems ``[(name, replica files)]`` in row order, the test n-best list (oracle row) or
+    None, and the BLEU tokeniser of the text ('none' for tokenised text)."""
+
+    reference: str
+    baseline: List[str]
+    systems: List[Tuple[str, List[str]]]
+    nbest: Optional[str]
+    tokenize: str
+
+
+def read_experiment(exp_dir: str) -> Experiment:
+    """The :class:`Experiment` of an experiment's manifest ``EXP_DIR/experiment.json``,
+    which the pipeline that made the directory writes (the report knows no directory
+    layout of its own)::
+
+        {"reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"],
+         "nbest": "nbest/test.nbest", "tokenize": "none",
+         "systems": [["+nmt", ["rerank/nmt/test.seed1.txt", ...]], ...]}
+
+    Paths are relative to ``exp_dir`` (or absolute); rows keep the manifest's order.
+    Systems whose files do not all exist yet are left out; ``nbest`` may be null.
+
+    Raises:
+        InputError: no or malformed manifest, a missing reference or baseline, no system.
+    """
+    import json
     import os
 
-    ref = os.path.join(exp_dir, "data", "tok", "test_2016_flickr.de")
-    baseline = os.path.join(exp_dir, "nbest", "test.1best")
-    for path in (ref, baseline):
-        if not os.path.exists(path):
-            raise InputError("missing pipeline output", path)
-    systems = []
-    manifest = os.path.join(exp_dir, "rerank", "systems.tsv")
-    if os.path.exists(manifest):  # the experiment's own row order: name<TAB>directory
-        entries = []
-        for lineno, line in enumerate(read_lines(manifest), start=1):
-            fields = line.split("\t")
-            if len(fields) != 2:
-                raise InputError("expected NAME<TAB>DIRECTORY", manifest, lineno)
-            entries.append((fields[0], os.path.join(exp_dir, "rerank", fields[1], "")))
-    else:
-        entries = [("+" + os.path.basename(os.path.dirname(d)), d)
-                   for d in sorted(glob.glob(os.path.join(exp_dir, "rerank", "*", "")))]
-    for name, directory in entries:
-        replicas = sorted(glob.glob(os.path.join(directory, "test.seed*.txt")),
-                          key=lambda p: int(re.search(r"seed(\d+)", p).group(1)))
-        if replicas:
-            systems.append((name, replicas))
+    path = os.path.join(exp_dir, "experiment.json")
+    if not os.path.exists(path):
+        raise InputError("missing pipeline output (experiment.json: reference, baseline, systems)", path)
+    from rerank.textio import read_text
+
+    try:
+        manifest = json.loads(read_text(path))
+        ref = os.path.join(exp_dir, manifest["reference"])
+        baseline = [os.path.join(exp_dir, f) for f in manifest["baseline"]]
+        entries = [(str(name), [os.path.join(exp_dir, f) for f in files]) for name, files in manifest["systems"]]
+        nbest = manifest.get("nbest")
+        tokenize = str(manifest.get("tokenize", "13a"))
+    except (ValueError, KeyError, TypeError) as err:
+        raise InputError(f"not an experiment manifest ({err})", path) from None
+    for needed in [ref] + baseline:
+        if not os.path.exists(needed):
+            raise InputError("missing pipeline output", needed)
+    systems = [(name, files) for name, files in entries if files and all(os.path.exists(f) for f in files)]
     if not systems:
-        raise InputError("no re-ranked systems (rerank/<name>/test.seed*.txt)", exp_dir)
-    nbest = os.path.join(exp_dir, "nbest", "test.nbest")
-    return ref, [baseline], systems, nbest if os.path.exists(nbest) else None
+        raise InputError("no re-ranked system has all its files yet", path)
+    nbest = os.path.join(exp_dir, nbest) if nbest else None
+    return Experiment(ref, baseline, systems, nbest if nbest and os.path.exists(nbest) else None, tokenize)
 
 
 def oracle_file(nbest_path: str, ref_path: str, out_path: str, tokenize: str = "none", lowercase: bool = False) -> str:
@@ -290,18 +311,16 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
     plus the plots of :func:`plot_report`.  Returns {kind: path}.
 
-    Reads ``data/tok/test_2016_flickr.de`` (reference), ``nbest/test.1best`` (baseline),
-    ``rerank/<set>/test.seed<k>.txt`` (one system per feature set and tuner, one file per
-    tuning replica; rows in the order of ``rerank/systems.tsv``, ``NAME<TAB>DIRECTORY``
-    lines, when it exists, else ``+<set>`` alphabetically) and ``nbest/test.nbest``
-    (oracle row).  The text is the pipeline's tokenised
-    lowercased text, so BLEU uses ``tokenize='none'``.  ``table.txt`` is written last.
+    What is compared comes from ``EXP_DIR/experiment.json`` (:func:`read_experiment`):
+    computing is :func:`significance_table`, formatting :func:`format_table`; this
+    function only reads the manifest and writes every file or none (staged).
     """
     import tempfile
 
     from rerank.errors import StagedOutputs
 
-    ref, baseline, systems, nbest = _experiment_systems(exp_dir)  # validates before anything is written
+    experiment = read_experiment(exp_dir)  # validates before anything is written
+    ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
     out_dir = out_dir or os.path.join(exp_dir, "report")
     written = {name: os.path.join(out_dir, name) for name in ("gains.png", "null.png")}
     written.update({fmt: os.path.join(out_dir, f"table.{ext}")
@@ -309,9 +328,10 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
     with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
         oracle_path = os.path.join(out_dir, "test.oracle")
         if nbest is not None:
-            computed = oracle_file(nbest, ref, os.path.join(tmp, "test.oracle"))
+            computed = oracle_file(nbest, ref, os.path.join(tmp, "test.oracle"), experiment.tokenize)
             systems = systems + [("oracle", [computed])]
-        result = significance_table(ref, baseline, systems, metrics=metrics, tokenize="none", shuffles=shuffles,
+        result = significance_table(ref, baseline, systems, metrics=metrics, tokenize=experiment.tokenize,
+                                    shuffles=shuffles,
                                     resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
         plot_report(result, ref, {"gains": outputs.stage(written["gains.png"]),
                                   "null": outputs.stage(written["null.png"])}, seed=seed, shuffles=shuffles)

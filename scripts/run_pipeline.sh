@@ -121,7 +121,7 @@ else
 fi
 
 # --- features: one stage per scorer, each list carrying all earlier columns -----------
-SCORERS="mlmme:$E r2l:nmt:$A/r2l channel:nmt:$A/channel lm:lm:$A/lm"
+SCORERS="mlmme:mlmme:$E r2l:nmt:$A/r2l channel:nmt:$A/channel lm:lm:$A/lm"
 [ "$L2R2" = 1 ] && SCORERS="$SCORERS l2r2:nmt:$A/l2r2"
 SCORERS="$SCORERS mbr:mbr:bleu+mbr:chrf e5:e5: len:len:$D"
 for SPLIT in val test; do
@@ -147,7 +147,7 @@ SETS=("nmt:$BASE" "mlmme:$BASE,MLMMEss" "r2l:$BASE,R2L,R2LNorm" "channel:$BASE,C
       "lm:$BASE,LM,LMNorm")
 [ "$L2R2" = 1 ] && SETS+=("l2r2:$BASE,L2R2,L2R2Norm")
 SETS+=("mbr:$BASE,MBRBLEU,MBRchrF" "e5:$BASE,E5ss" "len:$BASE,LenRatio,LenDev" "all:")
-: > "$R/systems.tsv.tmp"
+ROWS=()  # "name<TAB>directory" in the report's row order
 for TUNER in $TUNERS; do
   for item in "${SETS[@]}"; do
     set_name=${item%%:*}; features=${item#*:}
@@ -160,10 +160,21 @@ for TUNER in $TUNERS; do
       stage "apply-$dir-seed$S" "$R/$dir/test.seed$S.txt" rerank apply --nbest "$N/test.full.nbest" \
         --weights "$R/$dir/weights.seed$S.json" --out "$R/$dir/test.seed$S.txt"
     done
-    printf '+%s%s\t%s\n' "$set_name" "$([ "$TUNER" = mira ] || echo "/${TUNER^^}")" "$dir" >> "$R/systems.tsv.tmp"
+    ROWS+=("+$set_name$([ "$TUNER" = mira ] || echo "/${TUNER^^}")	$dir")
   done
 done
-mv "$R/systems.tsv.tmp" "$R/systems.tsv"
+# the experiment's manifest for rerank report: what is compared, in which order
+python - "$OUT" "$REPLICAS" "${ROWS[@]}" <<'PY'
+import json, os, sys
+out, replicas = sys.argv[1], int(sys.argv[2])
+rows = [row.split("\t") for row in sys.argv[3:]]
+manifest = {"reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"],
+            "nbest": "nbest/test.nbest", "tokenize": "none",
+            "systems": [[name, [f"rerank/{d}/test.seed{s}.txt" for s in range(1, replicas + 1)]] for name, d in rows]}
+with open(os.path.join(out, "experiment.json.tmp"), "w") as handle:
+    json.dump(manifest, handle, indent=2)
+os.replace(os.path.join(out, "experiment.json.tmp"), os.path.join(out, "experiment.json"))
+PY
 
 stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --out "$R/test.oracle"
 evaluate() {

@@ -194,9 +194,18 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
         write_lines([hyps[4 * i + k] for i in range(30)], str(exp / f"rerank/nmt/test.seed{k}.txt"))
     offsets = np.arange(0, 121, 4)
     write_nbest(NBestList(offsets, hyps, np.zeros((120, 1)), ["NMT"]), str(exp / "nbest/test.nbest"))
-    assert main(["report", str(exp), "--metrics", "bleu,ter", "--shuffles", "200", "--resamples", "50"]) == 0
+    args = ["report", str(exp), "--metrics", "bleu,ter", "--shuffles", "200", "--resamples", "50"]
+    assert main(args) == 1  # no manifest: the report knows no directory layout
+    assert "experiment.json" in capsys.readouterr().err
+    assert not (exp / "report").exists()
+    (exp / "experiment.json").write_text(json.dumps({
+        "reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"], "nbest": "nbest/test.nbest",
+        "tokenize": "none", "systems": [["+nmt", [f"rerank/nmt/test.seed{k}.txt" for k in (1, 2, 3)]],
+                                        ["+later", ["rerank/later/test.seed1.txt"]]]}))  # not run yet: left out
+    assert main(args) == 0
     text = capsys.readouterr().out
-    assert "+nmt" in text and "oracle" in text and "baseline" in text
+    assert "+nmt" in text and "oracle" in text and "baseline" in text and "+later" not in text
+    assert text.index("baseline") < text.index("+nmt") < text.index("oracle")
     for name in ("table.md", "table.tex", "table.json", "table.txt", "gains.png", "null.png"):
         assert (exp / "report" / name).stat().st_size > 0
     data = json.loads((exp / "report/table.json").read_text())
