@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (once) the virtual environment .venv and install rerank into it.
-#   scripts/setup_env.sh core   # numpy, numba, sacrebleu, pytest: enough for the core and its tests
+#   scripts/setup_env.sh core [PIN]  # numpy, sacrebleu, pytest: enough for the core and its tests;
+#                               # PIN (e.g. sacrebleu==2.3.1) is installed on top (VENV=... for another venv)
 #   scripts/setup_env.sh nmt    # everything ([all]): + torch 2.13.0 (CPU), fairseq-fixed 0.12.3.1, sacremoses,
 #                               # subword-nmt, pycocoevalcap (METEOR jar), matplotlib
 # torch is installed first and pinned to 2.13.0 so that pip takes the local CPU build and
@@ -9,6 +10,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WHAT=${1:-core}
+PIN=${2:-}
 VENV=${VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
@@ -16,13 +18,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
 fi
 PIP="$VENV/bin/pip"
-stamp="$VENV/.rerank-$WHAT-$(sha1sum "$ROOT/setup.py" | cut -c1-12)"
+stamp="$VENV/.rerank-$WHAT-$(cat "$ROOT/setup.py" <(echo "$PIN") | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   if [ "$WHAT" = nmt ] || [ "$WHAT" = all ]; then
     "$PIP" install -q torch==2.13.0
     "$PIP" install -q -e "$ROOT[all,test]"
   else
-    "$PIP" install -q -e "$ROOT[test]"
+    "$PIP" install -q -e "$ROOT[test]" $PIN
   fi
   touch "$stamp"
 fi
