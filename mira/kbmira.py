@@ -47,6 +47,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from mira._native import mira_epoch, model_best_stats
+from mira.common import tuning_arrays
 from rerank.bleu import NUM_STATS, bleu_from_stats
 from rerank.errors import InputError
 
@@ -124,15 +125,7 @@ def tune(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, config: M
     Raises:
         ValueError: inconsistent shapes or an empty segment.
     """
-    features = np.ascontiguousarray(features, dtype=np.float64)
-    stats = np.ascontiguousarray(stats, dtype=np.float64)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    M, F = features.shape
-    if stats.shape != (M, NUM_STATS) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
-        raise ValueError("features, stats and offsets do not describe the same n-best list")
-    w = np.zeros(F) if init is None else np.array(init, dtype=np.float64)
-    if w.shape != (F,):
-        raise ValueError(f"initial weights have shape {w.shape}, expected ({F},)")
+    features, stats, offsets, w = tuning_arrays(features, stats, offsets, init)
     totals = w.copy()
     num_updates = 0
     bg = np.ones(NUM_STATS)

@@ -34,7 +34,8 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from mira._native import mert_line_search, model_best_stats
-from rerank.bleu import NUM_STATS, bleu_from_stats
+from mira.common import tuning_arrays
+from rerank.bleu import bleu_from_stats
 from rerank.errors import InputError
 
 
@@ -107,15 +108,8 @@ def tune_mert(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, conf
     Raises:
         ValueError: inconsistent shapes or an empty segment.
     """
-    features = np.ascontiguousarray(features, dtype=np.float64)
-    stats = np.ascontiguousarray(stats, dtype=np.float64)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    M, F = features.shape
-    if stats.shape != (M, NUM_STATS) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
-        raise ValueError("features, stats and offsets do not describe the same n-best list")
-    w0 = np.zeros(F) if init is None else np.array(init, dtype=np.float64)
-    if w0.shape != (F,):
-        raise ValueError(f"initial weights have shape {w0.shape}, expected ({F},)")
+    features, stats, offsets, w0 = tuning_arrays(features, stats, offsets, init)
+    F = features.shape[1]
     rng = np.random.default_rng(config.seed)
     threads = config.threads or os.cpu_count() or 1
     pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None  # the C search releases the GIL

@@ -25,7 +25,8 @@ from typing import Optional
 
 import numpy as np
 
-from rerank.bleu import NUM_STATS, ORDER, REF_LEN, bleu_from_stats
+from mira.common import tuning_arrays
+from rerank.bleu import ORDER, REF_LEN, bleu_from_stats
 from rerank.errors import InputError
 
 
@@ -123,15 +124,7 @@ def tune_pro(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, confi
         from sklearn.linear_model import LogisticRegression
     except ImportError:
         raise InputError("--algorithm pro needs scikit-learn: pip install 'rerank[pro]'") from None
-    features = np.ascontiguousarray(features, dtype=np.float64)
-    stats = np.ascontiguousarray(stats, dtype=np.float64)
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    M, F = features.shape
-    if stats.shape != (M, NUM_STATS) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
-        raise ValueError("features, stats and offsets do not describe the same n-best list")
-    w0 = np.zeros(F) if init is None else np.array(init, dtype=np.float64)
-    if w0.shape != (F,):
-        raise ValueError(f"initial weights have shape {w0.shape}, expected ({F},)")
+    features, stats, offsets, w0 = tuning_arrays(features, stats, offsets, init)
     initial_bleu = float(bleu_from_stats(model_best_stats(features, stats, offsets, w0)))
     better, worse = sample_pairs(bleu_plus_one(stats), offsets, config)
     if len(better) == 0:
