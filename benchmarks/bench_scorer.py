@@ -1,6 +1,14 @@
-"""Benchmark MLMME scoring of n-best lists: s_s (source–hypothesis) + s_i (image–hypothesis).
+"""Benchmark the feature scorers on a real n-best list: MLMME s_s + s_i, and with
+``--scorer SPEC`` (repeatable) any registered scorer (``nmt:DIR``, ``lm:DIR``, ``mbr:bleu``,
+``mbr:chrf``, ``e5:``, ``len:DIR``), each timed on its own (model loading excluded).
 
-Goal (issue 3): at least 2,000 hypotheses per second on 2 CPU cores with the CPU preset.
+Goals: MLMME ≥ 2,000 hypotheses/s (issue 3); forced decoding (``nmt:``, ``lm:``) ≥ 1,000
+hypotheses/s, i.e. the 20,000-hypothesis test list in ≤ 20 s; ``mbr`` and ``len`` ≥ 10,000
+hypotheses/s; ``e5`` measured (issue 8).  All on 2 CPU cores.
+
+    python benchmarks/bench_scorer.py --skip-mlmme --scorer nmt:out/multi30k/models/r2l \
+        --scorer nmt:out/multi30k/models/channel --scorer lm:out/multi30k/models/lm \
+        --scorer mbr:bleu --scorer mbr:chrf --scorer e5: --scorer len:out/multi30k/data
 
 Scores a real pipeline n-best list (default ``out/multi30k/nbest/test.nbest``: 1,000
 segments × 20-best) with the real test_2016 ResNet-50 features, using a trained model
@@ -57,6 +65,8 @@ def main() -> None:
     parser.add_argument("--image-split", default=os.path.join(DATA, "task1", "image_splits", "test_2016_flickr.txt"))
     parser.add_argument("--model", help="trained model directory (default: an untrained CPU-preset model)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scorer", action="append", default=[], help="another scorer to time (NAME:ARG)")
+    parser.add_argument("--skip-mlmme", action="store_true", help="time only the --scorer scorers")
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
 
@@ -75,6 +85,21 @@ def main() -> None:
     hyps = len(nbest.hypotheses)
     result = {"hypotheses": hyps, "segments": nbest.num_segments,
               "distinct_hypotheses": len(set(nbest.hypotheses)), "model": args.model or "untrained cpu preset"}
+    for spec in args.scorer:  # each with torch's default threads (both cores)
+        scorer = make_scorer(spec)
+        runs = []
+        for _ in range(args.repeats if not spec.startswith("e5") else 1):
+            t = time.perf_counter()
+            out = scorer.score(nbest, sources, None)
+            runs.append(time.perf_counter() - t)
+        assert all(len(v) == hyps for v in out.values())
+        result[spec] = {"seconds": min(runs), "hyp_per_s": hyps / min(runs), "columns": sorted(out)}
+    if args.skip_mlmme:
+        print(json.dumps(result, indent=2))
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(result, handle, indent=2)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model or untrained_model(tmp, nbest, sources)
         scorer = make_scorer(f"mlmme:{model_dir}")
