@@ -102,14 +102,20 @@ def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_inde
                  ref_index: np.ndarray, orders: int) -> np.ndarray:
     """Clipped n-gram matches (orders 1..``orders``) of text ``hyp_index[k]`` against text
     ``ref_index[k]`` for every pair k, the texts given flat as token ``ids`` (int[L]) and
-    ``lengths`` (int[T]).  Each text's codes are sorted once and merged per pair, so
-    all pairs of an n-best list cost little more than one pass.  Returns float64[K, orders]."""
+    ``lengths`` (int[T]).  Clipped matches are symmetric (sum of min counts), so each
+    distinct unordered pair is matched once; each text's codes are sorted once and merged
+    per pair (``rerank/_kernels.c``).  Returns float64[K, orders]."""
     from rerank._native import sort_runs
 
     codes = _ngram_codes(ids, lengths, vocab_size, orders)
     starts = np.cumsum(lengths) - lengths
     sort_runs(codes, starts, lengths)
-    return clipped_matches(codes, starts[hyp_index], lengths[hyp_index], starts, lengths, ref_index, presorted=True)
+    lo = np.minimum(hyp_index, ref_index).astype(np.int64)
+    hi = np.maximum(hyp_index, ref_index).astype(np.int64)
+    keys, where = np.unique(hi * len(lengths) + lo, return_inverse=True)  # sorted by the reference (hi)
+    a, b = keys % len(lengths), keys // len(lengths)
+    matches = clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
+    return matches[where.reshape(-1)]
 
 
 def pair_bleu_stats(texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray,
