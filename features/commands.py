@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, List
 
 import numpy as np
 
+from features.config import EmbedTrainConfig, MLMMEConfig
+from rerank.cliutil import closed_unit_interval, non_negative_int, positive_float, positive_int
 from rerank.errors import InputError, atomic_write
 from rerank.signature import read_sidecar, write_signed
 
@@ -135,9 +137,10 @@ def cmd_embed(args) -> None:
 
 
 def _train(args) -> None:
+    from features.config import PRESET_LR
     from features.data import align_images, load_image_features, merge_splits, read_task1, read_task2
     from features.mlmme import MLMMEConfig
-    from features.train import PRESET_LR, EmbedTrainConfig, train_embeddings
+    from features.train import train_embeddings
     from nmt.data import resolve_data_dir
 
     args.data = resolve_data_dir(args.data, args.download_dir, task2=True, task1=args.task1)
@@ -251,10 +254,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--data", help="Multi30k directory (task2/raw, task2/image_splits); default: "
                                   "../shared/data/multi30k if present, else downloaded into --download-dir")
     q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
-    q.add_argument("--preset", default="cpu", help="cpu | paper")
-    q.add_argument("--beta", type=float, default=0.5)
-    q.add_argument("--margin", type=float, default=0.2)
-    q.add_argument("--langs", default="en,de")
+    q.add_argument("--preset", default=MLMMEConfig.preset, help="cpu | paper")
+    q.add_argument("--beta", type=closed_unit_interval, default=MLMMEConfig.beta)
+    q.add_argument("--margin", type=positive_float, default=MLMMEConfig.margin)
+    q.add_argument("--langs", default=",".join(MLMMEConfig().langs))
     q.add_argument("--image-features", help="CNN feature matrix (.npy/.npz)")
     q.add_argument("--image-split", help="image names, one per row of --image-features")
     q.add_argument("--image-task2-split", default="test_2016", help="task-2 split whose images have features")
@@ -263,16 +266,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="N featured images before the held-out ones used for model selection")
     q.add_argument("--task1", action="store_true", help="add task 1's translated training pairs")
     q.add_argument("--init", help="paper (N(0,0.01), orthogonal) | default (PyTorch); default: the preset's")
-    q.add_argument("--contrastive", default="batch", choices=["batch", "random"],
+    q.add_argument("--contrastive", default=EmbedTrainConfig.contrastive, choices=["batch", "random"],
                    help="contrastive terms: the other batch rows, or a random sample per batch (the paper)")
-    q.add_argument("--image-rows", type=int, default=32, help="image-bearing rows guaranteed per batch")
-    q.add_argument("--epochs", type=int, default=10)
-    q.add_argument("--validate-every", type=int, default=0, help="also validate every N batches")
-    q.add_argument("--patience", type=int, default=3, help="validations without improvement before stopping")
-    q.add_argument("--batch-size", type=int, default=128)
+    q.add_argument("--image-rows", type=non_negative_int, default=EmbedTrainConfig.image_rows, help="image-bearing rows guaranteed per batch")
+    q.add_argument("--epochs", type=positive_int, default=EmbedTrainConfig.epochs)
+    q.add_argument("--validate-every", type=non_negative_int, default=EmbedTrainConfig.validate_every, help="also validate every N batches")
+    q.add_argument("--patience", type=positive_int, default=EmbedTrainConfig.patience, help="validations without improvement before stopping")
+    q.add_argument("--batch-size", type=positive_int, default=EmbedTrainConfig.batch_size)
     q.add_argument("--lr", type=float, help="Adam learning rate (default: the preset's, cpu 2e-3, paper 2e-4)")
-    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--threads", type=non_negative_int, default=EmbedTrainConfig.threads,
+                   help="torch CPU threads (0: torch's default)")
+    q.add_argument("--seed", type=int, default=EmbedTrainConfig.seed)
     q.add_argument("--out", required=True)
     q = esub.add_parser("isr", help="image-sentence ranking on the model's held-out real images")
     q.add_argument("--model", required=True)

@@ -19,15 +19,16 @@ images, the validation loss.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 
+from features.config import EmbedTrainConfig
 from features.data import Vocabulary, batch_tokens
 from features.evaluation import image_sentence_ranking
-from features.mlmme import MLMME, MLMMEConfig
+from features.mlmme import MLMME
 from rerank.errors import InputError
 from rerank.signature import write_signed
 
@@ -50,27 +51,6 @@ class EmbedData:
 
 
 #: Adam learning rate of each preset (the paper's 2e-4; 2e-3 for the CPU preset, see MLMMEConfig)
-PRESET_LR = {"cpu": 2e-3, "paper": 2e-4}
-
-
-@dataclass
-class EmbedTrainConfig:
-    """Training settings (serialised into ``config.json`` beside the model)."""
-
-    model: MLMMEConfig = field(default_factory=MLMMEConfig)
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 2e-3
-    grad_clip: float = 2.0
-    min_count: int = 2
-    patience: int = 3
-    seed: int = 1
-    contrastive: str = "batch"
-    image_rows: int = 32
-    validate_every: int = 0
-    threads: int = 0
-
-
 def epoch_batches(has_row: np.ndarray, batch_size: int, image_rows: int,
                   rng: np.random.Generator) -> List[np.ndarray]:
     """Row indices of the batches of one epoch (module docstring).
