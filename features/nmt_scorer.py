@@ -19,7 +19,9 @@ in batches of at most ``max_tokens`` padded target tokens, exactly as fairseq's
 ``SequenceScorer`` (``fairseq-generate --score-reference``, ``fairseq-eval-lm``)
 computes them: the source left-padded, the decoder fed ``</s> y_1 … y_{T-1}`` and
 scored on ``y_1 … y_T </s>``, ``log_softmax`` in float32 (the tests check equality with
-fairseq's own per-token scores).  Each distinct (input, output) pair is scored once.
+fairseq's own per-token scores).  Each distinct (input, output) pair is scored once, and
+where the hypotheses of one input share prefixes, as beam-search n-best lists do, each
+distinct prefix is decoded once (incremental decoding over the prefix tree).
 """
 
 from __future__ import annotations
@@ -112,32 +114,57 @@ class ForcedDecodingScorer(Scorer):
 
     def score_pairs(self, inputs: Optional[Sequence[str]], outputs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
         """(sum float64[K], length int64[K]) of log P(outputs[k] | inputs[k]) in natural log
-        (``inputs`` None for a language model); length counts tokens incl. </s>."""
-        import torch
-        from fairseq.data import data_utils
+        (``inputs`` None for a language model); length counts tokens incl. </s>.
 
+        Each distinct pair is scored once.  When the outputs of one input share prefixes
+        (the hypotheses of an n-best list under a left-to-right or right-to-left model; all
+        hypotheses under a language model), every distinct (input, prefix) is decoded once,
+        level by level with the decoder's incremental state (:meth:`_score_prefix_tree`);
+        otherwise whole sequences are teacher-forced in padded batches
+        (:meth:`_score_sequences`).  Both give fairseq's scores."""
         reverse = self.direction == "r2l"
         tgt = self._ids(outputs, self.tgt_dict, reverse=reverse)
         src = self._ids(inputs, self.src_dict) if inputs is not None else None
-        # each distinct pair once, longest first
-        keys = {}
+        keys: Dict[tuple, int] = {}
+        where = np.empty(len(tgt), dtype=np.int64)
         for k in range(len(tgt)):
-            key = (outputs[k], inputs[k] if inputs is not None else None)
-            keys.setdefault(key, k)
+            where[k] = keys.setdefault((outputs[k], inputs[k] if inputs is not None else None), k)
         unique = np.fromiter(keys.values(), dtype=np.int64, count=len(keys))
-        where = np.fromiter((keys[(outputs[k], inputs[k] if inputs is not None else None)] for k in range(len(tgt))),
-                            dtype=np.int64, count=len(tgt))
-        tgt_len = np.array([len(tgt[k]) for k in unique])
-        order = unique[np.argsort(-tgt_len, kind="stable")]
-        sums = np.zeros(len(tgt))
         lengths = np.array([len(t) for t in tgt], dtype=np.int64)
+        sums = np.zeros(len(tgt))
+        if self.prefix_sharing(src, tgt, unique) < 0.8:
+            sums[unique] = self._score_prefix_tree(src, tgt, unique)
+        else:
+            sums[unique] = self._score_sequences(src, tgt, unique)
+        return sums[where], lengths
+
+    @staticmethod
+    def prefix_sharing(src, tgt, unique) -> float:
+        """Distinct (input, target prefix) decoder states over target tokens, for the
+        pairs ``unique`` (1: nothing shared)."""
+        prefixes = set()
+        tokens = 0
+        for k in unique:
+            source = None if src is None else id(src[k])  # _ids returns one tensor per distinct text
+            ids = tgt[k].tolist()
+            tokens += len(ids)
+            prefixes.update((source, tuple(ids[:t])) for t in range(len(ids)))
+        return len(prefixes) / max(tokens, 1)
+
+    def _score_sequences(self, src, tgt, unique) -> np.ndarray:
+        """Summed log-probabilities of the pairs ``unique``, whole sequences teacher-forced
+        in padded batches (longest first) of at most ``max_tokens`` target tokens."""
+        import torch
+        from fairseq.data import data_utils
+
+        order = unique[np.argsort(-np.array([len(tgt[k]) for k in unique]), kind="stable")]
+        out = {}
         pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
         start = 0
         with torch.inference_mode():
             while start < len(order):
                 width = len(tgt[order[start]])
-                count = max(1, self.max_tokens // max(width, 1))
-                batch = order[start:start + count]
+                batch = order[start:start + max(1, self.max_tokens // max(width, 1))]
                 start += len(batch)
                 targets = [tgt[k] for k in batch]
                 target = data_utils.collate_tokens(targets, pad, eos, left_pad=False)
@@ -148,13 +175,79 @@ class ForcedDecodingScorer(Scorer):
                     sources = [src[k] for k in batch]
                     src_tokens = data_utils.collate_tokens(sources, self.src_dict.pad(), self.src_dict.eos(),
                                                            left_pad=True)
-                    src_lengths = torch.tensor([len(s) for s in sources])
-                    net_output = self.model(src_tokens, src_lengths, prev)
+                    net_output = self.model(src_tokens, torch.tensor([len(x) for x in sources]), prev)
                 lprobs = self.model.get_normalized_probs(net_output, log_probs=True)
-                token = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-                token = token.masked_fill(target.eq(pad), 0.0)
-                sums[batch] = token.sum(-1).double().numpy()
-        return sums[where], lengths
+                token = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target.eq(pad), 0.0)
+                out.update(zip(batch.tolist(), token.sum(-1).double().tolist()))
+        return np.array([out[k] for k in unique.tolist()])
+
+    def _score_prefix_tree(self, src, tgt, unique, max_nodes: int = 2048) -> np.ndarray:
+        """Summed log-probabilities of the pairs ``unique``, decoding every distinct
+        (input, target prefix) once: the pairs, grouped by input, are cut into chunks of at
+        most ``max_nodes`` sequences; within a chunk, level t holds the distinct prefixes of
+        length t, each fed its last token (</s> for the empty prefix) with its parent's
+        incremental decoder state, and every sequence takes the log-probability of its
+        token t from its prefix's distribution."""
+        import torch
+        from fairseq.data import data_utils
+
+        eos = self.tgt_dict.eos()
+        by_source: Dict[object, List[int]] = {}
+        for k in unique.tolist():
+            by_source.setdefault(None if src is None else id(src[k]), []).append(k)
+        chunks: List[List[int]] = [[]]
+        for members in by_source.values():
+            for start in range(0, len(members), max_nodes):
+                part = members[start:start + max_nodes]
+                if chunks[-1] and len(chunks[-1]) + len(part) > max_nodes:
+                    chunks.append([])
+                chunks[-1].extend(part)
+        out = {}
+        with torch.inference_mode():
+            for chunk in chunks:
+                seqs = [tgt[k].tolist() for k in chunk]
+                roots: Dict[object, int] = {}
+                node = [roots.setdefault(None if src is None else id(src[k]), len(roots)) for k in chunk]
+                root_keys = list(roots)
+                encoder_out = None
+                if src is not None:
+                    first = {id(src[k]): src[k] for k in chunk}
+                    sources = [first[key] for key in root_keys]
+                    src_tokens = data_utils.collate_tokens(sources, self.src_dict.pad(), self.src_dict.eos(),
+                                                           left_pad=True)
+                    encoder_out = self.model.encoder(src_tokens, src_lengths=torch.tensor([len(x) for x in sources]))
+                tokens = torch.full((len(roots), 1), eos, dtype=torch.long)
+                state: Dict = {}
+                totals = [0.0] * len(chunk)
+                for t in range(max(len(x) for x in seqs)):
+                    if src is None:
+                        net_output = self.model.decoder(tokens, incremental_state=state)
+                    else:
+                        net_output = self.model.decoder(tokens, encoder_out=encoder_out, incremental_state=state)
+                    lprobs = self.model.get_normalized_probs(net_output, log_probs=True)[:, -1, :]
+                    alive = [i for i, x in enumerate(seqs) if len(x) > t]
+                    picked = lprobs[torch.tensor([node[i] for i in alive]), torch.tensor([seqs[i][t] for i in alive])]
+                    for i, value in zip(alive, picked.double().tolist()):
+                        totals[i] += value
+                    children: Dict[tuple, int] = {}
+                    parents, last = [], []
+                    for i in alive:
+                        if len(seqs[i]) > t + 1:
+                            key = (node[i], seqs[i][t])
+                            if key not in children:
+                                children[key] = len(children)
+                                parents.append(node[i])
+                                last.append(seqs[i][t])
+                            node[i] = children[key]
+                    if not children:
+                        break
+                    order = torch.tensor(parents, dtype=torch.long)
+                    self.model.decoder.reorder_incremental_state_scripting(state, order)
+                    if encoder_out is not None:
+                        encoder_out = self.model.encoder.reorder_encoder_out(encoder_out, order)
+                    tokens = torch.tensor(last, dtype=torch.long).unsqueeze(1)
+                out.update(zip(chunk, totals))
+        return np.array([out[k] for k in unique.tolist()])
 
     def score(self, nbest, sources, images):
         hyps = nbest.hypotheses

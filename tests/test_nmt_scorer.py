@@ -130,3 +130,38 @@ def test_scorer_kinds_and_sources_are_checked(tiny):
         make_scorer(f"nmt:{tiny['data']}")
     with pytest.raises(InputError, match="source"):
         make_scorer(f"nmt:{tiny['models']['backward']}").score(_nbest_of(["ein mann ."]), None, None)
+
+
+@pytest.mark.parametrize("kind", ["forward", "r2l", "backward", "lm"])
+def test_prefix_tree_equals_whole_sequences(tiny, kind):
+    from features.nmt_scorer import ForcedDecodingScorer
+
+    src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))[:6]
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))[:6]
+    # n-best-like lists: each reference with shared prefixes, cut and extended variants
+    hyps, inputs = [], []
+    for s, t in zip(src, tgt):
+        words = t.split()
+        for variant in (words, words[:-1], words[:2] + ["mann"], words + ["hund"], words[:1]):
+            hyps.append(" ".join(variant) or "hund")
+            inputs.append(s)
+    scorer = ForcedDecodingScorer(tiny["models"][kind], max_tokens=50,
+                                  expect_kind="lm" if kind == "lm" else "translation")
+    reverse = scorer.direction == "r2l"
+    if kind == "backward":  # the channel model reads the hypotheses
+        inputs, hyps = hyps, inputs
+    if kind == "lm":
+        inputs = None
+    tgt_ids = scorer._ids(hyps, scorer.tgt_dict, reverse=reverse)
+    src_ids = scorer._ids(inputs, scorer.src_dict) if inputs is not None else None
+    unique = np.arange(len(hyps))
+    whole = scorer._score_sequences(src_ids, tgt_ids, unique)
+    tree = scorer._score_prefix_tree(src_ids, tgt_ids, unique, max_nodes=7)  # several chunks
+    assert tree == pytest.approx(whole, abs=1e-4)
+    sharing = scorer.prefix_sharing(src_ids, tgt_ids, unique)
+    if kind in ("forward", "lm"):  # these variants share prefixes (reversed, they share suffixes)
+        assert sharing < 0.8
+    if kind == "backward":  # every hypothesis is a different input: nothing to share
+        assert sharing == pytest.approx(1.0)
+    total, _ = scorer.score_pairs(inputs, hyps)
+    assert total == pytest.approx(whole, abs=1e-4)
