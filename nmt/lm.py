@@ -41,7 +41,7 @@ class LMConfig:
     dropout: float = 0.3
     lr: float = 2e-3
     max_tokens: int = 4000
-    max_epoch: int = 5
+    max_epoch: int = 3
     patience: int = 2
     seed: int = 1
     threads: int = 0

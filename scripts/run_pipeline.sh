@@ -12,7 +12,7 @@
 # default ../shared/data/multi30k when it exists, else the public repository is
 # downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH (baseline
 # epochs, 12), PATIENCE, NBEST (20 or 50), SEED (NMT training seed), REPLICAS (tuning
-# replicas, 3), AUX_EPOCH (epochs of the R2L, channel and L2R2 models, 8), LM_EPOCH (5),
+# replicas, 3), AUX_EPOCH (epochs of the R2L, channel and L2R2 models, 8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), TUNERS ("mira mert").
@@ -30,7 +30,7 @@ NBEST=${NBEST:-20}
 SEED=${SEED:-1}
 REPLICAS=${REPLICAS:-3}
 AUX_EPOCH=${AUX_EPOCH:-8}
-LM_EPOCH=${LM_EPOCH:-5}
+LM_EPOCH=${LM_EPOCH:-3}
 L2R2=${L2R2:-1}
 EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 JOBS=${JOBS:-2}
