@@ -24,7 +24,7 @@ import numpy as np
 
 from features.config import EmbedTrainConfig, MLMMEConfig
 from rerank.cliutil import closed_unit_interval, non_negative_int, positive_float, positive_int
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError, StagedOutputs, atomic_write
 from rerank.signature import read_sidecar, write_signed
 
 if TYPE_CHECKING:
@@ -98,13 +98,14 @@ def cmd_features(args) -> None:
         print(f"{spec}: {len(nbest.hypotheses)} hypotheses in {timings[spec]:.1f} s "
               f"({len(nbest.hypotheses) / max(timings[spec], 1e-9):.0f}/s, loading included)", file=sys.stderr)
     seconds = time.perf_counter() - start
-    write_nbest(nbest, args.out)
-    write_signed(args.out + ".json",  # signature beside the list, as nmt nbest writes
-                 {"input": args.nbest, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
-                  "scorers": args.scorer, "source": args.source, "images": args.images,
-                  "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses), "seconds": round(seconds, 3),
-                  "scorer_seconds": timings},
-                 ["torch", "numpy"])
+    with StagedOutputs() as outputs:  # the list and its signature appear together
+        write_nbest(nbest, outputs.stage(args.out))
+        write_signed(outputs.stage(args.out + ".json"),  # signature beside the list, as nmt nbest writes
+                     {"input": args.nbest, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
+                      "scorers": args.scorer, "source": args.source, "images": args.images,
+                      "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses),
+                      "seconds": round(seconds, 3), "scorer_seconds": timings},
+                     ["torch", "numpy"])
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
           f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
           file=sys.stderr)

@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from nmt import FAIRSEQ_ENV, USER_DIR
-from rerank.errors import InputError
+from rerank.errors import InputError, StagedOutputs
 from rerank.nbest import NBestList, write_lines, write_nbest
 from rerank.signature import write_signed
 
@@ -117,10 +117,12 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
         with open(raw, "w", encoding="utf-8") as out:
             subprocess.run(cmd, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV})
         nbest = parse_generate_output(raw, num_segments, config.nbest)
-    write_nbest(nbest, out_nbest)
-    write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), out_1best)
-    write_signed(out_nbest + ".json", {"config": asdict(config), "checkpoint": os.path.abspath(checkpoint),
-                                       "subset": subset, "beam_feature": BEAM_FEATURE}, ["torch", "fairseq-fixed"])
+    with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
+        write_nbest(nbest, outputs.stage(out_nbest))
+        write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
+        write_signed(outputs.stage(out_nbest + ".json"), {"config": asdict(config), "subset": subset,
+                                                          "checkpoint": os.path.abspath(checkpoint),
+                                                          "beam_feature": BEAM_FEATURE}, ["torch", "fairseq-fixed"])
     return nbest
 
 
