@@ -1,14 +1,21 @@
 """``rerank embed train|isr|sts``: train MLMME / VSE on Multi30k task 2 and evaluate it.
 
-Data composition of ``train``: all task-2 training descriptions (text only: their image
-features are not available here) plus, with ``--image-features``, the images of the
-task-2 split ``--image-task2-split`` that have feature rows, with their descriptions; the
-last ``--heldout-images`` of those images are held out for ``isr`` and never trained on
-(their names are saved in ``heldout.json``), and the ``--valid-images`` before them
-join the validation data.  ``--task1`` adds task 1's translated training pairs (same
-images, one more description pair each).  Model selection uses the validation data:
-image–sentence ranking on its images if it has any, else sentence–sentence ranking
-between the languages on the task-2 validation split.
+Data composition of ``train``: all task-2 training descriptions (``--task1`` adds task
+1's translated training pairs: same images, one more description pair each), text only
+unless ``--image-features`` has rows for their images.  With ``--image-features``:
+
+* every training or validation image (task-2 train / val) with a feature row gets its
+  features: the paper's protocol, when features exist for every split (give
+  ``--image-task2-split none``);
+* the featured images of ``--image-task2-split`` (default test_2016, the only real
+  features here) join training with their descriptions, except the held-out ones: the
+  last ``--heldout-images``, or with ``--folds F --fold k`` the images of fold k
+  (cross-fitting, ``rerank/folds.py``); the held-out names go to ``heldout.json`` for
+  ``isr``; the ``--valid-images`` before them become the validation data.
+
+Model selection uses the validation data: image–sentence ranking on its images if it has
+any, else sentence–sentence ranking between the languages on the task-2 validation split.
+``--init-model`` warm-starts from a trained model and ``--max-steps`` caps the batches.
 """
 
 from __future__ import annotations
@@ -65,7 +72,6 @@ def _split_data(split, langs, rows=None, features=None, has=None) -> "EmbedData"
 def cmd_features(args) -> None:
     if args.features_verb == "extract":
         return _features_extract(args)
-    from features.scorer import make_scorer
     from rerank.nbest import read_nbest, write_nbest
     from rerank.textio import read_lines
 
@@ -84,13 +90,23 @@ def cmd_features(args) -> None:
         if len(segment_images) != nbest.num_segments:
             raise InputError(f"{len(segment_images)} image names but {nbest.num_segments} segments", args.segment_images)
         images, _ = align_images(segment_images, names, matrix, require_all=True)
+    folds = None
+    if args.folds:
+        from rerank.folds import read_folds
+
+        folds = read_folds(args.folds, nbest.num_segments)
+    for spec in args.scorer:
+        if "{fold}" in spec and folds is None:
+            raise InputError(f"--scorer {spec}: {{fold}} needs --folds")
+    if folds is not None and not any("{fold}" in spec for spec in args.scorer):
+        raise InputError("--folds given but no --scorer has {fold} in its argument")
     start = time.perf_counter()
     timings = {}
     for spec in args.scorer:
         began = time.perf_counter()
-        scorer = make_scorer(spec)
-        scorer.progress = True
-        for name, values in scorer.score(nbest, sources, images).items():
+        columns = (_score_by_fold(spec, nbest, sources, images, folds) if "{fold}" in spec
+                   else _score(spec, nbest, sources, images))
+        for name, values in columns.items():
             if name in nbest.feature_names:
                 raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
             nbest = nbest.add_feature(name, values)
@@ -102,13 +118,40 @@ def cmd_features(args) -> None:
         write_nbest(nbest, outputs.stage(args.out))
         write_signed(outputs.stage(args.out + ".json"),  # signature beside the list, as nmt nbest writes
                      {"input": args.nbest, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
-                      "scorers": args.scorer, "source": args.source, "images": args.images,
+                      "scorers": args.scorer, "source": args.source, "images": args.images, "folds": args.folds,
                       "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses),
                       "seconds": round(seconds, 3), "scorer_seconds": timings},
                      ["torch", "numpy"])
     print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
           f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
           file=sys.stderr)
+
+
+def _score(spec: str, nbest, sources, images) -> dict:
+    from features.scorer import make_scorer
+
+    scorer = make_scorer(spec)
+    scorer.progress = True
+    return scorer.score(nbest, sources, images)
+
+
+def _score_by_fold(spec: str, nbest, sources, images, folds) -> dict:
+    """Cross-fitted scoring (rerank/folds.py): the segments of fold k are scored by the
+    scorer of ``spec`` with ``{fold}`` replaced by k (e.g. the embedding model trained
+    without fold k's images); returns the columns over the whole list."""
+    columns: dict = {}
+    for k in range(folds.k):
+        held = folds.segments(k)
+        rows = nbest.rows_of(held)
+        part = _score(spec.replace("{fold}", str(k)), nbest.subset(held),
+                      None if sources is None else [sources[s] for s in held],
+                      None if images is None else images[held])
+        for name, values in part.items():
+            values = np.asarray(values, dtype=np.float64)
+            if name not in columns:
+                columns[name] = np.zeros((len(nbest.hypotheses),) + values.shape[1:])
+            columns[name][rows] = values
+    return columns
 
 
 def _features_extract(args) -> None:
@@ -156,20 +199,20 @@ def _train(args) -> None:
         if not args.image_split:
             raise InputError("--image-features needs --image-split")
         names, matrix = load_image_features(args.image_features, args.image_split)
-        split = read_task2(args.data, args.image_task2_split, langs)
-        feats, has = align_images(split.images, names, matrix)
-        with_rows = np.flatnonzero(has)
-        if args.heldout_images + args.valid_images >= len(with_rows):
-            raise InputError(f"--heldout-images {args.heldout_images} and --valid-images {args.valid_images} "
-                             f"leave no image to train on")
-        cut = len(with_rows) - args.heldout_images
-        start = cut - args.valid_images
-        heldout = [split.images[i] for i in with_rows[cut:]]
-        parts.append(_split_data(split, langs, with_rows[:start], feats, has))
-        if args.valid_images:
-            valid_parts = [_split_data(split, langs, with_rows[start:cut], feats, has)]
-        print(f"images: {start} for training, {args.valid_images} for validation, {len(heldout)} held out "
-              f"({args.image_task2_split})")
+        # the paper's protocol: every training or validation image with a feature row gets it
+        feats, has = align_images(train_split.images, names, matrix)
+        if has.any():
+            parts = [_split_data(train_split, langs, None, feats, has)]
+            print(f"images: {int(has.sum())} training images with features (train)")
+        val_split = read_task2(args.data, "val", langs)
+        feats, has = align_images(val_split.images, names, matrix)
+        if has.any():
+            valid_parts = [_split_data(val_split, langs, None, feats, has)]
+            print(f"images: {int(has.sum())} validation images with features (val)")
+        if args.image_task2_split != "none":
+            heldout = _extra_images(args, langs, names, matrix, parts, valid_parts)
+    elif args.folds:
+        raise InputError("--folds needs --image-features")
     train = _concat(parts, langs)
     valid = _concat(valid_parts, langs)
     try:
@@ -180,12 +223,58 @@ def _train(args) -> None:
     config = EmbedTrainConfig(model=model_config, epochs=args.epochs, batch_size=args.batch_size,
                               lr=args.lr if args.lr is not None else PRESET_LR[args.preset],
                               seed=args.seed, contrastive=args.contrastive, image_rows=args.image_rows,
-                              validate_every=args.validate_every, patience=args.patience, threads=args.threads)
+                              validate_every=args.validate_every, patience=args.patience, threads=args.threads,
+                              max_steps=args.max_steps, init_model=args.init_model or "")
     _, _, history = train_embeddings(train, valid, config, out_dir=args.out, progress=True)
     with atomic_write(os.path.join(args.out, "heldout.json")) as out:
         json.dump({"task2_split": args.image_task2_split, "images": heldout}, out, indent=2)
     for row in history:
         print(json.dumps(row))
+
+
+def _extra_images(args, langs, names, matrix, parts, valid_parts) -> List[str]:
+    """Add the featured images of ``--image-task2-split`` (test_2016 here) to ``parts``,
+    except the held-out ones: fold ``--fold`` of ``--folds`` (cross-fitting) or else the
+    last ``--heldout-images``; the last ``--valid-images`` of the rest replace
+    ``valid_parts``.  Returns the held-out image names (``heldout.json``, for ``isr``)."""
+    from features.data import align_images, read_task2
+
+    if args.image_task2_split in ("train", "val"):
+        raise InputError(f"--image-task2-split {args.image_task2_split}: training and validation images get their "
+                         "features from --image-features directly; name a third split or none")
+    split = read_task2(args.data, args.image_task2_split, langs)
+    feats, has = align_images(split.images, names, matrix)
+    with_rows = np.flatnonzero(has)
+    if args.folds:
+        from rerank.folds import read_folds
+
+        if args.fold is None:
+            raise InputError("--folds needs --fold K (the fold to hold out)")
+        folds = read_folds(args.folds)
+        of_image = folds.image_fold()
+        unknown = [split.images[i] for i in with_rows if split.images[i] not in of_image]
+        if unknown:
+            raise InputError(f"{len(unknown)} featured images are in no fold, e.g. {unknown[0]}", args.folds)
+        if not 0 <= args.fold < folds.k:
+            raise InputError(f"--fold {args.fold}: the folds file has folds 0..{folds.k - 1}", args.folds)
+        held_mask = np.array([of_image[split.images[i]] == args.fold for i in with_rows], dtype=bool)
+        held, rest = with_rows[held_mask], with_rows[~held_mask]
+        what = f"fold {args.fold} of {folds.k} held out"
+    else:
+        if args.fold is not None:
+            raise InputError("--fold needs --folds")
+        cut = len(with_rows) - args.heldout_images
+        held, rest = with_rows[cut:], with_rows[:cut]
+        what = f"{len(held)} held out"
+    if args.valid_images >= len(rest):
+        raise InputError(f"--valid-images {args.valid_images} and {len(held)} held-out images leave no image "
+                         "to train on")
+    start = len(rest) - args.valid_images
+    parts.append(_split_data(split, langs, rest[:start], feats, has))
+    if args.valid_images:
+        valid_parts[:] = [_split_data(split, langs, rest[start:], feats, has)]
+    print(f"images: {start} for training, {args.valid_images} for validation, {what} ({args.image_task2_split})")
+    return [split.images[i] for i in held]
 
 
 def _isr(args) -> None:
@@ -261,9 +350,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--langs", default=",".join(MLMMEConfig().langs))
     q.add_argument("--image-features", help="CNN feature matrix (.npy/.npz)")
     q.add_argument("--image-split", help="image names, one per row of --image-features")
-    q.add_argument("--image-task2-split", default="test_2016", help="task-2 split whose images have features")
-    q.add_argument("--heldout-images", type=int, default=200, help="last N featured images kept for isr")
-    q.add_argument("--valid-images", type=int, default=0,
+    q.add_argument("--image-task2-split", default="test_2016",
+                   help="a further task-2 split whose featured images join training, minus the held-out ones "
+                        "(none: only train/val images, the paper's protocol)")
+    q.add_argument("--heldout-images", type=non_negative_int, default=200,
+                   help="last N featured images of that split kept for isr")
+    q.add_argument("--folds", help="folds file (rerank folds): hold out the images of --fold instead (cross-fitting)")
+    q.add_argument("--fold", type=non_negative_int, help="the fold whose images are held out")
+    q.add_argument("--init-model", help="warm start from this trained model (vocabularies, sizes, matching weights)")
+    q.add_argument("--max-steps", type=non_negative_int, default=EmbedTrainConfig.max_steps,
+                   help="stop after N batches (0: no limit)")
+    q.add_argument("--valid-images", type=non_negative_int, default=0,
                    help="N featured images before the held-out ones used for model selection")
     q.add_argument("--task1", action="store_true", help="add task 1's translated training pairs")
     q.add_argument("--init", help="paper (N(0,0.01), orthogonal) | default (PyTorch); default: the preset's")
@@ -302,6 +399,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--images", help="CNN feature matrix (.npy/.npz), rows = lines of --image-split")
     q.add_argument("--image-split", help="image file names, one per row of --images")
     q.add_argument("--segment-images", help="image file name of each segment")
+    q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
+                                   "argument has {fold} replaced by k (cross-fitting)")
     q.add_argument("--out", required=True)
     q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)")
     q.add_argument("--images-dir", required=True, help="directory holding the image files")

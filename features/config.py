@@ -71,5 +71,10 @@ class EmbedTrainConfig:
     image_rows: int = 32
     validate_every: int = 0
     threads: int = 0
+    #: stop after this many batches (0: no limit), e.g. to fine-tune a warm-started model
+    max_steps: int = 0
+    #: warm start: a trained model directory whose vocabularies, sizes and weights (every
+    #: tensor whose name and shape match) the new model starts from ('' = from scratch)
+    init_model: str = ""
 
 

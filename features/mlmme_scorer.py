@@ -1,7 +1,8 @@
 """MLMME / VSE embedding scorers (Calixto & Liu 2017): ``mlmme:MODEL_DIR`` -> ``MLMMEss``
 (s_s, cosine of source and hypothesis embeddings) and, with images, ``MLMMEsi`` (s_i,
 cosine of image and hypothesis embeddings); ``vse:MODEL_DIR`` -> ``VSEsi``.  Options
-``,source=LANG`` and ``,target=LANG`` pick the model's encoders (default en, de)."""
+``,source=LANG`` and ``,target=LANG`` pick the model's encoders (default en, de),
+``,name=PREFIX`` renames the columns (``PREFIXss``, ``PREFIXsi``)."""
 
 from __future__ import annotations
 
@@ -35,15 +36,21 @@ def load_model(model_dir: str):
 
 
 class _EmbeddingScorer(Scorer):
-    """``NAME:MODEL_DIR[,source=en][,target=de]``: the languages of the model's encoders
-    that embed the source sentences and the hypotheses (defaults: Multi30k's en -> de)."""
+    """``KIND:MODEL_DIR[,source=en][,target=de][,name=PREFIX]``: the languages of the
+    model's encoders that embed the source sentences and the hypotheses (defaults:
+    Multi30k's en -> de), and the prefix of the column names (default MLMME / VSE)."""
 
     prefix = "MLMME"
 
     def __init__(self, arg: str):
-        model_dir, settings = parse_settings(arg, ("source", "target"), f"{self.prefix.lower()}:{arg}")
+        kind = self.prefix.lower()
+        model_dir, settings = parse_settings(arg, ("source", "target", "name"), f"{kind}:{arg}")
         if not model_dir:
-            raise InputError(f"the {self.prefix.lower()} scorer needs a model directory ({self.prefix.lower()}:MODEL_DIR)")
+            raise InputError(f"the {kind} scorer needs a model directory ({kind}:MODEL_DIR)")
+        name = settings.get("name", self.prefix)
+        if not name or any(ch.isspace() or ch in "=|" for ch in name):
+            raise InputError(f"{kind}:{arg}: name={name!r} cannot be a column name")
+        self.prefix = name  # columns NAMEss / NAMEsi, e.g. name=MLMMEb0.5 for several models in one list
         self.model, self.vocabs = load_model(model_dir)
         self.target, self.source = settings.get("target", "de"), settings.get("source", "en")
         if self.target not in self.vocabs:

@@ -139,7 +139,9 @@ def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedDat
 def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfig,
                      out_dir: Optional[str] = None, progress: bool = False):
     """Train an MLMME model; returns (model with the best validation weights, vocabularies,
-    per-epoch history).  With ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and
+    per-epoch history).  ``config.init_model`` starts from a trained model (its vocabularies
+    and sizes, and every weight whose name and shape match: e.g. a VSE or β > 0 model
+    fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and
     ``config.json`` (settings, history, signature)."""
     if config.contrastive not in ("batch", "random"):
         raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
@@ -148,10 +150,27 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     mc = config.model
-    vocabs = {lang: Vocabulary.build(train.sentences[lang], config.min_count) for lang in mc.langs}
+    start_state = None
+    if config.init_model:  # warm start: the start model's vocabularies, sizes and matching weights
+        from features.mlmme_scorer import load_model
+
+        start, start_vocabs = load_model(config.init_model)
+        missing = [lang for lang in mc.langs if lang not in start_vocabs]
+        if missing:
+            raise InputError(f"the start model has no {', '.join(missing)} encoder", config.init_model)
+        vocabs = {lang: start_vocabs[lang] for lang in mc.langs}
+        for key in ("word_dim", "hidden_dim", "embed_dim", "preset", "init"):
+            setattr(mc, key, getattr(start.config, key))
+        start_state = start.state_dict()
+    else:
+        vocabs = {lang: Vocabulary.build(train.sentences[lang], config.min_count) for lang in mc.langs}
     if train.image_features is not None:
         mc.image_dim = int(train.image_features.shape[1])
     model = MLMME({lang: len(v) for lang, v in vocabs.items()}, mc)
+    if start_state is not None:
+        own = model.state_dict()
+        model.load_state_dict({k: v for k, v in start_state.items() if k in own and own[k].shape == v.shape},
+                              strict=False)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
     feats = torch.from_numpy(train.image_features) if train.image_features is not None else None
     use_images = feats is not None and mc.beta > 0
@@ -201,7 +220,8 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimiser.step()
             total, count, step = total + loss.item(), count + 1, step + 1
-            last = t == len(batches) - 1
+            capped = bool(config.max_steps) and step >= config.max_steps
+            last = t == len(batches) - 1 or capped
             if last or (config.validate_every and step % config.validate_every == 0):
                 score = validation_score(model, vocabs, valid)
                 model.train()
@@ -217,6 +237,9 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
                     if bad >= config.patience:
                         done = True
                         break
+                if capped:
+                    done = True
+                    break
         if done:
             break
     if best_state is not None:

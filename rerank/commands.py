@@ -1,4 +1,4 @@
-"""The core verbs: ``rerank apply``, ``eval``, ``oracle``, ``signif``, ``report`` (each
+"""The core verbs: ``rerank apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` (each
 parser beside its handler), and :func:`load_tuning_data`, which ``tune`` shares."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ import argparse
 import json
 import os
 import sys
+
+import numpy as np
 
 from rerank.cliutil import bleu_options, non_negative_int, positive_int
 from rerank.errors import InputError, atomic_write
@@ -34,8 +36,19 @@ def cmd_apply(args) -> None:
     from rerank.nbest import read_nbest, read_weights, weights_vector, write_lines, write_nbest
 
     nbest = read_nbest(args.nbest)
-    w = weights_vector(read_weights(args.weights), nbest, args.weights)
-    scores = nbest.features @ w
+    if args.folds:  # fold k's segments under the weights file with {fold} replaced by k
+        from rerank.folds import read_folds
+
+        if "{fold}" not in args.weights:
+            raise InputError("--folds needs {fold} in the --weights path (one weights file per fold)")
+        folds = read_folds(args.folds, nbest.num_segments)
+        scores = np.zeros(len(nbest.hypotheses))
+        for k in range(folds.k):
+            path = args.weights.replace("{fold}", str(k))
+            rows = nbest.rows_of(folds.segments(k))
+            scores[rows] = nbest.features[rows] @ weights_vector(read_weights(path), nbest, path)
+    else:
+        scores = nbest.features @ weights_vector(read_weights(args.weights), nbest, args.weights)
     best = nbest.select(scores)
     with StagedOutputs() as outputs:  # --out and --out-nbest appear together or not at all
         write_lines((nbest.hypotheses[i] for i in best), args.out if args.out == "-" else outputs.stage(args.out))
@@ -71,6 +84,34 @@ def cmd_oracle(args) -> None:
     result = {"oracle_bleu": score.score, "bleu": score.format(), "nbest": args.nbest, "out": args.out,
               "signature": bleu_signature(args.tokenize, args.lowercase)}
     print(json.dumps(result) if args.json else f"oracle {score.format()}")
+
+
+def cmd_folds(args) -> None:
+    from rerank.folds import assign_folds, write_folds
+    from rerank.textio import read_lines
+
+    images = read_lines(args.segment_images)
+    if not images:
+        raise InputError("no segments", args.segment_images)
+    folds = assign_folds(images, args.k, args.seed)
+    write_folds(folds, args.out)
+    sizes = np.bincount(folds.fold, minlength=folds.k)
+    print(f"{len(images)} segments, {len(set(images))} images -> {folds.k} folds of {sizes.min()}-{sizes.max()} "
+          f"segments: {args.out}", file=sys.stderr)
+
+
+def cmd_truncate(args) -> None:
+    from rerank.nbest import read_nbest, write_nbest
+    from rerank.signature import read_sidecar, write_signed
+
+    nbest = read_nbest(args.nbest).head(args.size)
+    from rerank.errors import StagedOutputs
+
+    with StagedOutputs() as outputs:  # the list and its signature (beam feature carried on) together
+        write_nbest(nbest, outputs.stage(args.out))
+        write_signed(outputs.stage(args.out + ".json"),
+                     {"input": args.nbest, "head": args.size, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
+                      "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses)}, ["numpy"])
 
 
 def _parse_system(item: str):
@@ -115,13 +156,28 @@ def cmd_report(args) -> None:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``apply``, ``eval``, ``oracle``, ``signif`` and ``report`` to the ``rerank`` sub-commands."""
+    """Add ``apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif`` and ``report`` to the ``rerank`` sub-commands."""
     p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights")
     p.add_argument("--nbest", required=True)
     p.add_argument("--weights", required=True)
     p.add_argument("--out", required=True, help="1-best output, one line per segment ('-' for stdout)")
     p.add_argument("--out-nbest", help="also write the n-best list with totals = weighted scores")
+    p.add_argument("--folds", help="folds file (rerank folds): fold k's segments use the --weights file whose path "
+                                   "has {fold} replaced by k")
     p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("folds", help="K-fold split of a test set by image, for cross-fitting (rerank crossfit)")
+    p.add_argument("--segment-images", required=True, help="image file name of each segment, one per line")
+    p.add_argument("--k", type=positive_int, default=5, help="number of folds (≥ 2)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", required=True, help="folds file: image<TAB>fold per segment")
+    p.set_defaults(func=cmd_folds)
+
+    p = sub.add_parser("truncate", help="the first N hypotheses of every segment (e.g. 20-best from 50-best)")
+    p.add_argument("--nbest", required=True)
+    p.add_argument("--size", type=positive_int, required=True)
+    p.add_argument("--out", required=True, help="truncated list (and OUT.json, its signature)")
+    p.set_defaults(func=cmd_truncate)
 
     p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)")
     p.add_argument("--ref", required=True)

@@ -88,6 +88,33 @@ class NBestList:
         """Per-segment argmax of ``scores`` (float[M]); see :func:`select_best`."""
         return select_best(scores, self.offsets)
 
+    def rows_of(self, segments: np.ndarray) -> np.ndarray:
+        """int64 row indices of the hypotheses of ``segments`` (int[S]), in that order."""
+        segments = np.asarray(segments, dtype=np.int64)
+        counts = np.diff(self.offsets)[segments]
+        starts = np.repeat(self.offsets[segments] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+        return starts + np.arange(int(counts.sum()))
+
+    def subset(self, segments: np.ndarray) -> "NBestList":
+        """The list of ``segments`` (int[S], non-empty) only, renumbered 0..S-1 in that
+        order; rows are :meth:`rows_of` ``(segments)``."""
+        rows = self.rows_of(segments)
+        counts = np.diff(self.offsets)[np.asarray(segments, dtype=np.int64)]
+        return NBestList(np.concatenate([[0], np.cumsum(counts)]), [self.hypotheses[i] for i in rows],
+                         self.features[rows], list(self.feature_names),
+                         None if self.totals is None else self.totals[rows])
+
+    def head(self, size: int) -> "NBestList":
+        """The first ``size`` (≥ 1) hypotheses of every segment, e.g. a 20-best list from the
+        50-best list of the same beam (Calixto & Liu 2017's Tables 3 and 4 share their
+        1-best baseline this way)."""
+        counts = np.minimum(np.diff(self.offsets), size)
+        rows = np.repeat(self.offsets[:-1], counts) + (np.arange(int(counts.sum()))
+                                                       - np.repeat(np.cumsum(counts) - counts, counts))
+        return NBestList(np.concatenate([[0], np.cumsum(counts)]), [self.hypotheses[i] for i in rows],
+                         self.features[rows], list(self.feature_names),
+                         None if self.totals is None else self.totals[rows])
+
 
 def select_best(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Per-segment argmax of ``scores`` (float[M]) over segments given by ``offsets``

@@ -119,7 +119,8 @@ def _shared_stats(metric, texts: Dict[str, List[List[str]]], refs: List[str]) ->
 MARKS = {"baseline": ("†", "↓"), "compare": ("‡", "⇓")}
 
 
-def _marks(row: Dict) -> str:
+def marks(row: Dict) -> str:
+    """The significance marks of a :func:`significance_table` row (module docstring)."""
     direction = row.get("higher_is_better")
     if direction is None:
         return ""
@@ -135,12 +136,67 @@ def _cell(row: Dict) -> str:
     s_opt = "-" if row["s_opt"] is None else f"{row['s_opt']:.1f}"
     p = "-" if row["p_value"] is None else f"{row['p_value']:.4f}"
     delta = "" if row["p_value"] is None else f" ({row['delta']:+.2f})"
-    return f"{row['score']:.2f}{delta}{_marks(row)} [{row['s_sel']:.1f}/{s_opt}/{p}]"
+    paper = row.get("paper")
+    beside = f" · paper {paper['score']:g}{paper['marks']}" if paper else ""
+    return f"{row['score']:.2f}{delta}{marks(row)} [{row['s_sel']:.1f}/{s_opt}/{p}]{beside}"
+
+
+def read_paper_table(path: str, select: Dict[str, str]) -> Tuple[Dict[Tuple[str, str], Dict], str]:
+    """Published scores to print beside ours: a TSV whose header names key columns
+    (``system`` and e.g. ``nbest``, ``variant``), metric columns and ``METRIC_marks``
+    columns (``../shared/reference/calixto2017_tables3-4.tsv``); ``#`` lines are comments.
+    Rows whose key columns equal ``select`` are kept.
+
+    Returns ({(system, metric lower-case): {"score", "marks"}}, the first comment line).
+    Raises:
+        InputError: naming file and line, for a missing ``system`` column, an unknown
+            ``select`` column, a row with another field count, or a non-numeric score.
+    """
+    lines = read_lines(path)
+    comments = [line.lstrip("# ").strip() for line in lines if line.startswith("#")]
+    body = [(n, line) for n, line in enumerate(lines, start=1) if line.strip() and not line.startswith("#")]
+    if not body:
+        raise InputError("no header line", path)
+    header_line, header = body[0][0], body[0][1].split("\t")
+    if "system" not in header:
+        raise InputError("no 'system' column", path, header_line)
+    unknown = [key for key in select if key not in header]
+    if unknown:
+        raise InputError(f"no column {unknown[0]!r} to select on", path, header_line)
+    metrics = [h for h in header if h + "_marks" in header]
+    out: Dict[Tuple[str, str], Dict] = {}
+    for lineno, line in body[1:]:
+        fields = line.split("\t")
+        fields += [""] * (len(header) - len(fields))  # trailing empty marks
+        if len(fields) != len(header):
+            raise InputError(f"{len(fields)} fields but {len(header)} columns", path, lineno)
+        row = dict(zip(header, fields))
+        if any(row[key] != str(value) for key, value in select.items()):
+            continue
+        for metric in metrics:
+            try:
+                score = float(row[metric])
+            except ValueError:
+                raise InputError(f"{metric} {row[metric]!r} is not a number", path, lineno) from None
+            out[(row["system"], metric.lower())] = {"score": score, "marks": row[metric + "_marks"].strip()}
+    return out, comments[0] if comments else path
+
+
+def attach_paper(result: Dict, paper: Dict[Tuple[str, str], Dict], source: str) -> Dict:
+    """Add ``row["paper"]`` (published score and marks) to every row of a
+    :func:`significance_table` result that ``paper`` has, and ``meta["paper"]``."""
+    for row in result["rows"]:
+        value = paper.get((row["system"], row["metric"]))
+        if value is not None:
+            row["paper"] = value
+    result["meta"]["paper"] = source
+    return result
 
 
 def _footer(meta: Dict) -> List[str]:
     alpha = meta["alpha"]
-    lines = [f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
+    lines = [meta["caption"]] if meta.get("caption") else []
+    lines += [f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
              f"† significantly better than {meta['baseline']}, ↓ significantly worse (p < {alpha})"
              + (f"; ‡ significantly better than {meta['compare_to']}, ⇓ significantly worse"
                 if meta.get("compare_to") else "")
@@ -148,6 +204,8 @@ def _footer(meta: Dict) -> List[str]:
     lines.append(f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
                  f"resamples; seed {meta['seed']}; rerank {meta['rerank']}")
     lines.extend(f"{m.upper()}: {sig}" for m, sig in meta["signatures"].items())
+    if meta.get("paper"):
+        lines.append(f"paper: the published value of the same row and metric with its marks: {meta['paper']}")
     if meta.get("meteor_note"):
         lines.append(meta["meteor_note"])
     lines.extend(f"{m.upper()}: {why}" for m, why in meta.get("unavailable", {}).items())
@@ -196,13 +254,17 @@ def format_table(result: Dict, fmt: str = "text") -> str:
 class Experiment:
     """What a report compares: the reference file, the baseline's replica files, the
     systems ``[(name, replica files)]`` in row order, the test n-best list (oracle row) or
-    None, and the BLEU tokeniser of the text ('none' for tokenised text)."""
+    None, the BLEU tokeniser of the text ('none' for tokenised text), optionally published
+    scores to print beside ours (``{"table": TSV, "select": {column: value}}``, see
+    :func:`read_paper_table`) and a caption (the protocol, printed above the footer)."""
 
     reference: str
     baseline: List[str]
     systems: List[Tuple[str, List[str]]]
     nbest: Optional[str]
     tokenize: str
+    paper: Optional[Dict] = None
+    caption: Optional[str] = None
 
 
 def read_experiment(exp_dir: str) -> Experiment:
@@ -235,6 +297,10 @@ def read_experiment(exp_dir: str) -> Experiment:
         entries = [(str(name), [os.path.join(exp_dir, f) for f in files]) for name, files in manifest["systems"]]
         nbest = manifest.get("nbest")
         tokenize = str(manifest.get("tokenize", "13a"))
+        paper = manifest.get("paper")
+        if paper is not None:
+            paper = {"table": os.path.join(exp_dir, paper["table"]), "select": dict(paper.get("select", {}))}
+        caption = manifest.get("caption")
     except (ValueError, KeyError, TypeError) as err:
         raise InputError(f"not an experiment manifest ({err})", path) from None
     for needed in [ref] + baseline:
@@ -244,7 +310,10 @@ def read_experiment(exp_dir: str) -> Experiment:
     if not systems:
         raise InputError("no re-ranked system has all its files yet", path)
     nbest = os.path.join(exp_dir, nbest) if nbest else None
-    return Experiment(ref, baseline, systems, nbest if nbest and os.path.exists(nbest) else None, tokenize)
+    if paper is not None and not os.path.exists(paper["table"]):
+        raise InputError("missing published table", paper["table"])
+    return Experiment(ref, baseline, systems, nbest if nbest and os.path.exists(nbest) else None, tokenize,
+                      paper, caption)
 
 
 def oracle_file(nbest_path: str, ref_path: str, out_path: str, tokenize: str = "none", lowercase: bool = False) -> str:
@@ -333,6 +402,11 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
         result = significance_table(ref, baseline, systems, metrics=metrics, tokenize=experiment.tokenize,
                                     shuffles=shuffles,
                                     resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
+        if experiment.paper is not None:
+            published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
+            attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
+        if experiment.caption:
+            result["meta"]["caption"] = experiment.caption
         plot_report(result, ref, {"gains": outputs.stage(written["gains.png"]),
                                   "null": outputs.stage(written["null.png"])}, seed=seed, shuffles=shuffles)
         if nbest is not None:

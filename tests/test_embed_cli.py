@@ -64,3 +64,86 @@ def test_embed_train_isr_sts(tmp_path, capsys):
     (tmp_path / "bad.tsv").write_text("4.5\tonly one sentence\n")
     assert main(["embed", "sts", "--model", model, "--data", str(tmp_path / "bad.tsv")]) == 1
     assert f"{tmp_path / 'bad.tsv'}:1: expected score<TAB>sentence<TAB>sentence" in capsys.readouterr().err
+
+
+def _train(root, out, *extra):
+    return main(["embed", "train", "--data", root, "--image-features", os.path.join(root, "feats.npy"),
+                 "--image-split", os.path.join(root, "feat_split.txt"), "--epochs", "2", "--batch-size", "16",
+                 "--image-rows", "4", "--threads", "1", "--out", out, *extra])
+
+
+def test_cross_fitted_training_never_uses_the_held_out_fold(tmp_path, capsys):
+    import torch
+
+    from rerank.folds import assign_folds, write_folds
+
+    root = str(tmp_path / "m30k")
+    _corpus(root, np.random.default_rng(0))
+    images = [f"test_2016{i}.jpg" for i in range(10)]
+    folds = assign_folds(images, 2, seed=1)
+    write_folds(folds, str(tmp_path / "folds.tsv"))
+    held = [name for name, f in zip(images, folds.fold) if f == 1]
+    args = ["--folds", str(tmp_path / "folds.tsv"), "--fold", "1", "--valid-images", "1", "--beta", "0.5"]
+    assert _train(root, str(tmp_path / "a"), *args) == 0
+    assert f"images: {10 - len(held) - 1} for training, 1 for validation, fold 1 of 2 held out" in capsys.readouterr().out
+    assert json.load(open(tmp_path / "a" / "heldout.json"))["images"] == held
+    # other features for the held-out images (and only for them): the same model, bit for bit
+    feats = np.load(os.path.join(root, "feats.npy"))
+    for i, name in enumerate(images):
+        if name in held:
+            feats[i] = np.float16(7.0)
+    np.save(os.path.join(root, "feats.npy"), feats)
+    assert _train(root, str(tmp_path / "b"), *args) == 0
+    a = torch.load(tmp_path / "a" / "model.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert _train(root, str(tmp_path / "c"), "--folds", str(tmp_path / "folds.tsv"), "--fold", "2") == 1
+    assert "--fold 2: the folds file has folds 0..1" in capsys.readouterr().err
+
+
+def test_warm_start_keeps_the_start_models_vocabularies_and_weights(tmp_path, capsys):
+    import torch
+
+    root = str(tmp_path / "m30k")
+    _corpus(root, np.random.default_rng(0))
+    assert main(["embed", "train", "--data", root, "--beta", "0", "--epochs", "1", "--batch-size", "16",
+                 "--threads", "1", "--out", str(tmp_path / "text")]) == 0
+    assert _train(root, str(tmp_path / "ft"), "--init-model", str(tmp_path / "text"), "--beta", "0.75",
+                  "--heldout-images", "3", "--max-steps", "1", "--lr", "1e-9") == 0
+    history = json.load(open(tmp_path / "ft" / "config.json"))["history"]
+    assert [row["step"] for row in history] == [1]
+    for lang in ("en", "de"):
+        assert (tmp_path / "ft" / f"vocab.{lang}.json").read_text() == (tmp_path / "text" / f"vocab.{lang}.json").read_text()
+    start = torch.load(tmp_path / "text" / "model.pt", weights_only=True)
+    tuned = torch.load(tmp_path / "ft" / "model.pt", weights_only=True)
+    for key, value in start.items():
+        if key.startswith("encoders."):
+            assert torch.allclose(tuned[key], value, atol=1e-6), key  # one step of lr 1e-9
+    # VSE (one language) from the bilingual start: only its German encoder is taken
+    assert _train(root, str(tmp_path / "vse"), "--init-model", str(tmp_path / "text"), "--langs", "de", "--beta",
+                  "1", "--heldout-images", "3", "--max-steps", "1") == 0
+    assert set(torch.load(tmp_path / "vse" / "model.pt", weights_only=True)) == {
+        k for k in start if not k.startswith("encoders.en.")}
+
+
+def test_papers_protocol_features_for_every_split(tmp_path, capsys):
+    """Image features for train and val (as the official Multi30k features): every training
+    image is used, selection ranks the validation images, and no test image is trained on."""
+    root = str(tmp_path / "m30k")
+    rng = np.random.default_rng(1)
+    _corpus(root, rng)
+    names, rows = [], []
+    for split, n in (("train", 40), ("val", 8)):
+        names += [f"{split}{i}.jpg" for i in range(n)]
+        rows.append(rng.normal(size=(n, 4)))
+    np.save(os.path.join(root, "all.npy"), np.concatenate(rows).astype(np.float32))
+    with open(os.path.join(root, "all.txt"), "w") as out:
+        out.write("\n".join(names) + "\n")
+    assert main(["embed", "train", "--data", root, "--image-features", os.path.join(root, "all.npy"),
+                 "--image-split", os.path.join(root, "all.txt"), "--image-task2-split", "none", "--beta", "1",
+                 "--epochs", "1", "--batch-size", "16", "--threads", "1", "--out", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert "images: 40 training images with features (train)" in out
+    assert "images: 8 validation images with features (val)" in out and "test_2016" not in out
+    history = json.load(open(tmp_path / "m" / "config.json"))["history"]
+    assert "image_to_sentence/r@1" in history[0]  # selection by image-sentence ranking on val

@@ -215,6 +215,43 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
     assert oracle_bleu > max(r["score"] for r in data["rows"] if r["metric"] == "bleu" and r["system"] != "oracle")
 
 
+def test_report_prints_the_papers_value_beside_ours(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from rerank.errors import InputError
+    from rerank.report import read_paper_table
+
+    refs, hyps, segment = random_corpus(20, 2, seed=3)
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    write_lines(refs, str(exp / "ref"))
+    write_lines([hyps[2 * i] for i in range(20)], str(exp / "base"))
+    write_lines([hyps[2 * i + 1] for i in range(20)], str(exp / "vse"))
+    (tmp_path / "paper.tsv").write_text(
+        "# Calixto & Liu (2017), Tables 3 and 4\n"
+        "nbest\tvariant\tsystem\tBLEU\tBLEU_marks\tTER\tTER_marks\n"
+        "20\tweak\tbaseline\t25.7\t\t56.1\t\n20\tweak\t+VSE\t25.8\t†\t56.1\n"
+        "20\tregular\t+VSE\t32.2\t\t52.6\t‡\n")
+    published, source = read_paper_table(str(tmp_path / "paper.tsv"), {"nbest": "20", "variant": "weak"})
+    assert published == {("baseline", "bleu"): {"score": 25.7, "marks": ""}, ("baseline", "ter"): {"score": 56.1, "marks": ""},
+                         ("+VSE", "bleu"): {"score": 25.8, "marks": "†"}, ("+VSE", "ter"): {"score": 56.1, "marks": ""}}
+    assert source == "Calixto & Liu (2017), Tables 3 and 4"
+    with pytest.raises(InputError, match="no column 'beam'"):
+        read_paper_table(str(tmp_path / "paper.tsv"), {"beam": "20"})
+    (exp / "experiment.json").write_text(json.dumps({
+        "reference": "ref", "baseline": ["base"], "nbest": None, "tokenize": "none",
+        "systems": [["+VSE", ["vse"]]], "caption": "protocol: cross-fitted, 5 folds",
+        "paper": {"table": str(tmp_path / "paper.tsv"), "select": {"nbest": 20, "variant": "weak"}}}))
+    assert main(["report", str(exp), "--metrics", "bleu,ter", "--shuffles", "100", "--resamples", "20"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("system")
+    lines = text.splitlines()
+    assert "· paper 25.8†" in next(line for line in lines if line.startswith("+VSE"))
+    assert "· paper 56.1" in next(line for line in lines if line.startswith("baseline"))
+    assert "protocol: cross-fitted, 5 folds" in text and "paper: the published value" in text
+    rows = json.loads((exp / "report/table.json").read_text())["rows"]
+    assert next(r for r in rows if r["system"] == "+VSE" and r["metric"] == "bleu")["paper"] == {"score": 25.8, "marks": "†"}
+
+
 def test_ter_edit_counts_equal_sacrebleu_including_long_and_degenerate_lines():
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(12)]  # few types: many repeated words, many shift candidates
@@ -268,13 +305,13 @@ def test_meteor_unavailable_is_reported_and_other_metrics_still_run(tmp_path, ca
 
 
 def test_marks_distinguish_improvement_from_degradation():
-    from rerank.report import _marks
+    from rerank.report import marks
 
     row = {"higher_is_better": True, "p_value": 0.01, "delta": 0.5, "p_compare": 0.2, "delta_compare": 0.1}
-    assert _marks(row) == "†"
-    assert _marks({**row, "delta": -0.5}) == "↓"  # significantly worse: not the paper's dagger
-    assert _marks({**row, "p_compare": 0.001, "delta_compare": -0.3}) == "†⇓"
-    assert _marks({**row, "higher_is_better": False, "delta": 0.5}) == "↓"  # TER went up
-    assert _marks({**row, "higher_is_better": False, "delta": -0.5, "p_compare": 0.01, "delta_compare": -0.1}) == "†‡"
-    assert _marks({**row, "higher_is_better": None}) == ""  # length: no direction
-    assert _marks({**row, "p_value": 0.2}) == ""
+    assert marks(row) == "†"
+    assert marks({**row, "delta": -0.5}) == "↓"  # significantly worse: not the paper's dagger
+    assert marks({**row, "p_compare": 0.001, "delta_compare": -0.3}) == "†⇓"
+    assert marks({**row, "higher_is_better": False, "delta": 0.5}) == "↓"  # TER went up
+    assert marks({**row, "higher_is_better": False, "delta": -0.5, "p_compare": 0.01, "delta_compare": -0.1}) == "†‡"
+    assert marks({**row, "higher_is_better": None}) == ""  # length: no direction
+    assert marks({**row, "p_value": 0.2}) == ""
