@@ -44,24 +44,7 @@ TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
-# stage NAME OUTPUT COMMAND...: run COMMAND unless OUTPUT exists; record its wall time
-# (timings.tsv is updated under a lock: two chains of stages may finish together)
-stage() {
-  local name=$1 output=$2; shift 2
-  if [ -e "$output" ]; then
-    echo "== $name: done ($output exists), skipped"
-    return
-  fi
-  echo "== $name"
-  local t0=$SECONDS
-  "$@"
-  (
-    flock 9
-    grep -v "^$name	" "$TIMINGS" > "$TIMINGS.tmp" || true
-    printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMINGS.tmp"
-    mv "$TIMINGS.tmp" "$TIMINGS"
-  ) 9> "$TIMINGS.lock"
-}
+source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...
 
 D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"; A="$OUT/models"; E="$OUT/embed"
 mkdir -p "$N" "$R" "$A"

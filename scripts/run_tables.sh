@@ -83,22 +83,7 @@ TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)
 
-stage() {  # stage NAME OUTPUT COMMAND...: as in run_pipeline.sh
-  local name=$1 output=$2; shift 2
-  if [ -e "$output" ]; then
-    echo "== $name: done, skipped"
-    return
-  fi
-  echo "== $name"
-  local t0=$SECONDS
-  "$@"
-  (
-    flock 9
-    grep -v "^$name	" "$TIMINGS" > "$TIMINGS.tmp" || true
-    printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMINGS.tmp"
-    mv "$TIMINGS.tmp" "$TIMINGS"
-  ) 9> "$TIMINGS.lock"
-}
+source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...
 logged() {  # logged LOG COMMAND...: run COMMAND with its output in LOG; on failure show LOG's end
   local log=$1; shift
   "$@" > "$log" 2>&1 || { echo "failed: $* (see $log)" >&2; tail -n 5 "$log" >&2; return 1; }
@@ -116,8 +101,7 @@ model_dir() { [ "$1" = regular ] && echo "$OUT_MAIN/model" || echo "$OUT/$1/mode
 shared() { [ "$1" = regular ] && [ "$2" = "$MAIN_NBEST" ]; }  # the main job's own lists
 list_in() {  # list_in VARIANT SPLIT SIZE: the n-best list a cell starts from
   if shared "$1" "$3"; then
-    local full="$OUT_MAIN/nbest/$2.full.nbest"
-    [ -e "$full" ] && echo "$full" || echo "$OUT_MAIN/nbest/$2.nbest"
+    echo "$OUT_MAIN/nbest/$2.full.nbest"  # every feature of the main job (checked below)
   else
     echo "$OUT/$1/$2.$3.nbest"
   fi
@@ -187,7 +171,8 @@ fi
 # two chains of stages side by side (one thread each), or one after the other (JOBS=1)
 CHAIN_A=() CHAIN_B=()
 i=0
-for v in $VARIANTS; do
+for v in $(for v in $VARIANTS; do [ "$v" = regular ] || echo "$v"; done) $(for v in $VARIANTS; do
+           [ "$v" = regular ] && echo "$v"; done); do  # the variants to train first, alternating
   if [ $((i % 2)) = 0 ]; then CHAIN_A+=("$v"); else CHAIN_B+=("$v"); fi
   i=$((i + 1))
 done
@@ -228,6 +213,14 @@ add() {  # add OUT ARGS...: rerank features add with its log
   logged "$out.log" rerank features add "$@" --out "$out"
 }
 N="$OUT/lists"; mkdir -p "$N"
+for v in $VARIANTS; do
+  for n in $SIZES; do
+    for split in val test; do
+      [ -e "$(list_in "$v" $split "$n")" ] || { echo "run_tables.sh: missing $(list_in "$v" $split "$n")" \
+        "(the main job's lists: run scripts/run_pipeline.sh to the end)" >&2; exit 1; }
+    done
+  done
+done
 for v in $VARIANTS; do
   for n in $SIZES; do
     c="$v.$n"
