@@ -28,6 +28,24 @@ def cell(row):
     return f"{ours} ({paper['score']:g}{paper['marks']})" if paper else ours
 
 
+def isr_summary(out: str) -> dict:
+    """Mean ISR recalls over the folds of each cross-fitted model (OUT/embed/NAME/foldK/isr.de.json)."""
+    summary = {}
+    root = os.path.join(out, "embed")
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        found = []
+        for fold in sorted(os.listdir(os.path.join(root, name))) if os.path.isdir(os.path.join(root, name)) else []:
+            path = os.path.join(root, name, fold, "isr.de.json")
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as handle:
+                    found.append(json.load(handle))
+        if found:
+            summary[name] = {"folds": len(found), **{d: {k: sum(f[d][k] for f in found) / len(found)
+                                                          for k in ("r@1", "r@5", "r@10")}
+                                                      for d in ("image_to_sentence", "sentence_to_image")}}
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
@@ -60,6 +78,16 @@ def main() -> None:
                 collected.append({"variant": variant, "nbest": int(size), "view": view, "caption":
                                   table["meta"].get("caption"), "rows": table["rows"], "meta": table["meta"]})
             lines.append("")
+    isr = isr_summary(args.out)
+    if isr:
+        lines += ["### ISR of the cross-fitted embedding models (German, each fold's own held-out images)", "",
+                  "| model | folds | image→sentence r@1 | r@5 | r@10 | sentence→image r@1 | r@5 | r@10 |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, row in isr.items():
+            lines.append(f"| {name} | {row['folds']} | " + " | ".join(
+                f"{row[d][k]:.1f}" for d in ("image_to_sentence", "sentence_to_image") for k in ("r@1", "r@5", "r@10"))
+                + " |")
+        lines.append("")
     timings = os.path.join(args.out, "timings.tsv")
     if os.path.exists(timings):
         with open(timings, encoding="utf-8") as handle:
@@ -70,7 +98,7 @@ def main() -> None:
         handle.write("\n".join(lines) + "\n")
     os.replace(os.path.join(args.out, "tables.md.tmp"), os.path.join(args.out, "tables.md"))
     with open(os.path.join(args.out, "tables.json.tmp"), "w", encoding="utf-8") as handle:
-        json.dump(collected, handle, indent=2, ensure_ascii=False)
+        json.dump({"tables": collected, "isr": isr}, handle, indent=2, ensure_ascii=False)
     os.replace(os.path.join(args.out, "tables.json.tmp"), os.path.join(args.out, "tables.json"))
 
 

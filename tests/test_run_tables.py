@@ -124,6 +124,7 @@ def test_run_tables_on_a_tiny_corpus(tmp_path, protocol, capsys):
             for name in ("vse", "mlmme-b1", "mlmme-b0.5"):
                 heldout = json.loads((out / "embed" / name / f"fold{k}" / "heldout.json").read_text())
                 assert sorted(heldout["images"]) == held[k]
+        assert "| vse | 2 |" in tables  # ISR of each fold's models on the fold's own images
         test = read_nbest(str(out / "lists" / "test.regular.4.si.nbest"))
         assert {"VSEsi", "MLMMEb1ss", "MLMMEb1si", "MLMMEb0.5ss", "MLMMEb0.5si", "R2L"} <= set(test.feature_names)
         weights = json.loads((out / "rerank" / "regular.4.crossfit" / "b1" / "weights.seed1.json").read_text())
