@@ -197,6 +197,7 @@ class ForcedDecodingScorer(Scorer):
 
         max_nodes = max_nodes or self.max_nodes
         eos = self.tgt_dict.eos()
+        plain_softmax = getattr(self.model.decoder, "adaptive_softmax", None) is None
         by_source: Dict[object, List[int]] = {}
         for k in unique.tolist():
             by_source.setdefault(None if src is None else id(src[k]), []).append(k)
@@ -229,9 +230,15 @@ class ForcedDecodingScorer(Scorer):
                         net_output = self.model.decoder(tokens, incremental_state=state)
                     else:
                         net_output = self.model.decoder(tokens, encoder_out=encoder_out, incremental_state=state)
-                    lprobs = self.model.get_normalized_probs(net_output, log_probs=True)[:, -1, :]
                     alive = [i for i, x in enumerate(seqs) if len(x) > t]
-                    picked = lprobs[torch.tensor([node[i] for i in alive]), torch.tensor([seqs[i][t] for i in alive])]
+                    rows = torch.tensor([node[i] for i in alive])
+                    cols = torch.tensor([seqs[i][t] for i in alive])
+                    if plain_softmax:  # log p = logit − logsumexp: no (nodes × vocabulary) log_softmax written
+                        logits = net_output[0][:, -1, :].float()
+                        picked = logits[rows, cols] - torch.logsumexp(logits, dim=-1)[rows]
+                    else:
+                        lprobs = self.model.get_normalized_probs(net_output, log_probs=True)[:, -1, :]
+                        picked = lprobs[rows, cols]
                     for i, value in zip(alive, picked.double().tolist()):
                         totals[i] += value
                     children: Dict[tuple, int] = {}

@@ -60,7 +60,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q = nsub.add_parser("train", help="train the Bahdanau GRU model (resumable)")
     q.add_argument("--data-bin", required=True)
     q.add_argument("--save-dir", required=True)
-    q.add_argument("--preset", default=TrainConfig.preset, help="cpu | paper")
+    q.add_argument("--preset", default=TrainConfig.preset, help="cpu | small (fast re-ranking models) | paper")
     q.add_argument("--variant", default=TrainConfig.variant, help="weak (dropout 0, L2 0) | regular (0.5, 1e-8) | optimised (0.2, 0)")
     q.add_argument("--dropout", type=float, default=-1.0, help="override the variant's dropout")
     q.add_argument("--l2", type=float, default=-1.0, help="override the variant's L2 weight")

@@ -34,7 +34,7 @@ from rerank.errors import InputError
 from rerank.signature import write_signed
 
 #: preset name -> fairseq architecture
-PRESETS = {"cpu": "bahdanau_gru_cpu", "paper": "bahdanau_gru_paper"}
+PRESETS = {"cpu": "bahdanau_gru_cpu", "small": "bahdanau_gru_small", "paper": "bahdanau_gru_paper"}
 #: direction -> default role (the feature name a scorer gives the model's columns)
 DIRECTIONS = {"forward": "L2R", "backward": "Channel", "r2l": "R2L"}
 #: regularisation variants of §8 of Calixto & Liu (2017): (dropout, L2 weight)
