@@ -193,7 +193,8 @@ def _train(args) -> None:
     if args.task1:
         train_split = merge_splits(train_split, read_task1(args.data, "train", langs))
     parts = [_split_data(train_split, langs)]
-    valid_parts = [_split_data(read_task2(args.data, "val", langs), langs)]
+    val_split = read_task2(args.data, "val", langs)
+    valid_parts = [_split_data(val_split, langs)]
     heldout: List[str] = []
     if args.image_features:
         if not args.image_split:
@@ -204,7 +205,6 @@ def _train(args) -> None:
         if has.any():
             parts = [_split_data(train_split, langs, None, feats, has)]
             print(f"images: {int(has.sum())} training images with features (train)")
-        val_split = read_task2(args.data, "val", langs)
         feats, has = align_images(val_split.images, names, matrix)
         if has.any():
             valid_parts = [_split_data(val_split, langs, None, feats, has)]

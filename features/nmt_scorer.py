@@ -17,8 +17,9 @@ BPE tokens *including* end-of-sentence (as ``NMT=`` of ``rerank nmt nbest``), ``
 that sum divided by the number of tokens (the per-token mean).  Scores are what fairseq's
 ``SequenceScorer`` (``fairseq-generate --score-reference``, ``fairseq-eval-lm``)
 computes by teacher forcing: the source left-padded, the decoder fed
-``</s> y_1 … y_{T-1}`` and scored on ``y_1 … y_T </s>``, ``log_softmax`` in float32 (the
-tests check equality with fairseq's own per-token scores).  Each distinct (input,
+``</s> y_1 … y_{T-1}`` and scored on ``y_1 … y_T </s>``, log-probabilities in float32
+(logit − logsumexp, without writing the whole log-softmax; the tests check equality with
+fairseq's own per-token scores).  Each distinct (input,
 output) pair is scored once, and each distinct (input, target prefix) is decoded once,
 over the prefix tree with the decoder's incremental state (beam-search n-best lists
 share most prefixes: 2.5–2.7× faster than padded whole sequences on Multi30k 20-best

@@ -141,8 +141,9 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
     """Train an MLMME model; returns (model with the best validation weights, vocabularies,
     per-epoch history).  ``config.init_model`` starts from a trained model (its vocabularies
     and sizes, and every weight whose name and shape match: e.g. a VSE or β > 0 model
-    fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and
-    ``config.json`` (settings, history, signature)."""
+    fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With
+    ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and ``config.json`` (settings,
+    history, signature)."""
     if config.contrastive not in ("batch", "random"):
         raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
     if config.threads:
