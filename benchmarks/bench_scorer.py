@@ -6,8 +6,8 @@ Goals: MLMME ≥ 2,000 hypotheses/s (issue 3); forced decoding (``nmt:``, ``lm:`
 hypotheses/s, i.e. the 20,000-hypothesis test list in ≤ 20 s; ``mbr`` and ``len`` ≥ 10,000
 hypotheses/s; ``e5`` measured (issue 8).  All on 2 CPU cores.
 
-    python benchmarks/bench_scorer.py --skip-mlmme --scorer nmt:out/multi30k/models/r2l \
-        --scorer nmt:out/multi30k/models/channel --scorer lm:out/multi30k/models/lm \
+    python benchmarks/bench_scorer.py --skip-mlmme --scorer nmt:out/multi30k/models/r2l.small \
+        --scorer nmt:out/multi30k/models/channel.small-own --scorer lm:out/multi30k/models/lm \
         --scorer mbr:bleu --scorer mbr:chrf --scorer e5: --scorer len:out/multi30k/data
 
 Scores a real pipeline n-best list (default ``out/multi30k/nbest/test.nbest``: 1,000

@@ -50,6 +50,14 @@ def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
     return emb
 
 
+def _is_leading_rows(new_order: torch.Tensor, size: int) -> bool:
+    """True if ``new_order`` is 0, 1, …, n−1 (n ≤ size): keep the first n rows, a view."""
+    count = new_order.numel()
+    if count == 0 or count > size or int(new_order[0]) != 0 or int(new_order[-1]) != count - 1:
+        return False
+    return count == 1 or bool((new_order[1:] > new_order[:-1]).all())
+
+
 class BahdanauEncoder(FairseqEncoder):
     """Bidirectional GRU encoder.
 
@@ -87,6 +95,9 @@ class BahdanauEncoder(FairseqEncoder):
         return {"encoder_out": out, "encoder_padding_mask": mask}
 
     def reorder_encoder_out(self, encoder_out: Dict[str, torch.Tensor], new_order: torch.Tensor):
+        if _is_leading_rows(new_order, encoder_out["encoder_out"].size(1)):  # a view, no copy
+            keep = new_order.numel()
+            return {key: value.narrow(1, 0, keep) for key, value in encoder_out.items()}
         return {
             "encoder_out": encoder_out["encoder_out"].index_select(1, new_order),
             "encoder_padding_mask": encoder_out["encoder_padding_mask"].index_select(1, new_order),
@@ -159,7 +170,12 @@ class BahdanauDecoder(FairseqIncrementalDecoder):
         cached = self.get_incremental_state(incremental_state, "cached_state")
         if cached is None:
             return
-        reordered = {"state": cached["state"].index_select(0, new_order), "keys": cached["keys"].index_select(1, new_order)}
+        if _is_leading_rows(new_order, cached["state"].size(0)):  # views, no copies
+            keep = new_order.numel()
+            reordered = {"state": cached["state"][:keep], "keys": cached["keys"].narrow(1, 0, keep)}
+        else:
+            reordered = {"state": cached["state"].index_select(0, new_order),
+                         "keys": cached["keys"].index_select(1, new_order)}
         self.set_incremental_state(incremental_state, "cached_state", reordered)
 
     def max_positions(self) -> int:

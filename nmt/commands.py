@@ -24,7 +24,7 @@ def cmd_nmt(args) -> None:
         config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
                              max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
-                             role=args.role, threads=args.threads)
+                             role=args.role, threads=args.threads, target_vocab=args.target_vocab)
         print(train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
         from nmt.lm import train_lm
@@ -74,6 +74,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)")
     q.add_argument("--role", default="", help="feature name of the model's scores (default: L2R, Channel, R2L)")
     q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q.add_argument("--target-vocab", default=TrainConfig.target_vocab, choices=["joint", "own"],
+                   help="output dictionary: the joint BPE one, or the target language's own types "
+                        "(re-ranking models: faster forced decoding)")
     q = nsub.add_parser("train-lm", help="train the target-side LSTM language model (training-split German only)")
     q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
     q.add_argument("--data", default=None, help="Multi30k directory for task 2 (default as prepare)")

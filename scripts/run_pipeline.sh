@@ -12,12 +12,19 @@
 # default ../shared/data/multi30k when it exists, else the public repository is
 # downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH (baseline
 # epochs, 12), PATIENCE, NBEST (20 or 50), SEED (NMT training seed), REPLICAS (tuning
-# replicas, 3), AUX_EPOCH (epochs of the R2L, channel and L2R2 models, 8), LM_EPOCH (3),
+# replicas, 3), AUX_PRESET (preset of the R2L and channel models: small, scored at
+# >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own: the
+# channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
+# of the R2L, channel and L2R2 models, 8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), TUNERS ("mira mert").
 # Every stage skips when its output exists, so an interrupted run resumes where it
 # stopped (training resumes from its last checkpoint); timings.tsv records each stage.
+# Model directories are named by their settings (models/r2l.small, models/channel.small-own);
+# the feature lists and tuning runs are not: after changing a setting, give a new OUT
+# (or remove OUT/nbest/*.*.nbest, OUT/rerank, OUT/report and the eval/report lines of
+# timings.tsv) so that nothing stale is reused.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/out/multi30k}
@@ -29,6 +36,8 @@ PATIENCE=${PATIENCE:-3}
 NBEST=${NBEST:-20}
 SEED=${SEED:-1}
 REPLICAS=${REPLICAS:-3}
+AUX_PRESET=${AUX_PRESET:-small}
+CHANNEL_VOCAB=${CHANNEL_VOCAB:-own}
 AUX_EPOCH=${AUX_EPOCH:-8}
 LM_EPOCH=${LM_EPOCH:-3}
 L2R2=${L2R2:-1}
@@ -47,13 +56,15 @@ THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...
 
 D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"; A="$OUT/models"; E="$OUT/embed"
+R2L_DIR="$A/r2l.$AUX_PRESET"
+CHANNEL_DIR="$A/channel.$AUX_PRESET$([ "$CHANNEL_VOCAB" = own ] && echo -own)"
 mkdir -p "$N" "$R" "$A"
 stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out "$D"
 
 # --- models: the baseline and the re-ranking models, in two chains of stages -----------
-train_model() {  # train_model SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
-  local dir=$1 log=$2; shift 2
-  rerank nmt train --data-bin "$D/bin" --save-dir "$dir" --preset "$PRESET" --variant "$VARIANT" \
+train_model() {  # train_model PRESET SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
+  local preset=$1 dir=$2 log=$3; shift 3
+  rerank nmt train --data-bin "$D/bin" --save-dir "$dir" --preset "$preset" --variant "$VARIANT" \
     --patience "$PATIENCE" --threads "$THREADS" "$@" 2>&1 | tee -a "$log" \
     | grep -E "\| valid \||done training|Error" || true
   [ -f "$dir/checkpoint_best.pt" ] && touch "$dir/train.done"
@@ -75,19 +86,19 @@ embed_train() {
     --epochs "$EMBED_EPOCHS" --validate-every 300 --patience 4 --threads "$THREADS" --out "$E"
 }
 chain_a() {
-  stage train "$M/train.done" train_model "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
+  stage train "$M/train.done" train_model "$PRESET" "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
   stage nbest-val "$N/val.nbest" nbest_of valid val
   stage nbest-test "$N/test.nbest" nbest_of test test
-  stage train-r2l "$A/r2l/train.done" train_model "$A/r2l" "$A/r2l.log" --direction r2l --max-epoch "$AUX_EPOCH" \
-    --patience 2 --seed "$SEED"
+  stage train-r2l "$R2L_DIR/train.done" train_model "$AUX_PRESET" "$R2L_DIR" "$R2L_DIR.log" --direction r2l \
+    --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
   stage embed-train "$E/heldout.json" embed_train
 }
 chain_b() {
-  stage train-channel "$A/channel/train.done" train_model "$A/channel" "$A/channel.log" --direction backward \
-    --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
+  stage train-channel "$CHANNEL_DIR/train.done" train_model "$AUX_PRESET" "$CHANNEL_DIR" "$CHANNEL_DIR.log" \
+    --direction backward --target-vocab "$CHANNEL_VOCAB" --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
   stage train-lm "$A/lm/train.done" train_lm
   if [ "$L2R2" = 1 ]; then
-    stage train-l2r2 "$A/l2r2/train.done" train_model "$A/l2r2" "$A/l2r2.log" --role L2R2 \
+    stage train-l2r2 "$A/l2r2/train.done" train_model "$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 \
       --max-epoch "$AUX_EPOCH" --patience 2 --seed $((SEED + 1))
   fi
 }
@@ -104,7 +115,7 @@ else
 fi
 
 # --- features: one stage per scorer, each list carrying all earlier columns -----------
-SCORERS="mlmme:mlmme:$E r2l:nmt:$A/r2l channel:nmt:$A/channel lm:lm:$A/lm"
+SCORERS="mlmme:mlmme:$E r2l:nmt:$R2L_DIR channel:nmt:$CHANNEL_DIR lm:lm:$A/lm"
 [ "$L2R2" = 1 ] && SCORERS="$SCORERS l2r2:nmt:$A/l2r2"
 SCORERS="$SCORERS mbr:mbr:bleu+mbr:chrf e5:e5: len:len:$D"
 for SPLIT in val test; do

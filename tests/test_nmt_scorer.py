@@ -50,6 +50,9 @@ def tiny(tmp_path_factory):
         train(bin_dir, models[direction], TrainConfig(max_update=6, max_epoch=2, max_tokens=1000, dropout=0.0,
                                                       direction=direction, role="L2R2" if direction == "forward"
                                                       else "", threads=1))
+    models["backward-own"] = str(root / "backward-own")  # the channel model with an English-only output layer
+    train(bin_dir, models["backward-own"], TrainConfig(max_update=6, max_epoch=2, max_tokens=1000, dropout=0.0,
+                                                       direction="backward", target_vocab="own", threads=1))
     models["lm"] = str(root / "lm")
     train_lm(data, models["lm"], LMConfig(embed_dim=16, hidden_size=16, max_epoch=2, threads=1),
              data_dir=str(root / "m30k"))
@@ -85,13 +88,14 @@ def _nbest_of(lines):
     return NBestList(np.arange(len(lines) + 1), list(lines), np.zeros((len(lines), 1)), ["NMT"])
 
 
-@pytest.mark.parametrize("direction,feature", [("forward", "L2R2"), ("backward", "Channel"), ("r2l", "R2L")])
+@pytest.mark.parametrize("direction,feature", [("forward", "L2R2"), ("backward", "Channel"), ("r2l", "R2L"),
+                                               ("backward-own", "Channel")])
 def test_translation_scorer_equals_fairseq(tiny, direction, feature):
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
     scorer = make_scorer(f"nmt:{tiny['models'][direction]}")
     assert scorer.names(False) == [feature, feature + "Norm"]
-    data_dir = tiny["bin"] + (".r2l" if direction == "r2l" else "")
+    data_dir = tiny["bin"] + {"r2l": ".r2l", "backward-own": ".vocab-en"}.get(direction, "")
     reference = _fairseq_scores(tiny["models"][direction], data_dir, "valid")
     out = scorer.score(_nbest_of(tgt), src, None)  # hypotheses = the German side
     assert out[feature] == pytest.approx([s for s, _ in reference], abs=1e-4)
@@ -132,7 +136,52 @@ def test_scorer_kinds_and_sources_are_checked(tiny):
         make_scorer(f"nmt:{tiny['models']['backward']}").score(_nbest_of(["ein mann ."]), None, None)
 
 
-@pytest.mark.parametrize("kind", ["forward", "r2l", "backward", "lm"])
+def test_own_target_vocabulary_holds_the_training_types_of_its_language(tiny):
+    from fairseq.data import Dictionary, data_utils
+
+    own_dir = tiny["bin"] + ".vocab-en"
+    joint = Dictionary.load(os.path.join(tiny["bin"], "dict.en.txt"))
+    own = Dictionary.load(os.path.join(own_dir, "dict.en.txt"))
+    train_types = {w for line in read_lines(os.path.join(tiny["data"], "bpe", "train.en")) for w in line.split()}
+    real = {own[i] for i in range(own.nspecial, len(own)) if not own[i].startswith("madeupword")}
+    assert real == train_types and len(own) < len(joint) and len(own) % 8 == 0
+    assert [own[i] for i in range(4)] == [joint[i] for i in range(4)]  # <s> <pad> </s> <unk>
+    # the model directory scores with the same dictionaries it was trained on
+    assert open(os.path.join(tiny["models"]["backward-own"], "dict.en.txt")).read() == \
+        open(os.path.join(own_dir, "dict.en.txt")).read()
+    for subset in ("train", "valid"):  # re-indexed sentences read back as the same subwords (unseen: <unk>)
+        before = data_utils.load_indexed_dataset(os.path.join(tiny["bin"], f"{subset}.en-de.en"), joint)
+        after = data_utils.load_indexed_dataset(os.path.join(own_dir, f"{subset}.en-de.en"), own)
+        assert len(before) == len(after)
+        for a, b in zip(before, after):
+            expected = [w if w in train_types else "<unk>" for w in joint.string(a).split()]
+            assert own.string(b).split() == expected
+    # the German side is the joint data, linked
+    assert os.path.realpath(os.path.join(own_dir, "train.en-de.de.bin")) == \
+        os.path.realpath(os.path.join(tiny["bin"], "train.en-de.de.bin"))
+
+
+def test_baseline_keeps_the_joint_dictionary():
+    from nmt.train import TrainConfig
+
+    with pytest.raises(InputError, match="joint dictionary"):
+        TrainConfig(target_vocab="own")
+    with pytest.raises(InputError, match="unknown target vocabulary"):
+        TrainConfig(direction="backward", target_vocab="english")
+    assert TrainConfig(direction="r2l", target_vocab="own").target_vocab == "own"
+
+
+def test_only_orders_0_to_n_minus_1_are_narrowed():
+    import torch
+
+    from nmt.bahdanau import _is_leading_rows
+
+    assert _is_leading_rows(torch.tensor([0, 1, 2]), 5) and _is_leading_rows(torch.tensor([0]), 1)
+    for order in ([1, 2], [0, 2], [0, 0, 1], [0, 1, 2, 3, 4, 5], []):
+        assert not _is_leading_rows(torch.tensor(order, dtype=torch.long), 5)
+
+
+@pytest.mark.parametrize("kind", ["forward", "r2l", "backward", "backward-own", "lm"])
 def test_prefix_tree_equals_whole_sequences(tiny, kind):
     from features.nmt_scorer import ForcedDecodingScorer
 
@@ -148,7 +197,7 @@ def test_prefix_tree_equals_whole_sequences(tiny, kind):
     scorer = ForcedDecodingScorer(tiny["models"][kind], max_tokens=50,
                                   expect_kind="lm" if kind == "lm" else "translation")
     reverse = scorer.direction == "r2l"
-    if kind == "backward":  # the channel model reads the hypotheses
+    if kind.startswith("backward"):  # the channel model reads the hypotheses
         inputs, hyps = hyps, inputs
     if kind == "lm":
         inputs = None
@@ -161,7 +210,7 @@ def test_prefix_tree_equals_whole_sequences(tiny, kind):
     sharing = scorer.prefix_sharing(src_ids, tgt_ids, unique)
     if kind in ("forward", "lm"):  # these variants share prefixes (reversed, they share suffixes)
         assert sharing < 0.8
-    if kind == "backward":  # every hypothesis is a different input: nothing to share
+    if kind.startswith("backward"):  # every hypothesis is a different input: nothing to share
         assert sharing == pytest.approx(1.0)
     total, _ = scorer.score_pairs(inputs, hyps)
     assert total == pytest.approx(whole, abs=1e-4)
