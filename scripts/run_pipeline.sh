@@ -15,7 +15,7 @@
 # replicas, 3), AUX_PRESET (preset of the R2L and channel models: small, scored at
 # >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own: the
 # channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
-# of the R2L, channel and L2R2 models, 8), LM_EPOCH (3),
+# of the R2L and channel models, 16), L2R2_EPOCH (8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), TUNERS ("mira mert").
@@ -38,7 +38,8 @@ SEED=${SEED:-1}
 REPLICAS=${REPLICAS:-3}
 AUX_PRESET=${AUX_PRESET:-small}
 CHANNEL_VOCAB=${CHANNEL_VOCAB:-own}
-AUX_EPOCH=${AUX_EPOCH:-8}
+AUX_EPOCH=${AUX_EPOCH:-16}
+L2R2_EPOCH=${L2R2_EPOCH:-8}
 LM_EPOCH=${LM_EPOCH:-3}
 L2R2=${L2R2:-1}
 EMBED_EPOCHS=${EMBED_EPOCHS:-2}
@@ -99,7 +100,7 @@ chain_b() {
   stage train-lm "$A/lm/train.done" train_lm
   if [ "$L2R2" = 1 ]; then
     stage train-l2r2 "$A/l2r2/train.done" train_model "$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 \
-      --max-epoch "$AUX_EPOCH" --patience 2 --seed $((SEED + 1))
+      --max-epoch "$L2R2_EPOCH" --patience 2 --seed $((SEED + 1))
   fi
 }
 if [ "$JOBS" -ge 2 ]; then
