@@ -206,15 +206,18 @@ class BahdanauGRUModel(FairseqEncoderDecoderModel):
         return cls(encoder, decoder)
 
 
+def _dimensions(args, embed: int, encoder: int, decoder: int, attention: int, out: int) -> None:
+    """Set each size unless the command line gave it (fairseq's architecture convention)."""
+    sizes = {"encoder_embed_dim": embed, "encoder_hidden_size": encoder, "decoder_embed_dim": embed,
+             "decoder_hidden_size": decoder, "attention_dim": attention, "decoder_out_dim": out}
+    for name, value in sizes.items():
+        setattr(args, name, getattr(args, name, value))
+
+
 @register_model_architecture("bahdanau_gru", "bahdanau_gru")
 def base_architecture(args):
     args.dropout = getattr(args, "dropout", 0.5)
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 256)
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 256)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 256)
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 512)
-    args.attention_dim = getattr(args, "attention_dim", 256)
-    args.decoder_out_dim = getattr(args, "decoder_out_dim", 256)
+    _dimensions(args, embed=256, encoder=256, decoder=512, attention=256, out=256)
 
 
 @register_model_architecture("bahdanau_gru", "bahdanau_gru_cpu")
@@ -228,22 +231,12 @@ def small_architecture(args):
     """Re-ranking models that score fast on CPU: 128-d embeddings, 128-d encoder GRUs, 256-d
     decoder GRU, 128-d attention and readout (about 2.5× fewer multiply-adds per decoded
     token than ``cpu``, most of them in the output layer)."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 128)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 128)
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 256)
-    args.attention_dim = getattr(args, "attention_dim", 128)
-    args.decoder_out_dim = getattr(args, "decoder_out_dim", 128)
+    _dimensions(args, embed=128, encoder=128, decoder=256, attention=128, out=128)
     base_architecture(args)
 
 
 @register_model_architecture("bahdanau_gru", "bahdanau_gru_paper")
 def paper_architecture(args):
     """§8 of Calixto & Liu (2017): 620-d embeddings, 1024-d GRUs."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 620)
-    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", 1024)
-    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", 620)
-    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", 1024)
-    args.attention_dim = getattr(args, "attention_dim", 1024)
-    args.decoder_out_dim = getattr(args, "decoder_out_dim", 620)
+    _dimensions(args, embed=620, encoder=1024, decoder=1024, attention=1024, out=620)
     base_architecture(args)
