@@ -28,6 +28,51 @@ def cell(row):
     return f"{ours} ({paper['score']:g}{paper['marks']})" if paper else ours
 
 
+def ablation(system: str) -> bool:
+    """Rows of the s_i ablation (the same MLMME model and tuning with s_s only)."""
+    return system.endswith("(s_s only)")
+
+
+def ablation_rows(out: str, size: str, view: str, variants) -> list:
+    """The rows of OUT/rerank/VARIANT.SIZE.VIEW/report-vs-nmt/table.json (‡ against +nmt)."""
+    found = []
+    for variant in variants:
+        path = os.path.join(out, "rerank", f"{variant}.{size}.{view}", "report-vs-nmt", "table.json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                found.append({"variant": variant, "rows": json.load(handle)["rows"]})
+    return found
+
+
+def ablation_table(out: str, size: str, view: str, variants) -> list:
+    """Markdown: each embedding row's difference to +nmt (same tuning) per variant, with and
+    without s_i: does the embedding add anything to the NMT features?"""
+    found = ablation_rows(out, size, view, variants)
+    if not found:
+        return []
+    lines = [f"#### {size}-best, {TITLES.get(view, view)}: difference to +nmt (the NMT features alone, tuned the "
+             "same way)", "",
+             "cells: BLEU / METEOR difference to +nmt; ‡ / ⇓ significantly better / worse than +nmt (AR, p < 0.05); "
+             "rows '(s_s only)' are the same models and tuning without s_i", "",
+             "| system | " + " | ".join(f["variant"] for f in found) + " |", "|---|" + "---|" * len(found)]
+    by = [{(r["system"], r["metric"]): r for r in f["rows"]} for f in found]
+    systems = [s for s in dict.fromkeys(r["system"] for f in found for r in f["rows"])
+               if s not in ("baseline", "+nmt", "oracle")]
+
+    def diff(row):
+        if row is None or row.get("delta_compare") is None:
+            return "–"
+        mark = ""
+        if row["p_compare"] is not None and row["p_compare"] < 0.05 and row["delta_compare"]:
+            mark = "‡" if (row["delta_compare"] > 0) == bool(row["higher_is_better"]) else "⇓"
+        return f"{row['delta_compare']:+.2f}{mark}"
+
+    for system in systems:
+        lines.append(f"| {system} | " + " | ".join(
+            f"{diff(b.get((system, 'bleu')))} / {diff(b.get((system, 'meteor')))}" for b in by) + " |")
+    return lines + [""]
+
+
 def isr_summary(out: str) -> dict:
     """Mean ISR recalls over the folds of each cross-fitted model (OUT/embed/NAME/foldK/isr.de.json)."""
     summary = {}
@@ -71,13 +116,22 @@ def main() -> None:
                 with open(path, encoding="utf-8") as handle:
                     table = json.load(handle)
                 by = {(r["system"], r["metric"]): r for r in table["rows"]}
-                systems = list(dict.fromkeys(r["system"] for r in table["rows"]))
+                systems = [name for name in dict.fromkeys(r["system"] for r in table["rows"]) if not ablation(name)]
                 for system in systems:
                     lines.append(f"| {variant} | {system} | "
                                  + " | ".join(cell(by.get((system, m))) for m in METRICS) + " |")
                 collected.append({"variant": variant, "nbest": int(size), "view": view, "caption":
                                   table["meta"].get("caption"), "rows": table["rows"], "meta": table["meta"]})
             lines.append("")
+    ablations, versus = [], []
+    for size in args.sizes.split():
+        for view in args.views.split():
+            if view != "val":
+                versus += ablation_table(args.out, size, view, args.variants.split())
+                ablations += [dict(t, nbest=int(size), view=view) for t in ablation_rows(args.out, size, view,
+                                                                                        args.variants.split())]
+    if versus:
+        lines += ["### What the embedding features add to the NMT features (and what s_i adds)", ""] + versus
     isr = isr_summary(args.out)
     if isr:
         lines += ["### ISR of the cross-fitted embedding models (German, each fold's own held-out images)", "",
@@ -98,7 +152,7 @@ def main() -> None:
         handle.write("\n".join(lines) + "\n")
     os.replace(os.path.join(args.out, "tables.md.tmp"), os.path.join(args.out, "tables.md"))
     with open(os.path.join(args.out, "tables.json.tmp"), "w", encoding="utf-8") as handle:
-        json.dump({"tables": collected, "isr": isr}, handle, indent=2, ensure_ascii=False)
+        json.dump({"tables": collected, "versus_nmt": ablations, "isr": isr}, handle, indent=2, ensure_ascii=False)
     os.replace(os.path.join(args.out, "tables.json.tmp"), os.path.join(args.out, "tables.json"))
 
 

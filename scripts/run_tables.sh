@@ -16,6 +16,8 @@
 #   A second view tunes on val as the paper did, with s_s only (no val images): for fold k
 #   the fold-k model scores val and fold k's test hypotheses, MIRA is tuned on val and its
 #   weights select fold k's hypotheses.
+#   Views with s_i also tune each +MLMME β row without it ("(s_s only)": the s_i ablation)
+#   and write a second report with ‡ against +nmt (report-vs-nmt/).
 # * paper — the paper's protocol, for users with image features of every split (the
 #   official Multi30k ResNet features, or rerank features extract over Flickr30k):
 #   IMAGES=FEATS.npy IMAGE_NAMES=NAMES.txt (rows for train, val and test_2016 images);
@@ -260,6 +262,9 @@ rows_of() {  # rows_of VIEW LIST: "name<TAB>dir<TAB>features" (empty features: e
     if [ "$view" = val ]; then printf '+MLMME beta=%s\tb%s\t%s,MLMMEb%sss\n' "$b" "$b" "$BASE" "$b"
     else printf '+MLMME beta=%s\tb%s\t%s,MLMMEb%sss,MLMMEb%ssi\n' "$b" "$b" "$BASE" "$b" "$b"; fi
   done
+  if [ "$view" != val ]; then  # the s_i ablation: the same models and tuning without s_i
+    for b in $BETAS; do printf '+MLMME beta=%s (s_s only)\tb%s-ss\t%s,MLMMEb%sss\n' "$b" "$b" "$BASE" "$b"; done
+  fi
   if has_column "$list" R2L; then printf '+all\tall\t\n'; fi
 }
 tune_val_folds() {  # tune_val_folds CELL DIR FEATURES SEED: fold k tuned on val with the fold-k model's s_s
@@ -316,12 +321,27 @@ manifest = {"reference": ref, "baseline": [baseline], "nbest": nbest, "tokenize"
             "paper": {"table": paper, "select": {"nbest": size, "variant": variant}},
             "systems": [[name, [os.path.join(d, f"test.seed{s}.txt") for s in range(1, int(replicas) + 1)]]
                         for name, d in systems]}
-with open(os.path.join(out, "experiment.json.tmp"), "w") as handle:
-    json.dump(manifest, handle, indent=2)
-os.replace(os.path.join(out, "experiment.json.tmp"), os.path.join(out, "experiment.json"))
+path = os.path.join(out, "experiment.json")
+text = json.dumps(manifest, indent=2)
+try:
+    with open(path, encoding="utf-8") as handle:
+        unchanged = handle.read() == text
+except FileNotFoundError:
+    unchanged = False
+if not unchanged:  # rewritten only when its rows change: the reports below are then redone
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(path + ".tmp", path)
 PY
+      for report in report report-vs-nmt; do  # a report older than its manifest is stale
+        [ "$R/$report/table.json" -nt "$R/experiment.json" ] || rm -f "$R/$report/table.json"
+      done
       stage "report-$c.$view" "$R/report/table.json" logged "$R/report.log" rerank report "$R" --metrics "$METRICS" \
         --compare-to "$compare"
+      if [ "$view" != val ]; then  # do the embedding features add anything to the NMT features?
+        stage "report-$c.$view-vs-nmt" "$R/report-vs-nmt/table.json" logged "$R/report-vs-nmt.log" \
+          rerank report "$R" --out "$R/report-vs-nmt" --metrics "$METRICS" --compare-to "+nmt"
+      fi
     done
   done
 done

@@ -110,9 +110,16 @@ def test_run_tables_on_a_tiny_corpus(tmp_path, protocol, capsys):
     for view in views:
         report = json.loads((out / "rerank" / f"regular.4.{view}" / "report" / "table.json").read_text())
         systems = list(dict.fromkeys(r["system"] for r in report["rows"]))
-        expected = ["baseline", "+nmt"] + (["+VSE"] if view != "val" else []) + ["+MLMME beta=1", "+MLMME beta=0.5",
-                                                                                  "+all", "oracle"]
-        assert systems == expected
+        expected = ["baseline", "+nmt"] + (["+VSE"] if view != "val" else []) + ["+MLMME beta=1", "+MLMME beta=0.5"]
+        if view != "val":  # the s_i ablation, and a second report with ‡ against +nmt
+            expected += ["+MLMME beta=1 (s_s only)", "+MLMME beta=0.5 (s_s only)"]
+            versus = json.loads((out / "rerank" / f"regular.4.{view}" / "report-vs-nmt" / "table.json").read_text())
+            assert versus["meta"]["compare_to"] == "+nmt"
+            ablated = json.loads((out / "rerank" / f"regular.4.{view}" / "b1-ss" / "weights.seed1.json").read_text())
+            tuned = ablated["crossfit" if view == "crossfit" else "tuning"]["features"]
+            assert tuned == ["NMT", "WordPenalty", "NMTNorm", "MLMMEb1ss"]
+            assert "(s_s only) | " in tables and "(s_s only) |" not in tables.split("### What the embedding")[0]
+        assert systems == expected + ["+all", "oracle"]
         row = next(r for r in report["rows"] if r["system"] == "+MLMME beta=1" and r["metric"] == "bleu")
         assert row["paper"] == {"score": 33.8, "marks": "†‡"} and row["replicas"] == 2
         assert report["meta"]["compare_to"] == ("+nmt" if view == "val" else "+VSE")
