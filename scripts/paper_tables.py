@@ -44,28 +44,24 @@ def ablation_rows(out: str, size: str, view: str, variants) -> list:
     return found
 
 
-def ablation_table(out: str, size: str, view: str, variants) -> list:
+def ablation_table(size: str, view: str, found: list) -> list:
     """Markdown: each embedding row's difference to +nmt (same tuning) per variant, with and
-    without s_i: does the embedding add anything to the NMT features?"""
-    found = ablation_rows(out, size, view, variants)
+    without s_i, from :func:`ablation_rows`: does the embedding add anything to the NMT features?"""
     if not found:
         return []
-    lines = [f"#### {size}-best, {TITLES.get(view, view)}: difference to +nmt (the NMT features alone, tuned the "
-             "same way)", "",
-             "cells: BLEU / METEOR difference to +nmt; ‡ / ⇓ significantly better / worse than +nmt (AR, p < 0.05); "
-             "rows '(s_s only)' are the same models and tuning without s_i", "",
+    lines = [(f"#### {size}-best, {TITLES.get(view, view)}: difference to +nmt (the NMT features alone, tuned the "
+              "same way)"), "",
+             ("cells: BLEU / METEOR difference to +nmt; ‡ / ⇓ significantly better / worse than +nmt (AR, p < 0.05); "
+              "rows '(s_s only)' are the same models and tuning without s_i"), "",
              "| system | " + " | ".join(f["variant"] for f in found) + " |", "|---|" + "---|" * len(found)]
     by = [{(r["system"], r["metric"]): r for r in f["rows"]} for f in found]
     systems = [s for s in dict.fromkeys(r["system"] for f in found for r in f["rows"])
                if s not in ("baseline", "+nmt", "oracle")]
 
-    def diff(row):
+    def diff(row):  # the difference to +nmt with only its mark (the baseline's left out)
         if row is None or row.get("delta_compare") is None:
             return "–"
-        mark = ""
-        if row["p_compare"] is not None and row["p_compare"] < 0.05 and row["delta_compare"]:
-            mark = "‡" if (row["delta_compare"] > 0) == bool(row["higher_is_better"]) else "⇓"
-        return f"{row['delta_compare']:+.2f}{mark}"
+        return f"{row['delta_compare']:+.2f}{marks(dict(row, p_value=None))}"
 
     for system in systems:
         lines.append(f"| {system} | " + " | ".join(
@@ -127,9 +123,9 @@ def main() -> None:
     for size in args.sizes.split():
         for view in args.views.split():
             if view != "val":
-                versus += ablation_table(args.out, size, view, args.variants.split())
-                ablations += [dict(t, nbest=int(size), view=view) for t in ablation_rows(args.out, size, view,
-                                                                                        args.variants.split())]
+                found = ablation_rows(args.out, size, view, args.variants.split())
+                versus += ablation_table(size, view, found)
+                ablations += [dict(t, nbest=int(size), view=view) for t in found]
     if versus:
         lines += ["### What the embedding features add to the NMT features (and what s_i adds)", ""] + versus
     isr = isr_summary(args.out)
