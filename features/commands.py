@@ -31,7 +31,8 @@ import numpy as np
 
 from features.config import EmbedTrainConfig, MLMMEConfig
 from rerank.cliutil import closed_unit_interval, non_negative_int, positive_float, positive_int
-from rerank.errors import InputError, StagedOutputs, atomic_write
+from rerank.errors import InputError
+from rerank.outputs import StagedOutputs, atomic_write
 from rerank.signature import read_sidecar, write_signed
 
 if TYPE_CHECKING:
@@ -72,13 +73,18 @@ def _split_data(split, langs, rows=None, features=None, has=None) -> "EmbedData"
 def cmd_features(args) -> None:
     if args.features_verb == "extract":
         return _features_extract(args)
-    from rerank.nbest import read_nbest, write_nbest
+    return _features_add(args)
+
+
+def _features_add(args) -> None:
+    """Stream the list block by block (:func:`rerank.nbest.iter_nbest`): every scorer is
+    per segment, so memory is bounded by a block (and the models), not by the list."""
+    from tqdm import tqdm
+
+    from rerank.nbest import NBestWriter, iter_nbest
     from rerank.textio import read_lines
 
-    nbest = read_nbest(args.nbest)
     sources = read_lines(args.source) if args.source else None
-    if sources is not None and len(sources) != nbest.num_segments:
-        raise InputError(f"{len(sources)} source lines but {nbest.num_segments} segments", args.source)
     images = None
     if args.images:
         from features.data import align_images, load_image_features
@@ -86,72 +92,104 @@ def cmd_features(args) -> None:
         if not (args.image_split and args.segment_images):
             raise InputError("--images needs --image-split (rows of the matrix) and --segment-images (one per segment)")
         names, matrix = load_image_features(args.images, args.image_split)
-        segment_images = read_lines(args.segment_images)
-        if len(segment_images) != nbest.num_segments:
-            raise InputError(f"{len(segment_images)} image names but {nbest.num_segments} segments", args.segment_images)
-        images, _ = align_images(segment_images, names, matrix, require_all=True)
+        images, _ = align_images(read_lines(args.segment_images), names, matrix, require_all=True)
     folds = None
     if args.folds:
         from rerank.folds import read_folds
 
-        folds = read_folds(args.folds, nbest.num_segments)
+        folds = read_folds(args.folds)
     for spec in args.scorer:
         if "{fold}" in spec and folds is None:
             raise InputError(f"--scorer {spec}: {{fold}} needs --folds")
     if folds is not None and not any("{fold}" in spec for spec in args.scorer):
         raise InputError("--folds given but no --scorer has {fold} in its argument")
+    per_segment = [(option, values) for option, values in (("--source", sources), ("--segment-images", images),
+                                                           ("--folds", None if folds is None else folds.fold))
+                   if values is not None]
+    scorers = _Scorers()
     start = time.perf_counter()
-    timings = {}
-    for spec in args.scorer:
-        began = time.perf_counter()
-        columns = (_score_by_fold(spec, nbest, sources, images, folds) if "{fold}" in spec
-                   else _score(spec, nbest, sources, images))
-        for name, values in columns.items():
-            if name in nbest.feature_names:
-                raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
-            nbest = nbest.add_feature(name, values)
-        timings[spec] = round(time.perf_counter() - began, 3)
-        print(f"{spec}: {len(nbest.hypotheses)} hypotheses in {timings[spec]:.1f} s "
-              f"({len(nbest.hypotheses) / max(timings[spec], 1e-9):.0f}/s, loading included)", file=sys.stderr)
-    seconds = time.perf_counter() - start
+    timings = {spec: 0.0 for spec in args.scorer}
+    segments, hypotheses, names = 0, 0, []
+    bar = tqdm(unit=" hyp", desc="features add", disable=not sys.stderr.isatty(), leave=False)
     with StagedOutputs() as outputs:  # the list and its signature appear together
-        write_nbest(nbest, outputs.stage(args.out))
+        with outputs.open(args.out) as out:
+            writer = NBestWriter(out)
+            for first, block in iter_nbest(args.nbest):
+                last = first + block.num_segments
+                for option, values in per_segment:
+                    if last > len(values):
+                        raise InputError(f"{len(values)} lines but the n-best list has more segments", getattr(
+                            args, option[2:].replace("-", "_")))
+                part_sources = None if sources is None else sources[first:last]
+                part_images = None if images is None else images[first:last]
+                for spec in args.scorer:
+                    began = time.perf_counter()
+                    progress = first == 0  # the scorers' own bars for the first block only
+                    columns = (scorers.by_fold(spec, block, part_sources, part_images, folds.fold[first:last],
+                                               folds.k, progress) if "{fold}" in spec
+                               else scorers.get(spec, progress).score(block, part_sources, part_images))
+                    for name, values in columns.items():
+                        if name in block.feature_names:
+                            raise InputError(f"feature {name!r} is already in the n-best list", args.nbest)
+                        block = block.add_feature(name, values)
+                    timings[spec] += time.perf_counter() - began
+                writer.write(block, first)
+                segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
+                bar.update(len(block.hypotheses))
+        bar.close()
+        for option, values in per_segment:
+            if len(values) != segments:
+                raise InputError(f"{len(values)} lines but {segments} segments in the n-best list",
+                                 getattr(args, option[2:].replace("-", "_")))
+        seconds = time.perf_counter() - start
+        for spec, took in timings.items():
+            print(f"{spec}: {hypotheses} hypotheses in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s, "
+                  "loading included)", file=sys.stderr)
         write_signed(outputs.stage(args.out + ".json"),  # signature beside the list, as nmt nbest writes
                      {"input": args.nbest, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
                       "scorers": args.scorer, "source": args.source, "images": args.images, "folds": args.folds,
-                      "features": nbest.feature_names, "hypotheses": len(nbest.hypotheses),
-                      "seconds": round(seconds, 3), "scorer_seconds": timings},
+                      "features": names, "hypotheses": hypotheses,
+                      "seconds": round(seconds, 3), "scorer_seconds": {k: round(v, 3) for k, v in timings.items()}},
                      ["torch", "numpy"])
-    print(f"{len(nbest.hypotheses)} hypotheses scored in {seconds:.1f} s "
-          f"({len(nbest.hypotheses) / max(seconds, 1e-9):.0f}/s); features: {' '.join(nbest.feature_names)}",
-          file=sys.stderr)
+    print(f"{hypotheses} hypotheses scored in {seconds:.1f} s "
+          f"({hypotheses / max(seconds, 1e-9):.0f}/s); features: {' '.join(names)}", file=sys.stderr)
 
 
-def _score(spec: str, nbest, sources, images) -> dict:
-    from features.scorer import make_scorer
+class _Scorers:
+    """Each scorer built once (loading a model is the expensive part), on first use."""
 
-    scorer = make_scorer(spec)
-    scorer.progress = True
-    return scorer.score(nbest, sources, images)
+    def __init__(self):
+        self._built: dict = {}
 
+    def get(self, spec: str, progress: bool):
+        from features.scorer import make_scorer
 
-def _score_by_fold(spec: str, nbest, sources, images, folds) -> dict:
-    """Cross-fitted scoring (rerank/folds.py): the segments of fold k are scored by the
-    scorer of ``spec`` with ``{fold}`` replaced by k (e.g. the embedding model trained
-    without fold k's images); returns the columns over the whole list."""
-    columns: dict = {}
-    for k in range(folds.k):
-        held = folds.segments(k)
-        rows = nbest.rows_of(held)
-        part = _score(spec.replace("{fold}", str(k)), nbest.subset(held),
-                      None if sources is None else [sources[s] for s in held],
-                      None if images is None else images[held])
-        for name, values in part.items():
-            values = np.asarray(values, dtype=np.float64)
-            if name not in columns:
-                columns[name] = np.zeros((len(nbest.hypotheses),) + values.shape[1:])
-            columns[name][rows] = values
-    return columns
+        if spec not in self._built:
+            self._built[spec] = make_scorer(spec)
+        scorer = self._built[spec]
+        scorer.progress = progress
+        return scorer
+
+    def by_fold(self, spec: str, nbest, sources, images, fold: np.ndarray, k: int, progress: bool) -> dict:
+        """Cross-fitted scoring (rerank/folds.py): the segments of fold k (``fold``: int[N],
+        the fold of each of ``nbest``'s segments) are scored by the scorer of ``spec`` with
+        ``{fold}`` replaced by k (e.g. the embedding model trained without fold k's images);
+        returns the columns over the whole list."""
+        columns: dict = {}
+        for f in range(k):
+            held = np.flatnonzero(fold == f)
+            if not len(held):
+                continue
+            rows = nbest.rows_of(held)
+            part = self.get(spec.replace("{fold}", str(f)), progress).score(
+                nbest.subset(held), None if sources is None else [sources[s] for s in held],
+                None if images is None else images[held])
+            for name, values in part.items():
+                values = np.asarray(values, dtype=np.float64)
+                if name not in columns:
+                    columns[name] = np.zeros((len(nbest.hypotheses),) + values.shape[1:])
+                columns[name][rows] = values
+        return columns
 
 
 def _features_extract(args) -> None:
@@ -402,6 +440,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
                                    "argument has {fold} replaced by k (cross-fitting)")
     q.add_argument("--out", required=True)
+    q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,
+                                     "--image-split": a.image_split, "--segment-images": a.segment_images,
+                                     "--folds": a.folds}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
     q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)")
     q.add_argument("--images-dir", required=True, help="directory holding the image files")
     q.add_argument("--image-split", required=True, help="image file names, one per line")
@@ -409,5 +450,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--batch-size", type=int, default=16)
     q.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     q.add_argument("--out", required=True, help="FEATS.npy (a FEATS.json signature is written beside it)")
+    q.set_defaults(paths=lambda a: ({"--image-split": a.image_split},
+                                    {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"}))
     p.set_defaults(func=cmd_features)
 

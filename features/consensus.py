@@ -10,9 +10,10 @@ against h' as the reference.  The sum runs over the whole list, h itself include
 in MBR decoding (mbrs' expected utility with the hypotheses as pseudo-references).
 Optional settings after the metric: ``mbr:bleu,feature=NMTNorm,temperature=0.5``.
 
-All ordered pairs of every list come from the statistics layer in one vectorised pass
-(:func:`rerank.bleu.pair_bleu_stats`, :meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`);
-scores are those layers' own formulas, so no metric is implemented twice.
+All ordered pairs of a group of lists (at most ``max_pairs``, see :func:`pair_groups`) come
+from the statistics layer in one vectorised pass (:func:`rerank.bleu.pair_bleu_stats`,
+:meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`); scores are those layers' own formulas,
+so no metric is implemented twice.
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return hyp, ref
 
 
+def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
+    """Consecutive segment ranges ``[(first, last), ...]`` (last exclusive) holding at most
+    ``max_pairs`` ordered pairs each, or one segment where that alone holds more: memory of
+    the pairwise statistics is bounded by the largest group, not by the list."""
+    cumulative = np.cumsum(np.diff(offsets) ** 2)
+    groups, first, done = [], 0, 0
+    while first < len(cumulative):
+        last = max(first + 1, int(np.searchsorted(cumulative, done + max_pairs, side="right")))
+        groups.append((first, last))
+        done, first = int(cumulative[last - 1]), last
+    return groups
+
+
 def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Softmax of ``values / temperature`` within each segment (float64[M])."""
     seg = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
@@ -64,6 +78,8 @@ class ConsensusScorer(Scorer):
     """
 
     NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
+    #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of segments
+    max_pairs = 1_000_000
 
     def __init__(self, arg: str):
         metric, settings = parse_settings(arg, ("feature", "temperature"), f"mbr:{arg}")
@@ -97,7 +113,10 @@ class ConsensusScorer(Scorer):
                              f"(its features: {' '.join(dict.fromkeys(nbest.feature_names))})")
         column = nbest.feature_names.index(self.feature)
         p = list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
-        hyp, ref = list_pairs(nbest.offsets)
-        expected = np.bincount(hyp, weights=p[ref] * self.utilities(nbest.hypotheses, hyp, ref),
-                               minlength=len(nbest.hypotheses))
+        expected = np.zeros(len(nbest.hypotheses))
+        for first, last in pair_groups(nbest.offsets, self.max_pairs):
+            a, b = nbest.offsets[first], nbest.offsets[last]
+            hyp, ref = list_pairs(nbest.offsets[first:last + 1] - a)
+            expected[a:b] = np.bincount(hyp, weights=p[a:b][ref] * self.utilities(nbest.hypotheses[a:b], hyp, ref),
+                                        minlength=b - a)
         return {self.NAMES[self.metric]: expected}

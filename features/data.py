@@ -16,7 +16,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
 from rerank.textio import read_lines
 
 PAD, UNK = 0, 1

@@ -14,8 +14,9 @@ import numpy as np
 
 from mira import MertConfig, MiraConfig, ProConfig
 from rerank.cliutil import bleu_options, non_negative_int, positive_float, positive_int, unit_interval
-from rerank.commands import load_tuning_data
-from rerank.errors import InputError, atomic_write
+from rerank.tuning_data import load_tuning_data
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
 from rerank.signature import read_sidecar
 
 
@@ -35,6 +36,7 @@ def _restrict(nbest, init, init_from: str, features: Optional[str], source: str)
     from rerank.nbest import NBestList
 
     if not features:
+        _check_tunable(nbest, source)
         return nbest, init, init_from, None
     keep = [name.strip() for name in features.split(",") if name.strip()]
     unknown = [name for name in keep if name not in nbest.feature_names]
@@ -44,6 +46,7 @@ def _restrict(nbest, init, init_from: str, features: Optional[str], source: str)
     columns = np.flatnonzero([name in keep for name in nbest.feature_names])
     nbest = NBestList(nbest.offsets, nbest.hypotheses, nbest.features[:, columns],
                       [nbest.feature_names[c] for c in columns])
+    _check_tunable(nbest, source)
     if init is not None:
         init = init[columns]
         if not np.any(init) and init_from == "beam":
@@ -51,12 +54,34 @@ def _restrict(nbest, init, init_from: str, features: Optional[str], source: str)
     return nbest, init, init_from, columns
 
 
+#: the largest feature magnitude the tuners accept: beyond it, products with weights and
+#: differences between hypotheses lose all precision (and overflow near 1e308)
+MAX_FEATURE_MAGNITUDE = 1e15
+
+
+def _check_tunable(nbest, source: str) -> None:
+    """Refuse a list with no feature columns (nothing to tune: zero weights would be
+    written as a result) or with values beyond :data:`MAX_FEATURE_MAGNITUDE`."""
+    if not nbest.feature_names:
+        raise InputError("the n-best list has no feature columns: nothing to tune", source)
+    magnitude = np.abs(nbest.features).max(axis=0)
+    if magnitude.max() > MAX_FEATURE_MAGNITUDE:
+        column = int(np.argmax(magnitude))
+        raise InputError(f"feature {nbest.feature_names[column]!r} has a value of magnitude {magnitude[column]:.3g}; "
+                         f"tuning needs |values| <= {MAX_FEATURE_MAGNITUDE:.0e} (rescale the feature)", source)
+
+
 def _start(args, nbest):
     """Initial weights (``--init``, else the beam's, else None) and where they came from."""
     from rerank.nbest import read_weights, weights_vector
 
     if args.init:
-        return weights_vector(read_weights(args.init), nbest, args.init), os.path.abspath(args.init)
+        from rerank.commands import finite_scores
+
+        init = weights_vector(read_weights(args.init), nbest, args.init)
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite_scores(nbest.features @ init, args.nbest, args.init)
+        return init, os.path.abspath(args.init)
     init = beam_weights(args.nbest, nbest)
     return init, "beam" if init is not None else "zeros"
 
@@ -142,7 +167,7 @@ def cmd_crossfit(args) -> None:
     for each fold k, tune on the other folds' segments from the same start as ``tune``,
     apply to fold k; write the K selections in segment order and every fold's weights."""
     from rerank.bleu import bleu_signature
-    from rerank.errors import StagedOutputs
+    from rerank.outputs import StagedOutputs
     from rerank.folds import read_folds
     from rerank.nbest import weights_dict, write_lines
     from rerank.signature import signature
@@ -180,7 +205,7 @@ def cmd_crossfit(args) -> None:
     }
     with StagedOutputs() as outputs:  # the selection and its weights appear together
         write_lines((full.hypotheses[i] for i in chosen), outputs.stage(args.out))
-        with open(outputs.stage(args.weights_out), "w", encoding="utf-8") as handle:
+        with outputs.open(args.weights_out) as handle:
             json.dump(out, handle, indent=2, allow_nan=False)
             handle.write("\n")
 
@@ -192,7 +217,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--out", required=True, help="weights JSON to write")
     tuning_options(p)
-    p.set_defaults(func=cmd_tune)
+    p.set_defaults(func=cmd_tune, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref, "--init": a.init},
+                                                   {"--out": a.out}))
 
     p = sub.add_parser("crossfit", help="K-fold cross-fitted re-ranking: tune on the other folds, apply to each fold")
     p.add_argument("--nbest", required=True, help="Moses n-best list of the test set (features out-of-fold)")
@@ -201,7 +227,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="re-ranked 1-best of every segment")
     p.add_argument("--weights-out", required=True, help="JSON with every fold's weights and tuning BLEU")
     tuning_options(p)
-    p.set_defaults(func=cmd_crossfit)
+    p.set_defaults(func=cmd_crossfit, paths=lambda a: (
+        {"--nbest": a.nbest, "--ref": a.ref, "--folds": a.folds, "--init": a.init},
+        {"--out": a.out, "--weights-out": a.weights_out}))
 
 
 def tuning_options(p: argparse.ArgumentParser) -> None:

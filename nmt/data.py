@@ -16,7 +16,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, List, Optional
 
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
 from rerank.signature import write_signed
 from rerank.textio import read_lines
 

@@ -30,7 +30,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from nmt import FAIRSEQ_ENV, USER_DIR
-from rerank.errors import InputError, StagedOutputs
+from rerank.errors import InputError
+from rerank.outputs import StagedOutputs
 from rerank.nbest import NBestList, write_lines, write_nbest
 from rerank.signature import write_signed
 

@@ -23,7 +23,8 @@ from typing import List, Optional
 from nmt import FAIRSEQ_ENV, USER_DIR
 from nmt.data import preprocess_lines, resolve_data_dir
 from nmt.train import thread_env
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
 from rerank.signature import write_signed
 from rerank.textio import read_lines
 

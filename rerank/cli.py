@@ -5,16 +5,25 @@ Each layer owns its verbs, parser beside handler: ``tune`` (``mira/commands.py``
 and ``features`` (``features/commands.py``), ``nmt prepare|train|train-lm|nbest``
 (``nmt/commands.py``; needs the ``[nmt]`` extra to run).  Errors in the input are printed
 on one line naming file and line, and the exit status is 1; nothing partial is written.
+
+Each verb declares the files it reads and writes (``paths=`` in its parser's defaults:
+``args -> (inputs, outputs)``, each ``{option: path or [paths]}``); before the verb runs,
+:func:`rerank.outputs.check_paths` refuses an output that is one of its inputs or another
+output, and an output that cannot be written.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import signal
 import sys
 from typing import List, Optional
 
 from rerank import __version__
 from rerank.errors import InputError
+from rerank.outputs import check_paths
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,22 +41,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _largest_input(args) -> Optional[str]:
+    paths = getattr(args, "paths", None)
+    if paths is None:
+        return None
+    inputs, _ = paths(args)
+    files = [p for v in inputs.values() for p in ([v] if isinstance(v, str) else v or []) if p and p != "-"]
+    sizes = [(os.path.getsize(p), p) for p in files if os.path.isfile(p)]
+    return max(sizes)[1] if sizes else None
+
+
+def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C: staged outputs are removed
+    raise KeyboardInterrupt
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one ``rerank`` verb.  Bad input (:class:`InputError`, a file that cannot be
-    read or written) prints one line naming the file and returns 1; any other exception
-    is a bug of ours and keeps its traceback."""
+    read or written) prints one line naming the file and returns 1; Ctrl-C or SIGTERM
+    prints one line and returns 130 (nothing partial is left); running out of memory
+    names the largest input and returns 1; any other exception is a bug of ours and keeps
+    its traceback."""
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate) if argv is None else None
     try:
+        if getattr(args, "paths", None) is not None:
+            check_paths(*args.paths(args))
         args.func(args)
     except InputError as err:
         print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"rerank {args.verb}: interrupted; no output was written", file=sys.stderr)
+        return 130
+    except MemoryError:
+        largest = _largest_input(args)
+        what = f"{largest} is too large to hold in memory" if largest else "out of memory"
+        print(f"rerank {args.verb}: error: {what}; apply, truncate and features add stream lists of any size, "
+              "tune/oracle/crossfit keep about 0.6 KB per hypothesis (split the list or use a larger machine)",
+              file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 1
     except OSError as err:  # e.g. an output path in a missing or read-only place
         where = f"{err.filename}: " if err.filename else ""
-        print(f"rerank {args.verb}: error: {where}{err.strerror or err}", file=sys.stderr)
+        reason = err.strerror or errno.errorcode.get(err.errno or 0) or str(err)
+        print(f"rerank {args.verb}: error: {where}{reason}", file=sys.stderr)
         return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 

@@ -26,7 +26,8 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
 from rerank.textio import read_lines
 
 

@@ -16,14 +16,71 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.errors import InputError, atomic_write
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
 from rerank.textio import open_text
 
 SEPARATOR = " ||| "
+
+
+class PackedStrings(Sequence[str]):
+    """M strings stored as one UTF-8 buffer and int64[M + 1] byte offsets: about the
+    strings' bytes + 8 bytes each instead of ~60 bytes of Python object per string, for the
+    commands that keep a whole list (``tune``, ``oracle``, ``crossfit``).  A read-only
+    sequence: ``len``, indexing (decodes one string), iteration and :meth:`take`."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data = np.asarray(data, dtype=np.uint8)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    @classmethod
+    def from_strings(cls, strings: Sequence[str]) -> "PackedStrings":
+        """Pack ``strings`` (each may hold any character but none is split)."""
+        joined = "".join(strings).encode("utf-8")
+        lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+        if len(joined) != int(lengths.sum()):  # non-ASCII: byte lengths differ from character lengths
+            lengths = np.fromiter((len(t.encode("utf-8")) for t in strings), dtype=np.int64, count=len(strings))
+        return cls(np.frombuffer(joined, dtype=np.uint8), np.concatenate([[0], np.cumsum(lengths)]))
+
+    @classmethod
+    def concat(cls, parts: Sequence["PackedStrings"]) -> "PackedStrings":
+        """One sequence of the strings of ``parts`` in order."""
+        if not parts:
+            return cls(np.zeros(0, np.uint8), np.zeros(1, np.int64))
+        shifts = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+        offsets = np.concatenate([[0]] + [p.offsets[1:] + shift for p, shift in zip(parts, shifts)])
+        return cls(np.concatenate([p.data for p in parts]), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        return self.data[self.offsets[index]:self.offsets[index + 1]].tobytes().decode("utf-8")
+
+    def __iter__(self):
+        data, offsets = self.data.tobytes(), self.offsets.tolist()
+        for start, end in zip(offsets[:-1], offsets[1:]):
+            yield data[start:end].decode("utf-8")
+
+    def take(self, rows: np.ndarray) -> "PackedStrings":
+        """The strings of ``rows`` (int[K]) in that order, packed."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.offsets[rows + 1] - self.offsets[rows]
+        starts = np.cumsum(lengths) - lengths
+        index = np.repeat(self.offsets[rows] - starts, lengths) + np.arange(int(lengths.sum()))
+        return PackedStrings(self.data[index], np.concatenate([[0], np.cumsum(lengths)]))
+
+
+def _take(strings: Sequence[str], rows: np.ndarray) -> Sequence[str]:
+    return strings.take(rows) if isinstance(strings, PackedStrings) else [strings[i] for i in rows]
 
 
 @dataclass
@@ -32,7 +89,8 @@ class NBestList:
 
     Attributes:
         offsets: int64[N + 1]; hypotheses of segment i are rows ``offsets[i]:offsets[i+1]``.
-        hypotheses: M hypothesis strings, M = ``offsets[-1]``.
+        hypotheses: M hypothesis strings, M = ``offsets[-1]`` (a list, or a
+            :class:`PackedStrings` where only numbers are kept per hypothesis).
         features: float64[M, F] dense feature matrix.
         feature_names: F column labels.  A Moses name with k values gives k columns
             labelled with the same name, in order.
@@ -100,7 +158,7 @@ class NBestList:
         order; rows are :meth:`rows_of` ``(segments)``."""
         rows = self.rows_of(segments)
         counts = np.diff(self.offsets)[np.asarray(segments, dtype=np.int64)]
-        return NBestList(np.concatenate([[0], np.cumsum(counts)]), [self.hypotheses[i] for i in rows],
+        return NBestList(np.concatenate([[0], np.cumsum(counts)]), _take(self.hypotheses, rows),
                          self.features[rows], list(self.feature_names),
                          None if self.totals is None else self.totals[rows])
 
@@ -111,7 +169,7 @@ class NBestList:
         counts = np.minimum(np.diff(self.offsets), size)
         rows = np.repeat(self.offsets[:-1], counts) + (np.arange(int(counts.sum()))
                                                        - np.repeat(np.cumsum(counts) - counts, counts))
-        return NBestList(np.concatenate([[0], np.cumsum(counts)]), [self.hypotheses[i] for i in rows],
+        return NBestList(np.concatenate([[0], np.cumsum(counts)]), _take(self.hypotheses, rows),
                          self.features[rows], list(self.feature_names),
                          None if self.totals is None else self.totals[rows])
 
@@ -157,8 +215,144 @@ def _parse_features(text: str, path: str, lineno: int) -> Tuple[List[Tuple[str, 
     return groups, values
 
 
+#: hypotheses per block when a list is streamed (:func:`iter_nbest`): memory per block is
+#: about this many lines' text and values, independent of the list's size
+BLOCK_HYPOTHESES = 50_000
+
+
+def _getter(indices: Sequence[int]):
+    """A function returning the tuple of ``tokens[k]`` for k in ``indices`` (C-speed)."""
+    import operator
+
+    if not indices:
+        return lambda tokens: ()
+    if len(indices) == 1:
+        k = indices[0]
+        return lambda tokens: (tokens[k],)
+    return operator.itemgetter(*indices)
+
+
+class _BlockParser:
+    """Accumulates the lines of whole segments and converts them into an :class:`NBestList`."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.layout: Optional[List[Tuple[str, int]]] = None
+        self.names: List[str] = []
+        self.width = self.num_values = 0
+        self.names_of = self.values_of = None
+        self.expected: tuple = ()
+        self.current, self.current_text = -1, None  # the last segment id seen, as written
+        self.first_line = 1
+        self.hypotheses: List[str] = []
+        self.value_tokens: List[str] = []
+        self.total_tokens: List[str] = []
+        self.starts: List[int] = []
+
+    def set_layout(self, field: str, lineno: int) -> None:
+        self.layout, _ = _parse_features(field, self.path, lineno)
+        tokens = field.split()
+        self.width = len(tokens)
+        self.names = [name for name, count in self.layout for _ in range(count)]
+        name_at = [k for k, t in enumerate(tokens) if t.endswith("=")]
+        value_at = [k for k, t in enumerate(tokens) if not t.endswith("=")]
+        self.num_values = len(value_at)
+        self.names_of, self.values_of = _getter(name_at), _getter(value_at)
+        self.expected = self.names_of(tokens)
+
+    def add(self, line: str, lineno: int) -> bool:
+        """Parse one line; True when it starts a new segment."""
+        fields = line.rstrip("\n").split(" ||| ")
+        if len(fields) != 4:
+            if not line.strip():
+                raise InputError("empty line", self.path, lineno)
+            raise InputError(f"expected 4 fields separated by ' ||| ', found {len(fields)}", self.path, lineno)
+        new = False
+        if fields[0] != self.current_text:
+            try:
+                sid = int(fields[0])
+            except ValueError:
+                raise InputError(f"segment id {fields[0]!r} is not an integer", self.path, lineno) from None
+            if sid == self.current + 1:
+                self.current, self.current_text = sid, fields[0]
+                new = True
+            elif sid != self.current or self.current_text is None:  # " 3" or "03" for the current id are accepted
+                raise InputError(f"segment id {sid} follows {self.current}: ids must be 0, 1, 2, ... in order",
+                                 self.path, lineno)
+        if "\x00" in line:
+            raise InputError("NUL byte in the line (a binary file?)", self.path, lineno)
+        tokens = fields[2].split()
+        if self.layout is None:
+            self.set_layout(fields[2], lineno)
+        if len(tokens) != self.width or self.names_of(tokens) != self.expected:
+            groups, _ = _parse_features(fields[2], self.path, lineno)  # raises on malformed values
+            raise InputError(f"features {_describe(groups)} differ from the first line's {_describe(self.layout)}",
+                             self.path, lineno)
+        if new:
+            self.starts.append(len(self.hypotheses))
+        self.value_tokens.extend(self.values_of(tokens))
+        self.total_tokens.append(fields[3].strip() or "0")
+        self.hypotheses.append(fields[1].strip())
+        return new
+
+    def block(self, upto: Optional[int] = None) -> NBestList:
+        """The list of the accumulated rows before row ``upto`` (whole segments)."""
+        upto = len(self.hypotheses) if upto is None else upto
+        starts = [s for s in self.starts if s < upto]
+        try:
+            features = np.array(self.value_tokens[:upto * self.num_values], dtype=np.float64)
+            ok = bool(np.isfinite(features).all())
+        except ValueError:
+            ok = False
+        if not ok:  # name the first bad line
+            for row in range(upto):
+                tokens = self.value_tokens[row * self.num_values:(row + 1) * self.num_values]
+                if not all(_is_float(t) and math.isfinite(float(t)) for t in tokens):
+                    line = " ".join(f"{n}= {t}" for n, t in zip(self.names, tokens))
+                    _parse_features(line, self.path, self.first_line + row)
+        try:
+            totals = np.array(self.total_tokens[:upto], dtype=np.float64)
+        except ValueError:
+            bad = next(k for k, t in enumerate(self.total_tokens[:upto]) if not _is_float(t))
+            raise InputError(f"total {self.total_tokens[bad]!r} is not a number", self.path,
+                             self.first_line + bad) from None
+        return NBestList(np.asarray(starts + [upto]), self.hypotheses[:upto],
+                         features.reshape(upto, len(self.names)), list(self.names), totals)
+
+
+def iter_nbest(path: str, block_size: int = BLOCK_HYPOTHESES) -> Iterator[Tuple[int, NBestList]]:
+    """Stream a Moses n-best file (``-`` for stdin, ``.gz`` accepted) in blocks of whole
+    segments: yields ``(first segment id, NBestList of about block_size hypotheses)``,
+    each block's segments renumbered from 0.  Memory is bounded by the block, not the list.
+
+    Raises:
+        InputError: naming file and line, as :func:`read_nbest` (the error comes when the
+            parser reaches the bad line: earlier blocks have been yielded by then).
+    """
+    parser = _BlockParser(path)
+    first_segment = 0
+    lineno = 0
+    with open_text(path) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if parser.add(line, lineno) and len(parser.hypotheses) > block_size:
+                cut = parser.starts[-1]  # rows before the segment that starts now
+                block = parser.block(cut)
+                yield first_segment, block
+                first_segment += block.num_segments
+                rest = (parser.hypotheses[cut:], parser.value_tokens[cut * parser.num_values:],
+                        parser.total_tokens[cut:])
+                parser.first_line += cut
+                parser.hypotheses, parser.value_tokens, parser.total_tokens = map(list, rest)
+                parser.starts = [0]
+    if parser.hypotheses:
+        yield first_segment, parser.block()
+    elif lineno == 0:
+        raise InputError("no hypotheses", path)
+
+
 def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
-    """Read a Moses n-best file (``-`` for stdin, ``.gz`` accepted).
+    """Read a whole Moses n-best file (``-`` for stdin, ``.gz`` accepted); see
+    :func:`iter_nbest` to stream one instead.
 
     Args:
         path: file to read.
@@ -167,75 +361,30 @@ def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
     Raises:
         InputError: naming file and line, for a wrong field count, a non-integer id, ids
             not 0, 1, 2, ... in order, a missing or non-numeric or non-finite value, a
-            feature set different from the first line's, an empty file, or a segment
-            count different from ``num_segments``.
+            feature set different from the first line's, a NUL byte, an empty file, or a
+            segment count different from ``num_segments``.
 
     Fast path: the first line's feature field fixes the layout (positions of the name
     tokens); later lines are checked against it token by token and their value tokens
-    are converted to float all at once; any failure re-parses the offending line
+    are converted to float a block at a time; any failure re-parses the offending line
     slowly to name the problem.
     """
-    hypotheses: List[str] = []
-    value_tokens: List[str] = []
-    total_tokens: List[str] = []
-    starts: List[int] = []
-    layout: Optional[List[Tuple[str, int]]] = None
-    name_at: List[Tuple[int, str]] = []
-    value_at: List[int] = []
-    width = 0
-    current = -1
-    with open_text(path) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            fields = line.rstrip("\n").split(" ||| ")
-            if len(fields) != 4:
-                if not line.strip():
-                    raise InputError("empty line", path, lineno)
-                raise InputError(f"expected 4 fields separated by ' ||| ', found {len(fields)}", path, lineno)
-            if fields[0] != str(current):
-                try:
-                    sid = int(fields[0])
-                except ValueError:
-                    raise InputError(f"segment id {fields[0]!r} is not an integer", path, lineno) from None
-                if sid != current + 1:
-                    if sid == current:  # e.g. " 3" or "03"
-                        pass
-                    else:
-                        raise InputError(f"segment id {sid} follows {current}: ids must be 0, 1, 2, ... in order",
-                                         path, lineno)
-                else:
-                    current = sid
-                    starts.append(len(hypotheses))
-            tokens = fields[2].split()
-            if layout is None:
-                layout, _ = _parse_features(fields[2], path, lineno)
-                width = len(tokens)
-                name_at = [(k, t) for k, t in enumerate(tokens) if t.endswith("=")]
-                value_at = [k for k, t in enumerate(tokens) if not t.endswith("=")]
-            if len(tokens) != width or any(tokens[k] != name for k, name in name_at):
-                groups, _ = _parse_features(fields[2], path, lineno)  # raises on malformed values
-                raise InputError(f"features {_describe(groups)} differ from the first line's {_describe(layout)}",
-                                 path, lineno)
-            value_tokens.extend([tokens[k] for k in value_at])
-            total_tokens.append(fields[3].strip() or "0")
-            hypotheses.append(fields[1].strip())
-    if not hypotheses:
-        raise InputError("no hypotheses", path)
-    if num_segments is not None and current + 1 != num_segments:
-        raise InputError(f"{current + 1} segments in the n-best list but {num_segments} references", path)
-    names = [name for name, count in layout for _ in range(count)]
-    try:
-        features = np.array(value_tokens, dtype=np.float64).reshape(len(hypotheses), len(names))
-        ok = bool(np.isfinite(features).all())
-    except ValueError:
-        ok = False
-    if not ok:  # find and name the first bad line
-        _first_bad_line(path)
-    try:
-        totals = np.array(total_tokens, dtype=np.float64)
-    except ValueError:
-        bad = next(k for k, t in enumerate(total_tokens) if not _is_float(t))
-        raise InputError(f"total {total_tokens[bad]!r} is not a number", path, bad + 1) from None
-    return NBestList(np.asarray(starts + [len(hypotheses)]), hypotheses, features, names, totals)
+    blocks = [block for _, block in iter_nbest(path)]
+    nbest = concat_blocks(blocks)
+    if num_segments is not None and nbest.num_segments != num_segments:
+        raise InputError(f"{nbest.num_segments} segments in the n-best list but {num_segments} references", path)
+    return nbest
+
+
+def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
+    """One list from consecutive blocks (:func:`iter_nbest`), segments renumbered."""
+    if len(blocks) == 1:
+        return blocks[0]
+    counts = np.concatenate([np.diff(b.offsets) for b in blocks])
+    hypotheses = [h for b in blocks for h in b.hypotheses]
+    totals = None if any(b.totals is None for b in blocks) else np.concatenate([b.totals for b in blocks])
+    return NBestList(np.concatenate([[0], np.cumsum(counts)]), hypotheses,
+                     np.concatenate([b.features for b in blocks]), list(blocks[0].feature_names), totals)
 
 
 def _is_float(text: str) -> bool:
@@ -244,13 +393,6 @@ def _is_float(text: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _first_bad_line(path: str) -> None:
-    with open_text(path) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            _parse_features(line.rstrip("\n").split(" ||| ")[2], path, lineno)
-    raise InputError("non-numeric or non-finite feature value", path)
 
 
 def _describe(groups: Sequence[Tuple[str, int]]) -> str:
@@ -276,36 +418,70 @@ def check_writable(nbest: NBestList, totals: np.ndarray) -> None:
     """
     seen = set()
     for name, _ in nbest.groups():
-        if not name or any(ch.isspace() for ch in name) or "|||" in name:
+        if not name or any(ch.isspace() for ch in name) or "|||" in name or "\x00" in name:
             raise InputError(f"feature name {name!r} cannot be written in Moses format "
-                             "(empty, whitespace or '|||')")
+                             "(empty, whitespace, '|||' or a NUL byte)")
         if name in seen:
             raise InputError(f"feature name {name!r} names two separate groups of columns")
         seen.add(name)
     for row, hyp in enumerate(nbest.hypotheses):
-        if hyp != hyp.strip() or "\n" in hyp or "\r" in hyp or "|||" in hyp:
+        if hyp != hyp.strip() or "\n" in hyp or "\r" in hyp or "|||" in hyp or "\x00" in hyp:
             raise InputError(f"hypothesis {row} ({hyp!r}) cannot be written in Moses format "
-                             "(outer whitespace, a line break or '|||')")
+                             "(outer whitespace, a line break, '|||' or a NUL byte)")
     if not np.all(np.isfinite(nbest.features)) or not np.all(np.isfinite(totals)):
         raise InputError("feature values and totals must be finite numbers")
 
 
+def format_column(values: np.ndarray) -> List[str]:
+    """:func:`format_value` of every element of ``values`` (float[K]), a column at a time."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size and np.abs(values).max() >= 1e15:
+        return [format_value(v) for v in values.tolist()]
+    return [text[:-2] if text.endswith(".0") else text for text in map(repr, values.tolist())]
+
+
+class NBestWriter:
+    """Writes an n-best list block by block (:func:`iter_nbest`) to an open text handle,
+    checking each block as :func:`check_writable` does."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.template: Optional[str] = None
+        self.names: Optional[List[str]] = None
+
+    def write(self, nbest: NBestList, first_segment: int = 0, totals: Optional[np.ndarray] = None) -> None:
+        """Write ``nbest`` with its segments numbered from ``first_segment``; ``totals``
+        (float[M]) defaults to ``nbest.totals`` or zeros.
+
+        Raises:
+            InputError: see :func:`check_writable`; or columns other than the first block's.
+        """
+        if totals is None:
+            totals = nbest.totals if nbest.totals is not None else np.zeros(len(nbest.hypotheses))
+        totals = np.asarray(totals, dtype=np.float64)
+        check_writable(nbest, totals)
+        if self.names is None:
+            self.names = list(nbest.feature_names)
+            self.template = " ".join(name.replace("{", "{{").replace("}", "}}") + "=" + " {}" * count
+                                     for name, count in nbest.groups())
+        elif nbest.feature_names != self.names:
+            raise InputError("a block of the list has other columns than the first")
+        columns = [format_column(nbest.features[:, c]) for c in range(nbest.features.shape[1])]
+        segments = map(str, (nbest.segment + first_segment).tolist())
+        template = self.template
+        lines = [f"{seg} ||| {hyp} ||| {template.format(*values)} ||| {total}\n"
+                 for seg, hyp, values, total in zip(segments, nbest.hypotheses,
+                                                    zip(*columns) if columns else iter(tuple, None),
+                                                    format_column(totals))]
+        self.handle.write("".join(lines))
+
+
 def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None) -> None:
-    """Write ``nbest`` in Moses format, atomically.  ``totals`` (float[M]) defaults to
-    ``nbest.totals`` or zeros.  Raises :class:`InputError` (see :func:`check_writable`)
-    before writing anything that would not read back as it is."""
-    if totals is None:
-        totals = nbest.totals if nbest.totals is not None else np.zeros(len(nbest.hypotheses))
-    check_writable(nbest, np.asarray(totals, dtype=np.float64))
-    groups = nbest.groups()
-    seg = nbest.segment
+    """Write ``nbest`` in Moses format, atomically (gzip for ``.gz`` names).  ``totals``
+    (float[M]) defaults to ``nbest.totals`` or zeros.  Raises :class:`InputError` (see
+    :func:`check_writable`) before writing anything that would not read back as it is."""
     with atomic_write(path) as out:
-        for row, hyp in enumerate(nbest.hypotheses):
-            col, parts = 0, []
-            for name, count in groups:
-                parts.append(name + "= " + " ".join(format_value(v) for v in nbest.features[row, col:col + count]))
-                col += count
-            out.write(f"{seg[row]} ||| {hyp} ||| {' '.join(parts)} ||| {format_value(totals[row])}\n")
+        NBestWriter(out).write(nbest, 0, totals)
 
 
 def write_lines(lines: Iterable[str], path: str) -> None:
@@ -320,12 +496,9 @@ def read_weights(path: str) -> Dict[str, object]:
     them.  Raises :class:`InputError` naming the file (and line for JSON syntax)."""
     import json
 
-    from rerank.textio import read_text
+    from rerank.textio import read_json
 
-    try:
-        data = json.loads(read_text(path), parse_constant=lambda name: name)  # NaN/Infinity stay strings
-    except json.JSONDecodeError as err:
-        raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None
+    data = read_json(path)
     weights = data.get("weights") if isinstance(data, dict) else None
     if not isinstance(weights, dict):
         raise InputError('no "weights" object', path)

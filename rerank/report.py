@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from rerank import __version__
 from rerank.errors import InputError
 from rerank.metrics import make_metric, read_system
+from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import MeteorUnavailable
 from rerank.significance import compare, score_system
 from rerank.textio import read_lines
@@ -50,6 +51,7 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
     refs = read_lines(ref_path)
     if not refs:
         raise InputError("no reference segments: nothing to score", ref_path)
+    check_system_names(baseline_name, systems)
     names = [baseline_name] + [name for name, _ in systems]
     if compare_to is not None and compare_to not in names[1:]:
         raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
@@ -209,6 +211,8 @@ def _footer(meta: Dict) -> List[str]:
     if meta.get("meteor_note"):
         lines.append(meta["meteor_note"])
     lines.extend(f"{m.upper()}: {why}" for m, why in meta.get("unavailable", {}).items())
+    if meta.get("left_out"):
+        lines.append("left out (not run yet, --partial): " + ", ".join(meta["left_out"]))
     return lines
 
 
@@ -265,9 +269,10 @@ class Experiment:
     tokenize: str
     paper: Optional[Dict] = None
     caption: Optional[str] = None
+    left_out: List[str] = field(default_factory=list)
 
 
-def read_experiment(exp_dir: str) -> Experiment:
+def read_experiment(exp_dir: str, partial: bool = False) -> Experiment:
     """The :class:`Experiment` of an experiment's manifest ``EXP_DIR/experiment.json``,
     which the pipeline that made the directory writes (the report knows no directory
     layout of its own)::
@@ -276,55 +281,66 @@ def read_experiment(exp_dir: str) -> Experiment:
          "nbest": "nbest/test.nbest", "tokenize": "none",
          "systems": [["+nmt", ["rerank/nmt/test.seed1.txt", ...]], ...]}
 
-    Paths are relative to ``exp_dir`` (or absolute); rows keep the manifest's order.
-    Systems whose files do not all exist yet are left out; ``nbest`` may be null.
+    Paths are relative to ``exp_dir`` (or absolute); rows keep the manifest's order;
+    ``nbest`` may be null.  Nothing named is left out silently: a missing file is an error,
+    except that with ``partial`` a system whose replica files do not all exist yet is left
+    out and named in ``left_out`` (the report prints and records them).
 
     Raises:
-        InputError: no or malformed manifest, a missing reference or baseline, no system.
+        InputError: no or malformed manifest (duplicate keys included), an empty baseline
+            or replica list, a missing reference, baseline, system or n-best file, no
+            system, or two systems of one name (or one named as the baseline).
     """
-    import json
-    import os
+    from rerank.textio import read_json
 
     path = os.path.join(exp_dir, "experiment.json")
     if not os.path.exists(path):
         raise InputError("missing pipeline output (experiment.json: reference, baseline, systems)", path)
-    from rerank.textio import read_text
-
+    manifest = read_json(path)
     try:
-        manifest = json.loads(read_text(path))
         ref = os.path.join(exp_dir, manifest["reference"])
         baseline = [os.path.join(exp_dir, f) for f in manifest["baseline"]]
-        entries = [(str(name), [os.path.join(exp_dir, f) for f in files]) for name, files in manifest["systems"]]
+        systems = [(str(name), [os.path.join(exp_dir, f) for f in files]) for name, files in manifest["systems"]]
         nbest = manifest.get("nbest")
         tokenize = str(manifest.get("tokenize", "13a"))
         paper = manifest.get("paper")
         if paper is not None:
             paper = {"table": os.path.join(exp_dir, paper["table"]), "select": dict(paper.get("select", {}))}
         caption = manifest.get("caption")
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise InputError(f"not an experiment manifest ({err})", path) from None
-    for needed in [ref] + baseline:
-        if not os.path.exists(needed):
-            raise InputError("missing pipeline output", needed)
-    systems = [(name, files) for name, files in entries if files and all(os.path.exists(f) for f in files)]
+    if not baseline:
+        raise InputError('"baseline" lists no file', path)
     if not systems:
-        raise InputError("no re-ranked system has all its files yet", path)
+        raise InputError('"systems" lists no system', path)
+    check_system_names("baseline", systems, path)
+    for name, files in systems:
+        if not files:
+            raise InputError(f"system {name!r} lists no replica file", path)
     nbest = os.path.join(exp_dir, nbest) if nbest else None
+    left_out = []
+    if partial:
+        left_out = [name for name, files in systems if not all(os.path.exists(f) for f in files)]
+        systems = [(name, files) for name, files in systems if name not in left_out]
+        if not systems:
+            raise InputError("no system has all its replica files yet", path)
+    for needed in [ref] + baseline + [f for _, files in systems for f in files] + ([nbest] if nbest else []):
+        if not os.path.exists(needed):
+            raise InputError(f"missing file named in {path}" + ("" if partial else " (--partial leaves out "
+                                                                     "systems not run yet)"), needed)
     if paper is not None and not os.path.exists(paper["table"]):
         raise InputError("missing published table", paper["table"])
-    return Experiment(ref, baseline, systems, nbest if nbest and os.path.exists(nbest) else None, tokenize,
-                      paper, caption)
+    return Experiment(ref, baseline, systems, nbest, tokenize, paper, caption, left_out)
 
 
 def oracle_file(nbest_path: str, ref_path: str, out_path: str, tokenize: str = "none", lowercase: bool = False) -> str:
     """Write the oracle-BLEU selection of an n-best list to ``out_path``; returns it."""
-    from rerank.bleu import bleu_stats
-    from rerank.nbest import read_nbest, write_lines
+    from rerank.nbest import write_lines
     from rerank.oracle import oracle_select
+    from rerank.tuning_data import load_tuning_data
 
-    refs = read_lines(ref_path)
-    nbest = read_nbest(nbest_path, num_segments=len(refs))
-    best = oracle_select(bleu_stats(nbest.hypotheses, refs, nbest.segment, tokenize, lowercase), nbest.offsets)
+    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, tokenize, lowercase)
+    best = oracle_select(stats, nbest.offsets)
     write_lines((nbest.hypotheses[i] for i in best), out_path)
     return out_path
 
@@ -372,10 +388,21 @@ def plot_report(result: Dict, ref_path: str, paths: Dict[str, str], tokenize: st
         plt.close(figure)
 
 
+def report_files(exp_dir: str, out_dir: Optional[str] = None) -> Dict[str, str]:
+    """{kind: path} of what :func:`experiment_report` writes (``oracle`` only when the
+    manifest names an n-best list)."""
+    out_dir = out_dir or os.path.join(exp_dir, "report")
+    written = {name: os.path.join(out_dir, name) for name in ("gains.png", "null.png")}
+    written.update({fmt: os.path.join(out_dir, f"table.{ext}")
+                    for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt"))})
+    written["oracle"] = os.path.join(out_dir, "test.oracle")
+    return written
+
+
 def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
                       metrics: Sequence[str] = ("bleu", "meteor", "ter", "length"),
                       shuffles: int = 10000, resamples: int = 10000, seed: int = 12345,
-                      compare_to: Optional[str] = None) -> Dict[str, str]:
+                      compare_to: Optional[str] = None, partial: bool = False) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
     plus the plots of :func:`plot_report`.  Returns {kind: path}.
@@ -386,16 +413,13 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
     """
     import tempfile
 
-    from rerank.errors import StagedOutputs
+    from rerank.outputs import StagedOutputs
 
-    experiment = read_experiment(exp_dir)  # validates before anything is written
+    experiment = read_experiment(exp_dir, partial)  # validates before anything is written
     ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
-    out_dir = out_dir or os.path.join(exp_dir, "report")
-    written = {name: os.path.join(out_dir, name) for name in ("gains.png", "null.png")}
-    written.update({fmt: os.path.join(out_dir, f"table.{ext}")
-                    for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt"))})
+    written = report_files(exp_dir, out_dir)
+    oracle_path = written.pop("oracle")
     with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
-        oracle_path = os.path.join(out_dir, "test.oracle")
         if nbest is not None:
             computed = oracle_file(nbest, ref, os.path.join(tmp, "test.oracle"), experiment.tokenize)
             systems = systems + [("oracle", [computed])]
@@ -407,6 +431,8 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
         if experiment.caption:
             result["meta"]["caption"] = experiment.caption
+        if experiment.left_out:
+            result["meta"]["left_out"] = experiment.left_out
         plot_report(result, ref, {"gains": outputs.stage(written["gains.png"]),
                                   "null": outputs.stage(written["null.png"])}, seed=seed, shuffles=shuffles)
         if nbest is not None:
@@ -416,6 +442,6 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
             shutil.copyfile(computed, outputs.stage(oracle_path))
             written["oracle"] = oracle_path
         for fmt in ("markdown", "latex", "json", "text"):
-            with open(outputs.stage(written[fmt]), "w", encoding="utf-8") as out:
+            with outputs.open(written[fmt]) as out:
                 out.write(format_table(result, fmt))
     return written

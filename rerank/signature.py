@@ -8,7 +8,7 @@ from importlib import metadata
 from typing import Any, Dict, Iterable
 
 from rerank import __version__
-from rerank.errors import atomic_write
+from rerank.outputs import atomic_write
 
 CORE_PACKAGES = ("numpy", "sacrebleu")
 

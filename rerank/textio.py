@@ -1,6 +1,11 @@
 """Reading text files: the one helper every layer uses (plain or gzip, UTF-8, ``-`` for
 standard input), turning every way a file can be unreadable into an :class:`InputError`
 that names the file — and the line, for bytes that are not UTF-8.
+
+A UTF-8 byte-order mark at the start of a file is an encoding marker, not text: it is
+removed from every input (n-best lists, references, sources, JSON), so a reference file
+saved with a BOM scores as the same file without it.  JSON inputs (:func:`read_json`)
+refuse duplicate keys and the non-standard constants NaN and Infinity.
 """
 
 from __future__ import annotations
@@ -53,11 +58,11 @@ def open_text(path: str) -> Iterator[TextIO]:
     """
     try:
         if path == "-":
-            handle = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+            handle = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig")
         elif path.endswith(".gz"):
-            handle = gzip.open(path, "rt", encoding="utf-8")
+            handle = gzip.open(path, "rt", encoding="utf-8-sig")
         else:
-            handle = open(path, encoding="utf-8")
+            handle = open(path, encoding="utf-8-sig")
     except OSError as err:
         raise InputError(_describe_os_error(err), path) from None
     try:
@@ -78,12 +83,44 @@ def open_text(path: str) -> Iterator[TextIO]:
 
 
 def read_lines(path: str) -> List[str]:
-    """The lines of a text file, without their line ends (see :func:`open_text`)."""
+    """The lines of a text file, without their line ends (see :func:`open_text`).
+
+    Raises:
+        InputError: as :func:`open_text`, and naming the line of a NUL byte.
+    """
     with open_text(path) as handle:
-        return [line.rstrip("\n") for line in handle]
+        lines = [line.rstrip("\n") for line in handle]
+    if any("\x00" in line for line in lines):
+        lineno = next(k for k, line in enumerate(lines, start=1) if "\x00" in line)
+        raise InputError("NUL byte in the line (a binary file?)", path, lineno)
+    return lines
 
 
 def read_text(path: str) -> str:
     """The whole text of a file (see :func:`open_text`)."""
     with open_text(path) as handle:
         return handle.read()
+
+
+def read_json(path: str):
+    """The JSON value of a file (see :func:`open_text`).
+
+    Raises:
+        InputError: naming the file and line for invalid JSON, or a key that occurs
+            twice in one object.  NaN and Infinity (not JSON) are returned as the strings
+            ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` for the caller to refuse by name.
+    """
+    import json
+
+    def unique(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise InputError(f"key {key!r} occurs twice in one object", path)
+            seen[key] = value
+        return seen
+
+    try:
+        return json.loads(read_text(path), object_pairs_hook=unique, parse_constant=lambda name: name)
+    except json.JSONDecodeError as err:
+        raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None

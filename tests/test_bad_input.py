@@ -138,7 +138,7 @@ def test_internal_errors_keep_their_traceback(files, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug of ours")
 
-    monkeypatch.setattr(rerank.nbest, "read_nbest", broken)
+    monkeypatch.setattr(rerank.nbest, "iter_nbest", broken)
     with pytest.raises(ValueError, match="a bug of ours"):
         main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
               "--out", str(files / "o")])
@@ -146,7 +146,7 @@ def test_internal_errors_keep_their_traceback(files, monkeypatch):
 
 @pytest.mark.parametrize("names,hyps", [(["a b"], ["x"]), (["a\x1db"], ["x"]), ([""], ["x"]), (["a|||"], ["x"]),
                                         (["F"], [" x"]), (["F"], ["x\t"]), (["F"], ["a\nb"]), (["F"], ["a\rb"]),
-                                        (["F"], ["a ||| b"]), (["F", "G", "F"], ["x"])])
+                                        (["F"], ["a ||| b"]), (["F", "G", "F"], ["x"]), (["F"], ["a\x00b"])])
 def test_writer_refuses_what_the_reader_would_change(tmp_path, names, hyps):
     nbest = NBestList(np.array([0, 1]), hyps, np.zeros((1, len(names))), names)
     with pytest.raises(InputError):

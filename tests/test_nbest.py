@@ -128,7 +128,7 @@ def test_outputs_get_the_usual_permissions(tmp_path):
     import os
     import stat
 
-    from rerank.errors import atomic_write
+    from rerank.outputs import atomic_write
 
     umask = os.umask(0o022)
     try:

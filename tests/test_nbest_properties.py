@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from rerank.errors import InputError
 from rerank.nbest import NBestList, read_nbest, write_nbest
 
-NAME = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|"), min_size=1, max_size=8) \
+NAME = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|\x00"), min_size=1, max_size=8) \
     .filter(lambda s: not any(ch.isspace() for ch in s))
-HYPOTHESIS_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r|"), max_size=20) \
+HYPOTHESIS_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r|\x00"), max_size=20) \
     .filter(lambda s: s == s.strip())
 VALUE = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
                   st.sampled_from([5e-324, -5e-324, 2.2250738585072014e-308, 1e308, -1e308, -0.0, 0.0, 1e15, -1e16]))

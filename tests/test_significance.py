@@ -201,10 +201,13 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
     (exp / "experiment.json").write_text(json.dumps({
         "reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"], "nbest": "nbest/test.nbest",
         "tokenize": "none", "systems": [["+nmt", [f"rerank/nmt/test.seed{k}.txt" for k in (1, 2, 3)]],
-                                        ["+later", ["rerank/later/test.seed1.txt"]]]}))  # not run yet: left out
-    assert main(args) == 0
+                                        ["+later", ["rerank/later/test.seed1.txt"]]]}))  # not run yet
+    assert main(args) == 1  # a system named in the manifest is never left out silently
+    assert "rerank/later/test.seed1.txt" in capsys.readouterr().err and not (exp / "report").exists()
+    assert main(args + ["--partial"]) == 0  # ... only when asked, and then named in the table
     text = capsys.readouterr().out
-    assert "+nmt" in text and "oracle" in text and "baseline" in text and "+later" not in text
+    assert "+nmt" in text and "oracle" in text and "baseline" in text
+    assert "left out (not run yet, --partial): +later" in text and "\n+later" not in text
     assert text.index("baseline") < text.index("+nmt") < text.index("oracle")
     for name in ("table.md", "table.tex", "table.json", "table.txt", "gains.png", "null.png"):
         assert (exp / "report" / name).stat().st_size > 0

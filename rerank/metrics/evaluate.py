@@ -17,14 +17,34 @@ def read_system(path: str, num_refs: int) -> List[str]:
     return hyps
 
 
+def check_system_names(baseline: Optional[str], systems: Sequence[Tuple[str, object]],
+                       source: Optional[str] = None) -> None:
+    """Refuse a table whose rows cannot be told apart (``eval``, ``signif``, ``report``).
+
+    Raises:
+        InputError: an empty name, two systems of one name, or a system named as the
+            baseline (they would be merged into one row), naming ``source``.
+    """
+    seen = set() if baseline is None else {baseline}
+    for name, _ in systems:
+        if not name:
+            raise InputError("a system has an empty name", source)
+        if name in seen:
+            what = "the baseline's name" if name == baseline else "given to two systems"
+            raise InputError(f"system name {name!r} is {what}: every row needs its own name", source)
+        seen.add(name)
+
+
 def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], tokenize: Optional[str] = None,
                    lowercase: bool = False, metrics: Sequence[str] = ("bleu", "ter", "chrf")) -> List[Dict]:
     """Score each (name, path) system against one reference file.
 
     Returns one dict per system and metric: ``{"system", "metric", "score",
     "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
-    from the reference's, or when the reference is empty (no metric is defined there).
+    from the reference's, when the reference is empty (no metric is defined there), or
+    for two systems of one name (:func:`check_system_names`).
     """
+    check_system_names(None, systems)
     refs = read_lines(ref_path)
     if not refs:
         raise InputError("no reference segments: nothing to score", ref_path)

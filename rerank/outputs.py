@@ -1,0 +1,317 @@
+"""Where outputs go, and the rules that keep users' files safe (the README's bad-input rules).
+
+Every file rerank writes goes through :class:`StagedOutputs` (several outputs that appear
+together or not at all) or :func:`atomic_write` (one output).  The target decides how:
+
+* ``-``: standard output, written when the work is done;
+* an existing character or block device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a
+  named pipe): written directly, never replaced;
+* a symbolic link: followed; its final target is replaced atomically;
+* anything else (a regular file, or a path that does not exist yet): written to one hidden
+  temporary beside the target (``.NAME.XXXXXXXX.rerank-partial``) and renamed onto it on
+  success, so the target is always absent, the old file or the whole new file.
+
+A text output whose name ends in ``.gz`` is written gzip-compressed (and
+:mod:`rerank.textio` reads it back); binary writes (``"wb"``) are stored as given, so bytes
+that are already compressed (a downloaded ``.gz``) are not compressed twice.
+While a temporary is being written its process holds an exclusive ``flock`` on it; the next
+run that writes to the same directory removes every temporary whose lock is free (its
+writer was killed), so a killed run leaves nothing behind once the command runs again.
+
+:func:`check_paths` is called by the command line before any work: an output that is the
+same file as an input or as another output (symbolic and hard links included), standard
+input named twice, or an output in a directory that cannot be written is refused on one
+line naming the option and the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import glob
+import gzip
+import io
+import os
+import stat
+import sys
+import tempfile
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from rerank.errors import InputError
+
+PARTIAL_SUFFIX = ".rerank-partial"
+#: write errors that are the user's environment, not our bug: named with the user's path
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EACCES, errno.EPERM,
+                 errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.EPIPE}
+
+Paths = Dict[str, Union[None, str, Sequence[Optional[str]]]]
+
+
+def _is_special(path: str) -> bool:
+    """True for an existing device, FIFO or socket (written directly, never replaced)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _flatten(paths: Paths) -> List[Tuple[str, str]]:
+    out = []
+    for option, value in paths.items():
+        values = [value] if isinstance(value, str) or value is None else list(value)
+        out.extend((option, v) for v in values if v)
+    return out
+
+
+def _identity(path: str) -> Tuple:
+    """What makes two paths one file: (device, inode) when it exists, else its real path."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", os.path.realpath(path))
+
+
+def describe_write_error(err: OSError) -> str:
+    """The reason of a write error in words (``strerror``), without the temporary's name."""
+    return err.strerror or str(err)
+
+
+def _check_writable(option: str, path: str) -> None:
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise InputError(f"{option}: is a directory, not a file", path)
+    if _is_special(real):
+        if not os.access(real, os.W_OK):
+            raise InputError(f"{option}: not writable (permission denied)", path)
+        return
+    ancestor = os.path.dirname(real)
+    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise InputError(f"{option}: {ancestor} is not a directory", path)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        try:  # EROFS and EACCES read alike through access(); say which
+            os.statvfs(ancestor)
+            readonly = bool(os.statvfs(ancestor).f_flag & os.ST_RDONLY)
+        except OSError:
+            readonly = False
+        reason = "read-only file system" if readonly else "permission denied"
+        raise InputError(f"{option}: cannot write in {ancestor} ({reason})", path)
+
+
+def check_paths(inputs: Paths, outputs: Paths) -> None:
+    """Refuse, before any work, outputs that would destroy an input or each other.
+
+    Args:
+        inputs: ``{option: path or [paths]}`` of the files a command reads (None skipped).
+        outputs: ``{option: path or [paths]}`` of the files it writes.
+    Raises:
+        InputError: ``-`` (standard input) given for two inputs or standard output for two
+            outputs; an output that resolves to the same file as an input or another output
+            (``realpath``, and the same device and inode for hard links; devices and FIFOs,
+            which are written and never replaced, are exempt); an output that is a directory
+            or lies in a directory that does not exist as one or cannot be written.
+    """
+    ins, outs = _flatten(inputs), _flatten(outputs)
+    for paths, what in ((ins, "standard input"), (outs, "standard output")):
+        dashes = [option for option, path in paths if path == "-"]
+        if len(dashes) > 1:
+            raise InputError(f"'-' ({what}) given for both {dashes[0]} and {dashes[1]}")
+    seen: Dict[Tuple, Tuple[str, str, str]] = {}
+    for option, path in ins:
+        if path != "-":
+            seen.setdefault(_identity(path), ("input", option, path))
+    for option, path in outs:
+        if path == "-":
+            continue
+        _check_writable(option, path)
+        if _is_special(os.path.realpath(path)):
+            continue
+        key = _identity(path)
+        if key in seen:
+            kind, other, other_path = seen[key]
+            same = "" if os.path.abspath(other_path) == os.path.abspath(path) else f" ({other_path})"
+            raise InputError(f"{option} is the same file as {kind} {other}{same}: refusing to overwrite it", path)
+        seen[key] = ("output", option, path)
+
+
+def _remove_stale(target: str) -> None:
+    """Remove the temporaries of ``target`` whose writer is gone (their lock is free)."""
+    pattern = os.path.join(glob.escape(os.path.dirname(target)), "." + glob.escape(os.path.basename(target))
+                           + ".*" + PARTIAL_SUFFIX)
+    for tmp in glob.glob(pattern):
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # a live writer holds it
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        os.close(fd)
+
+
+class _Target:
+    """One output: the user's path, where it is written, and its temporary if any."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.stdout = path == "-"
+        self.real = None if self.stdout else os.path.realpath(path)
+        self.direct = self.stdout or _is_special(self.real)
+        self.compress = path.endswith(".gz")  # text writes only: see _open_target
+        self.tmp: Optional[str] = None
+        self.lock_fd: Optional[int] = None
+        if not self.direct:
+            directory = os.path.dirname(self.real)
+            os.makedirs(directory, exist_ok=True)
+            _remove_stale(self.real)
+            while True:
+                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(self.real) + ".", suffix=PARTIAL_SUFFIX,
+                                           dir=directory)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held until committed or removed: marks the temporary as live
+                if os.fstat(fd).st_nlink:  # not swept by another run between creation and lock
+                    break
+                os.close(fd)
+            self.tmp, self.lock_fd = tmp, fd
+
+    @property
+    def write_path(self) -> str:
+        """The path a writer opens: the temporary, or the target itself when written directly."""
+        return self.tmp if self.tmp is not None else (self.path if self.stdout else self.real)
+
+    def commit(self, umask: int) -> None:
+        if self.tmp is None:
+            return
+        os.chmod(self.tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+        os.replace(self.tmp, self.real)
+        self.tmp = None
+
+    def discard(self) -> None:
+        if self.tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+            self.tmp = None
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+#: temporaries being written now -> their target, so that a writer given a staged path
+#: (``write_nbest(nbest, outputs.stage(path))``) writes into it instead of staging again
+_LIVE: Dict[str, _Target] = {}
+
+
+def _user_error(err: OSError, target: _Target) -> InputError:
+    return InputError(f"cannot write: {describe_write_error(err)}", target.path)
+
+
+class StagedOutputs:
+    """Several outputs that appear together or not at all.
+
+    ``stage(path)`` returns the path to write instead of ``path`` (its temporary; the
+    target itself for ``-``, devices and FIFOs, which are written directly).  Leaving the
+    ``with`` block normally renames every temporary onto its target; an exception (also
+    KeyboardInterrupt or SystemExit) removes them all and touches no target.  Write errors
+    (disk full, read-only file system) become :class:`InputError` naming the user's path.
+    """
+
+    def __init__(self):
+        self._targets: List[_Target] = []
+
+    def stage(self, path: str) -> str:
+        """The path to write in place of ``path`` (see the class docstring)."""
+        try:
+            target = _Target(path)
+        except OSError as err:
+            raise InputError(f"cannot write: {describe_write_error(err)}", path) from None
+        self._targets.append(target)
+        if target.tmp is not None:
+            _LIVE[target.tmp] = target
+        return target.write_path
+
+    def open(self, path: str, mode: str = "w", encoding: Optional[str] = "utf-8"):
+        """Stage ``path`` and open it for writing (gzip-compressed for ``.gz`` names)."""
+        return _open_target(self._get(self.stage(path)), mode, encoding)
+
+    def _get(self, staged: str) -> _Target:
+        return next(t for t in self._targets if t.write_path == staged)
+
+    def __enter__(self) -> "StagedOutputs":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                umask = os.umask(0)
+                os.umask(umask)
+                for target in self._targets:
+                    try:
+                        target.commit(umask)
+                    except OSError as err:
+                        raise _user_error(err, target) from None
+            elif isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+                target = next((t for t in self._targets if exc.filename in (t.tmp, t.real)), None)
+                if target is not None or exc.filename is None:
+                    where = target or (self._targets[-1] if self._targets else None)
+                    if where is not None:
+                        raise _user_error(exc, where) from None
+        finally:
+            for target in self._targets:
+                if target.tmp is not None:
+                    _LIVE.pop(target.tmp, None)
+                target.discard()
+        return False
+
+
+@contextlib.contextmanager
+def _open_target(target: _Target, mode: str, encoding: Optional[str]) -> Iterator:
+    binary = "b" in mode
+    if target.stdout:
+        stream = sys.stdout.buffer if binary else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    try:
+        with contextlib.ExitStack() as stack:
+            if target.compress and not binary:
+                raw = stack.enter_context(open(target.write_path, "wb"))
+                gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))
+                handle = stack.enter_context(io.TextIOWrapper(gz, encoding=encoding or "utf-8"))
+            elif binary:
+                handle = stack.enter_context(open(target.write_path, "wb"))
+            else:
+                handle = stack.enter_context(open(target.write_path, "w", encoding=encoding or "utf-8"))
+            yield handle
+    except OSError as err:
+        if err.errno in _WRITE_ERRNOS and err.filename in (None, target.tmp, target.real):
+            raise _user_error(err, target) from None
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator:
+    """Open one output ``path`` for writing: text (``encoding``) or binary (``"wb"``),
+    gzip-compressed when the name ends in ``.gz``.  No partial output is ever left at
+    ``path``: the file appears whole when the body succeeds, and is untouched (old or
+    absent) if it raises.  ``-`` is standard output; devices and FIFOs are written
+    directly; a path staged by a :class:`StagedOutputs` is written in place.
+
+    Raises:
+        InputError: the output cannot be written (disk full, read-only, permission),
+            naming ``path`` (the user's path, never a temporary).
+    """
+    live = _LIVE.get(path)
+    if live is not None:  # a StagedOutputs temporary: it is renamed by its owner
+        with _open_target(live, mode, encoding) as handle:
+            yield handle
+        return
+    with StagedOutputs() as outputs:
+        with _open_target(outputs._get(outputs.stage(path)), mode, encoding) as handle:
+            yield handle
