@@ -320,15 +320,17 @@ class _BlockParser:
                          features.reshape(upto, len(self.names)), list(self.names), totals)
 
 
-def iter_nbest(path: str, block_size: int = BLOCK_HYPOTHESES) -> Iterator[Tuple[int, NBestList]]:
+def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[int, NBestList]]:
     """Stream a Moses n-best file (``-`` for stdin, ``.gz`` accepted) in blocks of whole
     segments: yields ``(first segment id, NBestList of about block_size hypotheses)``,
-    each block's segments renumbered from 0.  Memory is bounded by the block, not the list.
+    each block's segments renumbered from 0 (``block_size`` None: :data:`BLOCK_HYPOTHESES`).
+    Memory is bounded by the block, not the list.
 
     Raises:
         InputError: naming file and line, as :func:`read_nbest` (the error comes when the
             parser reaches the bad line: earlier blocks have been yielded by then).
     """
+    block_size = BLOCK_HYPOTHESES if block_size is None else block_size
     parser = _BlockParser(path)
     first_segment = 0
     lineno = 0
