@@ -101,6 +101,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--batch-size", type=positive_int, default=GenerateConfig.batch_size)
     q.add_argument("--out-nbest", required=True)
     q.add_argument("--out-1best", required=True)
+    q.set_defaults(paths=lambda a: ({"--checkpoint": a.checkpoint, "--input": a.input},
+                                    {"--out-nbest": a.out_nbest, "--out-1best": a.out_1best, "--out-source": a.out_source,
+                                     "--out-nbest (signature)": a.out_nbest + ".json"}))
     p.set_defaults(func=cmd_nmt)
 
 

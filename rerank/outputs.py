@@ -168,8 +168,13 @@ class _Target:
         self.compress = path.endswith(".gz")  # text writes only: see _open_target
         self.tmp: Optional[str] = None
         self.lock_fd: Optional[int] = None
+        self.created: List[str] = []  # directories made for it, removed again if it is discarded
         if not self.direct:
             directory = os.path.dirname(self.real)
+            missing = directory
+            while not os.path.exists(missing):
+                self.created.append(missing)
+                missing = os.path.dirname(missing)
             os.makedirs(directory, exist_ok=True)
             _remove_stale(self.real)
             while True:
@@ -198,6 +203,9 @@ class _Target:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.tmp)
             self.tmp = None
+            for directory in self.created:  # innermost first; only if still empty
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)
         if self.lock_fd is not None:
             os.close(self.lock_fd)
             self.lock_fd = None

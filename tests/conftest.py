@@ -28,6 +28,15 @@ def random_corpus(num_segments: int, nbest: int, seed: int = 0):
     return refs, hyps, np.asarray(segment)
 
 
+def one_line_error(capsys, *needles) -> str:
+    """The captured stderr, asserted to be one line without a traceback that holds every needle."""
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    return err
+
+
 @pytest.fixture
 def corpus():
     return random_corpus(40, 6, seed=3)

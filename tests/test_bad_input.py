@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import one_line_error as _one_line_error
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.nbest import NBestList, read_nbest, write_lines, write_nbest
@@ -24,14 +25,6 @@ def files(tmp_path):
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x\n")
     return tmp_path
-
-
-def _one_line_error(capsys, *needles):
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
 
 
 BAD_PATHS = [("missing", "no such file"), ("adir", "is a directory"), ("afile/x", "afile/x"),

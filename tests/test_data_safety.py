@@ -24,6 +24,7 @@ from rerank.errors import InputError
 from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_nbest, write_lines, write_nbest
 from rerank.outputs import PARTIAL_SUFFIX, StagedOutputs, atomic_write, check_paths
 
+from conftest import one_line_error as _one_line_error
 from conftest import random_corpus
 
 NBEST = "0 ||| ein mann ||| F= 1 G= 2 ||| 0\n0 ||| eine frau ||| F= 0 G= 1 ||| 0\n1 ||| ein hund ||| F= 3 G= 0 ||| 0\n"
@@ -37,14 +38,6 @@ def files(tmp_path):
     (tmp_path / "hyp").write_text("ein mann\nein hund\n")
     (tmp_path / "w.json").write_text(json.dumps({"weights": {"F": 1.0, "G": 0.5}}))
     return tmp_path
-
-
-def _one_line_error(capsys, *needles):
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
 
 
 def _snapshot(directory):
@@ -388,6 +381,14 @@ def test_a_killed_run_leaves_the_old_file_or_the_new_and_no_litter(files):
     assert out.read_bytes() == new
     assert sorted(os.listdir(files)) == sorted(["dev.nbest", "dev.ref", "hyp", "w.json", "big.nbest", "o",
                                                 "o.nbest"])
+
+
+def test_a_failed_run_leaves_no_directory_it_made(files, capsys):
+    (files / "bad.nbest").write_text(NBEST + "2 ||| x ||| F= nope G= 1 ||| 0\n")
+    assert main(["apply", "--nbest", str(files / "bad.nbest"), "--weights", str(files / "w.json"),
+                 "--out", str(files / "new" / "deeper" / "o")]) == 1
+    _one_line_error(capsys, "bad.nbest:4:")
+    assert not (files / "new").exists()
 
 
 def test_a_live_writers_temporary_is_not_swept(tmp_path):
