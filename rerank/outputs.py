@@ -74,11 +74,6 @@ def _identity(path: str) -> Tuple:
         return ("path", os.path.realpath(path))
 
 
-def describe_write_error(err: OSError) -> str:
-    """The reason of a write error in words (``strerror``), without the temporary's name."""
-    return err.strerror or str(err)
-
-
 def _check_writable(option: str, path: str) -> None:
     real = os.path.realpath(path)
     if os.path.isdir(real):
@@ -94,7 +89,6 @@ def _check_writable(option: str, path: str) -> None:
         raise InputError(f"{option}: {ancestor} is not a directory", path)
     if not os.access(ancestor, os.W_OK | os.X_OK):
         try:  # EROFS and EACCES read alike through access(); say which
-            os.statvfs(ancestor)
             readonly = bool(os.statvfs(ancestor).f_flag & os.ST_RDONLY)
         except OSError:
             readonly = False
@@ -216,8 +210,9 @@ class _Target:
 _LIVE: Dict[str, _Target] = {}
 
 
-def _user_error(err: OSError, target: _Target) -> InputError:
-    return InputError(f"cannot write: {describe_write_error(err)}", target.path)
+def _user_error(err: OSError, path: str) -> InputError:
+    """A write error named with the user's ``path`` and its reason, never the temporary's name."""
+    return InputError(f"cannot write: {err.strerror or err}", path)
 
 
 class StagedOutputs:
@@ -238,7 +233,7 @@ class StagedOutputs:
         try:
             target = _Target(path)
         except OSError as err:
-            raise InputError(f"cannot write: {describe_write_error(err)}", path) from None
+            raise _user_error(err, path) from None
         self._targets.append(target)
         if target.tmp is not None:
             _LIVE[target.tmp] = target
@@ -263,13 +258,13 @@ class StagedOutputs:
                     try:
                         target.commit(umask)
                     except OSError as err:
-                        raise _user_error(err, target) from None
+                        raise _user_error(err, target.path) from None
             elif isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
                 target = next((t for t in self._targets if exc.filename in (t.tmp, t.real)), None)
                 if target is not None or exc.filename is None:
                     where = target or (self._targets[-1] if self._targets else None)
                     if where is not None:
-                        raise _user_error(exc, where) from None
+                        raise _user_error(exc, where.path) from None
         finally:
             for target in self._targets:
                 if target.tmp is not None:
@@ -299,7 +294,7 @@ def _open_target(target: _Target, mode: str, encoding: Optional[str]) -> Iterato
             yield handle
     except OSError as err:
         if err.errno in _WRITE_ERRNOS and err.filename in (None, target.tmp, target.real):
-            raise _user_error(err, target) from None
+            raise _user_error(err, target.path) from None
         raise
 
 
