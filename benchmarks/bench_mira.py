@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
 
-    from mira import MertConfig, MiraConfig, ProConfig, tune, tune_mert, tune_pro
+    from mira import Mert, Mira, Pro
     from rerank.bleu import bleu_stats
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
@@ -75,17 +75,17 @@ def main() -> None:
         stats = bleu_stats(nb.hypotheses, refs, nb.segment)
         result["bleu_stats_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        tune(nb.features, stats, nb.offsets, MiraConfig())
+        Mira().tune(nb.features, stats, nb.offsets)
         result["mira_60_epochs_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        mert = tune_mert(nb.features, stats, nb.offsets, MertConfig())
+        mert = Mert().tune(nb.features, stats, nb.offsets)
         result["mert_20_restarts_s"] = time.perf_counter() - t
-        result["mert_line_searches"] = mert.line_searches
+        result["mert_line_searches"] = mert.details["line_searches"]
         t = time.perf_counter()
-        tune_pro(nb.features, stats, nb.offsets, ProConfig())
+        Pro().tune(nb.features, stats, nb.offsets)
         result["pro_s"] = time.perf_counter() - t
         cmd = [sys.executable, "-m", "rerank.cli", "tune", "--nbest", nb_path, "--ref", ref_path,
-               "--out", os.path.join(tmp, "w.json"), "--quiet"]
+               "--out", os.path.join(tmp, "w.json"), "--quiet", "--init", "zeros", "--tokenize", "none"]
         runs = []
         for _ in range(args.repeats):
             t = time.perf_counter()

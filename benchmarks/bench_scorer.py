@@ -40,9 +40,9 @@ def untrained_model(directory: str, nbest, sources) -> str:
     """Write an untrained CPU-preset MLMME (en, de; 2048-d images) with vocabularies from the text."""
     import torch
 
-    from features.data import Vocabulary
-    from features.mlmme import MLMME, MLMMEConfig
-    from features.train import EmbedTrainConfig
+    from embed.data import Vocabulary
+    from embed.model import MLMME, MLMMEConfig
+    from embed.train import EmbedTrainConfig
 
     vocabs = {"en": Vocabulary.build(sources), "de": Vocabulary.build(nbest.hypotheses)}
     config = MLMMEConfig.from_preset("cpu", image_dim=2048)
@@ -72,7 +72,7 @@ def main() -> None:
 
     import torch
 
-    from features.data import load_image_features
+    from embed.data import load_image_features
     from features.scorer import make_scorer
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines

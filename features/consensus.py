@@ -24,6 +24,8 @@ import numpy as np
 
 from features.scorer import SCORERS, Scorer, parse_settings
 from rerank.errors import InputError
+from rerank.metrics.chrf import ChrfMetric
+from rerank.bleu import bleu_from_stats, pair_bleu_stats
 
 
 def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -43,7 +45,6 @@ def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     hyp = offsets[:-1][seg] + local % n
     return hyp, ref
 
-
 def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
     """Consecutive segment ranges ``[(first, last), ...]`` (last exclusive) holding at most
     ``max_pairs`` ordered pairs each, or one segment where that alone holds more: memory of
@@ -56,14 +57,12 @@ def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
         done, first = int(cumulative[last - 1]), last
     return groups
 
-
 def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Softmax of ``values / temperature`` within each segment (float64[M])."""
     seg = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
     scaled = np.asarray(values, dtype=np.float64) / temperature
     shifted = np.exp(scaled - np.maximum.reduceat(scaled, offsets[:-1])[seg])
     return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
-
 
 @SCORERS.register("mbr")
 class ConsensusScorer(Scorer):
@@ -76,6 +75,8 @@ class ConsensusScorer(Scorer):
     Raises:
         InputError: unknown metric or setting, non-positive temperature.
     """
+
+    set_name = "MBR"
 
     NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
     #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of segments
@@ -99,10 +100,8 @@ class ConsensusScorer(Scorer):
     def utilities(self, hypotheses, hyp, ref) -> np.ndarray:
         """float64[P] sentence utility (0-100) of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``."""
         if self.metric == "bleu":
-            from rerank.bleu import bleu_from_stats, pair_bleu_stats
 
             return bleu_from_stats(pair_bleu_stats(hypotheses, hyp, ref), effective_order=True)
-        from rerank.metrics.chrf import ChrfMetric
 
         chrf = ChrfMetric()
         return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))

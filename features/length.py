@@ -20,6 +20,7 @@ import numpy as np
 
 from features.scorer import SCORERS, Scorer
 from rerank.errors import InputError
+from rerank.textio import read_lines
 
 
 def mean_log_ratio(source_lines: List[str], target_lines: List[str]) -> float:
@@ -30,7 +31,6 @@ def mean_log_ratio(source_lines: List[str], target_lines: List[str]) -> float:
     tgt = np.array([max(len(line.split()), 1) for line in target_lines], dtype=np.float64)
     return float(np.mean(np.log(tgt / src)))
 
-
 @SCORERS.register("len")
 class LengthScorer(Scorer):
     """``LenRatio`` and ``LenDev`` (see the module docstring).
@@ -40,11 +40,12 @@ class LengthScorer(Scorer):
             not a positive number.
     """
 
+    set_name = "Len"
+
     def __init__(self, arg: str):
         if not arg:
             raise InputError("len: needs the training corpus: len:PREPARED_DIR (rerank nmt prepare) or len:RATIO")
         if os.path.isdir(arg):
-            from rerank.textio import read_lines
 
             meta = os.path.join(arg, "prepare.json")
             if not os.path.exists(meta):

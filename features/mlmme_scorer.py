@@ -6,33 +6,13 @@ cosine of image and hypothesis embeddings); ``vse:MODEL_DIR`` -> ``VSEsi``.  Opt
 
 from __future__ import annotations
 
-import json
-import os
-from typing import List
+from typing import Dict, List
 
 import numpy as np
 
+from embed.lazy import encode_images, encode_sentences, load_model
 from features.scorer import SCORERS, Scorer, parse_settings
 from rerank.errors import InputError
-
-
-def load_model(model_dir: str):
-    """(MLMME model in eval mode, {lang: Vocabulary}) from a ``train_embeddings`` output directory."""
-    import torch
-
-    from features.data import Vocabulary
-    from features.mlmme import MLMME, MLMMEConfig
-
-    path = os.path.join(model_dir, "config.json")
-    if not os.path.exists(path):
-        raise InputError("not an embedding model directory (no config.json)", model_dir)
-    with open(path, encoding="utf-8") as handle:
-        config = MLMMEConfig(**json.load(handle)["config"]["model"])
-    vocabs = {lang: Vocabulary.load(os.path.join(model_dir, f"vocab.{lang}.json")) for lang in config.langs}
-    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, config)
-    model.load_state_dict(torch.load(os.path.join(model_dir, "model.pt"), map_location="cpu", weights_only=True))
-    model.eval()
-    return model, vocabs
 
 
 class _EmbeddingScorer(Scorer):
@@ -64,9 +44,14 @@ class _EmbeddingScorer(Scorer):
         out = [f"{self.prefix}ss"] if self._has_source() else []
         return out + ([f"{self.prefix}si"] if has_images and self.model.config.beta > 0 else [])
 
-    def score(self, nbest, sources, images):
-        from features.train import encode_images, encode_sentences
+    def feature_sets(self, has_images: bool) -> Dict[str, List[str]]:
+        """``PREFIX`` (s_s and s_i) and its parts ``PREFIX/ss``, ``PREFIX/si`` (the s_i ablation)."""
+        names = self.names(has_images)
+        sets = {self.prefix: names}
+        sets.update({f"{self.prefix}/{name[len(self.prefix):]}": [name] for name in names})
+        return sets
 
+    def score(self, nbest, sources, images):
         hyp = encode_sentences(self.model, self.vocabs[self.target], self.target, nbest.hypotheses,
                                progress=self.progress)
         seg = nbest.segment

@@ -36,6 +36,7 @@ import numpy as np
 
 from features.scorer import SCORERS, Scorer
 from rerank.errors import InputError
+from nmt import USER_DIR
 
 
 def _load_fairseq_model(model_dir: str):
@@ -43,8 +44,6 @@ def _load_fairseq_model(model_dir: str):
     import argparse
 
     from fairseq import checkpoint_utils, utils
-
-    from nmt import USER_DIR
 
     meta_path = os.path.join(model_dir, "train.json")
     ckpt = os.path.join(model_dir, "checkpoint_best.pt")
@@ -58,7 +57,6 @@ def _load_fairseq_model(model_dir: str):
     model = models[0]
     model.eval()
     return model, task, meta
-
 
 class ForcedDecodingScorer(Scorer):
     """Scores hypotheses with a fairseq translation model or language model.
@@ -293,14 +291,12 @@ class ForcedDecodingScorer(Scorer):
                 total, length = self.score_pairs(src, hyps)
         return {self.role: total, f"{self.role}Norm": total / length}
 
-
 @SCORERS.register("nmt")
 class NMTScorer(ForcedDecodingScorer):
     """``nmt:MODEL_DIR``: a translation model (forward, r2l or backward) as a feature."""
 
     def __init__(self, model_dir: str):
         super().__init__(model_dir, expect_kind="translation")
-
 
 @SCORERS.register("lm")
 class LMScorer(ForcedDecodingScorer):

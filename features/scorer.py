@@ -42,13 +42,24 @@ class Scorer(abc.ABC):
     ``score(nbest, sources, images)`` returns {name: float64[M]} aligned with the rows of
     ``nbest``.  ``sources``: N preprocessed source sentences (or None); ``images``: float
     (N, D) CNN features, one row per segment (or None).  ``progress``: show tqdm bars
-    on stderr while scoring.  A scorer class is built from the text after ``NAME:``."""
+    on stderr while scoring.  A scorer class is built from the text after ``NAME:``.
+
+    Feature sets: the columns are recorded in the list's signature under the scorer's
+    :meth:`feature_sets` (default ``{set_name: names}``; ``set_name`` defaults to the first
+    column), so that ``rerank tune --feature-sets beam,R2L`` selects them by name."""
 
     progress: bool = False
+    #: the name of the scorer's feature set (None: its first column's name)
+    set_name: Optional[str] = None
 
     @abc.abstractmethod
     def names(self, has_images: bool) -> List[str]:
         """Column names ``score`` returns."""
+
+    def feature_sets(self, has_images: bool) -> Dict[str, List[str]]:
+        """{set name: columns} of the columns this scorer adds."""
+        names = self.names(has_images)
+        return {self.set_name or names[0]: names} if names else {}
 
     @abc.abstractmethod
     def score(self, nbest: NBestList, sources: Optional[Sequence[str]],

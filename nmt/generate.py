@@ -30,10 +30,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from nmt import FAIRSEQ_ENV, USER_DIR
+from nmt.data import preprocess_lines
 from rerank.errors import InputError
+from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 from rerank.outputs import StagedOutputs
-from rerank.nbest import NBestList, write_lines, write_nbest
-from rerank.signature import write_signed
+from rerank.textio import read_lines
 
 LN2 = math.log(2.0)
 #: the feature fairseq's beam search ranks by; recorded in the signature so that
@@ -121,9 +122,10 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
     with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
         write_nbest(nbest, outputs.stage(out_nbest))
         write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
-        write_signed(outputs.stage(out_nbest + ".json"), {"config": asdict(config), "subset": subset,
-                                                          "checkpoint": os.path.abspath(checkpoint),
-                                                          "beam_feature": BEAM_FEATURE}, ["torch", "fairseq-fixed"])
+        info = ListInfo(BEAM_FEATURE, {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
+        write_list_info(outputs.stage(out_nbest + ".json"), info,
+                        {"config": asdict(config), "subset": subset, "checkpoint": os.path.abspath(checkpoint)},
+                        ["torch", "fairseq-fixed"])
     return nbest
 
 
@@ -141,9 +143,6 @@ def generate_nbest_from_text(bin_dir: str, checkpoint: str, input_path: str, out
         InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout.
     """
     from subword_nmt.apply_bpe import BPE
-
-    from nmt.data import preprocess_lines
-    from rerank.textio import read_lines
 
     prepared = os.path.dirname(os.path.abspath(bin_dir))
     codes = os.path.join(prepared, "bpe.codes")

@@ -16,12 +16,15 @@ whitespace only, for already tokenised text such as the Multi30k ``lc.norm.tok``
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
+from sacrebleu.metrics import BLEU
 
 from rerank._native import clipped_matches
 from rerank.errors import InputError
+from rerank._native import sort_runs
 
 ORDER = 4
 NUM_STATS = 2 * ORDER + 1
@@ -35,14 +38,10 @@ def sacrebleu_metric(tokenize: str = "none", lowercase: bool = False):
     Raises:
         InputError: unknown tokeniser name.
     """
-    from sacrebleu.metrics import BLEU
-
-
     try:
         return BLEU(tokenize=tokenize, lowercase=lowercase, force=True)
     except Exception as err:  # sacrebleu raises a bare Exception/KeyError for unknown names
         raise InputError(f"unknown sacrebleu tokeniser {tokenize!r}: {err}") from None
-
 
 def bleu_signature(tokenize: str = "none", lowercase: bool = False, num_refs: int = 1) -> str:
     """sacrebleu's BLEU signature string for statistics computed by :func:`bleu_stats`."""
@@ -50,6 +49,48 @@ def bleu_signature(tokenize: str = "none", lowercase: bool = False, num_refs: in
     metric.num_refs = num_refs  # set by corpus_score() in sacrebleu; we score without it
     return str(metric.get_signature())
 
+#: sacrebleu's default BLEU tokeniser: the one default of every verb (tune, crossfit,
+#: oracle, eval, signif, report); already tokenised text such as Multi30k's ``lc.norm.tok``
+#: files is scored with ``none`` (whitespace only), as the pipelines pass explicitly
+DEFAULT_TOKENIZE = "13a"
+
+
+@dataclass(frozen=True)
+class BleuSettings:
+    """How text becomes BLEU statistics: sacrebleu's ``tokenize`` and ``lowercase``.  One
+    object carried from tuning (the weights file records it) through oracle selection to
+    the report (the experiment manifest records it), so that every BLEU of one experiment
+    (tables, plots, oracle, tuning) is computed the same way.
+
+    Raises:
+        InputError: an unknown tokeniser name.
+    """
+
+    tokenize: str = DEFAULT_TOKENIZE
+    lowercase: bool = False
+
+    def __post_init__(self):
+        sacrebleu_metric(self.tokenize, self.lowercase)  # validates the name
+
+    def stats(self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray) -> np.ndarray:
+        """:func:`bleu_stats` under these settings: float64[M, 9]."""
+        return bleu_stats(hypotheses, references, segment, self.tokenize, self.lowercase)
+
+    def signature(self, num_refs: int = 1) -> str:
+        """sacrebleu's BLEU signature of these settings."""
+        return bleu_signature(self.tokenize, self.lowercase, num_refs)
+
+    def to_json(self) -> Dict[str, Any]:
+        """``{"tokenize", "lowercase", "signature"}`` as weights files and manifests record it."""
+        return {"tokenize": self.tokenize, "lowercase": self.lowercase, "signature": self.signature()}
+
+    @classmethod
+    def from_json(cls, value: Any, source: str) -> "BleuSettings":
+        """Settings recorded by :meth:`to_json`.  Raises :class:`InputError` naming ``source``."""
+        if not (isinstance(value, dict) and isinstance(value.get("tokenize"), str)
+                and isinstance(value.get("lowercase", False), bool)):
+            raise InputError('"bleu" must be {"tokenize": NAME, "lowercase": true|false}', source)
+        return cls(value["tokenize"], value.get("lowercase", False))
 
 def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool) -> Tuple[np.ndarray, np.ndarray]:
     """Flatten tokenised lines into (ids int64[L], lengths int64[len(lines)]); extends ``vocab``."""
@@ -75,7 +116,6 @@ def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool
     ids = all_ids[~is_end]
     return ids, lengths
 
-
 def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: int = ORDER) -> np.ndarray:
     """int64[orders, L] exact codes of the n-gram starting at each token (-1 where it would
     cross the end of its line).  Token ids are packed ``bit_length(vocab_size)`` bits each
@@ -97,7 +137,6 @@ def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: 
             codes[n, at] = np.unique(raw, return_inverse=True)[1].reshape(-1)
     return codes
 
-
 def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_index: np.ndarray,
                  ref_index: np.ndarray, orders: int) -> np.ndarray:
     """Clipped n-gram matches (orders 1..``orders``) of text ``hyp_index[k]`` against text
@@ -105,7 +144,6 @@ def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_inde
     ``lengths`` (int[T]).  Clipped matches are symmetric (sum of min counts), so each
     distinct unordered pair is matched once; each text's codes are sorted once and merged
     per pair (``rerank/_kernels.c``).  Returns float64[K, orders]."""
-    from rerank._native import sort_runs
 
     codes = _ngram_codes(ids, lengths, vocab_size, orders)
     starts = np.cumsum(lengths) - lengths
@@ -116,7 +154,6 @@ def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_inde
     a, b = keys % len(lengths), keys // len(lengths)
     matches = clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
     return matches[where.reshape(-1)]
-
 
 def pair_bleu_stats(texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray,
                     tokenize: str = "none", lowercase: bool = False) -> np.ndarray:
@@ -143,7 +180,6 @@ def pair_bleu_stats(texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.n
         for n in range(1, ORDER + 1):
             stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
     return stats
-
 
 def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray,
                tokenize: str = "none", lowercase: bool = False) -> np.ndarray:
@@ -184,7 +220,6 @@ def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np
         stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
     return stats
 
-
 def bleu_from_stats(stats: np.ndarray, effective_order: bool = False) -> np.ndarray:
     """BLEU (0-100) of summed statistics rows, vectorised over leading axes.
 
@@ -222,15 +257,11 @@ def bleu_from_stats(stats: np.ndarray, effective_order: bool = False) -> np.ndar
         dead |= np.any(~present, axis=-1)
     return np.where(dead, 0.0, score)
 
-
 def sacrebleu_score(stats_sum: np.ndarray, tokenize: str = "none", lowercase: bool = False):
     """sacrebleu ``BLEUScore`` (with its ``format()``) for one summed statistics row."""
-    from sacrebleu.metrics import BLEU
-
     s = np.asarray(stats_sum, dtype=np.float64)
     return BLEU.compute_bleu(correct=[int(x) for x in s[0:REF_LEN:2]], total=[int(x) for x in s[1:REF_LEN:2]],
                              sys_len=int(s[1]), ref_len=int(s[REF_LEN]), smooth_method="exp")
-
 
 def background_sentence_bleu(stats: np.ndarray, background: np.ndarray) -> np.ndarray:
     """kbmira's sentence BLEU against a background pseudo-document, vectorised.

@@ -10,19 +10,26 @@ Moses n-best format, one hypothesis per line::
 
 ``id`` runs 0..N-1 in order, each segment has at least one hypothesis, and every line
 carries the same feature names with the same number of values.
+
+List-level settings (:class:`ListInfo`: the beam feature, the feature sets) live in the
+list's signature ``PATH.json`` beside it; they are read and written with the list
+(:func:`read_list_info`, :func:`write_list_info`) and travel as ``NBestList.info``.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
-from rerank.textio import open_text
+from rerank.signature import write_signed
+from rerank.textio import open_text, read_json
 
 SEPARATOR = " ||| "
 
@@ -84,6 +91,82 @@ def _take(strings: Sequence[str], rows: np.ndarray) -> Sequence[str]:
 
 
 @dataclass
+class ListInfo:
+    """The list-level settings of an n-best list, kept in its signature ``PATH.json``.
+
+    Attributes:
+        beam_feature: the column the decoder ranked its beam by (``rerank nmt nbest``
+            writes ``NMT``); tuning starts from the weights that reproduce the beam's
+            1-best (1 on it, 0 elsewhere).  None: the list declares no such column.
+        feature_sets: {set name: column names}: ``beam`` for the decoder's columns, and
+            each scorer's set (its name, e.g. ``R2L``, ``MBR``, ``MLMME``; parts such as
+            ``MLMME/ss``), as :class:`features.scorer.Scorer` declares them.  ``rerank tune
+            --feature-sets beam,R2L`` selects columns by set, so no script spells a column.
+        declared: True when the settings were read from (or are to be written to) a
+            signature; False for a list without one (a Moses list from elsewhere), whose
+            beam feature is unknown rather than absent.
+    """
+
+    beam_feature: Optional[str] = None
+    feature_sets: Dict[str, List[str]] = field(default_factory=dict)
+    declared: bool = False
+
+    def with_sets(self, sets: Dict[str, List[str]]) -> "ListInfo":
+        """A copy with ``sets`` added (columns appended to a set of the same name)."""
+        merged = {name: list(columns) for name, columns in self.feature_sets.items()}
+        for name, columns in sets.items():
+            merged[name] = list(dict.fromkeys(merged.get(name, []) + list(columns)))
+        return ListInfo(self.beam_feature, merged, self.declared)
+
+    def columns_of(self, names: Sequence[str], source: str) -> List[str]:
+        """The columns of the feature sets ``names``, in order, without repeats.
+
+        Raises:
+            InputError: naming ``source``, for a list without a signature (no sets known)
+                or a set it does not have.
+        """
+        if not self.declared:
+            raise InputError(f"no signature {source}.json beside the list, so no feature sets are known: name the "
+                             "columns with --features instead", source)
+        unknown = [name for name in names if name not in self.feature_sets]
+        if unknown:
+            raise InputError(f"no feature set {unknown[0]!r} in the list's signature (it has: "
+                             f"{', '.join(self.feature_sets) or 'none'})", source)
+        return list(dict.fromkeys(c for name in names for c in self.feature_sets[name]))
+
+
+def read_list_info(path: str) -> ListInfo:
+    """The :class:`ListInfo` of the n-best list ``path`` from its signature ``path.json``;
+    an undeclared one when there is no signature (or ``path`` is ``-``).
+
+    Raises:
+        InputError: naming ``path.json``, when it exists but cannot be read, is not JSON,
+            or holds a malformed ``beam_feature`` / ``feature_sets``.
+    """
+    sidecar = path + ".json"
+    if path == "-" or not os.path.exists(sidecar):
+        return ListInfo()
+    data = read_json(sidecar)
+    beam = data.get("beam_feature") if isinstance(data, dict) else None
+    sets = data.get("feature_sets", {}) if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or not (beam is None or isinstance(beam, str)) or not isinstance(sets, dict)
+            or not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in sets.values())):
+        raise InputError("not an n-best signature (beam_feature: a name or null; feature_sets: {name: [columns]})",
+                         sidecar)
+    return ListInfo(beam, {str(k): list(v) for k, v in sets.items()}, True)
+
+
+def write_list_info(path: str, info: ListInfo, record: Dict[str, Any], packages: Sequence[str] = ("numpy",)) -> None:
+    """Write the signature ``path`` (an n-best list's ``.json``): ``record`` (provenance:
+    settings, inputs, timings) with ``info``'s beam feature (when declared) and feature sets."""
+    out = dict(record)
+    if info.declared:
+        out["beam_feature"] = info.beam_feature
+    out["feature_sets"] = info.feature_sets
+    write_signed(path, out, packages)
+
+
+@dataclass
 class NBestList:
     """A flat n-best table.
 
@@ -95,6 +178,7 @@ class NBestList:
         feature_names: F column labels.  A Moses name with k values gives k columns
             labelled with the same name, in order.
         totals: float64[M] the ``total`` field as read (Moses' model score), or None.
+        info: the list-level settings (:class:`ListInfo`), carried by every copy.
     """
 
     offsets: np.ndarray
@@ -102,6 +186,7 @@ class NBestList:
     features: np.ndarray
     feature_names: List[str]
     totals: Optional[np.ndarray] = field(default=None)
+    info: ListInfo = field(default_factory=ListInfo)
 
     def __post_init__(self):
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -140,7 +225,7 @@ class NBestList:
         values = np.asarray(values, dtype=np.float64)
         values = values.reshape(len(self.hypotheses), -1)
         return NBestList(self.offsets, self.hypotheses, np.hstack([self.features, values]),
-                         self.feature_names + [name] * values.shape[1], self.totals)
+                         self.feature_names + [name] * values.shape[1], self.totals, self.info)
 
     def select(self, scores: np.ndarray) -> np.ndarray:
         """Per-segment argmax of ``scores`` (float[M]); see :func:`select_best`."""
@@ -160,7 +245,7 @@ class NBestList:
         counts = np.diff(self.offsets)[np.asarray(segments, dtype=np.int64)]
         return NBestList(np.concatenate([[0], np.cumsum(counts)]), _take(self.hypotheses, rows),
                          self.features[rows], list(self.feature_names),
-                         None if self.totals is None else self.totals[rows])
+                         None if self.totals is None else self.totals[rows], self.info)
 
     def head(self, size: int) -> "NBestList":
         """The first ``size`` (≥ 1) hypotheses of every segment, e.g. a 20-best list from the
@@ -171,7 +256,17 @@ class NBestList:
                                                        - np.repeat(np.cumsum(counts) - counts, counts))
         return NBestList(np.concatenate([[0], np.cumsum(counts)]), _take(self.hypotheses, rows),
                          self.features[rows], list(self.feature_names),
-                         None if self.totals is None else self.totals[rows])
+                         None if self.totals is None else self.totals[rows], self.info)
+
+
+def finite_scores(scores: np.ndarray, nbest_path: str, weights_path: str) -> np.ndarray:
+    """``scores`` (float[M], feature values times weights) unchanged, or
+    :class:`InputError` naming ``weights_path`` when a weighted score overflowed (feature
+    or weight magnitudes beyond the float range)."""
+    if not np.all(np.isfinite(scores)):
+        raise InputError(f"weighted scores of {nbest_path} are not finite numbers: its feature values times "
+                         "these weights exceed the float range", weights_path)
+    return scores
 
 
 def select_best(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -331,6 +426,7 @@ def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[in
             parser reaches the bad line: earlier blocks have been yielded by then).
     """
     block_size = BLOCK_HYPOTHESES if block_size is None else block_size
+    info = read_list_info(path)
     parser = _BlockParser(path)
     first_segment = 0
     lineno = 0
@@ -339,6 +435,7 @@ def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[in
             if parser.add(line, lineno) and len(parser.hypotheses) > block_size:
                 cut = parser.starts[-1]  # rows before the segment that starts now
                 block = parser.block(cut)
+                block.info = info
                 yield first_segment, block
                 first_segment += block.num_segments
                 rest = (parser.hypotheses[cut:], parser.value_tokens[cut * parser.num_values:],
@@ -347,7 +444,9 @@ def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[in
                 parser.hypotheses, parser.value_tokens, parser.total_tokens = map(list, rest)
                 parser.starts = [0]
     if parser.hypotheses:
-        yield first_segment, parser.block()
+        block = parser.block()
+        block.info = info
+        yield first_segment, block
     elif lineno == 0:
         raise InputError("no hypotheses", path)
 
@@ -386,7 +485,8 @@ def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
     hypotheses = [h for b in blocks for h in b.hypotheses]
     totals = None if any(b.totals is None for b in blocks) else np.concatenate([b.totals for b in blocks])
     return NBestList(np.concatenate([[0], np.cumsum(counts)]), hypotheses,
-                     np.concatenate([b.features for b in blocks]), list(blocks[0].feature_names), totals)
+                     np.concatenate([b.features for b in blocks]), list(blocks[0].feature_names), totals,
+                     blocks[0].info)
 
 
 def _is_float(text: str) -> bool:
@@ -496,10 +596,6 @@ def write_lines(lines: Iterable[str], path: str) -> None:
 def read_weights(path: str) -> Dict[str, object]:
     """The ``weights`` object of a weights JSON file: names -> finite numbers or lists of
     them.  Raises :class:`InputError` naming the file (and line for JSON syntax)."""
-    import json
-
-    from rerank.textio import read_json
-
     data = read_json(path)
     weights = data.get("weights") if isinstance(data, dict) else None
     if not isinstance(weights, dict):

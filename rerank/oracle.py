@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rerank.bleu import NUM_STATS, background_sentence_bleu, bleu_from_stats
+from rerank.bleu import NUM_STATS, BleuSettings, background_sentence_bleu, bleu_from_stats
+from rerank.nbest import select_best, write_lines
+from rerank.tuning_data import load_tuning_data
 
 
 def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5) -> np.ndarray:
@@ -22,8 +24,6 @@ def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5) -
     Returns:
         int64[N] selected row per segment.
     """
-    from rerank.nbest import select_best
-
     stats = np.asarray(stats, dtype=np.float64)
     offsets = np.asarray(offsets, dtype=np.int64)
     choice = select_best(background_sentence_bleu(stats, np.ones(NUM_STATS)), offsets)
@@ -42,3 +42,12 @@ def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5) -
         if not changed:
             break
     return choice
+
+
+def oracle_file(nbest_path: str, ref_path: str, out_path: str, bleu: BleuSettings = BleuSettings()) -> np.ndarray:
+    """Write the oracle selection (:func:`oracle_select`, statistics under ``bleu``) of an
+    n-best list to ``out_path``.  Returns its summed statistics float64[9]."""
+    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, bleu)
+    best = oracle_select(stats, nbest.offsets)
+    write_lines((nbest.hypotheses[i] for i in best), out_path)
+    return stats[best].sum(0)

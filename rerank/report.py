@@ -18,17 +18,23 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from tqdm import tqdm
 
-from rerank import __version__
+from rerank import DEFAULT_SEED, __version__
+from rerank.bleu import BleuSettings
 from rerank.errors import InputError
+from rerank.experiment import Experiment
 from rerank.metrics import make_metric, read_system
+from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.evaluate import check_system_names
-from rerank.metrics.meteor import MeteorUnavailable
-from rerank.significance import compare, score_system
+from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
+from rerank.oracle import oracle_file
+from rerank.outputs import StagedOutputs
+from rerank.significance import approximate_randomization, compare, score_system
 from rerank.textio import read_lines
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
@@ -36,17 +42,18 @@ ALPHA = 0.05
 
 
 def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence[Tuple[str, Sequence[str]]],
-                       metrics: Sequence[str] = ("bleu", "ter"), tokenize: Optional[str] = None,
-                       lowercase: bool = False, lang: str = "de", shuffles: int = 10000, resamples: int = 10000,
-                       seed: int = 12345, compare_to: Optional[str] = None,
+                       metrics: Sequence[str] = ("bleu", "ter"), bleu: BleuSettings = BleuSettings(),
+                       lang: str = "de", shuffles: int = 10000, resamples: int = 10000,
+                       seed: int = DEFAULT_SEED, compare_to: Optional[str] = None,
                        baseline_name: str = "baseline", progress: bool = False) -> Dict:
     """Score the baseline and each system (lists of replica files) on every metric.
 
     Returns ``{"rows": [...], "meta": {...}}``; each row has system, metric, score,
     s_sel, s_opt, p_value (None for the baseline), delta (score − baseline score),
     p_compare (against ``compare_to``; None where not applicable), replicas and the
-    replica scores.  Raises :class:`InputError` for a file whose line count differs
-    from the reference's, or an unknown ``compare_to`` name.
+    replica scores.  ``bleu``: the tokeniser of BLEU and length, and the lowercasing of
+    every metric.  Raises :class:`InputError` for a file whose line count differs from the
+    reference's, or an unknown ``compare_to`` name.
     """
     refs = read_lines(ref_path)
     if not refs:
@@ -61,13 +68,11 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
     items = [(m, n) for m in metrics for n in names]
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=len(items), desc="signif", unit="system·metric")
     unavailable = {}
     for metric_name in metrics:
         try:
-            metric = make_metric(metric_name, tokenize, lowercase, lang)
+            metric = make_metric(metric_name, bleu.tokenize, bleu.lowercase, lang)
         except MeteorUnavailable as err:  # report it, run the other metrics
             unavailable[metric_name] = str(err)
             print(f"rerank: warning: {err}", file=sys.stderr)
@@ -99,8 +104,6 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
             "compare_to": compare_to, "baseline": baseline_name, "signatures": signatures,
             "rerank": __version__, "alpha": ALPHA, "unavailable": unavailable}
     if "meteor" in signatures:
-        from rerank.metrics.meteor import METEOR_NOTE
-
         meta["meteor_note"] = METEOR_NOTE
     return {"rows": rows, "meta": meta}
 
@@ -254,112 +257,19 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta)) + "\n"
 
 
-@dataclass
-class Experiment:
-    """What a report compares: the reference file, the baseline's replica files, the
-    systems ``[(name, replica files)]`` in row order, the test n-best list (oracle row) or
-    None, the BLEU tokeniser of the text ('none' for tokenised text), optionally published
-    scores to print beside ours (``{"table": TSV, "select": {column: value}}``, see
-    :func:`read_paper_table`) and a caption (the protocol, printed above the footer)."""
-
-    reference: str
-    baseline: List[str]
-    systems: List[Tuple[str, List[str]]]
-    nbest: Optional[str]
-    tokenize: str
-    paper: Optional[Dict] = None
-    caption: Optional[str] = None
-    left_out: List[str] = field(default_factory=list)
-
-
-def read_experiment(exp_dir: str, partial: bool = False) -> Experiment:
-    """The :class:`Experiment` of an experiment's manifest ``EXP_DIR/experiment.json``,
-    which the pipeline that made the directory writes (the report knows no directory
-    layout of its own)::
-
-        {"reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"],
-         "nbest": "nbest/test.nbest", "tokenize": "none",
-         "systems": [["+nmt", ["rerank/nmt/test.seed1.txt", ...]], ...]}
-
-    Paths are relative to ``exp_dir`` (or absolute); rows keep the manifest's order;
-    ``nbest`` may be null.  Nothing named is left out silently: a missing file is an error,
-    except that with ``partial`` a system whose replica files do not all exist yet is left
-    out and named in ``left_out`` (the report prints and records them).
-
-    Raises:
-        InputError: no or malformed manifest (duplicate keys included), an empty baseline
-            or replica list, a missing reference, baseline, system or n-best file, no
-            system, or two systems of one name (or one named as the baseline).
-    """
-    from rerank.textio import read_json
-
-    path = os.path.join(exp_dir, "experiment.json")
-    if not os.path.exists(path):
-        raise InputError("missing pipeline output (experiment.json: reference, baseline, systems)", path)
-    manifest = read_json(path)
-    try:
-        ref = os.path.join(exp_dir, manifest["reference"])
-        baseline = [os.path.join(exp_dir, f) for f in manifest["baseline"]]
-        systems = [(str(name), [os.path.join(exp_dir, f) for f in files]) for name, files in manifest["systems"]]
-        nbest = manifest.get("nbest")
-        tokenize = str(manifest.get("tokenize", "13a"))
-        paper = manifest.get("paper")
-        if paper is not None:
-            paper = {"table": os.path.join(exp_dir, paper["table"]), "select": dict(paper.get("select", {}))}
-        caption = manifest.get("caption")
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise InputError(f"not an experiment manifest ({err})", path) from None
-    if not baseline:
-        raise InputError('"baseline" lists no file', path)
-    if not systems:
-        raise InputError('"systems" lists no system', path)
-    check_system_names("baseline", systems, path)
-    for name, files in systems:
-        if not files:
-            raise InputError(f"system {name!r} lists no replica file", path)
-    nbest = os.path.join(exp_dir, nbest) if nbest else None
-    left_out = []
-    if partial:
-        left_out = [name for name, files in systems if not all(os.path.exists(f) for f in files)]
-        systems = [(name, files) for name, files in systems if name not in left_out]
-        if not systems:
-            raise InputError("no system has all its replica files yet", path)
-    for needed in [ref] + baseline + [f for _, files in systems for f in files] + ([nbest] if nbest else []):
-        if not os.path.exists(needed):
-            raise InputError(f"missing file named in {path}" + ("" if partial else " (--partial leaves out "
-                                                                     "systems not run yet)"), needed)
-    if paper is not None and not os.path.exists(paper["table"]):
-        raise InputError("missing published table", paper["table"])
-    return Experiment(ref, baseline, systems, nbest, tokenize, paper, caption, left_out)
-
-
-def oracle_file(nbest_path: str, ref_path: str, out_path: str, tokenize: str = "none", lowercase: bool = False) -> str:
-    """Write the oracle-BLEU selection of an n-best list to ``out_path``; returns it."""
-    from rerank.nbest import write_lines
-    from rerank.oracle import oracle_select
-    from rerank.tuning_data import load_tuning_data
-
-    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, tokenize, lowercase)
-    best = oracle_select(stats, nbest.offsets)
-    write_lines((nbest.hypotheses[i] for i in best), out_path)
-    return out_path
-
-
-def plot_report(result: Dict, ref_path: str, paths: Dict[str, str], tokenize: str = "none", seed: int = 12345,
-                shuffles: int = 10000) -> None:
+def plot_report(result: Dict, ref_path: str, paths: Dict[str, str], bleu: BleuSettings = BleuSettings(),
+                seed: int = DEFAULT_SEED, shuffles: int = 10000) -> None:
     """Two PNG plots, written to ``paths["gains"]`` and ``paths["null"]``: per-sentence
-    BLEU gains of each system's first replica over the baseline (sorted), and the
-    distribution of |ΔBLEU| under the null (AR shuffles) with the observed difference."""
+    BLEU gains (under ``bleu``, the tables' settings) of each system's first replica over
+    the baseline (sorted), and the distribution of |ΔBLEU| under the null (AR shuffles)
+    with the observed difference.  matplotlib is loaded here, its one place."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rerank.metrics.bleu import BleuMetric
-    from rerank.significance import approximate_randomization
-
     refs = read_lines(ref_path)
-    metric = BleuMetric(tokenize)
+    metric = BleuMetric(bleu.tokenize, bleu.lowercase)
     rows = [r for r in result["rows"] if r["metric"] == "bleu"]
     base = metric.stats(read_lines(rows[0]["files"][0]), refs)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -401,29 +311,26 @@ def report_files(exp_dir: str, out_dir: Optional[str] = None) -> Dict[str, str]:
 
 def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
                       metrics: Sequence[str] = ("bleu", "meteor", "ter", "length"),
-                      shuffles: int = 10000, resamples: int = 10000, seed: int = 12345,
+                      shuffles: int = 10000, resamples: int = 10000, seed: int = DEFAULT_SEED,
                       compare_to: Optional[str] = None, partial: bool = False) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
     plus the plots of :func:`plot_report`.  Returns {kind: path}.
 
-    What is compared comes from ``EXP_DIR/experiment.json`` (:func:`read_experiment`):
+    What is compared comes from ``EXP_DIR/experiment.json`` (:meth:`Experiment.read`):
     computing is :func:`significance_table`, formatting :func:`format_table`; this
     function only reads the manifest and writes every file or none (staged).
     """
-    import tempfile
-
-    from rerank.outputs import StagedOutputs
-
-    experiment = read_experiment(exp_dir, partial)  # validates before anything is written
+    experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
     ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
     written = report_files(exp_dir, out_dir)
     oracle_path = written.pop("oracle")
     with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
         if nbest is not None:
-            computed = oracle_file(nbest, ref, os.path.join(tmp, "test.oracle"), experiment.tokenize)
+            computed = os.path.join(tmp, "test.oracle")
+            oracle_file(nbest, ref, computed, experiment.bleu)
             systems = systems + [("oracle", [computed])]
-        result = significance_table(ref, baseline, systems, metrics=metrics, tokenize=experiment.tokenize,
+        result = significance_table(ref, baseline, systems, metrics=metrics, bleu=experiment.bleu,
                                     shuffles=shuffles,
                                     resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
         if experiment.paper is not None:
@@ -434,7 +341,8 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
         if experiment.left_out:
             result["meta"]["left_out"] = experiment.left_out
         plot_report(result, ref, {"gains": outputs.stage(written["gains.png"]),
-                                  "null": outputs.stage(written["null.png"])}, seed=seed, shuffles=shuffles)
+                                  "null": outputs.stage(written["null.png"])}, bleu=experiment.bleu, seed=seed,
+                    shuffles=shuffles)
         if nbest is not None:
             for row in result["rows"]:
                 if row["system"] == "oracle":

@@ -29,14 +29,3 @@ def write_signed(path: str, record: Dict[str, Any], packages: Iterable[str] = CO
     atomically (a temp file renamed into place: an interrupted run leaves no partial file)."""
     with atomic_write(path) as out:
         json.dump({**record, "signature": signature(packages)}, out, indent=2)
-
-
-def read_sidecar(path: str) -> Dict[str, Any]:
-    """The signature JSON beside an artifact (``PATH.json``), or {} if there is none or it
-    cannot be read (a sidecar is informative; its absence is never an error)."""
-    try:
-        with open(path + ".json", encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

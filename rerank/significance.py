@@ -36,12 +36,11 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from rerank import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.metrics import Metric
 
 EXACT_MAX = 20
-#: default seed of resampling and shuffling (sacrebleu's)
-DEFAULT_SEED = 12345
 #: rows of the swap / resample matrices multiplied at once (bounds memory)
 CHUNK = 1000
 #: largest resample-count (float32) or swap (bool) matrix kept for reuse (cells)
@@ -97,7 +96,7 @@ def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
     return out
 
 
-def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, seed: int = 12345) -> float:
+def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, seed: int = DEFAULT_SEED) -> float:
     """Standard deviation (ddof 1) of the corpus score over bootstrap resamples.
 
     Args:
@@ -139,7 +138,7 @@ def swap_matrix(units: int, shuffles: int, seed: int) -> np.ndarray:
 
 
 def approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray, shuffles: int = 10000,
-                              seed: int = 12345, null: Optional[list] = None) -> float:
+                              seed: int = DEFAULT_SEED, null: Optional[list] = None) -> float:
     """Two-sided paired AR p-value of the difference between systems A and B.
 
     Args:
@@ -205,7 +204,7 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
 
 
 def score_system(metric: Metric, replica_stats: Sequence[np.ndarray], resamples: int = 10000,
-                 seed: int = 12345) -> SystemScore:
+                 seed: int = DEFAULT_SEED) -> SystemScore:
     """Score, s_sel and s_opt of one system from its replicas' statistics (float[N, K] each)."""
     scores = [float(metric.score(s.sum(0))) for s in replica_stats]
     s_sel = float(np.mean([bootstrap_std(metric, s, resamples, seed) for s in replica_stats])) if resamples else 0.0
@@ -214,7 +213,7 @@ def score_system(metric: Metric, replica_stats: Sequence[np.ndarray], resamples:
 
 
 def compare(metric: Metric, baseline: Sequence[np.ndarray], system: Sequence[np.ndarray], shuffles: int = 10000,
-            seed: int = 12345) -> float:
+            seed: int = DEFAULT_SEED) -> float:
     """AR p-value of ``system`` against ``baseline`` (lists of replica statistics).
 
     Replica r of the system is paired with replica r of the baseline; with one replica

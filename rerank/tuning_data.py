@@ -14,39 +14,39 @@ from typing import List, Tuple
 
 import numpy as np
 
-from rerank.bleu import bleu_stats
+from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.nbest import NBestList, PackedStrings, iter_nbest
 from rerank.textio import read_lines
 
 
-def load_tuning_data(nbest_path: str, ref_path: str, tokenize: str, lowercase: bool
+def load_tuning_data(nbest_path: str, ref_path: str, bleu: BleuSettings = BleuSettings()
                      ) -> Tuple[NBestList, List[str], np.ndarray]:
-    """(n-best list with packed hypotheses and no totals, references, BLEU statistics
-    float64[M, 9]) of a tuning, oracle or cross-fitting run.
+    """(n-best list with packed hypotheses, no totals and its :class:`~rerank.nbest.ListInfo`,
+    references, BLEU statistics float64[M, 9] under ``bleu``) of a tuning, oracle or
+    cross-fitting run.
 
     Raises:
         InputError: unreadable files, a segment count that differs from the references'.
     """
     refs = read_lines(ref_path)
     offsets, features, stats, packed = [np.zeros(1, np.int64)], [], [], []
-    names = None
+    names, info = None, None
     for first, block in iter_nbest(nbest_path):
         last = first + block.num_segments
         offsets.append(block.offsets[1:] + offsets[-1][-1])
         if last > len(refs):  # count the rest only, to name the numbers
             continue
-        stats.append(bleu_stats(block.hypotheses, refs[first:last], block.segment, tokenize=tokenize,
-                                lowercase=lowercase))
+        stats.append(bleu.stats(block.hypotheses, refs[first:last], block.segment))
         features.append(block.features)
         packed.append(PackedStrings.from_strings(block.hypotheses))
-        names = block.feature_names
+        names, info = block.feature_names, block.info
     segments = sum(len(o) for o in offsets) - 1
     if segments != len(refs):
         raise InputError(f"{segments} segments in the n-best list but {len(refs)} references", nbest_path)
     hypotheses = PackedStrings.concat(packed)
     del packed
-    nbest = NBestList(np.concatenate(offsets), hypotheses, _concat(features), names)
+    nbest = NBestList(np.concatenate(offsets), hypotheses, _concat(features), names, info=info)
     return nbest, refs, _concat(stats)
 
 

@@ -54,7 +54,7 @@ TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
-source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...
+source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...; chains FUNC_A FUNC_B
 
 D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"; A="$OUT/models"; E="$OUT/embed"
 R2L_DIR="$A/r2l.$AUX_PRESET"
@@ -103,17 +103,7 @@ chain_b() {  # balanced with chain_a by the measured per-epoch times (each about
   fi
   stage embed-train "$E/heldout.json" embed_train
 }
-if [ "$JOBS" -ge 2 ]; then
-  chain_a & pid_a=$!
-  chain_b & pid_b=$!
-  status=0
-  wait "$pid_a" || status=1
-  wait "$pid_b" || status=1
-  [ "$status" = 0 ] || { echo "a training chain failed (see above)" >&2; exit 1; }
-else
-  chain_a
-  chain_b
-fi
+chains chain_a chain_b
 
 # --- features: one stage per scorer, each list carrying all earlier columns -----------
 SCORERS="mlmme:mlmme:$E r2l:nmt:$R2L_DIR channel:nmt:$CHANNEL_DIR lm:lm:$A/lm"
@@ -135,43 +125,35 @@ for SPLIT in val test; do
     && mv "$N/$SPLIT.full.nbest.tmp" "$N/$SPLIT.full.nbest"; }
 done
 
-# --- tuning: each feature set alone on top of the NMT features, then all of them -------
+# --- tuning: each feature set alone on top of the beam's, then all of them -------------
+# feature sets are named by scorer (the lists' signatures record them: rerank tune
+# --feature-sets); no column name is spelled here
 REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
-BASE="NMT,WordPenalty,NMTNorm"
-SETS=("nmt:$BASE" "mlmme:$BASE,MLMMEss" "r2l:$BASE,R2L,R2LNorm" "channel:$BASE,Channel,ChannelNorm"
-      "lm:$BASE,LM,LMNorm")
-[ "$L2R2" = 1 ] && SETS+=("l2r2:$BASE,L2R2,L2R2Norm")
-SETS+=("mbr:$BASE,MBRBLEU,MBRchrF" "e5:$BASE,E5ss" "len:$BASE,LenRatio,LenDev" "all:")
-ROWS=()  # "name<TAB>directory" in the report's row order
+SETS=("nmt:beam" "mlmme:beam,MLMME" "r2l:beam,R2L" "channel:beam,Channel" "lm:beam,LM")
+[ "$L2R2" = 1 ] && SETS+=("l2r2:beam,L2R2")
+SETS+=("mbr:beam,MBR" "e5:beam,E5" "len:beam,Len" "all:")
+SYSTEMS=()  # --system arguments of the manifest, in the report's row order
 for TUNER in $TUNERS; do
   for item in "${SETS[@]}"; do
-    set_name=${item%%:*}; features=${item#*:}
+    set_name=${item%%:*}; sets=${item#*:}
     dir=$set_name$([ "$TUNER" = mira ] || echo ".$TUNER")
     mkdir -p "$R/$dir"
     for S in $(seq 1 "$REPLICAS"); do
       stage "tune-$dir-seed$S" "$R/$dir/weights.seed$S.json" rerank tune --algorithm "$TUNER" \
-        --nbest "$N/val.full.nbest" --ref "$REF_VAL" ${features:+--features "$features"} \
+        --nbest "$N/val.full.nbest" --ref "$REF_VAL" --tokenize none ${sets:+--feature-sets "$sets"} \
         --out "$R/$dir/weights.seed$S.json" --seed "$S" --quiet
       stage "apply-$dir-seed$S" "$R/$dir/test.seed$S.txt" rerank apply --nbest "$N/test.full.nbest" \
         --weights "$R/$dir/weights.seed$S.json" --out "$R/$dir/test.seed$S.txt"
     done
-    ROWS+=("+$set_name$([ "$TUNER" = mira ] || echo "/${TUNER^^}")	$dir")
+    SYSTEMS+=(--system "+$set_name$([ "$TUNER" = mira ] || echo "/${TUNER^^}")" "$R/$dir/test.seed{replica}.txt")
   done
 done
 # the experiment's manifest for rerank report: what is compared, in which order
-python - "$OUT" "$REPLICAS" "${ROWS[@]}" <<'PY'
-import json, os, sys
-out, replicas = sys.argv[1], int(sys.argv[2])
-rows = [row.split("\t") for row in sys.argv[3:]]
-manifest = {"reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"],
-            "nbest": "nbest/test.nbest", "tokenize": "none",
-            "systems": [[name, [f"rerank/{d}/test.seed{s}.txt" for s in range(1, replicas + 1)]] for name, d in rows]}
-with open(os.path.join(out, "experiment.json.tmp"), "w") as handle:
-    json.dump(manifest, handle, indent=2)
-os.replace(os.path.join(out, "experiment.json.tmp"), os.path.join(out, "experiment.json"))
-PY
+rerank experiment "$OUT" --reference "$REF_TEST" --baseline "$N/test.1best" --nbest "$N/test.nbest" \
+  --tokenize none --replicas "$REPLICAS" "${SYSTEMS[@]}"
 
-stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --out "$R/test.oracle"
+stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --tokenize none \
+  --out "$R/test.oracle"
 evaluate() {
   local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "+nmt=$R/nmt/test.seed1.txt"
               --hyp "+all=$R/all/test.seed1.txt")
@@ -185,13 +167,7 @@ stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,
 echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none; replica 1)"
 cat "$OUT/results.txt"
 echo "== tuning-set BLEU of every run against the beam's ($R/*/weights.seed*.json)"
-python - "$R" <<'PY'
-import glob, json, os, sys
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "weights.seed*.json"))):
-    t = json.load(open(path))["tuning"]
-    print(f"{os.path.relpath(path, sys.argv[1]):32s} {t['algorithm']:5s} beam {t['initial_bleu']:6.2f}  tuned {t['bleu']:6.2f}  "
-          f"length ratio {t['length_ratio']:.3f}")
-PY
+python "$ROOT/scripts/tuning_summary.py" "$R"
 echo "== significance over $REPLICAS tuning replicas ($OUT/report/)"
 cat "$OUT/report/table.txt"
 echo "== stage wall times, seconds ($TIMINGS)"

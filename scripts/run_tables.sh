@@ -85,7 +85,7 @@ TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)
 
-source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...
+source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...; chains FUNC_A FUNC_B
 logged() {  # logged LOG COMMAND...: run COMMAND with its output in LOG; on failure show LOG's end
   local log=$1; shift
   "$@" > "$log" 2>&1 || { echo "failed: $* (see $log)" >&2; tail -n 5 "$log" >&2; return 1; }
@@ -96,7 +96,6 @@ SRC_VAL="$D/tok/val.en"; SRC_TEST="$D/tok/test_2016_flickr.en"
 REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
 IMG_VAL="$DATA/task1/image_splits/val.txt"; IMG_TEST="$DATA/task1/image_splits/test_2016_flickr.txt"
 TEXT_MODEL="$OUT_MAIN/embed"
-BASE="NMT,WordPenalty,NMTNorm"
 mkdir -p "$E"
 
 model_dir() { [ "$1" = regular ] && echo "$OUT_MAIN/model" || echo "$OUT/$1/model"; }
@@ -182,17 +181,7 @@ done
 run_a() { for v in "${CHAIN_A[@]}"; do chain_variant "$v"; done; chain_embed $FOLDS_A; }
 # shellcheck disable=SC2086
 run_b() { for v in "${CHAIN_B[@]}"; do chain_variant "$v"; done; [ -z "$FOLDS_B" ] || chain_embed $FOLDS_B; }
-if [ "$JOBS" -ge 2 ]; then
-  run_a & pid_a=$!
-  run_b & pid_b=$!
-  status=0
-  wait "$pid_a" || status=1
-  wait "$pid_b" || status=1
-  [ "$status" = 0 ] || { echo "a chain of stages failed (see above)" >&2; exit 1; }
-else
-  run_a
-  run_b
-fi
+chains run_a run_b
 if [ "$PROTOCOL" = crossfit ]; then
   for k in $(seq 0 $((K - 1))); do  # ISR of each fold's models on the fold's own (held-out) images
     for name in vse $(for b in $BETAS; do echo "mlmme-b$b"; done); do
@@ -253,24 +242,21 @@ for v in $VARIANTS; do
 done
 
 # --- tuning: 3 MIRA replicas per row, and the reports -------------------------------------
-has_column() { head -n 1 "$1" | grep -q " $2= "; }
-rows_of() {  # rows_of VIEW LIST: "name<TAB>dir<TAB>features" (empty features: every column)
-  local view=$1 list=$2
-  printf '+nmt\tnmt\t%s\n' "$BASE"
-  [ "$view" != val ] && printf '+VSE\tvse\t%s,VSEsi\n' "$BASE"
-  for b in $BETAS; do
-    if [ "$view" = val ]; then printf '+MLMME beta=%s\tb%s\t%s,MLMMEb%sss\n' "$b" "$b" "$BASE" "$b"
-    else printf '+MLMME beta=%s\tb%s\t%s,MLMMEb%sss,MLMMEb%ssi\n' "$b" "$b" "$BASE" "$b" "$b"; fi
-  done
+rows_of() {  # rows_of VIEW SHARED: "name<TAB>dir<TAB>feature sets" (empty: every column); sets are the scorers'
+  local view=$1
+  printf '+nmt\tnmt\tbeam\n'
+  [ "$view" != val ] && printf '+VSE\tvse\tbeam,VSE\n'
+  for b in $BETAS; do printf '+MLMME beta=%s\tb%s\tbeam,MLMMEb%s\n' "$b" "$b" "$b"; done  # s_s (and s_i where scored)
   if [ "$view" != val ]; then  # the s_i ablation: the same models and tuning without s_i
-    for b in $BETAS; do printf '+MLMME beta=%s (s_s only)\tb%s-ss\t%s,MLMMEb%sss\n' "$b" "$b" "$BASE" "$b"; done
+    for b in $BETAS; do printf '+MLMME beta=%s (s_s only)\tb%s-ss\tbeam,MLMMEb%s/ss\n' "$b" "$b" "$b"; done
   fi
-  if has_column "$list" R2L; then printf '+all\tall\t\n'; fi
+  [ "$2" = 1 ] && printf '+all\tall\t\n'  # the main job's lists carry every feature
+  return 0
 }
 tune_val_folds() {  # tune_val_folds CELL DIR FEATURES SEED: fold k tuned on val with the fold-k model's s_s
   local c=$1 dir=$2 features=$3 s=$4
   for k in $(seq 0 $((K - 1))); do
-    rerank tune --nbest "$N/val.$c.f$k.nbest" --ref "$REF_VAL" ${features:+--features "$features"} --seed "$s" \
+    rerank tune --nbest "$N/val.$c.f$k.nbest" --ref "$REF_VAL" --tokenize none ${features:+--feature-sets "$features"} --seed "$s" \
       --quiet --out "$dir/weights.seed$s.fold$k.json" 2>> "$dir/tune.log"
   done
   rerank apply --nbest "$N/test.$c.ss.nbest" --folds "$F" --weights "$dir/weights.seed$s.fold{fold}.json" \
@@ -278,7 +264,7 @@ tune_val_folds() {  # tune_val_folds CELL DIR FEATURES SEED: fold k tuned on val
 }
 tune_paper() {  # tune_paper CELL DIR FEATURES SEED: the paper's protocol, tuned on val
   local c=$1 dir=$2 features=$3 s=$4
-  rerank tune --nbest "$N/val.$c.si.nbest" --ref "$REF_VAL" ${features:+--features "$features"} --seed "$s" \
+  rerank tune --nbest "$N/val.$c.si.nbest" --ref "$REF_VAL" --tokenize none ${features:+--feature-sets "$features"} --seed "$s" \
     --quiet --out "$dir/weights.seed$s.json" 2>> "$dir/tune.log"
   rerank apply --nbest "$N/test.$c.si.nbest" --weights "$dir/weights.seed$s.json" --out "$dir/test.seed$s.txt"
 }
@@ -295,44 +281,25 @@ for v in $VARIANTS; do
     c="$v.$n"
     for view in $VIEWS; do
       R="$OUT/rerank/$c.$view"
-      list=$([ "$view" = val ] && echo "$N/val.$c.f0.nbest" || echo "$N/test.$c.si.nbest")
-      [ "$view" = paper ] && list="$N/val.$c.si.nbest"
       systems=()
       while IFS=$'\t' read -r name dir features; do
         mkdir -p "$R/$dir"
         for s in $(seq 1 "$REPLICAS"); do
           case "$view" in
             crossfit) stage "tune-$c.$view-$dir-seed$s" "$R/$dir/test.seed$s.txt" rerank crossfit \
-                        --nbest "$N/test.$c.si.nbest" --ref "$REF_TEST" --folds "$F" ${features:+--features "$features"} \
+                        --nbest "$N/test.$c.si.nbest" --ref "$REF_TEST" --folds "$F" --tokenize none ${features:+--feature-sets "$features"} \
                         --seed "$s" --quiet --out "$R/$dir/test.seed$s.txt" --weights-out "$R/$dir/weights.seed$s.json";;
             val) stage "tune-$c.$view-$dir-seed$s" "$R/$dir/test.seed$s.txt" tune_val_folds "$c" "$R/$dir" "$features" "$s";;
             paper) stage "tune-$c.$view-$dir-seed$s" "$R/$dir/test.seed$s.txt" tune_paper "$c" "$R/$dir" "$features" "$s";;
           esac
         done
-        systems+=("$name	$R/$dir")
-      done < <(rows_of "$view" "$list")
+        systems+=(--system "$name" "$R/$dir/test.seed{replica}.txt")
+      done < <(rows_of "$view" "$(shared "$v" "$n" && echo 1 || echo 0)")
       compare=$([ "$view" = val ] && echo "+nmt" || echo "+VSE")
-      python - "$R" "$REPLICAS" "$REF_TEST" "$(baseline_of "$v" "$n")" "$(list_in "$v" test "$n")" "$PAPER_TABLE" \
-        "$n" "$v" "$(caption "$view")" "${systems[@]}" <<'PY'
-import json, os, sys
-out, replicas, ref, baseline, nbest, paper, size, variant, caption = sys.argv[1:10]
-systems = [row.split("\t") for row in sys.argv[10:]]
-manifest = {"reference": ref, "baseline": [baseline], "nbest": nbest, "tokenize": "none", "caption": caption,
-            "paper": {"table": paper, "select": {"nbest": size, "variant": variant}},
-            "systems": [[name, [os.path.join(d, f"test.seed{s}.txt") for s in range(1, int(replicas) + 1)]]
-                        for name, d in systems]}
-path = os.path.join(out, "experiment.json")
-text = json.dumps(manifest, indent=2)
-try:
-    with open(path, encoding="utf-8") as handle:
-        unchanged = handle.read() == text
-except FileNotFoundError:
-    unchanged = False
-if not unchanged:  # rewritten only when its rows change: the reports below are then redone
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(path + ".tmp", path)
-PY
+      # the manifest, rewritten only when its rows change (the reports below are then redone)
+      rerank experiment "$R" --reference "$REF_TEST" --baseline "$(baseline_of "$v" "$n")" \
+        --nbest "$(list_in "$v" test "$n")" --tokenize none --caption "$(caption "$view")" --replicas "$REPLICAS" \
+        --paper-table "$PAPER_TABLE" --paper-select "nbest=$n" --paper-select "variant=$v" "${systems[@]}"
       for report in report report-vs-nmt; do  # a report older than its manifest is stale
         [ "$R/$report/table.json" -nt "$R/experiment.json" ] || rm -f "$R/$report/table.json"
       done

@@ -72,7 +72,7 @@ def test_non_utf8_names_file_and_line(files, capsys):
                  "--out", str(files / "o")]) == 1
     _one_line_error(capsys, "bad.nbest:4:", "not UTF-8", "0xff")
     (files / "bad.ref").write_bytes(b"ein mann\n\xc3\x28 hund\n")
-    assert main(["tune", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "bad.ref"),
+    assert main(["tune", "--init", "zeros", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "bad.ref"),
                  "--out", str(files / "w2.json")]) == 1
     _one_line_error(capsys, "bad.ref:2:", "not UTF-8")
     (files / "bad.json").write_bytes(b'{"weights":\n {"F": 1, "G": "\xfe"}}')
@@ -126,12 +126,12 @@ def test_eval_of_empty_files_is_an_error(files, capsys):
 
 
 def test_internal_errors_keep_their_traceback(files, monkeypatch):
-    import rerank.nbest
+    import rerank.apply
 
     def broken(*args, **kwargs):
         raise ValueError("a bug of ours")
 
-    monkeypatch.setattr(rerank.nbest, "iter_nbest", broken)
+    monkeypatch.setattr(rerank.apply, "iter_nbest", broken)
     with pytest.raises(ValueError, match="a bug of ours"):
         main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
               "--out", str(files / "o")])

@@ -26,8 +26,8 @@ def tuning_files(tmp_path):
 def test_tune_then_apply_round_trip(tuning_files, capsys):
     tmp, refs, hyps, nbest, good = tuning_files
     weights = tmp / "weights.json"
-    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
-                 "--seed", "2", "--iterations", "10"]) == 0
+    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"),
+                 "--out", str(weights), "--seed", "2", "--iterations", "10", "--tokenize", "none"]) == 0
     err = capsys.readouterr().err
     assert err.count("tuning BLEU") == 10
     data = json.loads(weights.read_text())
@@ -63,7 +63,7 @@ def test_apply_rejects_missing_and_unknown_features(tuning_files, capsys):
 def test_tune_rejects_reference_count_mismatch(tuning_files, capsys):
     tmp, refs = tuning_files[0], tuning_files[1]
     write_lines(refs[:-1], str(tmp / "short.ref"))
-    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "short.ref"),
+    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "short.ref"),
                  "--out", str(tmp / "w.json")]) == 1
     assert "60 segments in the n-best list but 59 references" in capsys.readouterr().err
     assert not (tmp / "w.json").exists()
@@ -135,11 +135,11 @@ def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, ca
 def test_tune_a_feature_subset(tuning_files):
     tmp = tuning_files[0]
     weights = tmp / "subset.json"
-    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
+    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
                  "--features", "Bad", "--iterations", "3", "--quiet"]) == 0
     data = json.loads(weights.read_text())
     assert data["weights"]["Good"] == 0.0 and data["tuning"]["features"] == ["Bad"]
-    assert main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
+    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
                  "--features", "Bad,LM"]) == 1
 
 
@@ -148,7 +148,7 @@ def test_tune_a_feature_subset(tuning_files):
 def test_tune_options_are_range_checked(tuning_files, capsys, option, value):
     tmp = tuning_files[0]
     with pytest.raises(SystemExit) as exit_info:
-        main(["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(tmp / "w.json"),
+        main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(tmp / "w.json"),
               option, value])
     assert exit_info.value.code == 2
     assert option in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""features/cnn.py: torchvision-style preprocessing, feature extraction in split order,
+"""embed/cnn.py: torchvision-style preprocessing, feature extraction in split order,
 errors for missing images, and the real EfficientNet-Lite0 network on generated images."""
 
 import json
@@ -11,7 +11,7 @@ PIL = pytest.importorskip("PIL")
 torch = pytest.importorskip("torch")
 from PIL import Image  # noqa: E402
 
-from features.cnn import IMAGENET_MEAN, IMAGENET_STD, Backbone, extract_features, extract_split, preprocess_image  # noqa: E402
+from embed.cnn import IMAGENET_MEAN, IMAGENET_STD, Backbone, extract_features, extract_split, preprocess_image  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 
 
@@ -81,7 +81,7 @@ def test_wrong_backbone_output_shape_is_an_error(tmp_path):
 
 def test_real_efficientnet_lite0_on_generated_images(tmp_path):
     pytest.importorskip("efficientnet_lite_pytorch")
-    from features.cnn import load_backbone
+    from embed.cnn import load_backbone
 
     rng = np.random.default_rng(0)
     paths = []
@@ -101,7 +101,7 @@ def test_real_efficientnet_lite0_on_generated_images(tmp_path):
 
 def test_cli_extract_writes_matrix_and_signature(tmp_path):
     pytest.importorskip("efficientnet_lite_pytorch")
-    from features.data import load_image_features
+    from embed.data import load_image_features
     from rerank.cli import main
 
     names = _write_images(tmp_path, [(200, 10, 10), (10, 200, 10)])

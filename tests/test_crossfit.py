@@ -69,7 +69,7 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
     assert main(["folds", "--segment-images", str(tmp / "images.txt"), "--k", "3", "--out", str(tmp / "folds.tsv")]) == 0
     folds = read_folds(str(tmp / "folds.tsv"))
     out, weights_out = tmp / "test.crossfit", tmp / "weights.crossfit.json"
-    assert main(["crossfit", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--folds",
+    assert main(["crossfit", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--folds",
                  str(tmp / "folds.tsv"), "--out", str(out), "--weights-out", str(weights_out), "--seed", "2",
                  "--iterations", "5", "--quiet"]) == 0
     data = json.loads(weights_out.read_text())
@@ -82,7 +82,7 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
         # the fold's weights are exactly what `rerank tune` finds on the other folds alone
         write_nbest(nbest.subset(seen), str(tmp / f"part{k}.nbest"))
         write_lines([refs[s] for s in seen], str(tmp / f"part{k}.ref"))
-        assert main(["tune", "--nbest", str(tmp / f"part{k}.nbest"), "--ref", str(tmp / f"part{k}.ref"), "--out",
+        assert main(["tune", "--init", "zeros", "--nbest", str(tmp / f"part{k}.nbest"), "--ref", str(tmp / f"part{k}.ref"), "--out",
                      str(tmp / f"part{k}.json"), "--seed", "2", "--iterations", "5", "--quiet"]) == 0
         alone = json.loads((tmp / f"part{k}.json").read_text())
         assert fold["weights"] == alone["weights"] and fold["bleu"] == pytest.approx(alone["tuning"]["bleu"])
@@ -95,7 +95,7 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
 def test_crossfit_refuses_a_folds_file_of_another_test_set(tuning_files, capsys):  # noqa: F811
     tmp = tuning_files[0]
     (tmp / "folds.tsv").write_text("a\t0\nb\t1\n")
-    assert main(["crossfit", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--folds",
+    assert main(["crossfit", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--folds",
                  str(tmp / "folds.tsv"), "--out", str(tmp / "o.txt"), "--weights-out", str(tmp / "w.json")]) == 1
     assert "2 segments in the folds file but 60" in capsys.readouterr().err
     assert not (tmp / "o.txt").exists() and not (tmp / "w.json").exists()

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import rerank.apply
 import rerank.nbest
 from rerank.cli import main
 from rerank.errors import InputError
@@ -130,7 +131,7 @@ def test_an_unwritable_directory_is_refused_before_the_work(files, capsys):
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        assert main(["tune", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"),
+        assert main(["tune", "--init", "zeros", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"),
                      "--out", str(locked / "w.json")]) == 1
         _one_line_error(capsys, "cannot write in", "permission denied")
     finally:
@@ -139,7 +140,7 @@ def test_an_unwritable_directory_is_refused_before_the_work(files, capsys):
 
 def test_the_output_check_comes_before_reading_inputs(files, capsys):
     (files / "broken.nbest").write_text("not an n-best list\n")
-    assert main(["tune", "--nbest", str(files / "broken.nbest"), "--ref", str(files / "dev.ref"),
+    assert main(["tune", "--init", "zeros", "--nbest", str(files / "broken.nbest"), "--ref", str(files / "dev.ref"),
                  "--out", str(files / "hyp" / "w.json")]) == 1
     _one_line_error(capsys, "--out", "is not a directory")
 
@@ -269,7 +270,7 @@ def test_nul_bytes_are_refused_with_their_line(files, capsys):
 def test_zero_features_cannot_be_tuned(files, capsys):
     (files / "none.nbest").write_text("0 ||| ein mann |||  ||| 0\n1 ||| ein hund |||  ||| 0\n")
     for algorithm in ("mira", "mert", "pro"):
-        assert main(["tune", "--nbest", str(files / "none.nbest"), "--ref", str(files / "dev.ref"),
+        assert main(["tune", "--init", "zeros", "--nbest", str(files / "none.nbest"), "--ref", str(files / "dev.ref"),
                      "--algorithm", algorithm, "--out", str(files / "w2.json")]) == 1
         _one_line_error(capsys, "no feature columns: nothing to tune")
     assert not (files / "w2.json").exists()
@@ -278,7 +279,7 @@ def test_zero_features_cannot_be_tuned(files, capsys):
 def test_huge_feature_values_are_refused_by_the_tuners_without_hanging(files):
     (files / "huge.nbest").write_text(NBEST.replace("F= 3", "F= 1e307").replace("F= 0", "F= -1e307"))
     for algorithm in ("mert", "mira", "pro"):
-        done = subprocess.run(RERANK + ["tune", "--nbest", str(files / "huge.nbest"), "--ref", str(files / "dev.ref"),
+        done = subprocess.run(RERANK + ["tune", "--init", "zeros", "--nbest", str(files / "huge.nbest"), "--ref", str(files / "dev.ref"),
                                         "--algorithm", algorithm, "--out", str(files / "w2.json")],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -298,7 +299,7 @@ def test_out_of_memory_names_the_largest_input(files, capsys, monkeypatch):
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(rerank.nbest, "iter_nbest", exhausted)
+    monkeypatch.setattr(rerank.apply, "iter_nbest", exhausted)
     assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
                  "--out", str(files / "o")]) == 1
     _one_line_error(capsys, "dev.nbest is too large to hold in memory", "stream")

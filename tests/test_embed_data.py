@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from features.data import PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2
+from embed.data import PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2
 from nmt.data import preprocess_lines
 from rerank.errors import InputError
 
@@ -79,7 +79,7 @@ def test_the_real_resnet_features_align_with_task2_test_images():
 def test_task1_pairs_merge_with_task2_images(tmp_path):
     import gzip
 
-    from features.data import merge_splits, read_task1, read_task2
+    from embed.data import merge_splits, read_task1, read_task2
 
     root = tmp_path
     (root / "task1" / "raw").mkdir(parents=True)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from features.evaluation import image_sentence_ranking, sts_pearson
+from embed.evaluation import image_sentence_ranking, sts_pearson
 
 
 def test_ranking_by_hand():

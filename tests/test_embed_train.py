@@ -10,9 +10,9 @@ if os.environ.get("RERANK_REQUIRE_NMT"):
 else:
     pytest.importorskip("torch")
 
-from features.evaluation import image_sentence_ranking  # noqa: E402
-from features.mlmme import MLMMEConfig  # noqa: E402
-from features.train import EmbedData, EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
+from embed.evaluation import image_sentence_ranking  # noqa: E402
+from embed.model import MLMMEConfig  # noqa: E402
+from embed.train import EmbedData, EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
 
 
 def planted(n_images, seed, feature_dim=24, with_images=True):
@@ -65,7 +65,7 @@ def test_encode_sentences_encodes_each_distinct_sentence_once_in_input_order():
 
 
 def test_epoch_batches_top_up_image_rows_and_cover_text_once():
-    from features.train import epoch_batches
+    from embed.train import epoch_batches
 
     has = np.zeros(1000, dtype=bool)
     has[[3, 500, 999, 10, 20]] = True

@@ -2,10 +2,15 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from mira.kbmira import MiraConfig, corpus_bleu_of_weights, tune
+from mira.kbmira import Mira, MiraConfig
+from mira.tuner import corpus_bleu as corpus_bleu_of_weights
 from rerank.bleu import background_sentence_bleu, bleu_from_stats, bleu_stats
 from rerank.oracle import oracle_select
 from tests.conftest import random_corpus
+
+
+def tune(features, stats, offsets, config=MiraConfig(), init=None):
+    return Mira(config).tune(features, stats, offsets, init)
 
 # one sentence, two hypotheses: "a b c d" (= reference) and "x y z w"
 FEATURES = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -18,9 +23,9 @@ def test_first_update_by_hand():
     # hope = h0, fear = h1, loss = 5 - BLEU(h1) > 2 * C: eta = C = 0.01, w = (0.01, -0.01)
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, kbmira_selection=True))
     assert result.weights.tolist() == pytest.approx([0.01, -0.01])
-    assert result.epoch_updates == [1]
-    assert result.best_epoch == 1 and result.best_bleu == pytest.approx(100.0)
-    assert result.initial_bleu == pytest.approx(100.0)  # zero weights: first hypothesis
+    assert result.details["epoch_updates"] == [1]
+    assert result.details["best_epoch"] == 1 and result.score == pytest.approx(100.0)
+    assert result.initial_score == pytest.approx(100.0)  # zero weights: first hypothesis
 
 
 def test_small_loss_gives_step_loss_over_squared_norm():
@@ -34,8 +39,8 @@ def test_small_loss_gives_step_loss_over_squared_norm():
 def test_later_epoch_with_equal_bleu_is_not_kept():
     # epoch 2 updates again (w = 0.02, -0.02; average 0.015) but its BLEU is not higher
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False, kbmira_selection=True))
-    assert result.epoch_updates == [1, 1]
-    assert result.best_epoch == 1
+    assert result.details["epoch_updates"] == [1, 1]
+    assert result.details["best_epoch"] == 1
     assert result.weights.tolist() == pytest.approx([0.01, -0.01])
 
 
@@ -51,9 +56,9 @@ def test_initial_weights_are_epoch_zero():
     # zero weights already select the reference (BLEU 100); epoch 1 only ties it, so the
     # initial weights are kept (kbmira would return epoch 1's)
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False))
-    assert result.best_epoch == 0 and result.weights.tolist() == [0.0, 0.0]
-    assert result.best_bleu == result.initial_bleu == pytest.approx(100.0)
-    assert result.epoch_updates == [1, 1]
+    assert result.details["best_epoch"] == 0 and result.weights.tolist() == [0.0, 0.0]
+    assert result.score == result.initial_score == pytest.approx(100.0)
+    assert result.details["epoch_updates"] == [1, 1]
 
 
 def test_never_worse_than_the_start_where_kbmira_selection_is():
@@ -71,10 +76,10 @@ def test_never_worse_than_the_start_where_kbmira_selection_is():
         init = np.array([1.0, 0.0, 0.0])
         ours = tune(features, stats, offsets, MiraConfig(iterations=3, seed=seed), init=init)
         theirs = tune(features, stats, offsets, MiraConfig(iterations=3, seed=seed, kbmira_selection=True), init=init)
-        assert ours.best_bleu >= ours.initial_bleu
-        assert ours.best_bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, ours.weights))
-        assert ours.best_bleu >= theirs.best_bleu or theirs.best_bleu <= ours.initial_bleu
-        losses += theirs.best_bleu < theirs.initial_bleu
+        assert ours.score >= ours.initial_score
+        assert ours.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, ours.weights))
+        assert ours.score >= theirs.score or theirs.score <= ours.initial_score
+        losses += theirs.score < theirs.initial_score
     assert losses >= 1
 
 
@@ -87,7 +92,7 @@ def test_config_is_range_checked():
 def test_no_update_when_hope_equals_fear():
     stats = np.array([[4, 4, 3, 3, 2, 2, 1, 1, 4]], dtype=float)
     result = tune(np.array([[1.0, 2.0]]), stats, np.array([0, 1]), MiraConfig(iterations=3))
-    assert result.epoch_updates == [0, 0, 0]
+    assert result.details["epoch_updates"] == [0, 0, 0]
     assert result.weights.tolist() == [0.0, 0.0]
 
 
@@ -107,7 +112,7 @@ def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
     oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets)].sum(0)))
     by_feature = corpus_bleu_of_weights(features, stats, offsets, np.array([0.0, 0.0, 1.0]))
     start = corpus_bleu_of_weights(features, stats, offsets, np.array([1.0, 0.0, 0.0]))
-    assert result.best_bleu == pytest.approx(tuned)
+    assert result.score == pytest.approx(tuned)
     assert start < oracle - 15  # the noise feature alone is far from the oracle
     assert tuned >= by_feature - 0.5 and tuned >= oracle - 0.5
     # scaled by each feature's spread, the BLEU feature dominates the noise it started from
@@ -124,7 +129,7 @@ def test_shuffling_is_seeded():
     features = np.random.default_rng(1).normal(size=(len(hyps), 3))
     a = tune(features, stats, offsets, MiraConfig(iterations=5, seed=7))
     b = tune(features, stats, offsets, MiraConfig(iterations=5, seed=7))
-    assert np.array_equal(a.weights, b.weights) and a.epoch_bleu == b.epoch_bleu
+    assert np.array_equal(a.weights, b.weights) and a.details["epoch_bleu"] == b.details["epoch_bleu"]
 
 
 def test_inconsistent_shapes_are_rejected():

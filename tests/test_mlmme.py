@@ -1,4 +1,4 @@
-"""MLMME / VSE model and losses (features/mlmme.py) on tiny hand-checkable tensors."""
+"""MLMME / VSE model and losses (embed/model.py) on tiny hand-checkable tensors."""
 
 import os
 
@@ -9,7 +9,7 @@ if os.environ.get("RERANK_REQUIRE_NMT"):
 else:
     torch = pytest.importorskip("torch")
 
-from features.mlmme import MLMME, MLMMEConfig, SentenceEncoder, ranking_loss, vse_config  # noqa: E402
+from embed.model import MLMME, MLMMEConfig, SentenceEncoder, ranking_loss, vse_config  # noqa: E402
 
 
 def test_ranking_loss_by_hand():

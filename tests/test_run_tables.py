@@ -77,7 +77,8 @@ def _main_job(main_dir, data, rng):
                           ["NMT", "WordPenalty", "NMTNorm", "R2L"])
         write_nbest(nbest, os.path.join(main_dir, "nbest", f"{split}.full.nbest"))
         with open(os.path.join(main_dir, "nbest", f"{split}.full.nbest.json"), "w") as out:
-            json.dump({"beam_feature": "NMTNorm"}, out)
+            json.dump({"beam_feature": "NMTNorm", "feature_sets": {"beam": ["NMT", "WordPenalty", "NMTNorm"],
+                                                                   "R2L": ["R2L"]}}, out)
         write_lines(hyps[::4], os.path.join(main_dir, "nbest", f"{split}.1best"))
     assert main(["embed", "train", "--data", data, "--task1", "--beta", "0", "--epochs", "1", "--batch-size", "16",
                  "--threads", "1", "--out", os.path.join(main_dir, "embed")]) == 0

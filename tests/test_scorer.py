@@ -9,9 +9,9 @@ if os.environ.get("RERANK_REQUIRE_NMT"):
 else:
     pytest.importorskip("torch")
 
-from features.mlmme import MLMMEConfig  # noqa: E402
+from embed.model import MLMMEConfig  # noqa: E402
 from features.scorer import make_scorer  # noqa: E402
-from features.train import EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
+from embed.train import EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 from rerank.nbest import NBestList  # noqa: E402
 from tests.test_embed_train import planted  # noqa: E402

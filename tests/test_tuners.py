@@ -4,12 +4,20 @@ import numpy as np
 import pytest
 
 from mira._native import mert_line_search, model_best_stats
-from mira.kbmira import corpus_bleu_of_weights
-from mira.mert import MertConfig, tune_mert
-from mira.pro import ProConfig, bleu_plus_one, sample_pairs, tune_pro
+from mira.tuner import corpus_bleu as corpus_bleu_of_weights
+from mira.mert import Mert, MertConfig
+from mira.pro import Pro, ProConfig, bleu_plus_one, sample_pairs
 from rerank.bleu import bleu_from_stats, bleu_stats
 from rerank.oracle import oracle_select
 from tests.conftest import random_corpus
+
+
+def tune_mert(features, stats, offsets, config=MertConfig(), init=None):
+    return Mert(config).tune(features, stats, offsets, init)
+
+
+def tune_pro(features, stats, offsets, config=ProConfig(), init=None):
+    return Pro(config).tune(features, stats, offsets, init)
 
 
 def _list(num_segments, nbest, seed, num_features=2):
@@ -78,10 +86,10 @@ def test_mert_finds_the_exact_two_feature_optimum():
                for t in np.linspace(0, 2 * np.pi, 3601))
     assert optimum >= grid - 1e-9  # the grid search confirms: nothing beats the exact optimum
     result = tune_mert(features, stats, offsets, MertConfig(restarts=5, seed=1))
-    assert result.best_bleu == pytest.approx(optimum)
-    assert result.best_bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
+    assert result.score == pytest.approx(optimum)
+    assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
     assert np.abs(result.weights).sum() == pytest.approx(1.0)
-    assert result.best_bleu > result.initial_bleu
+    assert result.score > result.initial_score
 
 
 def test_mert_is_seeded_and_never_worse_than_its_start():
@@ -94,8 +102,8 @@ def test_mert_is_seeded_and_never_worse_than_its_start():
     start = corpus_bleu_of_weights(features, stats, offsets, init)
     a = tune_mert(features, stats, offsets, MertConfig(restarts=3, seed=5), init=init)
     b = tune_mert(features, stats, offsets, MertConfig(restarts=3, seed=5), init=init)
-    assert np.array_equal(a.weights, b.weights) and a.run_bleu == b.run_bleu
-    assert a.best_bleu >= start and a.initial_bleu == pytest.approx(start)
+    assert np.array_equal(a.weights, b.weights) and a.details["run_bleu"] == b.details["run_bleu"]
+    assert a.score >= start and a.initial_score == pytest.approx(start)
 
 
 def test_bleu_plus_one_by_hand():
@@ -120,11 +128,11 @@ def test_pro_sampler_keeps_the_largest_differences_above_the_threshold():
 def test_pro_learns_the_quality_feature():
     features, stats, offsets = _list(80, 10, seed=7, num_features=3)
     result = tune_pro(features, stats, offsets, ProConfig(seed=1))
-    assert result.pairs > 0 and not result.kept_initial
+    assert result.details["pairs"] > 0 and not result.details["kept_initial"]
     assert result.weights[0] > 0 and result.weights[0] > 3 * abs(result.weights[2])
     first = float(bleu_from_stats(stats[offsets[:-1]].sum(0)))
-    assert result.best_bleu > first + 5
-    assert result.best_bleu == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
+    assert result.score > first + 5
+    assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
 
 
 def test_pro_keeps_a_better_start():
@@ -134,8 +142,8 @@ def test_pro_keeps_a_better_start():
     features = np.hstack([features, 1e-6 * onehot[:, None]])  # perfect but too small for PRO's penalty to use
     init = np.array([0.0, 0.0, 1.0])
     result = tune_pro(features, stats, offsets, ProConfig(seed=1, C=1e-6), init=init)
-    assert result.best_bleu >= result.initial_bleu
-    if result.kept_initial:
+    assert result.score >= result.initial_score
+    if result.details["kept_initial"]:
         assert result.weights.tolist() == init.tolist()
-    assert result.best_bleu == pytest.approx(float(bleu_from_stats(model_best_stats(features, stats, offsets,
+    assert result.score == pytest.approx(float(bleu_from_stats(model_best_stats(features, stats, offsets,
                                                                                        result.weights))))

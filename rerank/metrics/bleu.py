@@ -7,6 +7,7 @@ from typing import Optional
 
 import numpy as np
 
+from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings, bleu_from_stats
 from rerank.metrics.base import METRICS, Metric
 
 
@@ -17,27 +18,19 @@ class BleuMetric(Metric):
 
     name = "bleu"
 
-    def __init__(self, tokenize: str = "13a", lowercase: bool = False):
-        from rerank.bleu import sacrebleu_metric
-
-        sacrebleu_metric(tokenize, lowercase)  # validates the tokeniser name
+    def __init__(self, tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False):
+        self.settings = BleuSettings(tokenize, lowercase)  # validates the tokeniser name
         self.tokenize, self.lowercase = tokenize, lowercase
 
     def stats(self, hypotheses, references):
-        from rerank.bleu import bleu_stats
-
-        return bleu_stats(hypotheses, references, np.arange(len(hypotheses)), self.tokenize, self.lowercase)
+        return self.settings.stats(hypotheses, references, np.arange(len(hypotheses)))
 
     def score(self, stats):
-        from rerank.bleu import bleu_from_stats
-
         return bleu_from_stats(stats)
 
     def signature(self):
-        from rerank.bleu import bleu_signature
-
-        return bleu_signature(self.tokenize, self.lowercase)
+        return self.settings.signature()
 
     @classmethod
     def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "BleuMetric":
-        return cls(tokenize or "13a", lowercase)
+        return cls(tokenize or DEFAULT_TOKENIZE, lowercase)

@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from rerank.metrics.base import METRICS, SacrebleuStatsMetric
+from rerank.bleu import pair_matches
 
 
 @METRICS.register("chrf")
@@ -29,7 +30,6 @@ class ChrfMetric(SacrebleuStatsMetric):
         ref, match counts), equal to its ``_extract_corpus_statistics`` on each pair
         (whitespace removed, as chrF's default).  Vectorised: characters become dense ids,
         each text's n-gram codes are sorted once (:func:`rerank.bleu.pair_matches`)."""
-        from rerank.bleu import pair_matches
 
         if self.metric.word_order or self.metric.whitespace:
             raise ValueError("pair_stats covers chrF (word order 0, whitespace removed) only")

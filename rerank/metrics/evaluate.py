@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.metrics.base import make_metric
 from rerank.textio import read_lines
@@ -35,9 +36,10 @@ def check_system_names(baseline: Optional[str], systems: Sequence[Tuple[str, obj
         seen.add(name)
 
 
-def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], tokenize: Optional[str] = None,
-                   lowercase: bool = False, metrics: Sequence[str] = ("bleu", "ter", "chrf")) -> List[Dict]:
-    """Score each (name, path) system against one reference file.
+def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], bleu: BleuSettings = BleuSettings(),
+                   metrics: Sequence[str] = ("bleu", "ter", "chrf")) -> List[Dict]:
+    """Score each (name, path) system against one reference file (``bleu``: BLEU's
+    tokeniser, and lowercasing for every metric).
 
     Returns one dict per system and metric: ``{"system", "metric", "score",
     "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
@@ -48,7 +50,7 @@ def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], tokenize: 
     refs = read_lines(ref_path)
     if not refs:
         raise InputError("no reference segments: nothing to score", ref_path)
-    objs = {m: make_metric(m, tokenize, lowercase) for m in metrics}
+    objs = {m: make_metric(m, bleu.tokenize, bleu.lowercase) for m in metrics}
     rows = []
     for name, path in systems:
         hyps = read_system(path, len(refs))

@@ -8,6 +8,7 @@ import numpy as np
 
 from rerank.metrics.base import METRICS, Metric
 from rerank.metrics.bleu import BleuMetric
+from rerank.bleu import REF_LEN
 
 
 @METRICS.register("length")
@@ -23,7 +24,6 @@ class LengthMetric(Metric):
         self.bleu = BleuMetric(tokenize, lowercase)
 
     def stats(self, hypotheses, references):
-        from rerank.bleu import REF_LEN
 
         return self.bleu.stats(hypotheses, references)[:, [1, REF_LEN]]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rerank.metrics.base import METRICS, SacrebleuStatsMetric
+from rerank._native import ter_edits
 
 
 @METRICS.register("ter")
@@ -25,7 +26,6 @@ class TerMetric(SacrebleuStatsMetric):
         """float64[N, 2] [edits, reference length]: sacrebleu's TER tokenisation, and the
         edit counts of its ``translation_edit_rate`` computed in C (``rerank/_kernels.c``,
         tested equal to sacrebleu's on every segment)."""
-        from rerank._native import ter_edits
 
         tok = self.metric.tokenizer
         hyp_words = [tok(h.rstrip()).split() for h in hypotheses]

@@ -1,47 +1,38 @@
 """``rerank nmt prepare|train|train-lm|nbest``: parsers (defaults from the configs) and
-handlers.  Nothing here imports torch or fairseq until a verb runs."""
+handlers.  The nmt modules run fairseq in subprocesses and load torch only inside the
+functions that need it, so importing them here loads neither."""
 
 from __future__ import annotations
 
 import argparse
 
-from nmt.data import PrepareConfig
-from nmt.generate import GenerateConfig
-from nmt.lm import LMConfig
-from nmt.train import DIRECTIONS, TrainConfig
-from rerank.cliutil import positive_int
+from nmt.data import PrepareConfig, prepare
+from nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
+from nmt.lm import LMConfig, train_lm
+from nmt.train import DIRECTIONS, TrainConfig, train
+from rerank.argtypes import positive_int
 from rerank.errors import InputError
 
 
 def cmd_nmt(args) -> None:
     if args.nmt_verb == "prepare":
-        from nmt.data import prepare
-
         print(prepare(args.data, args.out, PrepareConfig(bpe_merges=args.bpe_merges), workers=args.workers))
     elif args.nmt_verb == "train":
-        from nmt.train import train
-
         config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
                              max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
                              role=args.role, threads=args.threads, target_vocab=args.target_vocab)
         print(train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
-        from nmt.lm import train_lm
-
         config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
                           dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
                           threads=args.threads, task2=not args.no_task2)
         print(train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
     elif args.nmt_verb == "nbest":
-        from nmt.generate import generate_nbest
-
         config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size)
         if (args.subset is None) == (args.input is None):
             raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
         if args.input:
-            from nmt.generate import generate_nbest_from_text
-
             generate_nbest_from_text(args.data_bin, args.checkpoint, args.input, args.out_nbest, args.out_1best,
                                      args.out_source, config)
         else:

@@ -1,10 +1,13 @@
 """``rerank`` command line: ``rerank <verb>`` with files in and out.
 
-Each layer owns its verbs, parser beside handler: ``tune`` (``mira/commands.py``),
-``apply``, ``eval``, ``oracle``, ``signif``, ``report`` (``rerank/commands.py``), ``embed``
-and ``features`` (``features/commands.py``), ``nmt prepare|train|train-lm|nbest``
-(``nmt/commands.py``; needs the ``[nmt]`` extra to run).  Errors in the input are printed
-on one line naming file and line, and the exit status is 1; nothing partial is written.
+The top floor: this package imports every layer and no library module imports it (after
+mbrs' ``cli/``).  One module per group of verbs, parser beside a thin handler that calls
+the library: ``core.py`` (``apply``, ``folds``, ``truncate``, ``eval``, ``oracle``,
+``signif``, ``report``, ``experiment``), ``tune.py`` (``tune``, ``crossfit``: options
+generated from the registered tuners' configs), ``features.py`` (``features add|extract``),
+``embed.py`` (``embed train|isr|sts``), ``nmt.py`` (``nmt prepare|train|train-lm|nbest``;
+needs the ``[nmt]`` extra to run).  Errors in the input are printed on one line naming
+file and line, and the exit status is 1; nothing partial is written.
 
 Each verb declares the files it reads and writes (``paths=`` in its parser's defaults:
 ``args -> (inputs, outputs)``, each ``{option: path or [paths]}``); before the verb runs,
@@ -22,21 +25,17 @@ import sys
 from typing import List, Optional
 
 from rerank import __version__
+from rerank.cli import core, embed, features, nmt, tune
 from rerank.errors import InputError
 from rerank.outputs import check_paths
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rerank`` parser with every layer's verbs."""
-    import features.commands
-    import mira.commands
-    import nmt.commands
-    import rerank.commands
-
     parser = argparse.ArgumentParser(prog="rerank", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"rerank {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for module in (mira.commands, rerank.commands, features.commands, nmt.commands):
+    for module in (tune, core, features, embed, nmt):
         module.add_parsers(sub)
     return parser
 

@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.textio import read_lines
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -45,7 +46,6 @@ class Backbone:
     mean: Tuple[float, float, float] = IMAGENET_MEAN
     std: Tuple[float, float, float] = IMAGENET_STD
 
-
 def _torchvision(name: str):
     try:
         import torchvision.models as models
@@ -53,7 +53,6 @@ def _torchvision(name: str):
         raise InputError(f"backbone {name!r} needs torchvision (pip install torchvision matching torch "
                          f"2.13.0), or use efficientnet-lite0") from None
     return models
-
 
 def _resnet(name: str) -> Backbone:
     import torch.nn as nn
@@ -63,7 +62,6 @@ def _resnet(name: str) -> Backbone:
     net.fc = nn.Identity()  # output: the 2048-d global average pool
     return Backbone(net, 2048)
 
-
 def _vgg19(name: str) -> Backbone:
     import torch.nn as nn
 
@@ -71,7 +69,6 @@ def _vgg19(name: str) -> Backbone:
     net = models.vgg19(weights="DEFAULT")
     net.classifier = nn.Sequential(*list(net.classifier.children())[:5])  # fc6, relu, drop, fc7, relu
     return Backbone(net, 4096)
-
 
 def _efficientnet_lite0(name: str) -> Backbone:
     import torch.nn as nn
@@ -99,7 +96,6 @@ def _efficientnet_lite0(name: str) -> Backbone:
 
     return Backbone(Pooled(net), 1280, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
 
-
 #: backbone name -> loader
 BACKBONES: Dict[str, Callable[[str], Backbone]] = {
     "resnet50": _resnet, "resnet152": _resnet, "vgg19": _vgg19, "efficientnet-lite0": _efficientnet_lite0,
@@ -118,7 +114,6 @@ def load_backbone(name: str) -> Backbone:
     backbone.module.eval()
     return backbone
 
-
 def preprocess_image(image, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                      resize: int = 256, crop: int = 224) -> np.ndarray:
     """A PIL image -> float32 (3, crop, crop): RGB, shorter side resized to ``resize``
@@ -135,7 +130,6 @@ def preprocess_image(image, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence
     pixels = np.asarray(image.crop((left, top, left + crop, top + crop)), dtype=np.float32) / 255.0
     pixels = (pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
     return np.ascontiguousarray(pixels.transpose(2, 0, 1))
-
 
 def extract_features(paths: Sequence[str], backbone: Backbone, batch_size: int = 16,
                      progress: bool = False, where: str = None) -> np.ndarray:
@@ -170,12 +164,10 @@ def extract_features(paths: Sequence[str], backbone: Backbone, batch_size: int =
             out[start:start + len(batch)] = vectors.numpy()
     return out
 
-
 def extract_split(images_dir: str, split_path: str, backbone: Backbone, batch_size: int = 16,
                   progress: bool = False) -> Tuple[List[str], np.ndarray]:
     """(image names, float32 (N, dim)) for the images listed in ``split_path`` (one file
     name per line, relative to ``images_dir``)."""
-    from rerank.textio import read_lines
 
     names = read_lines(split_path)
     for lineno, name in enumerate(names, start=1):

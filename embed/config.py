@@ -17,7 +17,7 @@ class MLMMEConfig:
 
     ``init='paper'``: N(0, 0.01) weights, orthogonal recurrent matrices, zero biases (§5);
     ``'default'``: PyTorch's default initialisation.  The CPU preset uses ``'default'``
-    (with Adam 2e-3, :data:`features.train.PRESET_LR`): on Multi30k, 300 batches of the
+    (with Adam 2e-3, :data:`embed.train.PRESET_LR`): on Multi30k, 300 batches of the
     paper's initialisation with Adam 1e-3 reach a validation en↔de recall sum of 2.1,
     PyTorch's initialisation with 2e-3 reaches 19.2 (the NMT model showed the same)."""
 

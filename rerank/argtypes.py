@@ -1,6 +1,5 @@
-"""Helpers shared by the command modules of every layer (``rerank/commands.py``,
-``mira/commands.py``, ``nmt/commands.py``, ``features/commands.py``): argument types
-that range-check while parsing, and the option groups several verbs share."""
+"""Argument types that range-check while parsing: the ``type=`` of the command line's
+options (``rerank/cli/``) and of the tuners' ``Config`` fields (``mira/tuner.py:option``)."""
 
 from __future__ import annotations
 
@@ -26,9 +25,3 @@ positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positiv
 non_negative_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a non-negative finite number")
 unit_interval = _number(float, lambda v: 0 < v <= 1, "in (0, 1]")
 closed_unit_interval = _number(float, lambda v: 0 <= v <= 1, "in [0, 1]")
-
-
-def bleu_options(p: argparse.ArgumentParser) -> None:
-    """--tokenize / --lowercase of the BLEU statistics that tuning and oracle use."""
-    p.add_argument("--tokenize", default="none", help="sacrebleu tokeniser for BLEU statistics (default: none)")
-    p.add_argument("--lowercase", action="store_true", help="lowercase before BLEU statistics")

@@ -1,5 +1,5 @@
-"""The core verbs: ``rerank apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` (each
-parser beside its handler)."""
+"""The core verbs: ``rerank apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report``,
+``experiment`` (each parser beside its handler; the work is in the library modules they call)."""
 
 from __future__ import annotations
 
@@ -7,77 +7,32 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 
 import numpy as np
 
-from rerank.cliutil import bleu_options, non_negative_int, positive_int
+from rerank import DEFAULT_SEED
+from rerank.apply import apply_file, truncate_file
+from rerank.argtypes import non_negative_int, positive_int
+from rerank.bleu import sacrebleu_score
+from rerank.cli.options import bleu_options, bleu_settings
 from rerank.errors import InputError
+from rerank.experiment import Experiment
+from rerank.folds import assign_folds, write_folds
+from rerank.metrics import evaluate_files, format_table as format_scores
+from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write
-from rerank.significance import DEFAULT_SEED
-
-
-def finite_scores(scores: np.ndarray, nbest_path: str, weights_path: str) -> np.ndarray:
-    """``scores`` (float[M]) unchanged, or :class:`InputError` when a weighted score
-    overflowed (feature or weight magnitudes beyond the float range)."""
-    if not np.all(np.isfinite(scores)):
-        raise InputError(f"weighted scores of {nbest_path} are not finite numbers: its feature values times "
-                         "these weights exceed the float range", weights_path)
-    return scores
+from rerank.report import experiment_report, format_table, report_files, significance_table
+from rerank.textio import read_lines
 
 
 def cmd_apply(args) -> None:
-    """Stream the list block by block: memory is bounded by a block, not the list."""
-    import contextlib
-
-    from rerank.nbest import NBestWriter, iter_nbest, read_weights, weights_vector
-    from rerank.outputs import StagedOutputs
-
-    folds = None
-    if args.folds:  # fold k's segments under the weights file with {fold} replaced by k
-        from rerank.folds import read_folds
-
-        if "{fold}" not in args.weights:
-            raise InputError("--folds needs {fold} in the --weights path (one weights file per fold)")
-        folds = read_folds(args.folds)
-        sources = [args.weights.replace("{fold}", str(k)) for k in range(folds.k)]
-    else:
-        sources = [args.weights]
-    weights = [read_weights(path) for path in sources]  # every weights file checked before the list is read
-    vectors = None
-    segments = 0
-    with StagedOutputs() as outputs:  # --out and --out-nbest appear together or not at all
-        with outputs.open(args.out) as out, contextlib.ExitStack() as stack:
-            writer = NBestWriter(stack.enter_context(outputs.open(args.out_nbest))) if args.out_nbest else None
-            for first, block in iter_nbest(args.nbest):
-                if vectors is None:
-                    vectors = np.stack([weights_vector(w, block, path) for w, path in zip(weights, sources)])
-                with np.errstate(over="ignore", invalid="ignore"):
-                    table = block.features @ vectors.T  # float[M, folds]
-                if folds is None:
-                    scores = table[:, 0]
-                else:
-                    last = first + block.num_segments
-                    if last > len(folds.fold):
-                        raise InputError(f"more than {len(folds.fold)} segments in the n-best list "
-                                         "(the folds file's count)", args.nbest)
-                    scores = table[np.arange(len(table)), folds.fold[first:last][block.segment]]
-                finite_scores(scores, args.nbest, sources[0] if folds is None else args.weights)
-                best = block.select(scores)
-                out.write("".join(block.hypotheses[i] + "\n" for i in best))
-                if writer is not None:
-                    writer.write(block, first, scores)
-                segments = first + block.num_segments
-        if folds is not None and segments != len(folds.fold):
-            raise InputError(f"{len(folds.fold)} segments in the folds file but {segments} in the n-best list",
-                             args.folds)
+    apply_file(args.nbest, args.weights, args.out, args.out_nbest, args.folds)
 
 
 def cmd_eval(args) -> None:
-    from rerank.metrics import evaluate_files, format_table
-
-    rows = evaluate_files(args.ref, _hyp_files(args.hyp), tokenize=args.tokenize, lowercase=args.lowercase,
-                          metrics=args.metrics.split(","))
-    text = json.dumps(rows, indent=2) + "\n" if args.json else format_table(rows)
+    rows = evaluate_files(args.ref, _hyp_files(args.hyp), bleu_settings(args), metrics=args.metrics.split(","))
+    text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
     sys.stdout.write(text)
     if args.out:
         with atomic_write(args.out) as handle:
@@ -85,24 +40,14 @@ def cmd_eval(args) -> None:
 
 
 def cmd_oracle(args) -> None:
-    from rerank.bleu import bleu_signature, sacrebleu_score
-    from rerank.nbest import write_lines
-    from rerank.oracle import oracle_select
-    from rerank.tuning_data import load_tuning_data
-
-    nbest, _refs, stats = load_tuning_data(args.nbest, args.ref, args.tokenize, args.lowercase)
-    best = oracle_select(stats, nbest.offsets)
-    write_lines((nbest.hypotheses[i] for i in best), args.out)
-    score = sacrebleu_score(stats[best].sum(0))
+    bleu = bleu_settings(args)
+    score = sacrebleu_score(oracle_file(args.nbest, args.ref, args.out, bleu))
     result = {"oracle_bleu": score.score, "bleu": score.format(), "nbest": args.nbest, "out": args.out,
-              "signature": bleu_signature(args.tokenize, args.lowercase)}
+              "signature": bleu.signature()}
     print(json.dumps(result) if args.json else f"oracle {score.format()}")
 
 
 def cmd_folds(args) -> None:
-    from rerank.folds import assign_folds, write_folds
-    from rerank.textio import read_lines
-
     images = read_lines(args.segment_images)
     if not images:
         raise InputError("no segments", args.segment_images)
@@ -114,22 +59,7 @@ def cmd_folds(args) -> None:
 
 
 def cmd_truncate(args) -> None:
-    """Stream the list block by block (memory bounded by a block)."""
-    from rerank.nbest import NBestWriter, iter_nbest
-    from rerank.outputs import StagedOutputs
-    from rerank.signature import read_sidecar, write_signed
-
-    names, hypotheses = None, 0
-    with StagedOutputs() as outputs:  # the list and its signature (beam feature carried on) together
-        with outputs.open(args.out) as out:
-            writer = NBestWriter(out)
-            for first, block in iter_nbest(args.nbest):
-                block = block.head(args.size)
-                writer.write(block, first)
-                names, hypotheses = block.feature_names, hypotheses + len(block.hypotheses)
-        write_signed(outputs.stage(args.out + ".json"),
-                     {"input": args.nbest, "head": args.size, "beam_feature": read_sidecar(args.nbest).get("beam_feature"),
-                      "features": names, "hypotheses": hypotheses}, ["numpy"])
+    truncate_file(args.nbest, args.size, args.out)
 
 
 def _parse_system(item: str):
@@ -154,18 +84,16 @@ def _hyp_files(items):
 
 
 def cmd_signif(args) -> None:
-    import tempfile
-
-    from rerank.report import format_table, oracle_file, significance_table
-
+    bleu = bleu_settings(args)
     systems = [_parse_system(item) for item in args.system or []]
     with tempfile.TemporaryDirectory() as tmp:
         for k, nbest in enumerate(args.nbest or []):
             name = "oracle" if len(args.nbest) == 1 else f"oracle{k + 1}"
-            systems.append((name, [oracle_file(nbest, args.ref, os.path.join(tmp, f"{name}.txt"),
-                                               args.tokenize or "13a", args.lowercase)]))
+            path = os.path.join(tmp, f"{name}.txt")
+            oracle_file(nbest, args.ref, path, bleu)
+            systems.append((name, [path]))
         result = significance_table(args.ref, args.baseline, systems, metrics=args.metrics.split(","),
-                                    tokenize=args.tokenize, lowercase=args.lowercase, lang=args.lang,
+                                    bleu=bleu, lang=args.lang,
                                     shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
                                     compare_to=args.compare_to, progress=sys.stderr.isatty())
     text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
@@ -176,8 +104,6 @@ def cmd_signif(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from rerank.report import experiment_report
-
     written = experiment_report(args.experiment_dir, args.out, metrics=args.metrics.split(","),
                                 shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
                                 compare_to=args.compare_to, partial=args.partial)
@@ -189,9 +115,7 @@ def cmd_report(args) -> None:
 
 def _report_paths(args):
     """``report``'s inputs (every file its manifest names) and outputs (its tables and plots)."""
-    from rerank.report import read_experiment, report_files
-
-    experiment = read_experiment(args.experiment_dir, args.partial)
+    experiment = Experiment.read(args.experiment_dir, args.partial)
     if experiment.left_out:
         print(f"rerank report: leaving out systems not run yet (--partial): {', '.join(experiment.left_out)}",
               file=sys.stderr)
@@ -202,7 +126,8 @@ def _report_paths(args):
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif`` and ``report`` to the ``rerank`` sub-commands."""
+    """Add ``apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` and ``experiment``
+    to the ``rerank`` sub-commands."""
     p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights")
     p.add_argument("--nbest", required=True)
     p.add_argument("--weights", required=True)
@@ -231,8 +156,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)")
     p.add_argument("--ref", required=True)
     p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
-    p.add_argument("--tokenize", default=None, help="sacrebleu BLEU tokeniser (default: sacrebleu's 13a)")
-    p.add_argument("--lowercase", action="store_true")
+    bleu_options(p)
     p.add_argument("--metrics", default="bleu,ter,chrf")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="also write what is printed to this file")
@@ -253,7 +177,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
         p.add_argument("--resamples", type=non_negative_int, default=10000,
                        help="bootstrap resamples for s_sel (0: none)")
-        p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed (12345 = sacrebleu's default)")
+        p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                       help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)")
         p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
 
     p = sub.add_parser("signif", help="MultEval-style significance: score (s_sel/s_opt/p) over replicas")
@@ -261,8 +186,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", required=True, nargs="+", help="baseline replica files")
     p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
     p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
-    p.add_argument("--tokenize", default=None, help="sacrebleu BLEU tokeniser (default 13a)")
-    p.add_argument("--lowercase", action="store_true")
+    bleu_options(p)
     p.add_argument("--lang", default="de", help="METEOR language")
     p.add_argument("--format", default="text", choices=["text", "markdown", "latex", "json", "csv"])
     p.add_argument("--out", help="also write what is printed to this file")
@@ -279,3 +203,55 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     signif_options(p)
     p.set_defaults(func=cmd_report, paths=_report_paths)
 
+    _add_experiment_parser(sub)
+
+
+
+def cmd_experiment(args) -> None:
+    def replicas(pattern: str):
+        if "{replica}" in pattern:
+            return [pattern.replace("{replica}", str(k)) for k in range(1, args.replicas + 1)]
+        return [f for f in pattern.split(",") if f]
+
+    systems = []
+    for name, files in args.system or []:
+        if not name or not files:
+            raise InputError(f"--system {name!r} {files!r}: expected NAME FILE[,FILE...] or NAME PATTERN with "
+                             "{replica}")
+        systems.append((name, replicas(files)))
+    paper = None
+    if args.paper_table:
+        select = {}
+        for item in args.paper_select or []:
+            key, eq, value = item.partition("=")
+            if not eq or not key:
+                raise InputError(f"--paper-select {item!r}: expected COLUMN=VALUE")
+            select[key] = value
+        paper = {"table": args.paper_table, "select": select}
+    experiment = Experiment(args.reference, args.baseline, systems, args.nbest, bleu_settings(args), paper,
+                            args.caption)
+    written = experiment.write(args.experiment_dir)
+    path = os.path.join(args.experiment_dir, "experiment.json")
+    print(f"{path}: {'written' if written else 'unchanged'} ({len(systems)} systems)", file=sys.stderr)
+
+
+def _add_experiment_parser(sub) -> None:
+    p = sub.add_parser("experiment", help="write an experiment's manifest (EXP_DIR/experiment.json) for rerank report",
+                       epilog="example: rerank experiment out/multi30k --reference data/tok/test.de --baseline "
+                              "nbest/test.1best --nbest nbest/test.nbest --tokenize none --replicas 3 "
+                              "--system +nmt 'rerank/nmt/test.seed{replica}.txt'")
+    p.add_argument("experiment_dir", help="the experiment directory; paths inside it are stored relative to it")
+    p.add_argument("--reference", required=True, help="reference file of the test set")
+    p.add_argument("--baseline", required=True, nargs="+", help="the baseline's replica files (e.g. the beam 1-best)")
+    p.add_argument("--system", action="append", required=True, nargs=2, metavar=("NAME", "FILES"),
+                   help="a row: its name and FILE[,FILE...] or a PATTERN where {replica} runs 1..--replicas "
+                        "(names may hold '=', e.g. '+MLMME beta=1'); repeatable, in row order")
+    p.add_argument("--replicas", type=positive_int, default=3, help="replicas of a {replica} pattern (default: 3)")
+    p.add_argument("--nbest", help="the test n-best list: adds the oracle row (default: none)")
+    p.add_argument("--caption", help="the protocol, printed above the report's footer (default: none)")
+    p.add_argument("--paper-table", help="published scores to print beside ours (TSV, see rerank report)")
+    p.add_argument("--paper-select", action="append", help="COLUMN=VALUE choosing the published rows; repeatable")
+    bleu_options(p)
+    p.set_defaults(func=cmd_experiment, paths=lambda a: (
+        {"--reference": a.reference, "--paper-table": a.paper_table},
+        {"manifest": os.path.join(a.experiment_dir, "experiment.json")}))

@@ -37,7 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from features.config import MLMMEConfig
+from embed.config import MLMMEConfig
 
 
 def ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float, same: Optional[torch.Tensor] = None,

@@ -18,36 +18,21 @@ images, the validation loss.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Dict, List, Optional
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
-from features.config import EmbedTrainConfig
-from features.data import Vocabulary, batch_tokens
-from features.evaluation import image_sentence_ranking
-from features.mlmme import MLMME
+from embed.config import EmbedTrainConfig, MLMMEConfig
+from embed.data import EmbedData, Vocabulary, batch_tokens
+from embed.evaluation import image_sentence_ranking
+from embed.model import MLMME
 from rerank.errors import InputError
 from rerank.signature import write_signed
-
-
-@dataclass
-class EmbedData:
-    """Sentences of several languages describing images.
-
-    Attributes:
-        sentences: lang -> N sentences (preprocessed text); row i of every language is example i.
-        image_of: int64[N] image index of each example.
-        image_features: float32 (I, D) CNN features, or None.
-        has_image: bool (I,): images with real features (R_MM only uses these).
-    """
-
-    sentences: Dict[str, List[str]]
-    image_of: np.ndarray
-    image_features: Optional[np.ndarray] = None
-    has_image: Optional[np.ndarray] = None
 
 
 #: Adam learning rate of each preset (the paper's 2e-4; 2e-3 for the CPU preset, see MLMMEConfig)
@@ -88,8 +73,6 @@ def encode_sentences(model: MLMME, vocab: Vocabulary, lang: str, sentences: List
     model.eval()
     starts = range(0, len(order), batch_size)
     if progress:
-        from tqdm import tqdm
-
         starts = tqdm(starts, desc=f"encode {lang}", unit="batch", mininterval=2)
     with torch.no_grad():
         for start in starts:
@@ -153,8 +136,6 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
     mc = config.model
     start_state = None
     if config.init_model:  # warm start: the start model's vocabularies, sizes and matching weights
-        from features.mlmme_scorer import load_model
-
         start, start_vocabs = load_model(config.init_model)
         missing = [lang for lang in mc.langs if lang not in start_vocabs]
         if missing:
@@ -208,8 +189,6 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
                      if config.contrastive == "random" else None)
         progress_bar = batches
         if progress:
-            from tqdm import tqdm
-
             progress_bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=2)
         total, count = 0.0, 0
         for t, rows in enumerate(progress_bar):
@@ -255,3 +234,18 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
         write_signed(os.path.join(out_dir, "config.json"), {"config": asdict(config), "history": history},
                      ["torch", "numpy", "sacremoses"])
     return model, vocabs, history
+
+
+def load_model(model_dir: str):
+    """(MLMME model in eval mode, {lang: Vocabulary}) from a :func:`train_embeddings`
+    output directory.  Raises :class:`InputError` for a directory without ``config.json``."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        raise InputError("not an embedding model directory (no config.json)", model_dir)
+    with open(path, encoding="utf-8") as handle:
+        config = MLMMEConfig(**json.load(handle)["config"]["model"])
+    vocabs = {lang: Vocabulary.load(os.path.join(model_dir, f"vocab.{lang}.json")) for lang in config.langs}
+    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, config)
+    model.load_state_dict(torch.load(os.path.join(model_dir, "model.pt"), map_location="cpu", weights_only=True))
+    model.eval()
+    return model, vocabs

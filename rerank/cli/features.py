@@ -1,0 +1,67 @@
+"""``rerank features add|extract``: append scorers' columns to an n-best list
+(:func:`features.add.add_features`); CNN features of image files (:mod:`embed.cnn`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from embed.lazy import cnn_module
+from features.add import ScoringInputs, add_features
+from features.scorer import SCORERS
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
+from rerank.signature import write_signed
+
+
+def cmd_features(args) -> None:
+    if args.features_verb == "extract":
+        return _features_extract(args)
+    add_features(args.nbest, args.scorer, args.out, ScoringInputs(args.source, args.images, args.image_split,
+                                                                  args.segment_images, args.folds))
+
+
+def _features_extract(args) -> None:
+    cnn = cnn_module()
+    if not args.out.endswith(".npy"):
+        raise InputError("--out must end in .npy", args.out)
+    backbone = cnn.load_backbone(args.cnn)
+    names, matrix = cnn.extract_split(args.images_dir, args.image_split, backbone, args.batch_size, progress=True)
+    with atomic_write(args.out, "wb", encoding=None) as out:
+        np.save(out, matrix.astype(args.dtype))
+    write_signed(args.out[:-4] + ".json", {"cnn": args.cnn, "dim": backbone.dim, "rows": len(names),
+                                           "image_split": args.image_split, "dtype": args.dtype},
+                 ["torch", "numpy", "pillow"])
+    print(f"{len(names)} images -> {args.out} ({matrix.shape[1]}-d {args.cnn})", file=sys.stderr)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``features`` to the ``rerank`` sub-commands."""
+    p = sub.add_parser("features", help="add feature columns to an n-best list")
+    fsub = p.add_subparsers(dest="features_verb", required=True)
+    q = fsub.add_parser("add", help="append the columns of one or more scorers (existing ones untouched)")
+    q.add_argument("--nbest", required=True)
+    q.add_argument("--scorer", required=True, action="append", help="NAME:ARG, e.g. mlmme:MODEL_DIR; repeatable")
+    q.add_argument("--source", help="source sentences, one per segment (preprocessed as the n-best text)")
+    q.add_argument("--images", help="CNN feature matrix (.npy/.npz), rows = lines of --image-split")
+    q.add_argument("--image-split", help="image file names, one per row of --images")
+    q.add_argument("--segment-images", help="image file name of each segment")
+    q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
+                                   "argument has {fold} replaced by k (cross-fitting)")
+    q.add_argument("--out", required=True)
+    q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,
+                                     "--image-split": a.image_split, "--segment-images": a.segment_images,
+                                     "--folds": a.folds}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
+    q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)")
+    q.add_argument("--images-dir", required=True, help="directory holding the image files")
+    q.add_argument("--image-split", required=True, help="image file names, one per line")
+    q.add_argument("--cnn", default="resnet50", help="resnet50 | resnet152 | vgg19 | efficientnet-lite0")
+    q.add_argument("--batch-size", type=int, default=16)
+    q.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    q.add_argument("--out", required=True, help="FEATS.npy (a FEATS.json signature is written beside it)")
+    q.set_defaults(paths=lambda a: ({"--image-split": a.image_split},
+                                    {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"}))
+    p.set_defaults(func=cmd_features)
+

@@ -1,0 +1,75 @@
+"""Option groups several verbs share, and options generated from settings dataclasses
+(as mbrs builds its command line from each component's ``Config``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, Dict, Iterable, Optional
+
+from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
+from rerank.errors import InputError
+
+
+def bleu_options(p: argparse.ArgumentParser) -> None:
+    """``--tokenize`` / ``--lowercase``: the :class:`~rerank.bleu.BleuSettings` of a verb."""
+    p.add_argument("--tokenize", default=DEFAULT_TOKENIZE,
+                   help=f"sacrebleu BLEU tokeniser (default: {DEFAULT_TOKENIZE}, sacrebleu's; 'none' for tokenised "
+                        "text such as Multi30k's, e.g. --tokenize none)")
+    p.add_argument("--lowercase", action="store_true", help="lowercase before scoring (default: off)")
+
+
+def bleu_settings(args) -> BleuSettings:
+    """The :class:`BleuSettings` of ``--tokenize`` / ``--lowercase``."""
+    return BleuSettings(args.tokenize, args.lowercase)
+
+
+def _dest(owner: str, name: str) -> str:
+    return f"{owner}__{name}"
+
+
+def add_config_options(parser: argparse.ArgumentParser, owner: str, config_class: type,
+                       skip: Iterable[str] = ()) -> None:
+    """One option per field of the dataclass ``config_class`` (fields made with
+    :func:`mira.tuner.option`: help, flag, type in their metadata; flag default
+    ``--OWNER-FIELD``), in an argument group named after ``owner``.  Booleans become
+    switches (a True default is switched off by its flag).  Options not given are absent
+    from the namespace, so :func:`config_from_args` can tell which were given."""
+    group = parser.add_argument_group(f"{owner} options")
+    for f in dataclasses.fields(config_class):
+        if f.name in skip:
+            continue
+        meta = f.metadata
+        flag = meta.get("flag") or f"--{owner}-{f.name.replace('_', '-')}"
+        help_text = meta.get("help", f.name)
+        if f.type in ("bool", bool):
+            action = "store_false" if f.default else "store_true"
+            group.add_argument(flag, dest=_dest(owner, f.name), action=action, default=argparse.SUPPRESS,
+                               help=f"{owner}: {help_text}")
+        else:
+            kind = meta.get("type") or type(f.default)
+            group.add_argument(flag, dest=_dest(owner, f.name), type=kind, default=argparse.SUPPRESS,
+                               metavar=f.name.upper(), help=f"{owner}: {help_text} (default: {f.default})")
+
+
+def config_from_args(args, owner: str, config_class: type, shared: Optional[Dict[str, Any]] = None,
+                     others: Iterable[tuple] = ()) -> Any:
+    """``config_class`` from the options of :func:`add_config_options` that were given
+    (defaults for the others) and ``shared`` values (e.g. ``seed``).
+
+    Raises:
+        InputError: an option of another owner in ``others`` (``[(owner, class), ...]``)
+            was given: it would be silently ignored.
+    """
+    for other, other_class in others:
+        if other == owner:
+            continue
+        for f in dataclasses.fields(other_class):
+            if hasattr(args, _dest(other, f.name)):
+                flag = f.metadata.get("flag") or f"--{other}-{f.name.replace('_', '-')}"
+                raise InputError(f"{flag} is an option of {other}, not of {owner}")
+    values = {f.name: getattr(args, _dest(owner, f.name)) for f in dataclasses.fields(config_class)
+              if hasattr(args, _dest(owner, f.name))}
+    names = {f.name for f in dataclasses.fields(config_class)}
+    values.update({k: v for k, v in (shared or {}).items() if k in names})
+    return config_class(**values)
