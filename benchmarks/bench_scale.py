@@ -107,8 +107,9 @@ def verbs_for(paths: dict, work: str, tag: str, hypotheses: int, whole_max: int)
     }
     if hypotheses <= whole_max:
         verbs["tune"] = ["tune", "--nbest", paths["nbest"], "--ref", paths["ref"], "--iterations", "5", "--quiet",
-                         "--out", out + ".weights.json"]
-        verbs["oracle"] = ["oracle", "--nbest", paths["nbest"], "--ref", paths["ref"], "--out", out + ".oracle"]
+                         "--init", "zeros", "--tokenize", "none", "--out", out + ".weights.json"]
+        verbs["oracle"] = ["oracle", "--nbest", paths["nbest"], "--ref", paths["ref"], "--tokenize", "none",
+                           "--out", out + ".oracle"]
     return verbs
 
 
