@@ -23,9 +23,9 @@ from typing import List, Tuple
 import numpy as np
 
 from features.scorer import SCORERS, Scorer, parse_settings
+from rerank.bleu import bleu_from_stats, pair_bleu_stats
 from rerank.errors import InputError
 from rerank.metrics.chrf import ChrfMetric
-from rerank.bleu import bleu_from_stats, pair_bleu_stats
 
 
 def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

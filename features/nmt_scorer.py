@@ -35,8 +35,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from features.scorer import SCORERS, Scorer
-from rerank.errors import InputError
 from nmt import USER_DIR
+from rerank.errors import InputError
 
 
 def _load_fairseq_model(model_dir: str):

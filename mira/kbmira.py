@@ -101,7 +101,7 @@ class Mira(Tuner):
         rng = np.random.default_rng(config.seed)
         N = len(offsets) - 1
         best_weights, best_epoch = w.copy(), 0
-        best_bleu = 0.0 if config.kbmira_selection else problem.corpus_bleu(w)
+        best_bleu = 0.0 if config.kbmira_selection else problem.start_score
         epoch_bleu, epoch_updates = [], []
         for epoch in range(1, config.iterations + 1):
             order = rng.permutation(N) if config.shuffle else np.arange(N)

@@ -84,7 +84,7 @@ class Mert(Tuner):
         rng = np.random.default_rng(config.seed)
         threads = config.threads or os.cpu_count() or 1
         pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None  # the C search releases the GIL
-        initial_bleu = problem.corpus_bleu(w0)
+        initial_bleu = problem.start_score
         best_weights, best_bleu, best_run = w0.copy(), initial_bleu, 0
         run_bleu, line_searches = [], 0
         axes = np.eye(F)

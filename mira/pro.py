@@ -126,6 +126,6 @@ class Pro(Tuner):
         if norm > 0:
             w = w / norm
         progress(f"{len(better)} pairs")
-        if problem.corpus_bleu(w) < problem.corpus_bleu(w0):
+        if problem.corpus_bleu(w) < problem.start_score:
             return w0, {"pairs": len(better), "kept_initial": True}
         return w, {"pairs": len(better), "kept_initial": False}

@@ -44,12 +44,14 @@ def option(default: Any, help: str, flag: Optional[str] = None, type: Optional[C
 @dataclass
 class Problem:
     """One tuning problem: features float64[M, F], BLEU statistics float64[M, 9], offsets
-    int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays` checked them."""
+    int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays` checked them,
+    and the start's corpus BLEU ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
 
     features: np.ndarray
     stats: np.ndarray
     offsets: np.ndarray
     start: np.ndarray
+    start_score: float = 0.0
 
     def corpus_bleu(self, weights: np.ndarray) -> float:
         """Corpus BLEU (0-100) of the model-best hypotheses under ``weights``."""
@@ -108,10 +110,10 @@ class Tuner(abc.ABC):
                 wrong shape.
         """
         problem = Problem(*tuning_arrays(features, stats, offsets, init))
-        initial = problem.corpus_bleu(problem.start)
+        problem.start_score = problem.corpus_bleu(problem.start)
         weights, details = self.search(problem, progress or (lambda text: None))
         best = model_best_stats(problem.features, problem.stats, problem.offsets, weights)
-        return TuneResult(weights, float(bleu_from_stats(best)), initial, length_ratio(best), details)
+        return TuneResult(weights, float(bleu_from_stats(best)), problem.start_score, length_ratio(best), details)
 
 
 def make_tuner(name: str, config: Any = None) -> Tuner:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from mira.tuner import TUNERS, TuneResult, make_tuner
+from mira.tuner import TuneResult, make_tuner
 from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.folds import read_folds
@@ -209,5 +209,5 @@ def crossfit_file(nbest_path: str, ref_path: str, folds_path: str, setup: Tuning
     return [full.hypotheses[i] for i in chosen], record
 
 
-__all__ = ["TUNERS", "TuningSetup", "tune_file", "crossfit_file", "start_weights", "restrict", "check_tunable",
+__all__ = ["TuningSetup", "tune_file", "crossfit_file", "start_weights", "restrict", "check_tunable",
            "widen", "MAX_FEATURE_MAGNITUDE"]

@@ -22,9 +22,8 @@ from typing import Any, Dict, Sequence, Tuple
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from rerank._native import clipped_matches
+from rerank._native import clipped_matches, sort_runs
 from rerank.errors import InputError
-from rerank._native import sort_runs
 
 ORDER = 4
 NUM_STATS = 2 * ORDER + 1

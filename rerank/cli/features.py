@@ -10,7 +10,6 @@ import numpy as np
 
 from embed.lazy import cnn_module
 from features.add import ScoringInputs, add_features
-from features.scorer import SCORERS
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed

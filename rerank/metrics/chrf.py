@@ -7,8 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
-from rerank.metrics.base import METRICS, SacrebleuStatsMetric
 from rerank.bleu import pair_matches
+from rerank.metrics.base import METRICS, SacrebleuStatsMetric
 
 
 @METRICS.register("chrf")

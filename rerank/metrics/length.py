@@ -6,9 +6,9 @@ from typing import Optional
 
 import numpy as np
 
+from rerank.bleu import REF_LEN
 from rerank.metrics.base import METRICS, Metric
 from rerank.metrics.bleu import BleuMetric
-from rerank.bleu import REF_LEN
 
 
 @METRICS.register("length")

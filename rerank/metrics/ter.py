@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rerank.metrics.base import METRICS, SacrebleuStatsMetric
 from rerank._native import ter_edits
+from rerank.metrics.base import METRICS, SacrebleuStatsMetric
 
 
 @METRICS.register("ter")
