@@ -12,7 +12,18 @@ Moses n-best + reference files, and times:
 Reference point (issue 2): Moses ``extractor`` + ``kbmira`` (C++, 60 epochs) take about
 1.2 s together on the same size on our 2-core machines.
 
+MERT's default (issue 19): random directions only on lists of at least 6 features.  The
+MERT section times the previous default (10 random directions on every list,
+``random_min_features=1``) beside the current one and ``--random-directions 0
+--restarts 21`` (the issue's reference point, 0.74× Moses ``mert``'s time), with tuning
+BLEU and line searches, on the synthetic list and, with ``--tune-nbest/--tune-ref``, on a
+real list (e.g. the main job's ``nbest/val.nbest``, 1,014 × 20, 3 features; its test BLEU
+with ``--test-nbest/--test-ref``).  Metrics other than BLEU (``--metrics chrf,ter``) are
+timed for MIRA and MERT as well.
+
     python benchmarks/bench_mira.py [--segments 1014] [--nbest 50] [--features 10] [--json out.json]
+    python benchmarks/bench_mira.py --tune-nbest out/multi30k/nbest/val.nbest --tune-ref out/multi30k/data/tok/val.de \
+        --test-nbest out/multi30k/nbest/test.nbest --test-ref out/multi30k/data/tok/test_2016_flickr.de
 """
 
 from __future__ import annotations
@@ -49,6 +60,53 @@ def build(directory: str, segments: int, nbest: int, features: int, seed: int = 
     return nb_path, ref_path
 
 
+MERT_SETTINGS = {
+    "previous default (10 random directions always)": dict(random_min_features=1),
+    "default": dict(),
+    "--random-directions 0 --restarts 21": dict(random_directions=0, restarts=21),
+}
+
+
+def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeats: int = 3):
+    """Time (best of ``repeats``), tuning BLEU and line searches of each MERT setting;
+    ``test``: (features, stats, offsets) of a test list scored with the weights."""
+    from mira import Mert, MertConfig
+    from mira.tuner import corpus_score
+
+    rows = {}
+    for label, settings in MERT_SETTINGS.items():
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            tuned = Mert(MertConfig(**settings)).tune(features, stats, offsets, init)
+            times.append(time.perf_counter() - t)
+        row = {"seconds": min(times), "tuning_bleu": tuned.score, "initial_bleu": tuned.initial_score,
+               "line_searches": tuned.details["line_searches"],
+               "random_directions": tuned.details["random_directions"]}
+        if test is not None:
+            row["test_bleu"] = corpus_score(*test, tuned.weights)
+        rows[label] = row
+    return rows
+
+
+def real_list(args):
+    """The MERT comparison on a real tuning list (and test list), from the beam's weights."""
+    from mira.tuning import start_weights
+    from rerank.bleu import BleuSettings
+    from rerank.tuning_data import load_tuning_data
+
+    none = BleuSettings("none")
+    nb, _, stats = load_tuning_data(args.tune_nbest, args.tune_ref, none)
+    init, _ = start_weights(nb, "beam", args.tune_nbest)
+    test = None
+    if args.test_nbest:
+        tb, _, tstats = load_tuning_data(args.test_nbest, args.test_ref, none)
+        test = (tb.features, tstats, tb.offsets)
+    rows = compare_mert_defaults(nb.features, stats, nb.offsets, init, test)
+    return {"list": args.tune_nbest, "segments": nb.num_segments, "hypotheses": len(nb.hypotheses),
+            "features": nb.feature_names, **rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--segments", type=int, default=1014)
@@ -56,10 +114,16 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the measurements here")
+    parser.add_argument("--tune-nbest", help="a real tuning list for the MERT comparison (Moses format + LIST.json)")
+    parser.add_argument("--tune-ref", help="its references (tokenised: BLEU with tokenize none)")
+    parser.add_argument("--test-nbest", help="a test list to apply the MERT weights to")
+    parser.add_argument("--test-ref", help="its references")
+    parser.add_argument("--metrics", default="chrf,ter", help="metrics besides BLEU timed for MIRA and MERT")
     args = parser.parse_args()
 
     from mira import Mert, Mira, Pro
     from rerank.bleu import bleu_stats
+    from rerank.metrics import make_objective
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
 
@@ -94,7 +158,25 @@ def main() -> None:
         result["rerank_tune_cli_s"] = min(runs)
         result["rerank_tune_cli_runs_s"] = runs
         result["reference_moses_extractor_kbmira_s"] = 1.2
+        result["mert_defaults_synthetic"] = compare_mert_defaults(nb.features, stats, nb.offsets)
+        for name in [m for m in args.metrics.split(",") if m]:
+            metric = make_objective(name, tokenize="none")
+            t = time.perf_counter()
+            metric_stats = metric.hypothesis_stats(nb.hypotheses, refs, nb.segment, np.arange(len(nb.hypotheses)))
+            result[f"{name}_stats_s"] = time.perf_counter() - t
+            for label, tuner in (("mira_60_epochs", Mira()), ("mert_default", Mert())):
+                t = time.perf_counter()
+                tuned = tuner.tune(nb.features, metric_stats, nb.offsets, metric=metric)
+                result[f"{name}_{label}_s"] = time.perf_counter() - t
+                result[f"{name}_{label}_score"] = tuned.score
+    if args.tune_nbest:
+        result["mert_defaults_real"] = real_list(args)
     for key, value in result.items():
+        if isinstance(value, dict):
+            print(key)
+            for label, row in value.items():
+                print(f"  {label:48s} {row}")
+            continue
         print(f"{key:36s} {value if not isinstance(value, float) else round(value, 3)}")
     if args.json:
         with open(args.json, "w") as handle:

@@ -10,7 +10,7 @@ tuning set (MIRA's ``kbmira_selection`` aside, which reproduces kbmira).
 from mira.kbmira import Mira, MiraConfig
 from mira.mert import Mert, MertConfig
 from mira.pro import Pro, ProConfig
-from mira.tuner import TUNERS, TuneResult, Tuner, corpus_bleu, make_tuner
+from mira.tuner import TUNERS, TuneResult, Tuner, corpus_score, make_tuner
 
-__all__ = ["TUNERS", "Tuner", "TuneResult", "make_tuner", "corpus_bleu", "Mira", "MiraConfig", "Mert", "MertConfig",
+__all__ = ["TUNERS", "Tuner", "TuneResult", "make_tuner", "corpus_score", "Mira", "MiraConfig", "Mert", "MertConfig",
            "Pro", "ProConfig"]

@@ -3,7 +3,8 @@
  * Plain C99, no Python API, compiled by `pip install` (setup.py).
  *
  *   mira_epoch        one epoch of k-best batch MIRA (Cherry & Foster 2012, Moses kbmira)
- *   model_best_stats  summed BLEU statistics of the model-best hypotheses under w
+ *   model_best_stats  summed statistics (any metric's) of the model-best hypotheses under w
+ *   mert_envelope     Och (2003): each segment's upper envelope along a direction (any metric)
  *   mert_line_search  Och (2003) exact line search of corpus BLEU along a direction
  */
 #include <math.h>
@@ -74,10 +75,10 @@ int64_t mira_epoch(const double *features, int64_t F, const double *stats, const
     return updates;
 }
 
-/* total[0:NUM_STATS] = summed statistics of argmax_i features[i]·w per segment (first on ties). */
-void model_best_stats(const double *features, int64_t F, const double *stats, const int64_t *offsets, int64_t N,
-                      const double *w, double *total) {
-    for (int j = 0; j < NUM_STATS; j++) total[j] = 0.0;
+/* total[0:K] = summed statistics (K per row) of argmax_i features[i]·w per segment (first on ties). */
+void model_best_stats(const double *features, int64_t F, const double *stats, int64_t K, const int64_t *offsets,
+                      int64_t N, const double *w, double *total) {
+    for (int64_t j = 0; j < K; j++) total[j] = 0.0;
     for (int64_t s = 0; s < N; s++) {
         int64_t best = offsets[s];
         double best_score = 0.0;
@@ -86,7 +87,7 @@ void model_best_stats(const double *features, int64_t F, const double *stats, co
             for (int64_t f = 0; f < F; f++) score += features[i * F + f] * w[f];
             if (i == offsets[s] || score > best_score) { best = i; best_score = score; }
         }
-        for (int j = 0; j < NUM_STATS; j++) total[j] += stats[best * NUM_STATS + j];
+        for (int64_t j = 0; j < K; j++) total[j] += stats[best * K + j];
     }
 }
 
@@ -134,6 +135,53 @@ static int cmp_breakpoint(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+/* Walk the upper envelope of segment rows [lo, hi) from gamma = -inf (Och 2003): start
+ * at the smallest slope (larger intercept, earlier row on ties); the next line is the one
+ * that overtakes the current first, the steepest among those overtaking at once (ties
+ * between identical lines: the earlier row, as model_best_stats).  O(n · envelope size),
+ * no sorting.  Returns the row selected at -inf; each change of the selected row is
+ * written at gammas/from/to[*nb], and *nb advanced. */
+static int64_t walk_envelope(const double *a, const double *b, int64_t lo, int64_t hi, double *gammas,
+                             int64_t *from, int64_t *to, int64_t *nb) {
+    int64_t cur = lo;
+    for (int64_t i = lo + 1; i < hi; i++)
+        if (b[i] < b[cur] || (b[i] == b[cur] && (a[i] > a[cur]))) cur = i;
+    int64_t first = cur;
+    double x_cur = -INFINITY;
+    for (;;) {
+        int64_t next = -1;
+        double x_next = INFINITY;
+        for (int64_t i = lo; i < hi; i++) {
+            if (b[i] <= b[cur]) continue;
+            double x = (a[cur] - a[i]) / (b[i] - b[cur]);
+            if (x < x_cur) x = x_cur;  /* rounding: never step back */
+            if (next < 0 || x < x_next || (x == x_next && line_beats(a, b, i, next))) {
+                next = i;
+                x_next = x;
+            }
+        }
+        if (next < 0) break;
+        gammas[*nb] = x_next;
+        from[*nb] = cur;
+        to[*nb] = next;
+        (*nb)++;
+        cur = next;
+        x_cur = x_next;
+    }
+    return first;
+}
+
+/* Every segment's envelope along the line (a + gamma·b): first[s] = the row selected at
+ * gamma = -inf; the changes (gammas, from, to) in segment order, each array of room M.
+ * Returns their number.  The sweep over them is the caller's (mira/mert.py), for
+ * statistics of any metric. */
+int64_t mert_envelope(const double *a, const double *b, const int64_t *offsets, int64_t N, int64_t *first,
+                      double *gammas, int64_t *from, int64_t *to) {
+    int64_t nb = 0;
+    for (int64_t s = 0; s < N; s++) first[s] = walk_envelope(a, b, offsets[s], offsets[s + 1], gammas, from, to, &nb);
+    return nb;
+}
+
 /* Exact line search (Och 2003, section 6; Moses mert's Optimizer::LineOptimize).
  * Hypothesis i scores a[i] + gamma * b[i] on the line w + gamma * d (a = features·w,
  * b = features·d).  For each segment the upper envelope of its lines gives the
@@ -148,45 +196,27 @@ static int cmp_breakpoint(const void *x, const void *y) {
 int64_t mert_line_search(const double *a, const double *b, const double *stats, const int64_t *offsets, int64_t N,
                          double *out) {
     int64_t M = offsets[N];
-    mert_breakpoint *bps = malloc((size_t)(M > 0 ? M : 1) * sizeof(mert_breakpoint));
-    /* statistics changes, written in segment order while the rows are in cache */
-    double *deltas = malloc((size_t)(M > 0 ? M : 1) * NUM_STATS * sizeof(double));
-    if (!bps || !deltas) {
-        free(bps); free(deltas);
+    size_t room = (size_t)(M > 0 ? M : 1);
+    mert_breakpoint *bps = malloc(room * sizeof(mert_breakpoint));
+    double *gammas = malloc(room * sizeof(double));
+    int64_t *from = malloc(room * sizeof(int64_t)), *to = malloc(room * sizeof(int64_t));
+    double *deltas = malloc(room * NUM_STATS * sizeof(double));  /* statistics change of each breakpoint */
+    if (!bps || !gammas || !from || !to || !deltas) {
+        free(bps); free(gammas); free(from); free(to); free(deltas);
         return -1;
     }
     double cur_stats[NUM_STATS];
     for (int j = 0; j < NUM_STATS; j++) cur_stats[j] = 0.0;
     int64_t nb = 0;
     for (int64_t s = 0; s < N; s++) {
-        /* walk the upper envelope from gamma = -inf (Och 2003): start at the smallest
-         * slope (larger intercept, earlier row on ties); the next line is the one that
-         * overtakes the current first, the steepest among those overtaking at once */
-        int64_t lo = offsets[s], hi = offsets[s + 1], cur = lo;
-        for (int64_t i = lo + 1; i < hi; i++)
-            if (b[i] < b[cur] || (b[i] == b[cur] && (a[i] > a[cur]))) cur = i;
-        for (int j = 0; j < NUM_STATS; j++) cur_stats[j] += stats[cur * NUM_STATS + j];
-        double x_cur = -INFINITY;
-        for (;;) {
-            int64_t next = -1;
-            double x_next = INFINITY;
-            for (int64_t i = lo; i < hi; i++) {
-                if (b[i] <= b[cur]) continue;
-                double x = (a[cur] - a[i]) / (b[i] - b[cur]);
-                if (x < x_cur) x = x_cur;  /* rounding: never step back */
-                if (next < 0 || x < x_next || (x == x_next && line_beats(a, b, i, next))) {
-                    next = i;
-                    x_next = x;
-                }
-            }
-            if (next < 0) break;
-            bps[nb].gamma = x_next;
-            bps[nb].delta = nb;
+        int64_t start_nb = nb;
+        int64_t first = walk_envelope(a, b, offsets[s], offsets[s + 1], gammas, from, to, &nb);
+        for (int j = 0; j < NUM_STATS; j++) cur_stats[j] += stats[first * NUM_STATS + j];
+        for (int64_t e = start_nb; e < nb; e++) {  /* while the segment's rows are in cache */
+            bps[e].gamma = gammas[e];
+            bps[e].delta = e;
             for (int j = 0; j < NUM_STATS; j++)
-                deltas[nb * NUM_STATS + j] = stats[next * NUM_STATS + j] - stats[cur * NUM_STATS + j];
-            nb++;
-            cur = next;
-            x_cur = x_next;
+                deltas[e * NUM_STATS + j] = stats[to[e] * NUM_STATS + j] - stats[from[e] * NUM_STATS + j];
         }
     }
     qsort(bps, (size_t)nb, sizeof(mert_breakpoint), cmp_breakpoint);
@@ -221,7 +251,6 @@ int64_t mert_line_search(const double *a, const double *b, const double *stats, 
     }
     out[0] = best_gamma;
     out[1] = best_bleu;
-    free(bps);
-    free(deltas);
+    free(bps); free(gammas); free(from); free(to); free(deltas);
     return nb;
 }

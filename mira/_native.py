@@ -1,5 +1,5 @@
 """ctypes bindings of ``mira/_kernels.c`` (compiled by ``pip install``): the MIRA epoch,
-model-best statistics and MERT's exact line search.  Wrappers check dtypes, shapes and
+model-best statistics, MERT's envelopes and its exact BLEU line search.  Wrappers check dtypes, shapes and
 contiguity through numpy's ``ndpointer``."""
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ def _load() -> ctypes.CDLL:
                                ctypes.POINTER(ctypes.c_int64), _F64, ctypes.c_double, ctypes.c_double, ctypes.c_int,
                                ctypes.POINTER(ctypes.c_double)]
     lib.model_best_stats.restype = None
-    lib.model_best_stats.argtypes = [_F64, ctypes.c_int64, _F64, _I64, ctypes.c_int64, _F64, _F64]
+    lib.model_best_stats.argtypes = [_F64, ctypes.c_int64, _F64, ctypes.c_int64, _I64, ctypes.c_int64, _F64, _F64]
+    lib.mert_envelope.restype = ctypes.c_int64
+    lib.mert_envelope.argtypes = [_F64, _F64, _I64, ctypes.c_int64, _I64, _F64, _I64, _I64]
     lib.mert_line_search.restype = ctypes.c_int64
     lib.mert_line_search.argtypes = [_F64, _F64, _F64, _I64, ctypes.c_int64, _F64]
     return lib
@@ -51,12 +53,26 @@ def mira_epoch(features, stats, offsets, order, w, totals, num_updates: int, bg,
 
 
 def model_best_stats(features, stats, offsets, w) -> np.ndarray:
-    """float64[9] summed statistics of the model-best hypotheses under ``w`` (first row on ties)."""
+    """float64[K] summed statistics (float[M, K], any metric's) of the model-best
+    hypotheses under ``w`` (first row on ties)."""
     features, stats, w = _f64(features), _f64(stats), _f64(w)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     total = np.zeros(stats.shape[1])
-    _lib.model_best_stats(features, features.shape[1], stats, offsets, len(offsets) - 1, w, total)
+    _lib.model_best_stats(features, features.shape[1], stats, stats.shape[1], offsets, len(offsets) - 1, w, total)
     return total
+
+
+def mert_envelope(a, b, offsets) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every segment's upper envelope along the line ``a + gamma · b`` (float[M] each):
+    (first int64[N]: the row selected at gamma = -inf; gammas float64[B], from int64[B],
+    to int64[B]: where the selected row changes, in segment order).  Ties as
+    :func:`mert_line_search`.  The C call releases the GIL."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    N, M = len(offsets) - 1, int(offsets[-1])
+    first = np.zeros(N, dtype=np.int64)
+    gammas, frm, to = np.zeros(max(M, 1)), np.zeros(max(M, 1), dtype=np.int64), np.zeros(max(M, 1), dtype=np.int64)
+    nb = _lib.mert_envelope(_f64(a), _f64(b), offsets, N, first, gammas, frm, to)
+    return first, gammas[:nb], frm[:nb], to[:nb]
 
 
 def mert_line_search(a, b, stats, offsets) -> Tuple[float, float, int]:

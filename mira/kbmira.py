@@ -35,14 +35,20 @@ Deliberate differences from kbmira:
   so orders differ from kbmira's for the same seed.
 * no "safe hope" rescaling (kbmira's hypergraph option ``--safe-hope`` is off by default).
 
+Other metrics (chrF, TER, METEOR, interpolations, ``seg:`` scores): the same algorithm
+with the metric's smoothed sentence gain (:meth:`rerank.metrics.Metric.background_gain`,
+the row added to the background pseudo-document) in place of background BLEU, and the
+metric's corpus gain selecting the epoch.
+
 ``Mira`` is registered as tuner ``mira`` (:mod:`mira.tuner`).  The sequential update
-loop is compiled C (``rerank/_kernels.c``, via ctypes); everything
-else is numpy.
+loop is compiled C for BLEU (``mira/_kernels.c``, via ctypes) and numpy per sentence for
+every other metric (:func:`mira_epoch_numpy`, equal to the C loop on BLEU, tested).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
@@ -51,8 +57,8 @@ from mira._native import mira_epoch
 from mira.tuner import TUNERS, Problem, Tuner, option
 from rerank import DEFAULT_SEED
 from rerank.argtypes import positive_float, positive_int, unit_interval
-from rerank.bleu import NUM_STATS
 from rerank.errors import InputError
+from rerank.metrics import Metric
 
 
 @dataclass
@@ -82,14 +88,49 @@ class MiraConfig:
             raise InputError(f"decay must be in (0, 1], not {self.decay}")
 
 
+def mira_epoch_numpy(metric: Metric, features, stats, offsets, order, w, totals, num_updates: int, bg,
+                     C: float, decay: float, model_bg: bool):
+    """One kbmira epoch for any metric, as ``mira_epoch`` (C, BLEU) does it: per sentence
+    in ``order``, hope = argmax(w·h + g), fear = argmax(w·h − g), model = argmax(w·h)
+    with g = ``metric.background_gain(rows, bg)`` (first row on ties); an update when
+    hope ≠ fear, g(hope) > g(fear) and the loss is positive; then the background moves
+    towards the hope's (or model-best's) statistics.  Updates ``w``, ``totals`` and ``bg``
+    in place.  Returns (updates, summed loss, num_updates)."""
+    updates, total_loss = 0, 0.0
+    for s in order:
+        start, end = offsets[s], offsets[s + 1]
+        scores = features[start:end] @ w
+        gains = metric.background_gain(stats[start:end], bg)
+        hope, fear = int(np.argmax(scores + gains)), int(np.argmax(scores - gains))
+        if hope == fear or not gains[hope] > gains[fear]:
+            continue
+        diff = features[start + hope] - features[start + fear]
+        loss = (gains[hope] - gains[fear]) - float(diff @ w)
+        if loss > 0.0:
+            sq = float(diff @ diff)
+            eta = C if (sq == 0.0 or loss / sq > C) else loss / sq
+            num_updates += 1
+            w += eta * diff
+            totals += w
+            total_loss += loss
+            updates += 1
+        source = start + (int(np.argmax(scores)) if model_bg else hope)
+        bg *= decay
+        bg += stats[source]
+    return updates, total_loss, num_updates
+
+
 @TUNERS.register("mira")
 class Mira(Tuner):
     """k-best batch MIRA (Cherry & Foster 2012) as Moses ``kbmira``: see the module
     docstring.  Details: ``best_epoch`` (0: no epoch beat the start, which is returned),
-    ``epoch_bleu`` and ``epoch_updates`` per epoch."""
+    ``epoch_score`` (the metric's corpus gain: BLEU for BLEU, −TER for TER) and
+    ``epoch_updates`` per epoch."""
 
     name = "mira"
     Config = MiraConfig
+    #: run the numpy loop even for BLEU (tests compare it with the C loop)
+    numpy_loop = False
 
     def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
         config = self.config
@@ -97,21 +138,23 @@ class Mira(Tuner):
         w = problem.start.copy()
         totals = w.copy()
         num_updates = 0
-        bg = np.ones(NUM_STATS)
+        bg = np.ones(stats.shape[1])
         rng = np.random.default_rng(config.seed)
         N = len(offsets) - 1
         best_weights, best_epoch = w.copy(), 0
-        best_bleu = 0.0 if config.kbmira_selection else problem.start_score
-        epoch_bleu, epoch_updates = [], []
+        best_gain = (0.0 if problem.is_bleu else -np.inf) if config.kbmira_selection else problem.start_score
+        epoch_score, epoch_updates = [], []
+        run_epoch = mira_epoch if problem.is_bleu and not self.numpy_loop else partial(mira_epoch_numpy, problem.metric)
         for epoch in range(1, config.iterations + 1):
             order = rng.permutation(N) if config.shuffle else np.arange(N)
-            updates, loss, num_updates = mira_epoch(features, stats, offsets, order, w, totals, num_updates, bg,
-                                                    config.C, config.decay, config.model_bg)
+            updates, loss, num_updates = run_epoch(features, stats, offsets, order, w, totals, num_updates, bg,
+                                                   config.C, config.decay, config.model_bg)
             avg = totals / num_updates if num_updates else w.copy()
-            bleu = problem.corpus_bleu(avg)
-            epoch_bleu.append(bleu)
+            gain = problem.gain(avg)
+            epoch_score.append(gain)
             epoch_updates.append(int(updates))
-            progress(f"epoch {epoch:3d}: {int(updates)} updates, avg loss {loss / N:.4f}, tuning BLEU {bleu:.2f}")
-            if bleu > best_bleu:
-                best_weights, best_bleu, best_epoch = avg.copy(), bleu, epoch
-        return best_weights, {"best_epoch": best_epoch, "epoch_bleu": epoch_bleu, "epoch_updates": epoch_updates}
+            progress(f"epoch {epoch:3d}: {int(updates)} updates, avg loss {loss / N:.4f}, tuning "
+                     f"{problem.metric.label} {problem.as_score(gain):.2f}")
+            if gain > best_gain:
+                best_weights, best_gain, best_epoch = avg.copy(), gain, epoch
+        return best_weights, {"best_epoch": best_epoch, "epoch_score": epoch_score, "epoch_updates": epoch_updates}

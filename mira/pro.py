@@ -12,7 +12,9 @@ learns the weights.
 
 Sentence-BLEU+1 is Moses' ``sentenceLevelBleuPlusOne`` (PRO's smoothing): add one to
 the matches and totals of every order, brevity ``min(0, 1 - r/c)`` on the raw lengths
-(:func:`bleu_plus_one`).  Sampling is vectorised over all segments and seeded; ties in
+(:func:`rerank.bleu.bleu_plus_one`).  For another metric the pairs are drawn on its
+sentence-level score (:meth:`rerank.metrics.Metric.sentence_score`, 0-1 scale: chrF,
+−TER, a ``seg:`` score itself) and the corpus gain decides whether the start is kept.  Sampling is vectorised over all segments and seeded; ties in
 the top-Ξ choice go to the earlier sample.  The result is never worse on the tuning set
 than the initial weights: if the learnt weights score lower corpus BLEU, the initial
 ones are returned (``kept_initial``).  ``Pro`` is registered as tuner ``pro``
@@ -29,7 +31,6 @@ import numpy as np
 from mira.tuner import TUNERS, Problem, Tuner, option
 from rerank import DEFAULT_SEED
 from rerank.argtypes import non_negative_float, positive_float, positive_int
-from rerank.bleu import ORDER, REF_LEN
 from rerank.errors import InputError
 
 
@@ -55,21 +56,11 @@ class ProConfig:
             raise InputError("threshold must be non-negative and C a positive number")
 
 
-def bleu_plus_one(stats: np.ndarray) -> np.ndarray:
-    """Sentence-BLEU+1 (0-1) of statistics rows float[..., 9], vectorised: Moses
-    ``sentenceLevelBleuPlusOne`` (Lin & Och 2004's add-one smoothing on every order)."""
-    s = np.asarray(stats, dtype=np.float64)
-    log_p = (np.log(s[..., 0:REF_LEN:2] + 1.0) - np.log(s[..., 1:REF_LEN:2] + 1.0)).sum(axis=-1) / ORDER
-    with np.errstate(divide="ignore", invalid="ignore"):
-        brevity = np.where(s[..., 1] > 0, 1.0 - s[..., REF_LEN] / s[..., 1], -np.inf)
-    return np.exp(log_p + np.minimum(0.0, brevity))
-
-
-def sample_pairs(sentence_bleu: np.ndarray, offsets: np.ndarray, config: ProConfig):
+def sample_pairs(sentence_scores: np.ndarray, offsets: np.ndarray, config: ProConfig):
     """Hopkins & May's sampler, for all segments at once.
 
     Returns (better int64[P], worse int64[P]) row indices of the kept pairs, with
-    ``sentence_bleu[better] - sentence_bleu[worse] > threshold``.
+    ``sentence_scores[better] - sentence_scores[worse] > threshold``.
     """
     rng = np.random.default_rng(config.seed)
     counts = np.diff(offsets)
@@ -77,7 +68,7 @@ def sample_pairs(sentence_bleu: np.ndarray, offsets: np.ndarray, config: ProConf
     u = rng.random((N, config.samples, 2))
     rows = offsets[:-1, None, None] + np.floor(u * counts[:, None, None]).astype(np.int64)
     first, second = rows[..., 0], rows[..., 1]
-    diff = sentence_bleu[first] - sentence_bleu[second]
+    diff = sentence_scores[first] - sentence_scores[second]
     gap = np.where(np.abs(diff) > config.threshold, np.abs(diff), -1.0)  # (N, samples)
     keep = min(config.keep, config.samples)
     # stable descending sort of each row's gaps: the largest Ξ, earlier samples first on ties
@@ -110,7 +101,7 @@ class Pro(Tuner):
         except ImportError:
             raise InputError("--algorithm pro needs scikit-learn: pip install 'rerank[pro]'") from None
         features, w0 = problem.features, problem.start
-        better, worse = sample_pairs(bleu_plus_one(problem.stats), problem.offsets, self.config)
+        better, worse = sample_pairs(problem.metric.sentence_score(problem.stats), problem.offsets, self.config)
         if len(better) == 0:
             return w0, {"pairs": 0, "kept_initial": True}
         x = features[better] - features[worse]
@@ -126,6 +117,6 @@ class Pro(Tuner):
         if norm > 0:
             w = w / norm
         progress(f"{len(better)} pairs")
-        if problem.corpus_bleu(w) < problem.start_score:
+        if problem.gain(w) < problem.start_score:
             return w0, {"pairs": len(better), "kept_initial": True}
         return w, {"pairs": len(better), "kept_initial": False}

@@ -14,7 +14,9 @@ components, each with a nested ``Config`` dataclass).  A tuner is one module::
             return weights, {"best_epoch": ...}
 
 :meth:`Tuner.tune` checks the arrays, scores the start, calls :meth:`Tuner.search` and
-scores its weights; ``rerank tune``/``crossfit`` options are generated from each
+scores its weights.  What is maximised is the problem's metric (:class:`rerank.metrics.Metric`
+as a tuning objective: BLEU by default, any metric over sufficient statistics, e.g. chrF,
+TER, ``0.5*bleu+0.5*chrf``, ``seg:comet``): ``Problem.gain`` of the model-best rows; ``rerank tune``/``crossfit`` options are generated from each
 registered ``Config`` (``rerank/cli/tune.py``), so a new tuner needs no other file.
 """
 
@@ -28,7 +30,8 @@ from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from mira._native import model_best_stats
-from rerank.bleu import NUM_STATS, REF_LEN, bleu_from_stats
+from rerank.metrics import Metric
+from rerank.metrics.bleu import BleuMetric
 from rerank.registry import Registry
 
 #: every tuner by name (``rerank tune --algorithm``); the modules listed register themselves
@@ -43,19 +46,35 @@ def option(default: Any, help: str, flag: Optional[str] = None, type: Optional[C
 
 @dataclass
 class Problem:
-    """One tuning problem: features float64[M, F], BLEU statistics float64[M, 9], offsets
-    int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays` checked them,
-    and the start's corpus BLEU ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
+    """One tuning problem: features float64[M, F], the metric's statistics float64[M, K],
+    offsets int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays`
+    checked them; the ``metric`` maximised (default BLEU) and the start's corpus gain
+    ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
 
     features: np.ndarray
     stats: np.ndarray
     offsets: np.ndarray
     start: np.ndarray
+    metric: Metric = field(default_factory=BleuMetric)
     start_score: float = 0.0
 
-    def corpus_bleu(self, weights: np.ndarray) -> float:
-        """Corpus BLEU (0-100) of the model-best hypotheses under ``weights``."""
-        return corpus_bleu(self.features, self.stats, self.offsets, weights)
+    def best_stats(self, weights: np.ndarray) -> np.ndarray:
+        """float64[K] summed statistics of the model-best hypotheses under ``weights``."""
+        return model_best_stats(self.features, self.stats, self.offsets, weights)
+
+    def gain(self, weights: np.ndarray) -> float:
+        """The metric's corpus gain (:meth:`rerank.metrics.Metric.gain`: the score, or
+        minus it where lower is better) of the model-best hypotheses under ``weights``."""
+        return float(self.metric.gain(self.best_stats(weights)))
+
+    def as_score(self, gain: float) -> float:
+        """A gain in the metric's own units (TER: minus the gain)."""
+        return gain if self.metric.higher_is_better else -gain
+
+    @property
+    def is_bleu(self) -> bool:
+        """Whether the metric is plain BLEU (the tuners' compiled fast paths)."""
+        return type(self.metric) is BleuMetric
 
 
 @dataclass
@@ -64,18 +83,22 @@ class TuneResult:
 
     Attributes:
         weights: float64[F] tuned weights.
-        score: tuning-set corpus BLEU (0-100) of ``weights``.
-        initial_score: corpus BLEU of the start weights.
-        length_ratio: hypothesis / reference length of the model-best hypotheses.
-        details: the tuner's own record (MIRA: best epoch and BLEU per epoch; MERT: BLEU
+        score: tuning-set corpus score of ``weights`` in the metric's units (BLEU 0-100 by
+            default; TER as TER, lower is better).
+        initial_score: the same of the start weights.
+        length_ratio: hypothesis / reference length of the model-best hypotheses in the
+            metric's units (words for BLEU; None where its statistics have no length).
+        details: the tuner's own record (MIRA: best epoch and score per epoch; MERT: score
             per restart, line searches; PRO: pairs, whether the start was kept).
+        metric: the metric's name (``bleu``, ``chrf``, ``0.5*bleu+0.5*chrf``, ...).
     """
 
     weights: np.ndarray
     score: float
     initial_score: float
-    length_ratio: float
+    length_ratio: Optional[float]
     details: Dict[str, Any] = field(default_factory=dict)
+    metric: str = "bleu"
 
 
 class Tuner(abc.ABC):
@@ -94,26 +117,30 @@ class Tuner(abc.ABC):
         """Weights for ``problem`` and the tuner's details."""
 
     def tune(self, features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, init: Optional[np.ndarray] = None,
-             progress: Optional[Callable[[str], None]] = None) -> TuneResult:
+             progress: Optional[Callable[[str], None]] = None, metric: Optional[Metric] = None) -> TuneResult:
         """Tune weights on a fixed n-best list.
 
         Args:
             features: float[M, F] feature values of all hypotheses.
-            stats: float[M, 9] BLEU statistics (:func:`rerank.bleu.bleu_stats`).
+            stats: float[M, K] the metric's statistics of every hypothesis (BLEU:
+                :func:`rerank.bleu.bleu_stats`, K = 9).
             offsets: int[N + 1] segment boundaries (rows ``offsets[i]:offsets[i+1]``).
             init: float[F] start weights (default zeros).
             progress: called with one line of text per epoch / restart.
+            metric: what is maximised (default BLEU; it must have a direction).
         Returns:
             :class:`TuneResult`.
         Raises:
             ValueError: the arrays do not describe one n-best list, or ``init`` has the
                 wrong shape.
         """
-        problem = Problem(*tuning_arrays(features, stats, offsets, init))
-        problem.start_score = problem.corpus_bleu(problem.start)
+        metric = BleuMetric() if metric is None else metric
+        problem = Problem(*tuning_arrays(features, stats, offsets, init, metric.width), metric=metric)
+        problem.start_score = problem.gain(problem.start)
         weights, details = self.search(problem, progress or (lambda text: None))
-        best = model_best_stats(problem.features, problem.stats, problem.offsets, weights)
-        return TuneResult(weights, float(bleu_from_stats(best)), problem.start_score, length_ratio(best), details)
+        best = problem.best_stats(weights)
+        return TuneResult(weights, float(metric.score(best)), float(metric.score(problem.best_stats(problem.start))),
+                          metric.length_ratio(best), details, metric.name)
 
 
 def make_tuner(name: str, config: Any = None) -> Tuner:
@@ -127,21 +154,19 @@ def config_fields(cls: type) -> Tuple[dataclasses.Field, ...]:
     return dataclasses.fields(cls.Config)
 
 
-def corpus_bleu(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, weights: np.ndarray) -> float:
-    """Corpus BLEU (0-100) of the model-best hypotheses under ``weights`` (first index on
-    ties): the one score every tuner, cross-fitting and the CLI compute."""
-    return float(bleu_from_stats(model_best_stats(features, stats, offsets, weights)))
+def corpus_score(features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, weights: np.ndarray,
+                 metric: Optional[Metric] = None) -> float:
+    """Corpus score of the model-best hypotheses under ``weights`` (first index on ties)
+    in the metric's units (default BLEU, 0-100): the one score every tuner, cross-fitting
+    and the CLI compute."""
+    metric = BleuMetric() if metric is None else metric
+    return float(metric.score(model_best_stats(features, stats, offsets, weights)))
 
 
-def length_ratio(best_stats: np.ndarray) -> float:
-    """Hypothesis / reference length of summed statistics (0 when the reference is empty)."""
-    return float(best_stats[1] / best_stats[REF_LEN]) if best_stats[REF_LEN] else 0.0
-
-
-def tuning_arrays(features, stats, offsets, init: Optional[np.ndarray] = None
+def tuning_arrays(features, stats, offsets, init: Optional[np.ndarray] = None, width: int = 9
                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(features float64[M, F], stats float64[M, 9], offsets int64[N + 1], initial weights
-    float64[F]) as contiguous arrays; ``init`` None means zeros.
+    """(features float64[M, F], stats float64[M, width], offsets int64[N + 1], initial
+    weights float64[F]) as contiguous arrays; ``init`` None means zeros.
 
     Raises:
         ValueError: the three arrays do not describe one n-best list (an empty segment,
@@ -152,7 +177,7 @@ def tuning_arrays(features, stats, offsets, init: Optional[np.ndarray] = None
     stats = np.ascontiguousarray(stats, dtype=np.float64)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     M, F = features.shape
-    if stats.shape != (M, NUM_STATS) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
+    if stats.shape != (M, width) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
         raise ValueError("features, stats and offsets do not describe the same n-best list")
     w = np.zeros(F) if init is None else np.array(init, dtype=np.float64)
     if w.shape != (F,):

@@ -7,6 +7,9 @@ as library functions over a typed :class:`TuningSetup`.
   unknown: say ``init="zeros"`` or give a weights file);
 * the columns: all, or ``features`` (column names) and ``feature_sets`` (set names of the
   list's signature, e.g. ``beam``, ``R2L``, ``MLMME/ss``); the others get weight 0;
+* the metric maximised: ``bleu`` (default), ``chrf``, ``ter``, ``meteor``, an
+  interpolation such as ``0.5*bleu+0.5*chrf`` or ``seg:NAME`` (scores in ``NBEST.NAME``,
+  one per hypothesis): :func:`rerank.metrics.make_metric`;
 * cross-fitting (:func:`crossfit_file`): for each fold k of a folds file
   (:mod:`rerank.folds`), tune on the other folds' segments from the same start and
   select fold k's hypotheses with those weights.
@@ -25,6 +28,7 @@ from mira.tuner import TuneResult, make_tuner
 from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.folds import read_folds
+from rerank.metrics import Metric, make_objective
 from rerank.nbest import NBestList, finite_scores, read_weights, weights_dict, weights_vector
 from rerank.signature import signature
 from rerank.tuning_data import load_tuning_data
@@ -38,7 +42,10 @@ MAX_FEATURE_MAGNITUDE = 1e15
 class TuningSetup:
     """How to tune: the tuner (``algorithm``, a registered name, with its ``config``; None:
     its defaults), the start (``"beam"``, ``"zeros"`` or a weights JSON path), the columns
-    (``features`` and/or ``feature_sets``; both None: every column) and the BLEU settings."""
+    (``features`` and/or ``feature_sets``; both None: every column), the BLEU settings
+    (tokeniser and lowercasing of BLEU; lowercasing of every text metric), the ``metric``
+    maximised (a specification, :func:`rerank.metrics.make_metric`) and ``lang``
+    (METEOR's language)."""
 
     algorithm: str = "mira"
     config: Any = None
@@ -46,9 +53,15 @@ class TuningSetup:
     features: Optional[Sequence[str]] = None
     feature_sets: Optional[Sequence[str]] = None
     bleu: BleuSettings = field(default_factory=BleuSettings)
+    metric: str = "bleu"
+    lang: str = "de"
 
     def tuner(self):
         return make_tuner(self.algorithm, self.config)
+
+    def objective(self) -> Metric:
+        """The metric maximised.  Raises :class:`InputError` for one without a direction."""
+        return make_objective(self.metric, self.bleu.tokenize, self.bleu.lowercase, self.lang)
 
 
 def start_weights(nbest: NBestList, init: str, nbest_path: str) -> Tuple[Optional[np.ndarray], str]:
@@ -130,9 +143,26 @@ def widen(weights: np.ndarray, columns: Optional[np.ndarray], width: int) -> np.
     return vector
 
 
-def _record(setup: TuningSetup, tuner) -> Dict[str, Any]:
+def _record(setup: TuningSetup, tuner, metric: Metric) -> Dict[str, Any]:
     return {"config": asdict(tuner.config), "bleu_settings": setup.bleu.to_json(),
-            "bleu_signature": setup.bleu.signature(), "signature": signature()}
+            "bleu_signature": setup.bleu.signature(), "metric_signature": metric.signature(), "signature": signature()}
+
+
+def _scores(result: TuneResult) -> Dict[str, Any]:
+    """The tuning-set scores of a weights record: ``metric``, ``score``, ``initial_score``
+    (the metric's units) and, when the metric is BLEU, the same as ``bleu`` and
+    ``initial_bleu`` (the keys of records written before metrics were selectable)."""
+    scores = {"metric": result.metric, "score": result.score, "initial_score": result.initial_score}
+    if result.metric == "bleu":
+        scores.update(bleu=result.score, initial_bleu=result.initial_score)
+    return scores
+
+
+def describe(result: TuneResult, init_from: str) -> str:
+    """``BLEU 35.10 (beam) -> 36.02, length ratio 1.003`` for progress lines."""
+    ratio = "" if result.length_ratio is None else f", length ratio {result.length_ratio:.3f}"
+    label = result.metric.upper() if result.metric.isalpha() else result.metric
+    return f"{label} {result.initial_score:.2f} ({init_from}) -> {result.score:.2f}{ratio}"
 
 
 def tune_file(nbest_path: str, ref_path: str, setup: TuningSetup = TuningSetup(),
@@ -145,20 +175,20 @@ def tune_file(nbest_path: str, ref_path: str, setup: TuningSetup = TuningSetup()
         InputError: unreadable or mismatched files, a bad start or column choice.
     """
     start = time.perf_counter()
-    tuner = setup.tuner()
-    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu)
+    tuner, metric = setup.tuner(), setup.objective()
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
     init, init_from = start_weights(full, setup.init, nbest_path)
     nbest, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
-    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress)
+    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric)
     weights = widen(result.weights, columns, len(full.feature_names))
     record = {
         "weights": weights_dict(weights, full),
         "tuning": {"algorithm": setup.algorithm, "features": list(dict.fromkeys(nbest.feature_names)),
-                   "bleu": result.score, "initial_bleu": result.initial_score, "init": init_from,
+                   **_scores(result), "init": init_from,
                    "length_ratio": result.length_ratio, **result.details, "nbest": os.path.abspath(nbest_path),
                    "ref": os.path.abspath(ref_path), "segments": nbest.num_segments,
                    "hypotheses": len(nbest.hypotheses), "seconds": round(time.perf_counter() - start, 3)},
-        **_record(setup, tuner),
+        **_record(setup, tuner, metric),
     }
     return record, result
 
@@ -176,8 +206,8 @@ def crossfit_file(nbest_path: str, ref_path: str, folds_path: str, setup: Tuning
         InputError: as :func:`tune_file`, or a folds file of another segment count.
     """
     start = time.perf_counter()
-    tuner = setup.tuner()
-    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu)
+    tuner, metric = setup.tuner(), setup.objective()
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
     folds = read_folds(folds_path, full.num_segments)
     init, init_from = start_weights(full, setup.init, nbest_path)
     restricted, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
@@ -187,16 +217,15 @@ def crossfit_file(nbest_path: str, ref_path: str, folds_path: str, setup: Tuning
         seen, held = folds.segments(k, held_out=False), folds.segments(k)
         rows = restricted.rows_of(seen)
         part = restricted.subset(seen)
-        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress)
+        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric)
         test = restricted.subset(held)
         chosen[held] = restricted.rows_of(held)[test.select(test.features @ result.weights)]
         if report is not None:
-            report(f"fold {k}: tuned on {len(seen)} segments, BLEU {result.initial_score:.2f} ({init_from}) -> "
-                   f"{result.score:.2f}, length ratio {result.length_ratio:.3f}; applied to {len(held)}")
+            report(f"fold {k}: tuned on {len(seen)} segments, {describe(result, init_from)}; applied to {len(held)}")
         per_fold.append({"fold": k, "weights": weights_dict(widen(result.weights, columns, len(full.feature_names)),
                                                             full),
-                         "tuned_segments": int(len(seen)), "applied_segments": int(len(held)), "bleu": result.score,
-                         "initial_bleu": result.initial_score, "length_ratio": result.length_ratio,
+                         "tuned_segments": int(len(seen)), "applied_segments": int(len(held)), **_scores(result),
+                         "length_ratio": result.length_ratio,
                          **result.details})
     record = {
         "crossfit": {"algorithm": setup.algorithm, "features": list(dict.fromkeys(restricted.feature_names)),
@@ -204,10 +233,10 @@ def crossfit_file(nbest_path: str, ref_path: str, folds_path: str, setup: Tuning
                      "nbest": os.path.abspath(nbest_path), "ref": os.path.abspath(ref_path),
                      "segments": full.num_segments, "seconds": round(time.perf_counter() - start, 3)},
         "folds": per_fold,
-        **_record(setup, tuner),
+        **_record(setup, tuner, metric),
     }
     return [full.hypotheses[i] for i in chosen], record
 
 
 __all__ = ["TuningSetup", "tune_file", "crossfit_file", "start_weights", "restrict", "check_tunable",
-           "widen", "MAX_FEATURE_MAGNITUDE"]
+           "widen", "describe", "MAX_FEATURE_MAGNITUDE"]

@@ -275,3 +275,12 @@ def background_sentence_bleu(stats: np.ndarray, background: np.ndarray) -> np.nd
     log_bleu = (np.log(s[..., 0:REF_LEN:2]) - np.log(s[..., 1:REF_LEN:2])).mean(axis=-1)
     log_bleu += np.minimum(0.0, 1.0 - s[..., REF_LEN] / s[..., 1])
     return np.exp(log_bleu) * s[..., REF_LEN]
+
+def bleu_plus_one(stats: np.ndarray) -> np.ndarray:
+    """Sentence-BLEU+1 (0-1) of statistics rows float[..., 9], vectorised: Moses
+    ``sentenceLevelBleuPlusOne`` (Lin & Och 2004's add-one smoothing on every order)."""
+    s = np.asarray(stats, dtype=np.float64)
+    log_p = (np.log(s[..., 0:REF_LEN:2] + 1.0) - np.log(s[..., 1:REF_LEN:2] + 1.0)).sum(axis=-1) / ORDER
+    with np.errstate(divide="ignore", invalid="ignore"):
+        brevity = np.where(s[..., 1] > 0, 1.0 - s[..., REF_LEN] / s[..., 1], -np.inf)
+    return np.exp(log_p + np.minimum(0.0, brevity))

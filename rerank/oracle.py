@@ -1,39 +1,50 @@
-"""Oracle selection: the hypotheses of an n-best list that maximise corpus BLEU."""
+"""Oracle selection: the hypotheses of an n-best list that maximise a corpus metric
+(BLEU by default; any metric over sufficient statistics: chrF, TER, METEOR,
+interpolations, ``seg:`` scores)."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
-from rerank.bleu import NUM_STATS, BleuSettings, background_sentence_bleu, bleu_from_stats
+from rerank.bleu import BleuSettings
+from rerank.metrics import Metric
+from rerank.metrics.bleu import BleuMetric
 from rerank.nbest import select_best, write_lines
 from rerank.tuning_data import load_tuning_data
 
 
-def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5) -> np.ndarray:
-    """Approximate corpus-BLEU oracle by greedy coordinate ascent.
+def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5,
+                  metric: Optional[Metric] = None) -> np.ndarray:
+    """Approximate corpus oracle by greedy coordinate ascent on ``metric``'s gain
+    (default BLEU).
 
-    Starts from each segment's best hypothesis by smoothed sentence BLEU (statistics
-    plus a background of ones, as kbmira's), then repeatedly visits the segments in
-    order and swaps in the hypothesis that maximises corpus BLEU given all other
+    Starts from each segment's best hypothesis by the smoothed sentence-level gain (the
+    row added to a background of ones, as kbmira's sentence BLEU:
+    :meth:`rerank.metrics.Metric.background_gain`), then repeatedly visits the segments
+    in order and swaps in the hypothesis that maximises the corpus gain given all other
     choices (all candidates of a segment scored at once), until a pass changes nothing
-    or ``max_passes`` passes.  Corpus BLEU never decreases.
+    or ``max_passes`` passes.  The corpus gain never decreases.
 
     Args:
-        stats: float[M, 9] BLEU statistics rows.
+        stats: float[M, K] the metric's statistics rows (BLEU: K = 9).
         offsets: int[N + 1] segment boundaries.
+        metric: what is maximised (it must have a direction).
     Returns:
         int64[N] selected row per segment.
     """
+    metric = BleuMetric() if metric is None else metric
     stats = np.asarray(stats, dtype=np.float64)
     offsets = np.asarray(offsets, dtype=np.int64)
-    choice = select_best(background_sentence_bleu(stats, np.ones(NUM_STATS)), offsets)
+    choice = select_best(metric.background_gain(stats, np.ones(stats.shape[1])), offsets)
     total = stats[choice].sum(axis=0)
     for _ in range(max_passes):
         changed = False
         for s in range(len(offsets) - 1):
             start, end = offsets[s], offsets[s + 1]
             trial = total - stats[choice[s]] + stats[start:end]
-            scores = bleu_from_stats(trial)
+            scores = metric.gain(trial)
             best = start + int(np.argmax(scores))
             if best != choice[s] and scores[best - start] > scores[choice[s] - start]:
                 total = trial[best - start]
@@ -44,10 +55,13 @@ def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5) -
     return choice
 
 
-def oracle_file(nbest_path: str, ref_path: str, out_path: str, bleu: BleuSettings = BleuSettings()) -> np.ndarray:
-    """Write the oracle selection (:func:`oracle_select`, statistics under ``bleu``) of an
-    n-best list to ``out_path``.  Returns its summed statistics float64[9]."""
-    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, bleu)
-    best = oracle_select(stats, nbest.offsets)
+def oracle_file(nbest_path: str, ref_path: str, out_path: str, bleu: BleuSettings = BleuSettings(),
+                metric: Optional[Metric] = None) -> np.ndarray:
+    """Write the oracle selection (:func:`oracle_select`) of an n-best list under
+    ``metric`` (default BLEU under ``bleu``) to ``out_path``.  Returns its summed
+    statistics float64[K]."""
+    metric = BleuMetric(bleu.tokenize, bleu.lowercase) if metric is None else metric
+    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, bleu, metric)
+    best = oracle_select(stats, nbest.offsets, metric=metric)
     write_lines((nbest.hypotheses[i] for i in best), out_path)
     return stats[best].sum(0)

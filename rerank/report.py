@@ -28,7 +28,7 @@ from rerank import DEFAULT_SEED, __version__
 from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.metrics import make_metric, read_system
+from rerank.metrics import make_metric, read_system, system_stats
 from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
@@ -78,7 +78,7 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
         signatures[metric_name] = metric.signature()
-        stats = _shared_stats(metric, texts, refs)
+        stats = _shared_stats(metric, texts, refs, files)
         scored = {}
         for name in names:
             result = score_system(metric, stats[name], resamples, seed)
@@ -108,10 +108,15 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
     return {"rows": rows, "meta": meta}
 
 
-def _shared_stats(metric, texts: Dict[str, List[List[str]]], refs: List[str]) -> Dict[str, List[np.ndarray]]:
+def _shared_stats(metric, texts: Dict[str, List[List[str]]], refs: List[str], files: Dict[str, List[str]]
+                  ) -> Dict[str, List[np.ndarray]]:
     """Per-segment statistics of every replica of every system, each distinct
     (hypothesis, reference) pair computed once: re-ranked outputs and replicas share
-    most of their sentences, and TER / METEOR statistics are the slow part."""
+    most of their sentences, and TER / METEOR statistics are the slow part.  Metrics
+    not computed from text (``seg:``) read each replica file's sidecar."""
+    if not metric.from_text:
+        return {name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
+                for name, replicas in texts.items()}
     index: Dict[Tuple[str, str], int] = {}
     rows = {name: [np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, refs)], dtype=np.int64)
                    for hyps in replicas] for name, replicas in texts.items()}

@@ -18,7 +18,8 @@
 # of the R2L and channel models, 16), L2R2_EPOCH (8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
-# 1: one after the other with torch's default threads), TUNERS ("mira mert").
+# 1: one after the other with torch's default threads), TUNERS ("mira mert"), CHRF_TUNING
+# (1: +all is tuned for chrF too, MIRA, the row "+all/chrF-tuned" beside +all; 0: not).
 # Every stage skips when its output exists, so an interrupted run resumes where it
 # stopped (training resumes from its last checkpoint); timings.tsv records each stage.
 # Model directories are named by their settings (models/r2l.small, models/channel.small-own);
@@ -45,6 +46,7 @@ L2R2=${L2R2:-1}
 EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 JOBS=${JOBS:-2}
 TUNERS=${TUNERS:-mira mert}
+CHRF_TUNING=${CHRF_TUNING:-1}
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -148,6 +150,19 @@ for TUNER in $TUNERS; do
     SYSTEMS+=(--system "+$set_name$([ "$TUNER" = mira ] || echo "/${TUNER^^}")" "$R/$dir/test.seed{replica}.txt")
   done
 done
+# +all tuned for chrF instead of BLEU (MIRA): the report prints both rows' BLEU, METEOR,
+# TER and chrF side by side
+if [ "$CHRF_TUNING" = 1 ]; then
+  mkdir -p "$R/all.chrf"
+  for S in $(seq 1 "$REPLICAS"); do
+    stage "tune-all.chrf-seed$S" "$R/all.chrf/weights.seed$S.json" rerank tune --metric chrf \
+      --nbest "$N/val.full.nbest" --ref "$REF_VAL" --tokenize none --out "$R/all.chrf/weights.seed$S.json" \
+      --seed "$S" --quiet
+    stage "apply-all.chrf-seed$S" "$R/all.chrf/test.seed$S.txt" rerank apply --nbest "$N/test.full.nbest" \
+      --weights "$R/all.chrf/weights.seed$S.json" --out "$R/all.chrf/test.seed$S.txt"
+  done
+  SYSTEMS+=(--system "+all/chrF-tuned" "$R/all.chrf/test.seed{replica}.txt")
+fi
 # the experiment's manifest for rerank report: what is compared, in which order
 rerank experiment "$OUT" --reference "$REF_TEST" --baseline "$N/test.1best" --nbest "$N/test.nbest" \
   --tokenize none --replicas "$REPLICAS" "${SYSTEMS[@]}"
@@ -166,9 +181,13 @@ stage eval "$OUT/results.txt" evaluate
 stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,ter,chrf,length --compare-to +nmt
 echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none; replica 1)"
 cat "$OUT/results.txt"
-echo "== tuning-set BLEU of every run against the beam's ($R/*/weights.seed*.json)"
+echo "== tuning-set score (BLEU; chrF for all.chrf) of every run against the beam's ($R/*/weights.seed*.json)"
 python "$ROOT/scripts/tuning_summary.py" "$R"
 echo "== significance over $REPLICAS tuning replicas ($OUT/report/)"
 cat "$OUT/report/table.txt"
+if [ "$CHRF_TUNING" = 1 ]; then
+  echo "== +all tuned for BLEU and for chrF (test_2016, mean of $REPLICAS replicas)"
+  grep -E "^(system|\+all |\+all/chrF-tuned)" "$OUT/report/table.txt" || true
+fi
 echo "== stage wall times, seconds ($TIMINGS)"
 cat "$TIMINGS"

@@ -1,5 +1,6 @@
-"""Tuning-set BLEU of every tuning run of a pipeline directory against its start (the
-beam's): ``python scripts/tuning_summary.py OUT/rerank`` (run_pipeline.sh's last table)."""
+"""Tuning-set score (BLEU, or the metric tuned for) of every tuning run of a pipeline
+directory against its start (the beam's): ``python scripts/tuning_summary.py OUT/rerank``
+(run_pipeline.sh's last table)."""
 
 import argparse
 import glob
@@ -14,8 +15,11 @@ def main() -> None:
     for path in sorted(glob.glob(os.path.join(args.rerank_dir, "*", "weights.seed*.json"))):
         with open(path, encoding="utf-8") as handle:
             t = json.load(handle)["tuning"]
-        print(f"{os.path.relpath(path, args.rerank_dir):32s} {t['algorithm']:5s} {t['init']} {t['initial_bleu']:6.2f}  "
-              f"tuned {t['bleu']:6.2f}  length ratio {t['length_ratio']:.3f}")
+        metric = t.get("metric", "bleu")  # records before issue 19 hold BLEU only
+        start, tuned = t.get("initial_score", t.get("initial_bleu")), t.get("score", t.get("bleu"))
+        ratio = "" if t.get("length_ratio") is None else f"  length ratio {t['length_ratio']:.3f}"
+        print(f"{os.path.relpath(path, args.rerank_dir):32s} {t['algorithm']:5s} {metric:5s} {t['init']} {start:6.2f}  "
+              f"tuned {tuned:6.2f}{ratio}")
 
 
 if __name__ == "__main__":

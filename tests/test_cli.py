@@ -129,7 +129,7 @@ def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, ca
     assert tuning["bleu"] >= tuning["initial_bleu"] and tuning["bleu"] > beam + 5
     assert 0.5 < tuning["length_ratio"] < 1.5
     assert data["weights"]["Good"] > 0
-    assert f"{algorithm}: initial BLEU" in capsys.readouterr().err
+    assert f"{algorithm}: BLEU {tuning['initial_bleu']:.2f} (beam) -> {tuning['bleu']:.2f}" in capsys.readouterr().err
 
 
 def test_tune_a_feature_subset(tuning_files):

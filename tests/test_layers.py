@@ -133,7 +133,7 @@ class BestColumn(Tuner):
 
     def search(self, problem, progress):
         F = problem.features.shape[1]
-        scores = [problem.corpus_bleu(np.eye(F)[k]) for k in range(F)]
+        scores = [problem.gain(np.eye(F)[k]) for k in range(F)]
         return np.eye(F)[int(np.argmax(scores))], {"column_bleu": scores}
 
 from rerank.cli import main

@@ -3,7 +3,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from mira.kbmira import Mira, MiraConfig
-from mira.tuner import corpus_bleu as corpus_bleu_of_weights
+from mira.tuner import corpus_score as corpus_bleu_of_weights
 from rerank.bleu import background_sentence_bleu, bleu_from_stats, bleu_stats
 from rerank.oracle import oracle_select
 from tests.conftest import random_corpus
@@ -129,7 +129,7 @@ def test_shuffling_is_seeded():
     features = np.random.default_rng(1).normal(size=(len(hyps), 3))
     a = tune(features, stats, offsets, MiraConfig(iterations=5, seed=7))
     b = tune(features, stats, offsets, MiraConfig(iterations=5, seed=7))
-    assert np.array_equal(a.weights, b.weights) and a.details["epoch_bleu"] == b.details["epoch_bleu"]
+    assert np.array_equal(a.weights, b.weights) and a.details["epoch_score"] == b.details["epoch_score"]
 
 
 def test_inconsistent_shapes_are_rejected():

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from mira._native import mert_line_search, model_best_stats
-from mira.tuner import corpus_bleu as corpus_bleu_of_weights
+from mira.tuner import corpus_score as corpus_bleu_of_weights
 from mira.mert import Mert, MertConfig
-from mira.pro import Pro, ProConfig, bleu_plus_one, sample_pairs
+from mira.pro import Pro, ProConfig, sample_pairs
+from rerank.bleu import bleu_plus_one
 from rerank.bleu import bleu_from_stats, bleu_stats
 from rerank.oracle import oracle_select
 from tests.conftest import random_corpus
@@ -102,7 +103,7 @@ def test_mert_is_seeded_and_never_worse_than_its_start():
     start = corpus_bleu_of_weights(features, stats, offsets, init)
     a = tune_mert(features, stats, offsets, MertConfig(restarts=3, seed=5), init=init)
     b = tune_mert(features, stats, offsets, MertConfig(restarts=3, seed=5), init=init)
-    assert np.array_equal(a.weights, b.weights) and a.details["run_bleu"] == b.details["run_bleu"]
+    assert np.array_equal(a.weights, b.weights) and a.details["run_score"] == b.details["run_score"]
     assert a.score >= start and a.initial_score == pytest.approx(start)
 
 

@@ -15,11 +15,11 @@ from rerank import DEFAULT_SEED
 from rerank.apply import apply_file, truncate_file
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
-from rerank.cli.options import bleu_options, bleu_settings
+from rerank.cli.options import bleu_options, bleu_settings, metric_options, seg_sidecars
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.folds import assign_folds, write_folds
-from rerank.metrics import evaluate_files, format_table as format_scores
+from rerank.metrics import METRIC_HELP, evaluate_files, format_table as format_scores, make_objective
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write
 from rerank.report import experiment_report, format_table, report_files, significance_table
@@ -41,10 +41,18 @@ def cmd_eval(args) -> None:
 
 def cmd_oracle(args) -> None:
     bleu = bleu_settings(args)
-    score = sacrebleu_score(oracle_file(args.nbest, args.ref, args.out, bleu))
-    result = {"oracle_bleu": score.score, "bleu": score.format(), "nbest": args.nbest, "out": args.out,
-              "signature": bleu.signature()}
-    print(json.dumps(result) if args.json else f"oracle {score.format()}")
+    metric = make_objective(args.metric, bleu.tokenize, bleu.lowercase, args.lang)
+    summed = oracle_file(args.nbest, args.ref, args.out, bleu, metric)
+    if args.metric == "bleu":
+        score = sacrebleu_score(summed)
+        result = {"oracle_bleu": score.score, "bleu": score.format(), "nbest": args.nbest, "out": args.out,
+                  "signature": bleu.signature()}
+        print(json.dumps(result) if args.json else f"oracle {score.format()}")
+        return
+    value = float(metric.score(summed))
+    result = {"metric": metric.name, "oracle_score": value, "nbest": args.nbest, "out": args.out,
+              "signature": metric.signature()}
+    print(json.dumps(result) if args.json else f"oracle {metric.name} {value:.2f}")
 
 
 def cmd_folds(args) -> None:
@@ -81,6 +89,11 @@ def _hyp_files(items):
             raise InputError(f"--hyp {item!r}: expected FILE or NAME=FILE")
         systems.append((name, path))
     return systems
+
+
+def _sidecars(metrics: str, files) -> list:
+    """The ``seg:`` sidecars of every metric in ``metrics`` for every file."""
+    return [side for spec in metrics.split(",") for path in files for side in seg_sidecars(spec, path)]
 
 
 def cmd_signif(args) -> None:
@@ -157,23 +170,34 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ref", required=True)
     p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
     bleu_options(p)
-    p.add_argument("--metrics", default="bleu,ter,chrf")
+    p.add_argument("--metrics", default="bleu,ter,chrf",
+                   help="comma-separated metrics (default: bleu,ter,chrf); each is " + METRIC_HELP
+                        + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="also write what is printed to this file")
     p.set_defaults(func=cmd_eval, paths=lambda a: (
-        {"--ref": a.ref, "--hyp": [path for _, path in _hyp_files(a.hyp)]}, {"--out": a.out}))
+        {"--ref": a.ref, "--hyp": [path for _, path in _hyp_files(a.hyp)],
+         "--metrics": _sidecars(a.metrics, [path for _, path in _hyp_files(a.hyp)])}, {"--out": a.out}))
 
-    p = sub.add_parser("oracle", help="oracle-BLEU selection from an n-best list")
-    p.add_argument("--nbest", required=True)
-    p.add_argument("--ref", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("oracle", help="oracle selection from an n-best list (the hypotheses maximising corpus BLEU, "
+                                      "or --metric)",
+                       epilog="example: rerank oracle --nbest test.nbest --ref test.de --tokenize none --metric chrf "
+                              "--out test.oracle")
+    p.add_argument("--nbest", required=True, help="Moses n-best list")
+    p.add_argument("--ref", required=True, help="reference translations, one per segment")
+    p.add_argument("--out", required=True, help="the selected hypothesis of every segment")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line)")
+    metric_options(p, "the oracle")
     bleu_options(p)
-    p.set_defaults(func=cmd_oracle, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref}, {"--out": a.out}))
+    p.set_defaults(func=cmd_oracle, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref,
+                                                      "--metric": seg_sidecars(a.metric, a.nbest)}, {"--out": a.out}))
 
     def signif_options(p):
         p.add_argument("--metrics", default="bleu,meteor,ter,length",
-                       help="comma-separated: bleu, meteor, ter, chrf, length (100 · hyp/ref length, as MultEval)")
+                       help="comma-separated (default: bleu,meteor,ter,length): bleu, meteor, ter, chrf, length "
+                            "(100 · hyp/ref length, as MultEval), seg:NAME[:lower] (segment scores computed "
+                            "elsewhere, e.g. COMET: one per line in FILE.NAME beside every replica FILE), or an "
+                            "interpolation such as 0.5*bleu+0.5*chrf")
         p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
         p.add_argument("--resamples", type=non_negative_int, default=10000,
                        help="bootstrap resamples for s_sel (0: none)")
@@ -193,7 +217,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     signif_options(p)
     p.set_defaults(func=cmd_signif, paths=lambda a: (
         {"--ref": a.ref, "--baseline": a.baseline, "--nbest": a.nbest,
-         "--system": [f for item in a.system or [] for f in _parse_system(item)[1]]}, {"--out": a.out}))
+         "--system": [f for item in a.system or [] for f in _parse_system(item)[1]],
+         "--metrics": _sidecars(a.metrics, a.baseline + [f for item in a.system or [] for f in _parse_system(item)[1]])},
+        {"--out": a.out}))
 
     p = sub.add_parser("report", help="the paper's Table 3/4 layout, significance and plots from a pipeline directory")
     p.add_argument("experiment_dir")

@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, Optional
 
 from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
 from rerank.errors import InputError
+from rerank.metrics import METRIC_HELP, make_metric
 
 
 def bleu_options(p: argparse.ArgumentParser) -> None:
@@ -17,6 +18,25 @@ def bleu_options(p: argparse.ArgumentParser) -> None:
                    help=f"sacrebleu BLEU tokeniser (default: {DEFAULT_TOKENIZE}, sacrebleu's; 'none' for tokenised "
                         "text such as Multi30k's, e.g. --tokenize none)")
     p.add_argument("--lowercase", action="store_true", help="lowercase before scoring (default: off)")
+
+
+def metric_options(p: argparse.ArgumentParser, what: str) -> None:
+    """``--metric`` (what ``what`` maximises) and ``--lang`` (METEOR's language)."""
+    p.add_argument("--metric", default="bleu",
+                   help=f"what {what} maximises (default: bleu): {METRIC_HELP}; e.g. --metric chrf, "
+                        "--metric 0.5*bleu-0.5*ter, --metric seg:comet")
+    p.add_argument("--lang", default="de", help="METEOR's language (default: de)")
+
+
+def seg_sidecars(spec: str, path: str) -> list:
+    """The sidecar files ``seg:`` metrics of ``spec`` read for file ``path`` (inputs to
+    protect and check); none for a spec that does not parse (the verb reports it)."""
+    try:
+        metric = make_metric(spec)
+    except InputError:
+        return []
+    terms = getattr(metric, "terms", [(1.0, metric)])
+    return [f"{path}.{m.key}" for _, m in terms if hasattr(m, "key")]
 
 
 def bleu_settings(args) -> BleuSettings:

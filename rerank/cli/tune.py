@@ -8,9 +8,10 @@ import json
 import sys
 
 from mira.tuner import TUNERS
-from mira.tuning import TuningSetup, crossfit_file, tune_file
+from mira.tuning import TuningSetup, crossfit_file, describe, tune_file
 from rerank import DEFAULT_SEED
-from rerank.cli.options import add_config_options, bleu_options, bleu_settings, config_from_args
+from rerank.cli.options import (add_config_options, bleu_options, bleu_settings, config_from_args, metric_options,
+                                seg_sidecars)
 from rerank.nbest import write_lines
 from rerank.outputs import StagedOutputs, atomic_write
 
@@ -24,7 +25,7 @@ def setup_from_args(args) -> TuningSetup:
     tuners = [(name, TUNERS.get(name).Config) for name in TUNERS.names()]
     config = config_from_args(args, args.algorithm, TUNERS.get(args.algorithm).Config, {"seed": args.seed}, tuners)
     return TuningSetup(args.algorithm, config, args.init, _names(args.features), _names(args.feature_sets),
-                       bleu_settings(args))
+                       bleu_settings(args), args.metric, args.lang)
 
 
 def _say(args):
@@ -33,8 +34,7 @@ def _say(args):
 
 def cmd_tune(args) -> None:
     record, result = tune_file(args.nbest, args.ref, setup_from_args(args), _say(args))
-    print(f"{args.algorithm}: initial BLEU {result.initial_score:.2f} ({record['tuning']['init']}); tuned BLEU "
-          f"{result.score:.2f}, length ratio {result.length_ratio:.3f}", file=sys.stderr)
+    print(f"{args.algorithm}: {describe(result, record['tuning']['init'])}", file=sys.stderr)
     with atomic_write(args.out) as handle:
         json.dump(record, handle, indent=2, allow_nan=False)
         handle.write("\n")
@@ -63,8 +63,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--out", required=True, help="weights JSON to write")
     tuning_options(p)
-    p.set_defaults(func=cmd_tune, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref, "--init": _init_path(a.init)},
-                                                   {"--out": a.out}))
+    p.set_defaults(func=cmd_tune, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref, "--init": _init_path(a.init),
+                                                    "--metric": seg_sidecars(a.metric, a.nbest)}, {"--out": a.out}))
 
     p = sub.add_parser("crossfit", help="K-fold cross-fitted re-ranking: tune on the other folds, apply to each fold",
                        epilog="example: rerank crossfit --nbest test.nbest --ref test.de --folds folds.tsv "
@@ -73,15 +73,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ref", required=True, help="its references, one per line")
     p.add_argument("--folds", required=True, help="folds file (rerank folds): image<TAB>fold per segment")
     p.add_argument("--out", required=True, help="re-ranked 1-best of every segment")
-    p.add_argument("--weights-out", required=True, help="JSON with every fold's weights and tuning BLEU")
+    p.add_argument("--weights-out", required=True, help="JSON with every fold's weights and tuning scores")
     tuning_options(p)
     p.set_defaults(func=cmd_crossfit, paths=lambda a: (
-        {"--nbest": a.nbest, "--ref": a.ref, "--folds": a.folds, "--init": _init_path(a.init)},
+        {"--nbest": a.nbest, "--ref": a.ref, "--folds": a.folds, "--init": _init_path(a.init),
+         "--metric": seg_sidecars(a.metric, a.nbest)},
         {"--out": a.out, "--weights-out": a.weights_out}))
 
 
 def tuning_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by ``tune`` and ``crossfit``: tuner, start, columns, BLEU, and each
+    """Options shared by ``tune`` and ``crossfit``: tuner, start, columns, metric, BLEU, and each
     registered tuner's own options (generated from its ``Config``)."""
     p.add_argument("--algorithm", default="mira", choices=TUNERS.names(),
                    help="tuner (default: mira): " + "; ".join(
@@ -96,7 +97,8 @@ def tuning_options(p: argparse.ArgumentParser) -> None:
                                       "the others get weight 0")
     p.add_argument("--feature-sets", help="comma-separated feature sets of the list's signature, e.g. beam,R2L,MBR "
                                           "(added to --features; default: none)")
-    p.add_argument("--quiet", action="store_true", help="do not print per-epoch / per-run BLEU")
+    p.add_argument("--quiet", action="store_true", help="do not print per-epoch / per-run scores")
+    metric_options(p, "tuning")
     bleu_options(p)
     for name in TUNERS.names():
         add_config_options(p, name, TUNERS.get(name).Config, skip=("seed",))

@@ -1,7 +1,9 @@
 """Metrics over per-segment sufficient statistics, one module per metric (sacrebleu's
 ``metrics/`` layout): :mod:`~rerank.metrics.base` (the :class:`Metric` interface, the
-registry, :func:`make_metric`), ``bleu``, ``length``, ``ter``, ``chrf``, ``meteor``;
-:mod:`~rerank.metrics.evaluate` scores files.  Adding a metric is one module that
+registry; a metric is also a tuning objective), ``bleu``, ``length``, ``ter``, ``chrf``,
+``meteor``, ``segment`` (``seg:NAME``: external segment scores), ``interpolated``
+(``0.5*bleu+0.5*chrf``); :mod:`~rerank.metrics.spec` reads what users write
+(:func:`make_metric`); :mod:`~rerank.metrics.evaluate` scores files.  Adding a metric is one module that
 registers itself (and its name in ``METRICS``' builtin list).
 
 BLEU statistics are :mod:`rerank.bleu`'s (the layer tuning and oracle use); TER and chrF
@@ -10,7 +12,9 @@ vectorised ``score`` reproduces sacrebleu's ``_compute_score_from_stats``; METEO
 the real jar.
 """
 
-from rerank.metrics.base import METRICS, Metric, make_metric
-from rerank.metrics.evaluate import evaluate_files, format_table, read_system
+from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.evaluate import evaluate_files, format_table, read_system, system_stats
+from rerank.metrics.spec import METRIC_HELP, make_metric, make_objective
 
-__all__ = ["METRICS", "Metric", "make_metric", "evaluate_files", "format_table", "read_system"]
+__all__ = ["METRICS", "Metric", "make_metric", "make_objective", "METRIC_HELP", "evaluate_files", "format_table",
+           "read_system", "system_stats"]

@@ -5,6 +5,23 @@ row per segment) and scores any stack of summed rows (``score``: float[..., K] -
 float[...]) without touching text again, as sacrebleu's ``metrics/base.py`` and
 MultEval do: evaluation, bootstrap resampling and approximate randomisation share it.
 A metric is one module of this package registered with ``@METRICS.register(name)``.
+
+The same object is the tuning objective (Moses ``mert/``'s ``StatisticsBasedScorer``):
+tuners, the oracle and cross-fitting keep one statistics row per hypothesis and ask the
+metric for
+
+* :meth:`Metric.gain` — the corpus value to maximise, from summed rows (the score, or
+  minus the score for a metric where lower is better, such as TER);
+* :meth:`Metric.background_gain` — the smoothed sentence-level gain of MIRA's hope and
+  fear: the gain of the row added to a background pseudo-document, as a fraction, times
+  the document's reference length (kbmira's ``sentenceLevelBackgroundBleu`` for BLEU;
+  minus the smoothed edit count for TER);
+* :meth:`Metric.sentence_score` — the sentence-level score (0-1 scale) that PRO's pairs
+  are drawn on (BLEU+1 for BLEU).
+
+Metrics that are not computed from text (``seg:NAME``: scores computed elsewhere, read
+from a sidecar file) are :meth:`bind`-ed to the file they score before
+:meth:`hypothesis_stats` is asked for.
 """
 
 from __future__ import annotations
@@ -14,6 +31,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from rerank.errors import InputError
 from rerank.registry import Registry
 
 #: every metric by name; the modules of this package register themselves
@@ -28,6 +46,14 @@ class Metric(abc.ABC):
 
     name = "metric"
     higher_is_better = True
+    #: whether :meth:`stats` depends on the text only (so equal (hypothesis, reference)
+    #: pairs have equal rows and may be computed once); False for ``seg:`` scores
+    from_text = True
+    #: column of a statistics row holding the reference length that scales
+    #: :meth:`background_gain` (None: the metric defines :meth:`background_gain` itself)
+    size_column: Optional[int] = None
+    #: number of statistics per row (K)
+    width: int = 0
 
     @classmethod
     def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "Metric":
@@ -54,6 +80,69 @@ class Metric(abc.ABC):
         """Corpus score of one system."""
         return float(self.score(self.stats(hypotheses, references).sum(axis=0)))
 
+    @property
+    def label(self) -> str:
+        """The name as tables print it: ``BLEU``, ``CHRF``, ``TER``; others as written."""
+        return self.name.upper() if self.name.isalpha() else self.name
+
+    # --- statistics of hypotheses in files (n-best lists, system outputs) ---
+
+    def bind(self, path: str) -> "Metric":
+        """This metric for the hypotheses of file ``path`` (an n-best list or a system
+        output): metrics computed from text return themselves; ``seg:`` metrics read the
+        scores of that file (:mod:`rerank.metrics.segment`)."""
+        return self
+
+    def hypothesis_stats(self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray,
+                         lines: np.ndarray) -> np.ndarray:
+        """float64[M, K] statistics of M hypotheses, hypothesis i of segment
+        ``segment[i]`` (an index into ``references``) and line (row) ``lines[i]`` of the
+        file the metric is bound to (0-based; used by metrics that read per-line data)."""
+        segment = np.asarray(segment, dtype=np.int64)
+        return self.stats(hypotheses, [references[s] for s in segment])
+
+    def check_count(self, count: int) -> None:
+        """Check per-line data of the bound file against its ``count`` lines (nothing for
+        metrics computed from text).  Raises :class:`InputError`."""
+
+    # --- the metric as a tuning objective ---
+
+    @property
+    def tunable(self) -> bool:
+        """Whether the metric declares a direction (length ratio does not)."""
+        return self.higher_is_better is not None
+
+    def gain(self, stats: np.ndarray) -> np.ndarray:
+        """The corpus value tuning maximises, of summed rows float[..., K] -> float64[...]:
+        the score, or minus it where lower is better.
+
+        Raises:
+            InputError: a metric without a direction (length ratio).
+        """
+        if self.higher_is_better is None:
+            raise InputError(f"metric {self.name!r} has no better direction: it cannot be a tuning objective")
+        score = self.score(stats)
+        return score if self.higher_is_better else -score
+
+    def background_gain(self, rows: np.ndarray, background: np.ndarray) -> np.ndarray:
+        """MIRA's smoothed sentence-level gain of rows float[M, K] against a background
+        pseudo-document float[K] (Chiang et al. 2008; Cherry & Foster 2012): the gain of
+        ``rows + background`` on a 0-1 scale times that document's reference length
+        (column :attr:`size_column`).  float64[M]."""
+        document = np.asarray(rows, dtype=np.float64) + np.asarray(background, dtype=np.float64)
+        return self.gain(document) / 100.0 * document[..., self.size_column]
+
+    def sentence_score(self, rows: np.ndarray) -> np.ndarray:
+        """Sentence-level gain of each row float[M, K], 0-1 scale (PRO's pair sampling,
+        the oracle's start): ``gain / 100``.  float64[M]."""
+        return self.gain(rows) / 100.0
+
+    def length_ratio(self, summed: np.ndarray) -> Optional[float]:
+        """Hypothesis / reference length of summed statistics in the metric's units (words
+        for BLEU and METEOR, characters for chrF); None where the statistics hold no
+        hypothesis length (TER, ``seg:``)."""
+        return None
+
 
 class SacrebleuStatsMetric(Metric):
     """Statistics from a sacrebleu metric object's per-segment extraction."""
@@ -73,12 +162,3 @@ class SacrebleuStatsMetric(Metric):
     def signature(self):
         self.metric.num_refs = 1  # set by corpus_score() in sacrebleu; we score without it
         return str(self.metric.get_signature())
-
-
-def make_metric(name: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
-    """The metric registered as ``name`` ('bleu', 'ter', 'chrf', 'meteor', 'length', ...).
-
-    ``tokenize`` applies to BLEU and length only (sacrebleu's default '13a' when None); ``lang`` to
-    METEOR only.  Raises :class:`InputError` for an unknown name.
-    """
-    return METRICS.get(name).create(tokenize=tokenize, lowercase=lowercase, lang=lang)

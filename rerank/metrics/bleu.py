@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings, bleu_from_stats
+from rerank.bleu import NUM_STATS, REF_LEN, DEFAULT_TOKENIZE, BleuSettings, background_sentence_bleu, bleu_from_stats, bleu_plus_one
 from rerank.metrics.base import METRICS, Metric
 
 
@@ -17,6 +17,8 @@ class BleuMetric(Metric):
     :func:`rerank.bleu.bleu_stats`, score from :func:`rerank.bleu.bleu_from_stats`."""
 
     name = "bleu"
+    size_column = REF_LEN
+    width = NUM_STATS
 
     def __init__(self, tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False):
         self.settings = BleuSettings(tokenize, lowercase)  # validates the tokeniser name
@@ -30,6 +32,21 @@ class BleuMetric(Metric):
 
     def signature(self):
         return self.settings.signature()
+
+    def hypothesis_stats(self, hypotheses, references, segment, lines):
+        """:meth:`BleuSettings.stats`: each reference is tokenised once, not once per hypothesis."""
+        return self.settings.stats(hypotheses, references, segment)
+
+    def background_gain(self, rows, background):
+        """kbmira's ``sentenceLevelBackgroundBleu`` (:func:`rerank.bleu.background_sentence_bleu`)."""
+        return background_sentence_bleu(rows, background)
+
+    def sentence_score(self, rows):
+        """Moses' sentence-BLEU+1 (:func:`rerank.bleu.bleu_plus_one`), PRO's smoothing."""
+        return bleu_plus_one(rows)
+
+    def length_ratio(self, summed):
+        return float(summed[1] / summed[REF_LEN]) if summed[REF_LEN] else 0.0
 
     @classmethod
     def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "BleuMetric":

@@ -18,6 +18,16 @@ class ChrfMetric(SacrebleuStatsMetric):
     averaging of precision and recall."""
 
     name = "chrf"
+    size_column = 1  # reference characters (order 1): MIRA's sentence gains are in characters
+
+    @property
+    def width(self) -> int:
+        """3 statistics (hypothesis, reference, matching n-grams) per character and word order."""
+        return 3 * (self.metric.char_order + self.metric.word_order)
+
+    def length_ratio(self, summed):
+        """Hypothesis / reference characters (whitespace removed, as chrF counts them)."""
+        return float(summed[0] / summed[1]) if summed[1] else 0.0
 
     def _make(self):
         from sacrebleu.metrics import CHRF

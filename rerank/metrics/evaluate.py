@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from rerank.bleu import BleuSettings
 from rerank.errors import InputError
-from rerank.metrics.base import make_metric
+from rerank.metrics.base import Metric
+from rerank.metrics.spec import make_metric
 from rerank.textio import read_lines
 
 
@@ -16,6 +19,19 @@ def read_system(path: str, num_refs: int) -> List[str]:
     if len(hyps) != num_refs:
         raise InputError(f"{len(hyps)} lines but the reference has {num_refs}", path)
     return hyps
+
+
+def system_stats(metric: Metric, path: str, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    """float64[N, K] per-segment statistics of the system output ``path`` (its lines
+    ``hypotheses``): from the text, or for ``seg:`` metrics from the sidecar ``path.NAME``.
+
+    Raises:
+        InputError: a missing or malformed sidecar, or one of another line count.
+    """
+    bound = metric.bind(path)
+    bound.check_count(len(hypotheses))
+    index = np.arange(len(hypotheses))
+    return bound.hypothesis_stats(hypotheses, references, index, index)
 
 
 def check_system_names(baseline: Optional[str], systems: Sequence[Tuple[str, object]],
@@ -39,7 +55,8 @@ def check_system_names(baseline: Optional[str], systems: Sequence[Tuple[str, obj
 def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], bleu: BleuSettings = BleuSettings(),
                    metrics: Sequence[str] = ("bleu", "ter", "chrf")) -> List[Dict]:
     """Score each (name, path) system against one reference file (``bleu``: BLEU's
-    tokeniser, and lowercasing for every metric).
+    tokeniser, and lowercasing for every metric; ``metrics``: specifications as
+    :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too).
 
     Returns one dict per system and metric: ``{"system", "metric", "score",
     "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
@@ -55,7 +72,8 @@ def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], bleu: Bleu
     for name, path in systems:
         hyps = read_system(path, len(refs))
         for metric, obj in objs.items():
-            rows.append({"system": name, "metric": metric, "score": round(obj.corpus_score(hyps, refs), 4),
+            score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
+            rows.append({"system": name, "metric": metric, "score": round(score, 4),
                          "signature": obj.signature(), "file": path})
     return rows
 

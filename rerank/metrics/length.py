@@ -18,6 +18,7 @@ class LengthMetric(Metric):
     one).  Statistics are columns t1 and r of :func:`rerank.bleu.bleu_stats`."""
 
     name = "length"
+    width = 2
     higher_is_better = None  # neither: closeness to 100 matters, so no better/worse marks
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False):

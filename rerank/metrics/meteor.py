@@ -86,6 +86,11 @@ class MeteorMetric(Metric):
     """METEOR 1.5 with per-segment statistics from the jar (see the module docstring)."""
 
     name = "meteor"
+    size_column = 1  # reference words
+    width = NUM_STATS
+
+    def length_ratio(self, summed):
+        return float(summed[0] / summed[1]) if summed[1] else 0.0
 
     def __init__(self, lang: str = "de", lowercase: bool = False, modules: str = None, weights: str = None):
         self.jar = find_jar()

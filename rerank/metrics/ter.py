@@ -16,6 +16,8 @@ class TerMetric(SacrebleuStatsMetric):
 
     name = "ter"
     higher_is_better = False
+    width = 2
+    size_column = 1  # reference words: MIRA's sentence gain is minus the (smoothed) edit count
 
     def _make(self):
         from sacrebleu.metrics import TER

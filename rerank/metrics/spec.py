@@ -1,0 +1,74 @@
+"""Metric specifications as users write them (``--metric``, ``--metrics``): a registered
+name (``bleu``, ``chrf``, ``ter``, ``meteor``, ``length``), external segment scores
+(``seg:NAME``, ``seg:NAME:lower``) or an interpolation of those (``0.5*bleu+0.5*chrf``,
+``bleu-ter``, ``bleu+0.2*seg:comet``)."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+from rerank.errors import InputError
+from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.interpolated import InterpolatedMetric
+from rerank.metrics.segment import SegmentMetric
+
+_TERM = re.compile(r"\s*([+-]?)\s*(?:(\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*\*\s*)?(seg:[A-Za-z0-9_.]+(?::lower)?|[a-z0-9_]+)\s*")
+
+#: what ``--metric`` accepts, for help texts
+METRIC_HELP = ("a metric: bleu, chrf, ter, meteor; seg:NAME (segment scores computed elsewhere, one per line in the "
+               "sidecar FILE.NAME of each scored file; seg:NAME:lower where lower is better); or an interpolation "
+               "such as 0.5*bleu+0.5*chrf or bleu-ter (lower-is-better metrics enter with a minus sign)")
+
+
+def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: str) -> Metric:
+    if name.startswith("seg:"):
+        key, _, direction = name[4:].partition(":")
+        if direction not in ("", "lower"):
+            raise InputError(f"{name!r}: expected seg:NAME or seg:NAME:lower")
+        return SegmentMetric(key, higher_is_better=direction != "lower")
+    return METRICS.get(name).create(tokenize=tokenize, lowercase=lowercase, lang=lang)
+
+
+def parse_terms(spec: str) -> List[Tuple[float, str]]:
+    """[(coefficient, metric name)] of an expression such as ``0.5*bleu-0.5*ter``.
+    Raises :class:`InputError` naming the part that does not parse."""
+    terms, position = [], 0
+    while position < len(spec):
+        match = _TERM.match(spec, position)
+        if not match or match.end() == position or (terms and not match.group(1)):
+            raise InputError(f"metric {spec!r}: cannot read {spec[position:]!r} (expected e.g. 0.5*bleu+0.5*chrf)")
+        sign, number, name = match.groups()
+        value = float(number) if number else 1.0
+        terms.append((-value if sign == "-" else value, name))
+        position = match.end()
+    if not terms:
+        raise InputError("empty metric name")
+    return terms
+
+
+def make_metric(spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
+    """The metric ``spec`` names: a registered name, ``seg:NAME[:lower]`` or an
+    interpolation (module docstring).
+
+    ``tokenize`` applies to BLEU and length only (sacrebleu's default '13a' when None);
+    ``lowercase`` to every text metric; ``lang`` to METEOR only.  Raises
+    :class:`InputError` for an unknown name or an expression that does not parse.
+    """
+    spec = spec.strip()
+    if re.fullmatch(r"seg:[^+*\s]+|[a-z0-9_]+", spec):
+        return _single(spec, tokenize, lowercase, lang)
+    terms = parse_terms(spec)
+    if len(terms) == 1 and terms[0][0] == 1.0:
+        return _single(terms[0][1], tokenize, lowercase, lang)
+    return InterpolatedMetric([(c, _single(name, tokenize, lowercase, lang)) for c, name in terms])
+
+
+def make_objective(spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
+    """:func:`make_metric` for tuning and oracle selection: the metric must have a
+    direction (``length`` has none).  Raises :class:`InputError`."""
+    metric = make_metric(spec, tokenize, lowercase, lang)
+    if not metric.tunable:
+        raise InputError(f"metric {spec!r} has no better direction: it cannot be optimised (choose bleu, chrf, ter, "
+                         "meteor, seg:NAME or an interpolation)")
+    return metric
