@@ -58,7 +58,7 @@ def time_phases(paths, trials: int) -> dict:
     """In-process seconds of the bootstrap (3 systems x BLEU, TER) and of the AR
     (2 comparisons x BLEU, TER) on the same statistics, first calls included."""
     from rerank.metrics import make_metric
-    from rerank.significance import approximate_randomization, bootstrap_std
+    from rerank.signif import approximate_randomization, bootstrap_std
     from rerank.textio import read_lines
 
     refs = read_lines(paths["ref"])

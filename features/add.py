@@ -78,6 +78,55 @@ class ScorerCache:
         return self.get(spec.replace("{fold}", "0"), False).feature_sets(has_images)
 
 
+def score_block(block: NBestList, specs: Sequence[str], scorers: ScorerCache, sources: Optional[Sequence[str]],
+                images: Optional[np.ndarray], fold: Optional[np.ndarray] = None, k: int = 0, progress: bool = False,
+                timings: Optional[Dict[str, float]] = None, source: Optional[str] = None) -> NBestList:
+    """``block`` with the columns of every scorer of ``specs`` appended (``sources``,
+    ``images`` and ``fold`` are the block's segments'; ``{fold}`` specs are scored fold by
+    fold, :meth:`ScorerCache.by_fold`); ``timings[spec]`` accumulates seconds.
+
+    Raises:
+        InputError: naming ``source``, a column already in the list.
+    """
+    for spec in specs:
+        began = time.perf_counter()
+        columns = (scorers.by_fold(spec, block, sources, images, fold, k, progress) if "{fold}" in spec
+                   else scorers.get(spec, progress).score(block, sources, images))
+        for name, values in columns.items():
+            if name in block.feature_names:
+                raise InputError(f"feature {name!r} is already in the n-best list", source)
+            block = block.add_feature(name, values)
+        if timings is not None:
+            timings[spec] = timings.get(spec, 0.0) + time.perf_counter() - began
+    return block
+
+
+def add_columns(nbest: NBestList, specs: Sequence[str], sources: Optional[Sequence[str]] = None,
+                images: Optional[np.ndarray] = None, scorers: Optional[ScorerCache] = None) -> NBestList:
+    """In memory: ``nbest`` with the columns of the scorers ``specs`` appended and their
+    feature sets added to its :class:`~rerank.nbest.ListInfo` (what :func:`add_features`
+    does to a file, for a list that fits in memory; the Python API's ``add_features``).
+
+    Args:
+        sources: N source sentences (scorers that read them: ``nmt:``, ``e5:``, ``mlmme:``…).
+        images: float[N, D] one CNN feature row per segment (``mlmme:``'s s_i).
+    Raises:
+        InputError: an unknown or unbuildable scorer, ``sources``/``images`` of another
+            segment count, a column already in the list.
+    """
+    for name, values in (("sources", sources), ("images", images)):
+        if values is not None and len(values) != nbest.num_segments:
+            raise InputError(f"{len(values)} {name} but the n-best list has {nbest.num_segments} segments")
+    if any("{fold}" in spec for spec in specs):
+        raise InputError("{fold} scorers need a folds file: use rerank features add --folds")
+    scorers = scorers or ScorerCache()
+    out = score_block(nbest, specs, scorers, sources, images)
+    info = out.info
+    for spec in specs:
+        info = info.with_sets(scorers.feature_sets(spec, images is not None))
+    return NBestList(out.offsets, out.hypotheses, out.features, out.feature_names, out.totals, info)
+
+
 def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: ScoringInputs = ScoringInputs(),
                  say: Callable[[str], None] = lambda text: print(text, file=sys.stderr)) -> Dict:
     """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`) to
@@ -119,17 +168,10 @@ def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: Scorin
                         raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
                 part_sources = None if sources is None else sources[first:last]
                 part_images = None if images is None else images[first:last]
-                for spec in specs:
-                    began = time.perf_counter()
-                    progress = first == 0  # the scorers' own bars for the first block only
-                    columns = (scorers.by_fold(spec, block, part_sources, part_images, folds.fold[first:last],
-                                               folds.k, progress) if "{fold}" in spec
-                               else scorers.get(spec, progress).score(block, part_sources, part_images))
-                    for name, values in columns.items():
-                        if name in block.feature_names:
-                            raise InputError(f"feature {name!r} is already in the n-best list", nbest_path)
-                        block = block.add_feature(name, values)
-                    timings[spec] += time.perf_counter() - began
+                block = score_block(block, specs, scorers, part_sources, part_images,
+                                    None if folds is None else folds.fold[first:last], 0 if folds is None else folds.k,
+                                    progress=first == 0,  # the scorers' own bars for the first block only
+                                    timings=timings, source=nbest_path)
                 writer.write(block, first)
                 segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
                 info = block.info

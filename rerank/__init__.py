@@ -2,7 +2,23 @@
 
 The core (``rerank``, ``mira``) depends only on numpy and sacrebleu (plus a small C file compiled at install); the NMT
 side (``nmt``) needs the ``[nmt]`` extra (torch, fairseq).
+
+The Python API (:mod:`rerank.api`, the README's "From Python")::
+
+    import rerank
+    nbest = rerank.read_nbest("val.nbest")                     # NBestList
+    nbest = rerank.add_features(nbest, ["mbr:bleu"])            # scorers as rerank features add --scorer
+    tuned = rerank.tune(nbest, rerank.read_lines("val.de"), algorithm="mert", tokenize="none")
+    best = rerank.apply(test_nbest, tuned)                      # the re-ranked 1-best
+    rerank.evaluate(best, test_refs, metrics=["bleu", "chrf"])
+    rerank.significance(test_refs, [beam_1best], {"+mbr": [best]})
+
+``read_nbest``, ``write_nbest``, ``read_lines``, ``NBestList``, ``add_features``, ``tune``, ``Tuning``, ``apply``,
+``evaluate``, ``significance`` and ``format_table`` are loaded on first use, so ``import rerank`` loads none of the
+layers above the core.
 """
+
+import importlib
 
 __version__ = "0.1.0"
 
@@ -10,3 +26,18 @@ __version__ = "0.1.0"
 #: order, MERT's restarts and directions, PRO's sampling), approximate randomisation and
 #: the bootstrap (12345 is sacrebleu's default ``SACREBLEU_SEED``)
 DEFAULT_SEED = 12345
+
+#: the public API, defined in rerank/api.py (the top floor, beside the command line)
+API = ("read_nbest", "write_nbest", "read_lines", "NBestList", "add_features", "tune", "Tuning", "apply", "evaluate",
+       "significance", "format_table")
+
+
+def __getattr__(name: str):
+    """The API names, from :mod:`rerank.api` on first use (PEP 562)."""
+    if name in API:
+        return getattr(importlib.import_module("rerank.api"), name)
+    raise AttributeError(f"module 'rerank' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(API))

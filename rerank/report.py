@@ -34,7 +34,7 @@ from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.oracle import oracle_file
 from rerank.outputs import StagedOutputs
-from rerank.significance import approximate_randomization, compare, score_system
+from rerank.signif import approximate_randomization, compare, score_system
 from rerank.textio import read_lines
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")

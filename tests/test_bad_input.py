@@ -126,12 +126,12 @@ def test_eval_of_empty_files_is_an_error(files, capsys):
 
 
 def test_internal_errors_keep_their_traceback(files, monkeypatch):
-    import rerank.apply
+    import rerank.reranking
 
     def broken(*args, **kwargs):
         raise ValueError("a bug of ours")
 
-    monkeypatch.setattr(rerank.apply, "iter_nbest", broken)
+    monkeypatch.setattr(rerank.reranking, "iter_nbest", broken)
     with pytest.raises(ValueError, match="a bug of ours"):
         main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
               "--out", str(files / "o")])

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import rerank.apply
+import rerank.reranking
 import rerank.nbest
 from rerank.cli import main
 from rerank.errors import InputError
@@ -299,7 +299,7 @@ def test_out_of_memory_names_the_largest_input(files, capsys, monkeypatch):
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(rerank.apply, "iter_nbest", exhausted)
+    monkeypatch.setattr(rerank.reranking, "iter_nbest", exhausted)
     assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
                  "--out", str(files / "o")]) == 1
     _one_line_error(capsys, "dev.nbest is too large to hold in memory", "stream")

@@ -14,9 +14,12 @@ PACKAGES = ("rerank", "mira", "nmt", "embed", "features")
 
 
 def layer(module: str) -> tuple:
-    """(floor, package): rerank's core 0; mira and nmt 1; embed 2; features 3; the CLI 4."""
+    """(floor, package): rerank's core 0; mira and nmt 1; embed 2; features 3; the CLI and
+    the Python API (rerank/api.py) 4."""
     if module == "rerank.cli" or module.startswith("rerank.cli."):
         return 4, "cli"
+    if module == "rerank.api":
+        return 4, "api"
     top = module.split(".")[0]
     return {"rerank": 0, "mira": 1, "nmt": 1, "embed": 2, "features": 3}[top], top
 
@@ -101,14 +104,22 @@ def test_no_import_cycle():
 
 
 @pytest.mark.parametrize("modules", [
-    "rerank, mira, mira.tuning, rerank.report, rerank.experiment, rerank.apply, rerank.oracle, rerank.metrics",
+    "rerank, mira, mira.tuning, rerank.report, rerank.experiment, rerank.reranking, rerank.oracle, rerank.metrics",
     "rerank.cli",  # the command line: every verb's parser, and no model loaded before a verb needs one
+    "rerank.api",  # the Python API: no model loaded before a scorer is asked for
 ])
 def test_the_core_loads_neither_torch_nor_fairseq(modules):
     code = (f"import sys, importlib\nfor m in '{modules}'.split(', '): importlib.import_module(m)\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'fairseq', 'sklearn', 'matplotlib'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_import_rerank_loads_the_api_only_when_used():
+    code = ("import sys, rerank\nbefore = sorted(m for m in sys.modules if m.split('.')[0] in ('mira', 'features') "
+            "or m == 'rerank.api')\nrerank.tune\nprint(before, 'rerank.api' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[] True", done.stdout
 
 
 def test_a_new_tuner_is_one_class(tmp_path):

@@ -19,7 +19,7 @@ from rerank.errors import InputError
 from rerank.metrics import make_metric, make_objective
 from rerank.metrics.bleu import BleuMetric
 from rerank.oracle import oracle_select
-from rerank.significance import compare, resample_counts, score_system
+from rerank.signif import compare, resample_counts, score_system
 from tests.conftest import one_line_error, random_corpus
 
 
@@ -244,7 +244,7 @@ def test_seg_significance_equals_a_hand_computation(tmp_path):
 
 
 def test_seg_approximate_randomisation_equals_a_hand_computation():
-    from rerank.significance import approximate_randomization, swap_matrix
+    from rerank.signif import approximate_randomization, swap_matrix
     rng = np.random.default_rng(1)
     a, b = rng.random(30), rng.random(30) + 0.1
     metric = make_metric("seg:x")

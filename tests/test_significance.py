@@ -12,7 +12,7 @@ from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.chrf import ChrfMetric
 from rerank.metrics.ter import TerMetric
 from rerank.nbest import write_lines
-from rerank.significance import approximate_randomization, bootstrap_std, compare, exact_randomization, score_system
+from rerank.signif import approximate_randomization, bootstrap_std, compare, exact_randomization, score_system
 from tests.conftest import random_corpus
 
 

@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 
 from rerank import DEFAULT_SEED
-from rerank.apply import apply_file, truncate_file
+from rerank.reranking import apply_file, truncate_file
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
 from rerank.cli.options import bleu_options, bleu_settings, metric_options, seg_sidecars

@@ -1,0 +1,182 @@
+"""The Python API: the loop of the command line — features, tuning, re-ranking,
+evaluation, significance — on n-best lists held in memory.
+
+``import rerank`` exposes these names (loaded on first use, so that ``import rerank``
+stays light); the README's "From Python" section is an example that the tests run::
+
+    nbest = rerank.read_nbest("val.nbest")
+    nbest = rerank.add_features(nbest, ["mbr:bleu"])
+    tuned = rerank.tune(nbest, rerank.read_lines("val.de"), algorithm="mert", tokenize="none")
+    best = rerank.apply(rerank.add_features(rerank.read_nbest("test.nbest"), ["mbr:bleu"]), tuned)
+
+This module sits on the top floor beside the command line (``tests/test_layers.py``):
+it calls the layers below and nothing imports it but ``rerank/__init__.py``'s lazy
+attribute lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from features.add import add_columns
+from mira.tuner import TUNERS, make_tuner
+from mira.tuning import restrict, start_weights, TuningSetup, widen
+from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
+from rerank.errors import InputError
+from rerank.metrics import make_metric, make_objective
+from rerank.nbest import NBestList, read_nbest, weights_dict, weights_vector, write_lines, write_nbest
+from rerank.report import format_table, significance_table
+from rerank.textio import read_lines
+
+__all__ = ["read_nbest", "write_nbest", "read_lines", "NBestList", "add_features", "tune", "Tuning", "apply",
+           "evaluate", "significance", "format_table"]
+
+
+def add_features(nbest: NBestList, scorers: Sequence[str], sources: Optional[Sequence[str]] = None,
+                 images: Optional[np.ndarray] = None) -> NBestList:
+    """The list with the columns of ``scorers`` appended (specs as ``rerank features add
+    --scorer``: ``mbr:bleu``, ``nmt:MODEL_DIR``, ``e5:``…; ``rerank features add --help``
+    lists them), their feature sets recorded in ``nbest.info``.
+
+    Args:
+        nbest: an n-best list (:func:`read_nbest`).
+        scorers: scorer specifications.
+        sources: N source sentences, for scorers that read them.
+        images: float[N, D] CNN features, one row per segment (``mlmme:``'s s_i).
+    Raises:
+        InputError: an unknown scorer, inputs of another segment count, a column that
+            is already in the list.
+    """
+    return add_columns(nbest, list(scorers), sources, images)
+
+
+@dataclass
+class Tuning:
+    """What :func:`tune` returns.
+
+    Attributes:
+        weights: {column name: weight} (0 for the columns not tuned), what :func:`apply`
+            and ``rerank apply --weights`` take.
+        score, initial_score: tuning-set corpus score of the weights and of the start, in
+            the metric's units (BLEU 0-100 by default).
+        metric: the metric maximised.
+        length_ratio: hypothesis / reference length of the tuned selection (None where
+            the metric's statistics have no length).
+        details: the tuner's own record.
+    """
+
+    weights: Dict[str, float]
+    score: float
+    initial_score: float
+    metric: str
+    length_ratio: Optional[float]
+    details: Dict[str, Any] = field(default_factory=dict)
+
+
+def tune(nbest: NBestList, references: Sequence[str], algorithm: str = "mira", metric: str = "bleu",
+         init: Union[str, Mapping[str, float]] = "beam", features: Optional[Sequence[str]] = None,
+         feature_sets: Optional[Sequence[str]] = None, tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False,
+         lang: str = "de", **config: Any) -> Tuning:
+    """Tune feature weights on ``nbest`` against ``references`` (one per segment), as
+    ``rerank tune`` does.
+
+    Args:
+        algorithm: a registered tuner: ``mira`` (Moses kbmira), ``mert`` (Och 2003), ``pro``.
+        metric: what is maximised (``bleu``, ``chrf``, ``ter``, ``meteor``,
+            ``0.5*bleu+0.5*chrf``…; ``seg:`` scores need files: use ``rerank tune``).
+        init: ``beam`` (1 on the beam feature the list's signature declares), ``zeros``,
+            or {column: weight}.
+        features, feature_sets: the columns to tune (default: all).
+        tokenize, lowercase: BLEU's tokeniser and casing (``none`` for tokenised text).
+        lang: METEOR's language.
+        **config: the tuner's settings, by their ``Config`` field names (e.g.
+            ``iterations=60``, ``C=0.01`` for MIRA; ``restarts=20`` for MERT; ``seed``).
+    Returns:
+        :class:`Tuning`.
+    Raises:
+        InputError: references of another count, an unknown tuner, metric, setting or
+            column, a ``beam`` start on a list that declares no beam feature.
+    """
+    if len(references) != nbest.num_segments:
+        raise InputError(f"{len(references)} references but the n-best list has {nbest.num_segments} segments")
+    config_class = TUNERS.get(algorithm).Config
+    try:
+        settings = config_class(**config)
+    except TypeError as err:
+        raise InputError(f"{algorithm}: {err}") from None
+    objective = make_objective(metric, tokenize, lowercase, lang)
+    if objective.from_text is False:
+        raise InputError(f"metric {metric!r} reads scores from files: use rerank tune --metric")
+    setup = TuningSetup(algorithm, settings, "zeros" if not isinstance(init, str) else init, features, feature_sets,
+                        BleuSettings(tokenize, lowercase), metric, lang)
+    if isinstance(init, str):
+        start, start_from = start_weights(nbest, init, "the n-best list")
+    else:
+        start, start_from = weights_vector(dict(init), nbest, "init"), "weights"
+    part, start, start_from, columns = restrict(nbest, start, start_from, setup, "the n-best list")
+    index = np.arange(len(nbest.hypotheses))
+    stats = objective.hypothesis_stats(list(nbest.hypotheses), list(references), nbest.segment, index)
+    result = make_tuner(algorithm, settings).tune(part.features, stats, part.offsets, start, metric=objective)
+    vector = widen(result.weights, columns, len(nbest.feature_names))
+    return Tuning({k: float(v) for k, v in weights_dict(vector, nbest).items()}, result.score, result.initial_score,
+                  result.metric, result.length_ratio, result.details)
+
+
+def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List[str]:
+    """The re-ranked 1-best of every segment: the hypothesis of highest weighted score
+    (the first on ties, as Moses).  ``weights``: a :class:`Tuning` or {column: weight}
+    naming every column of the list (``rerank apply``'s rule).  Raises
+    :class:`InputError` for a column without a weight or a weight without a column."""
+    mapping = weights.weights if isinstance(weights, Tuning) else dict(weights)
+    vector = weights_vector(mapping, nbest, "weights")
+    return [nbest.hypotheses[i] for i in nbest.select(nbest.features @ vector)]
+
+
+def evaluate(hypotheses: Sequence[str], references: Sequence[str], metrics: Sequence[str] = ("bleu", "chrf", "ter"),
+             tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False, lang: str = "de") -> Dict[str, float]:
+    """{metric: corpus score} of one system (scores equal sacrebleu's; METEOR the jar's).
+    Raises :class:`InputError` for another line count or an unknown metric."""
+    if len(hypotheses) != len(references):
+        raise InputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    scores = {}
+    for spec in metrics:
+        metric = make_metric(spec, tokenize, lowercase, lang)
+        if not metric.from_text:
+            raise InputError(f"metric {spec!r} reads scores from files: use rerank eval --metrics")
+        scores[spec] = float(metric.score(metric.stats(list(hypotheses), list(references)).sum(axis=0)))
+    return scores
+
+
+def significance(references: Sequence[str], baseline: Sequence[Sequence[str]],
+                 systems: Mapping[str, Sequence[Sequence[str]]], metrics: Sequence[str] = ("bleu", "ter"),
+                 tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False, **options: Any) -> Dict:
+    """MultEval-style significance over optimiser replicas, as ``rerank signif``: the
+    baseline and every system are lists of replicas, each a list of hypotheses.  Returns
+    ``{"rows", "meta"}`` (:func:`rerank.report.significance_table`; render it with
+    :func:`format_table`).  ``options``: ``shuffles``, ``resamples``, ``seed``,
+    ``compare_to``, ``lang``.  Raises :class:`InputError` as ``rerank signif``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        def files(name: str, replicas: Sequence[Sequence[str]]) -> List[str]:
+            if not replicas or isinstance(replicas[0], str):
+                raise InputError(f"{name}: expected a list of replicas, each a list of hypotheses")
+            paths = []
+            for hyps in replicas:
+                paths.append(os.path.join(tmp, f"{len(os.listdir(tmp))}.txt"))
+                write_lines(hyps, paths[-1])
+            return paths
+
+        ref_path = os.path.join(tmp, "reference.txt")
+        write_lines(references, ref_path)
+        base = files("baseline", baseline)
+        named = [(name, files(name, replicas)) for name, replicas in systems.items()]
+        result = significance_table(ref_path, base, named, metrics=list(metrics),
+                                    bleu=BleuSettings(tokenize, lowercase), **options)
+    for row in result["rows"]:
+        row.pop("files", None)
+    result["meta"].pop("reference", None)
+    return result
