@@ -16,6 +16,7 @@ from rerank.reranking import apply_file, truncate_file
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
 from rerank.cli.options import bleu_options, bleu_settings, metric_options, seg_sidecars
+from rerank.convert import FORMATS as CONVERT_FORMATS, convert_file
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.folds import assign_folds, write_folds
@@ -64,6 +65,12 @@ def cmd_folds(args) -> None:
     sizes = np.bincount(folds.fold, minlength=folds.k)
     print(f"{len(images)} segments, {len(set(images))} images -> {folds.k} folds of {sizes.min()}-{sizes.max()} "
           f"segments: {args.out}", file=sys.stderr)
+
+
+def cmd_convert(args) -> None:
+    nbest = convert_file(args.format, args.input, args.out, args.beam_feature, args.text)
+    print(f"{args.input}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
+          f"{' '.join(dict.fromkeys(nbest.feature_names)) or '(none)'} -> {args.out}", file=sys.stderr)
 
 
 def cmd_truncate(args) -> None:
@@ -139,7 +146,7 @@ def _report_paths(args):
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` and ``experiment``
+    """Add ``apply``, ``folds``, ``convert``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` and ``experiment``
     to the ``rerank`` sub-commands."""
     p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights")
     p.add_argument("--nbest", required=True)
@@ -158,6 +165,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True, help="folds file: image<TAB>fold per segment")
     p.set_defaults(func=cmd_folds, paths=lambda a: ({"--segment-images": a.segment_images}, {"--out": a.out}))
+
+    p = sub.add_parser("convert", help="import another tool's n-best list (fairseq-generate output, JSON lines, "
+                                       "Marian/Moses n-best) as rerank's n-best list with its signature",
+                       description="fairseq: fairseq-generate --nbest N output (H-/D-/P- lines; columns Fairseq = the "
+                                   "H- score, FairseqSum and FairseqLen from the P- lines; base-2 logs converted to "
+                                   "natural logs; beam feature Fairseq). jsonl: one {\"id\": 0, \"hypotheses\": "
+                                   "[...], \"scores\": {\"NAME\": [...]}} per line. marian: Marian's (Moses') "
+                                   "n-best list. Ids 0..N-1, sorted.",
+                       epilog="example: fairseq-generate data-bin --path model.pt --nbest 20 --beam 20 > gen.out; "
+                              "rerank convert --from fairseq gen.out --out test.nbest")
+    p.add_argument("input", help="the file to convert ('-' for standard input)")
+    p.add_argument("--from", dest="format", required=True, choices=CONVERT_FORMATS, help="its format")
+    p.add_argument("--out", required=True, help="rerank n-best list to write (and OUT.json, its signature)")
+    p.add_argument("--beam-feature", help="the column the producing decoder ranked its beam by, declared in the "
+                                          "signature (default: Fairseq for fairseq; none otherwise, and then no "
+                                          "signature is written), e.g. --beam-feature F0")
+    p.add_argument("--text", default="h", choices=("h", "detok"),
+                   help="fairseq: the H- hypothesis (tokenised) or the D- one (detokenised) (default: h)")
+    p.set_defaults(func=cmd_convert, paths=lambda a: (
+        {"input": a.input}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
 
     p = sub.add_parser("truncate", help="the first N hypotheses of every segment (e.g. 20-best from 50-best)")
     p.add_argument("--nbest", required=True)

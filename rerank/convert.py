@@ -1,0 +1,185 @@
+"""Importing other tools' n-best lists (``rerank convert``): fairseq-generate output, JSON
+lines and Marian/Moses n-best lists become rerank's Moses n-best list with its signature.
+
+* ``fairseq``: the output of ``fairseq-generate --nbest N`` (``S-``, ``T-``, ``H-``, ``D-``,
+  ``P-`` lines, sentences in batch order, a sentence's hypotheses in rank order).
+  Columns: ``Fairseq`` (the ``H-`` score: the beam's length-normalised log-probability)
+  and, when ``P-`` lines are there, ``FairseqSum`` (their sum: the log-probability
+  including end-of-sentence) and ``FairseqLen`` (their count).  fairseq prints base-2
+  logarithms (``score / math.log(2)``); they are converted to natural logarithms, the unit
+  of every rerank model column.  Text: the ``H-`` hypothesis (tokenised, BPE removed when
+  fairseq-generate had ``--remove-bpe``) or with ``text="detok"`` the ``D-`` one.  The
+  beam feature is ``Fairseq``.
+* ``jsonl``: one JSON object per line, ``{"id": 0, "hypotheses": ["…", …], "scores":
+  {"NAME": [one number per hypothesis], …}}``; every line has the same score names.
+* ``marian``: Marian's (Moses') n-best list ``ID ||| hypothesis ||| F0= … F1= … ||| total``,
+  read with rerank's Moses reader (names kept: ``F0``, ``F1``…) and written back as
+  rerank writes lists.
+
+Ids must be 0..N-1, each once (in any order for fairseq and jsonl; they are sorted).
+Every error names the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.nbest import ListInfo, NBestList, NBestWriter, read_nbest, write_list_info
+from rerank.outputs import StagedOutputs
+from rerank.textio import open_text
+
+FORMATS = ("fairseq", "jsonl", "marian")
+LN2 = math.log(2.0)
+
+
+def _assemble(by_id: Dict[int, List[Tuple[str, List[float]]]], names: List[str], path: str) -> NBestList:
+    ids = sorted(by_id)
+    if not ids:
+        raise InputError("no hypotheses", path)
+    if ids != list(range(len(ids))):
+        missing = sorted(set(range(ids[-1] + 1)) - set(ids))
+        raise InputError(f"sentence ids must be 0..N-1, each present: {missing[0]} is missing", path)
+    hypotheses, rows, counts = [], [], []
+    for i in ids:
+        counts.append(len(by_id[i]))
+        for text, values in by_id[i]:
+            hypotheses.append(text)
+            rows.append(values)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return NBestList(offsets, hypotheses, np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), len(names)),
+                     list(names))
+
+
+def _number(text: str, path: str, lineno: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{what} {text!r} is not a number", path, lineno) from None
+    if not math.isfinite(value):
+        raise InputError(f"{what} {text!r} is not finite", path, lineno)
+    return value
+
+
+def read_fairseq(path: str, text: str = "h") -> NBestList:
+    """The n-best list in fairseq-generate output (module docstring); ``text``: ``h`` (the
+    ``H-`` hypothesis) or ``detok`` (the ``D-`` one).
+
+    Raises:
+        InputError: naming file and line: a malformed ``H-``/``D-``/``P-`` line, a ``P-``
+            line without its hypothesis, ids that are not 0..N-1, no hypotheses.
+    """
+    if text not in ("h", "detok"):
+        raise InputError(f"fairseq text must be h or detok, not {text!r}")
+    wanted = "H" if text == "h" else "D"
+    by_id: Dict[int, List[Tuple[str, List[float]]]] = {}
+    positional: Dict[int, List[List[float]]] = {}
+    with_p = None
+    with open_text(path) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            kind, dash, rest = line.partition("-")
+            if not dash or kind not in ("H", "D", "P"):
+                continue  # S-, T-, the log lines
+            head, tab, body = rest.rstrip("\n").partition("\t")
+            try:
+                sid = int(head)
+            except ValueError:
+                raise InputError(f"{kind}- line without a sentence id", path, lineno) from None
+            if kind == "P":
+                values = [_number(v, path, lineno, "positional score") * LN2 for v in body.split()]
+                positional.setdefault(sid, []).append(values)
+                continue
+            if kind != wanted:
+                continue
+            score, tab2, hyp = body.partition("\t")
+            if not tab or not tab2:
+                raise InputError(f"expected {kind}-ID<TAB>score<TAB>hypothesis", path, lineno)
+            by_id.setdefault(sid, []).append((hyp, [_number(score, path, lineno, "score") * LN2]))
+    if positional:
+        with_p = True
+        for sid, hyps in by_id.items():
+            scores = positional.get(sid, [])
+            if len(scores) != len(hyps):
+                raise InputError(f"sentence {sid}: {len(hyps)} hypotheses but {len(scores)} P- lines", path)
+            by_id[sid] = [(h, v + [float(sum(p)), float(len(p))]) for (h, v), p in zip(hyps, scores)]
+    names = ["Fairseq"] + (["FairseqSum", "FairseqLen"] if with_p else [])
+    return _assemble(by_id, names, path)
+
+
+def read_jsonl(path: str) -> NBestList:
+    """The n-best list in JSON lines (module docstring).
+
+    Raises:
+        InputError: naming file and line: invalid JSON, a missing or non-integer ``id``,
+            an id seen twice, ``hypotheses`` not a list of strings, ``scores`` names other
+            than the first line's or lists of another length, non-finite scores.
+    """
+    by_id: Dict[int, List[Tuple[str, List[float]]]] = {}
+    names: Optional[List[str]] = None
+    with open_text(path) as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"invalid JSON: {err.msg}", path, lineno) from None
+            if not isinstance(item, dict) or not isinstance(item.get("id"), int) or isinstance(item.get("id"), bool):
+                raise InputError('expected {"id": INTEGER, "hypotheses": [...], "scores": {...}}', path, lineno)
+            sid, hyps, scores = item["id"], item.get("hypotheses"), item.get("scores", {})
+            if sid in by_id:
+                raise InputError(f"id {sid} seen twice", path, lineno)
+            if not isinstance(hyps, list) or not hyps or not all(isinstance(h, str) for h in hyps):
+                raise InputError('"hypotheses" must be a non-empty list of strings', path, lineno)
+            if not isinstance(scores, dict):
+                raise InputError('"scores" must be {"NAME": [one number per hypothesis]}', path, lineno)
+            if names is None:
+                names = list(scores)
+            elif list(scores) != names:
+                raise InputError(f"scores {list(scores)} differ from the first line's {names}", path, lineno)
+            columns = []
+            for name in names:
+                values = scores[name]
+                if not isinstance(values, list) or len(values) != len(hyps):
+                    raise InputError(f'scores["{name}"] must hold {len(hyps)} numbers, one per hypothesis', path,
+                                     lineno)
+                columns.append([_number(str(v), path, lineno, f'scores["{name}"] value') for v in values])
+            for k, hyp in enumerate(hyps):
+                if "\n" in hyp or "|||" in hyp:
+                    raise InputError(f"hypothesis {k} holds a line break or '|||'", path, lineno)
+            by_id[sid] = [(hyp, [c[k] for c in columns]) for k, hyp in enumerate(hyps)]
+    return _assemble(by_id, names or [], path)
+
+
+def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = None, text: str = "h") -> NBestList:
+    """Convert ``path`` (format ``fmt``: fairseq, jsonl, marian) to rerank's n-best list
+    ``out`` with its signature ``out.json`` (together or not at all).  The signature
+    declares the beam feature: ``Fairseq`` for fairseq output, ``beam_feature`` when given
+    (a column of the list); otherwise no signature is written (the beam's column is not
+    known: ``rerank tune`` then asks for ``--init``).  Returns the list.
+
+    Raises:
+        InputError: an unknown format, an unreadable input, a ``beam_feature`` that is
+            not a column.
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    nbest = {"fairseq": lambda: read_fairseq(path, text), "jsonl": lambda: read_jsonl(path),
+             "marian": lambda: read_nbest(path)}[fmt]()
+    beam = beam_feature or ("Fairseq" if fmt == "fairseq" else None)
+    if beam is not None and beam not in nbest.feature_names:
+        raise InputError(f"--beam-feature {beam!r} is not a column (the list has {' '.join(nbest.feature_names)})",
+                         path)
+    with StagedOutputs() as outputs:
+        with outputs.open(out) as handle:
+            NBestWriter(handle).write(nbest, 0, nbest.totals)
+        if beam is not None:
+            info = ListInfo(beam, {"beam": list(dict.fromkeys(nbest.feature_names))}, True)
+            write_list_info(outputs.stage(out + ".json"), info,
+                            {"converted_from": path, "format": fmt, "segments": nbest.num_segments,
+                             "hypotheses": len(nbest.hypotheses)})
+    return nbest
