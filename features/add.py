@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from embed.data import align_images, load_image_features
 from features.scorer import Scorer, make_scorer
+from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.folds import read_folds
 from rerank.nbest import NBestList, NBestWriter, iter_nbest, write_list_info
@@ -128,10 +129,11 @@ def add_columns(nbest: NBestList, specs: Sequence[str], sources: Optional[Sequen
 
 
 def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: ScoringInputs = ScoringInputs(),
-                 say: Callable[[str], None] = lambda text: print(text, file=sys.stderr)) -> Dict:
-    """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`) to
-    the list ``nbest_path`` and write it to ``out`` with its signature ``out.json``
-    (together or not at all).  Returns the signature's record.
+                 say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+                 devices: Optional[DeviceSettings] = None) -> Dict:
+    """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
+    scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
+    signature ``out.json`` (together or not at all).  Returns the signature's record.
 
     Raises:
         InputError: an unknown or unbuildable scorer, inputs of another segment count, a
@@ -153,7 +155,7 @@ def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: Scorin
     per_segment = [(path, values) for path, values in ((inputs.source, sources), (inputs.segment_images, images),
                                                        (inputs.folds, None if folds is None else folds.fold))
                    if values is not None]
-    scorers = ScorerCache()
+    scorers = ScorerCache(lambda spec: make_scorer(spec, devices))
     start = time.perf_counter()
     timings = {spec: 0.0 for spec in specs}
     segments, hypotheses, names, info = 0, 0, [], None
@@ -187,7 +189,8 @@ def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: Scorin
         for spec in specs:
             info = info.with_sets({name: [c for c in columns if c in names]
                                    for name, columns in scorers.feature_sets(spec, images is not None).items()})
-        record = {"input": nbest_path, "scorers": list(specs), "source": inputs.source, "images": inputs.images,
+        record = {"input": nbest_path, "scorers": list(specs),
+                  "devices": None if devices is None else {"device": devices.device, "dtype": devices.dtype}, "source": inputs.source, "images": inputs.images,
                   "folds": inputs.folds, "features": names, "hypotheses": hypotheses, "seconds": round(seconds, 3),
                   "scorer_seconds": {k: round(v, 3) for k, v in timings.items()}}
         write_list_info(outputs.stage(out + ".json"), info, record, ["torch", "numpy"])

@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.nbest import NBestList
 from rerank.registry import Registry
@@ -34,7 +35,7 @@ from rerank.registry import Registry
 #: every scorer by name; the modules listed register themselves when first looked up
 #: (none imports torch or fairseq before a scorer is built)
 SCORERS = Registry("scorer", builtin=("features.mlmme_scorer", "features.consensus", "features.length",
-                                      "features.nmt_scorer", "features.text_embedding"))
+                                      "features.nmt_scorer", "features.text_embedding", "features.hf_scorer"))
 
 
 class Scorer(abc.ABC):
@@ -51,6 +52,9 @@ class Scorer(abc.ABC):
     progress: bool = False
     #: the name of the scorer's feature set (None: its first column's name)
     set_name: Optional[str] = None
+    #: whether the class runs a neural model and takes ``devices=`` (a
+    #: :class:`rerank.devices.DeviceSettings`: ``features add --device/--dtype``)
+    uses_device: bool = False
 
     @abc.abstractmethod
     def names(self, has_images: bool) -> List[str]:
@@ -67,11 +71,15 @@ class Scorer(abc.ABC):
         """{column name: float64[M]} for the M hypotheses of ``nbest``."""
 
 
-def make_scorer(spec: str) -> Scorer:
-    """``NAME:ARG`` -> the scorer registered as NAME, built from ARG.  Raises
+def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
+    """``NAME:ARG`` -> the scorer registered as NAME, built from ARG (model scorers on
+    ``devices``, default :class:`DeviceSettings`: auto device, float32).  Raises
     :class:`InputError` for an unknown name or an ARG the scorer refuses."""
     name, _, arg = spec.partition(":")
-    return SCORERS.get(name)(arg)
+    cls = SCORERS.get(name)
+    if cls.uses_device:
+        return cls(arg, devices=devices or DeviceSettings())
+    return cls(arg)
 
 
 def parse_settings(arg: str, allowed: Sequence[str], spec: str) -> Tuple[str, Dict[str, str]]:

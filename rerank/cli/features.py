@@ -10,6 +10,7 @@ import numpy as np
 
 from embed.lazy import cnn_module
 from features.add import ScoringInputs, add_features
+from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
@@ -19,7 +20,8 @@ def cmd_features(args) -> None:
     if args.features_verb == "extract":
         return _features_extract(args)
     add_features(args.nbest, args.scorer, args.out, ScoringInputs(args.source, args.images, args.image_split,
-                                                                  args.segment_images, args.folds))
+                                                                  args.segment_images, args.folds),
+                 devices=DeviceSettings(args.device, args.dtype))
 
 
 def _features_extract(args) -> None:
@@ -50,6 +52,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
                                    "argument has {fold} replaced by k (cross-fitting)")
     q.add_argument("--out", required=True)
+    q.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
+    q.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
     q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,
                                      "--image-split": a.image_split, "--segment-images": a.segment_images,
                                      "--folds": a.folds}, {"--out": a.out, "--out (signature)": a.out + ".json"}))

@@ -1,0 +1,317 @@
+"""Forced decoding under the user's own Hugging Face and CTranslate2 models.
+
+* ``hf:PATH[,direction=forward|backward][,name=NAME][,detok=moses:LANG][,source_detok=moses:LANG]
+  [,src_lang=CODE][,tgt_lang=CODE][,batch=N]`` — an ``AutoModelForSeq2SeqLM`` (Marian/OPUS-MT,
+  M2M100, NLLB, mBART, T5…) with its tokenizer saved beside it: ``forward`` scores
+  log P(hypothesis | source), ``backward`` log P(source | hypothesis), the channel model of
+  noisy-channel re-ranking (Yee et al. 2019).  ``src_lang``/``tgt_lang`` set the
+  tokenizer's language codes (M2M100, NLLB, mBART): the target's language token that the
+  tokenizer puts before the text (the forced BOS) is fed to the decoder but not scored.
+* ``hf-lm:PATH[,name=NAME][,detok=…][,batch=N]`` — an ``AutoModelForCausalLM``: log P(hypothesis),
+  the text preceded by the model's BOS (or EOS, as GPT-2 uses it) and followed by EOS.
+* ``ct2:DIR[,direction=…][,name=NAME][,compute_type=TYPE][,detok=…][,source_detok=…][,batch=N]`` —
+  the same with a CTranslate2 translation model (``ct2-transformers-converter``,
+  ``ct2-fairseq-converter``) and its ``Translator.score_batch``, the Hugging Face
+  tokenizer read from DIR (saved there by the converter's ``--copy_files`` or by hand);
+  compute type ``int8`` on the CPU and ``float16`` on a GPU by default (decoder-only
+  CTranslate2 exports are not covered yet: use ``hf-lm:``).
+
+Columns ``NAME`` (the sum of natural-log token probabilities of the scored text,
+end-of-sentence included) and ``NAMENorm`` (per token), as for ``nmt:``; default names
+``HF``/``HFChannel``, ``HFLM``, ``CT2``/``CT2Channel``.  Feature set: ``NAME``.
+
+Our n-best lists hold tokenised, lowercased text (``rerank nmt prepare``); a model trained
+on raw text sees what it was trained on only after ``detok=moses:de`` (and
+``source_detok=moses:en`` for the source) — sacremoses' detokeniser; casing cannot be
+restored.  Pairs are scored once each, sorted by length into batches of ``batch``
+(default 64) with padding that does not change any score (tested: a hypothesis alone
+and in a padded batch score the same), on ``features add --device/--dtype``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from features.scorer import SCORERS, Scorer, parse_settings
+from rerank.devices import DeviceSettings
+from rerank.errors import InputError
+from rerank.nbest import NBestList
+
+DIRECTIONS = ("forward", "backward")
+
+
+def import_transformers():
+    """The ``transformers`` module.  torchaudio, which fairseq-fixed installs built for
+    another torch, cannot load beside torch 2.13 CPU; transformers imports it whenever it
+    is installed, so a torchaudio that fails to import is hidden from it first."""
+    try:
+        importlib.import_module("torchaudio")
+    except Exception:  # an OSError for the missing CUDA libraries, or ImportError
+        sys.modules["torchaudio"] = None  # importlib.util.find_spec now reports it absent
+    try:
+        import transformers
+    except ImportError:
+        raise InputError("hf: and hf-lm: need transformers: pip install 'rerank[hf]'") from None
+    transformers.utils.logging.disable_progress_bar()  # loading bars on every model; ours say what runs
+    return transformers
+
+
+def detokenizer(value: Optional[str], spec: str):
+    """A function detokenising tokenised text (``moses:LANG``: sacremoses), or None."""
+    if not value:
+        return None
+    kind, _, lang = value.partition(":")
+    if kind != "moses" or not lang:
+        raise InputError(f"{spec}: detok must be moses:LANG, e.g. detok=moses:de")
+    from sacremoses import MosesDetokenizer
+
+    moses = MosesDetokenizer(lang=lang)
+    return lambda text: moses.detokenize(text.split())
+
+
+def one_line(err: Exception, limit: int = 300) -> str:
+    """A library's error message on one line (transformers' span several)."""
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _positive(value: str, key: str, spec: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise InputError(f"{spec}: {key} must be a positive integer, not {value!r}")
+    return number
+
+
+class _PairScorer(Scorer):
+    """Shared by every model scorer here: settings, de-duplication, length batching,
+    the two columns.  Subclasses implement :meth:`score_unique` on distinct pairs."""
+
+    uses_device = True
+    default_name = "HF"
+    kind = "hf"
+    allowed = ("direction", "name", "detok", "source_detok", "batch")
+    needs_source = True
+
+    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
+        spec = f"{self.kind}:{arg}"
+        path, settings = parse_settings(arg, self.allowed, spec)
+        if not path:
+            raise InputError(f"{spec}: give the model's directory, e.g. {self.kind}:models/opus-mt-en-de")
+        if not os.path.isdir(path):
+            raise InputError("not a directory", path)
+        if not os.path.exists(os.path.join(path, "config.json")):
+            raise InputError(f"no config.json: not a model directory for {self.kind}: (save_pretrained writes one; "
+                             "so do CTranslate2's converters)", path)
+        self.path, self.spec, self.devices = path, spec, devices
+        self.direction = settings.get("direction", "forward")
+        if self.direction not in DIRECTIONS:
+            raise InputError(f"{spec}: direction must be forward or backward, not {self.direction!r}")
+        channel = self.direction == "backward" and self.needs_source
+        self.name = settings.get("name") or self.default_name + ("Channel" if channel else "")
+        self.set_name = self.name
+        self.detok = detokenizer(settings.get("detok"), spec)
+        self.source_detok = detokenizer(settings.get("source_detok"), spec)
+        self.batch = _positive(settings.get("batch", "64"), "batch", spec)
+        self.settings = settings
+
+    def names(self, has_images: bool) -> List[str]:
+        return [self.name, f"{self.name}Norm"]
+
+    def score(self, nbest: NBestList, sources: Optional[Sequence[str]], images) -> Dict[str, np.ndarray]:
+        hyps = list(nbest.hypotheses)
+        if self.detok is not None:
+            hyps = [self.detok(h) for h in hyps]
+        if self.needs_source:
+            if sources is None:
+                raise InputError(f"{self.spec} needs the source sentences: give --source")
+            srcs = [sources[s] for s in nbest.segment]
+            if self.source_detok is not None:
+                cache: Dict[str, str] = {}
+                srcs = [cache[s] if s in cache else cache.setdefault(s, self.source_detok(s)) for s in srcs]
+            inputs, outputs = (srcs, hyps) if self.direction == "forward" else (hyps, srcs)
+        else:
+            inputs, outputs = [""] * len(hyps), hyps
+        total, length = self.score_pairs(inputs, outputs)
+        return {self.name: total, f"{self.name}Norm": total / np.maximum(length, 1)}
+
+    def score_pairs(self, inputs: Sequence[str], outputs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """(sum float64[K], tokens int64[K]) of log P(outputs[k] | inputs[k]), each distinct
+        pair scored once."""
+        keys: Dict[Tuple[str, str], int] = {}
+        where = np.array([keys.setdefault((i, o), len(keys)) for i, o in zip(inputs, outputs)], dtype=np.int64)
+        unique = list(keys)
+        sums, lengths = self.score_unique([i for i, _ in unique], [o for _, o in unique])
+        return sums[where], lengths[where]
+
+    def score_unique(self, inputs: List[str], outputs: List[str]) -> Tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def batches(self, lengths: Sequence[int]):
+        """Index batches of at most ``batch`` items, sorted by length (little padding)."""
+        order = np.argsort(np.asarray(lengths), kind="stable")
+        for start in range(0, len(order), self.batch):
+            yield order[start:start + self.batch]
+
+
+@SCORERS.register("hf")
+class HFSeq2SeqScorer(_PairScorer):
+    """``hf:PATH,...``: forced decoding under a Hugging Face sequence-to-sequence model
+    (module docstring); equal to transformers' own per-token cross-entropy (tested)."""
+
+    allowed = _PairScorer.allowed + ("src_lang", "tgt_lang")
+
+    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
+        super().__init__(arg, devices)
+        transformers = import_transformers()
+        self.device, self.dtype = devices.resolve()
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
+            self.model = transformers.AutoModelForSeq2SeqLM.from_pretrained(self.path, dtype=self.dtype)
+        except (OSError, ValueError) as err:
+            raise InputError(f"not a Hugging Face sequence-to-sequence model with its tokenizer: {one_line(err)}",
+                             self.path) from None
+        self.model.to(self.device).eval()
+        for key in ("src_lang", "tgt_lang"):
+            if key in self.settings:
+                if not hasattr(self.tokenizer, key):
+                    raise InputError(f"{self.spec}: this tokenizer ({type(self.tokenizer).__name__}) has no {key}")
+                setattr(self.tokenizer, key, self.settings[key])
+        empty = self.tokenizer(text_target="")["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        self.prefix = len(empty) - (1 if empty and empty[-1] == eos else 0)  # forced language token(s), not scored
+
+    def score_unique(self, inputs, outputs):
+        import torch
+
+        sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
+        source_ids = self.tokenizer(list(inputs))["input_ids"]
+        target_ids = self.tokenizer(text_target=list(outputs))["input_ids"]
+        pad = self.tokenizer.pad_token_id
+        with torch.inference_mode():
+            for rows in self.batches([len(t) + len(s) / 1000 for s, t in zip(source_ids, target_ids)]):
+                src = [source_ids[r] for r in rows]
+                tgt = [target_ids[r] for r in rows]
+                width_s, width_t = max(map(len, src)), max(map(len, tgt))
+                input_ids = torch.tensor([s + [pad] * (width_s - len(s)) for s in src], device=self.device)
+                mask = torch.tensor([[1] * len(s) + [0] * (width_s - len(s)) for s in src], device=self.device)
+                labels = torch.tensor([t + [-100] * (width_t - len(t)) for t in tgt], device=self.device)
+                logits = self.model(input_ids=input_ids, attention_mask=mask, labels=labels).logits.float()
+                logp = torch.log_softmax(logits, dim=-1)
+                safe = labels.clamp(min=0)
+                token = logp.gather(-1, safe[..., None])[..., 0]
+                keep = labels != -100
+                keep[:, :self.prefix] = False
+                sums[rows] = (token * keep).sum(-1).double().cpu().numpy()
+                lengths[rows] = keep.sum(-1).cpu().numpy()
+        return sums, lengths
+
+
+@SCORERS.register("hf-lm")
+class HFCausalLMScorer(_PairScorer):
+    """``hf-lm:PATH,...``: log P(hypothesis) under a Hugging Face causal language model
+    (module docstring)."""
+
+    default_name = "HFLM"
+    kind = "hf-lm"
+    allowed = ("name", "detok", "batch")
+    needs_source = False
+
+    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
+        super().__init__(arg, devices)
+        transformers = import_transformers()
+        self.device, self.dtype = devices.resolve()
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+        except (OSError, ValueError) as err:
+            raise InputError(f"not a Hugging Face causal language model with its tokenizer: {one_line(err)}",
+                             self.path) from None
+        self.model.to(self.device).eval()
+        tok = self.tokenizer
+        self.start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        self.end = tok.eos_token_id
+        if self.start is None or self.end is None:
+            raise InputError(f"{self.spec}: the tokenizer has neither a BOS nor an EOS token to start and end with")
+
+    def token_ids(self, text: str) -> List[int]:
+        """[start] + the text's tokens + [EOS] (the tokenizer's own specials removed)."""
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return [self.start] + ids + [self.end]
+
+    def score_unique(self, inputs, outputs):
+        import torch
+
+        sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
+        ids = [self.token_ids(text) for text in outputs]
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end
+        with torch.inference_mode():
+            for rows in self.batches([len(i) for i in ids]):
+                seqs = [ids[r] for r in rows]
+                width = max(map(len, seqs))
+                input_ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=self.device)
+                mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=self.device)
+                logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float()
+                logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
+                keep = mask[:, 1:].bool()
+                sums[rows] = (logp * keep).sum(-1).double().cpu().numpy()
+                lengths[rows] = keep.sum(-1).cpu().numpy()
+        return sums, lengths
+
+
+@SCORERS.register("ct2")
+class CT2Scorer(_PairScorer):
+    """``ct2:DIR,...``: forced decoding with CTranslate2's ``score_batch`` (module
+    docstring); within 0.05 nats per sentence of ``hf:`` in float32 on the same model
+    (tested)."""
+
+    default_name = "CT2"
+    kind = "ct2"
+    allowed = _PairScorer.allowed + ("compute_type",)
+
+    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
+        super().__init__(arg, devices)
+        try:
+            import ctranslate2
+        except ImportError:
+            raise InputError("ct2: needs ctranslate2: pip install 'rerank[hf]'") from None
+        transformers = import_transformers()
+        if devices.dtype != "float32" and "compute_type" not in self.settings:
+            raise InputError(f"{self.spec}: CTranslate2 takes compute_type=, not --dtype")
+        device, _ = devices.resolve()
+        self.ct2_device = "cuda" if device.type == "cuda" else "cpu"
+        index = device.index or 0
+        compute = self.settings.get("compute_type", "float16" if self.ct2_device == "cuda" else "int8")
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
+        except (OSError, ValueError) as err:
+            raise InputError(f"no tokenizer beside the CTranslate2 model (save it there): {one_line(err)}",
+                             self.path) from None
+        try:
+            self.model = ctranslate2.Translator(self.path, device=self.ct2_device, device_index=index,
+                                                compute_type=compute)
+        except (RuntimeError, ValueError) as err:
+            raise InputError(f"not a CTranslate2 translation model: {one_line(err)}", self.path) from None
+        self.compute_type = compute
+
+    def score_unique(self, inputs, outputs):
+        tok = self.tokenizer
+        source = [tok.convert_ids_to_tokens(ids) for ids in tok(list(inputs))["input_ids"]]
+        target = [tok.convert_ids_to_tokens(ids) for ids in tok(text_target=list(outputs))["input_ids"]]
+        eos = tok.eos_token
+        target = [t[:-1] if t and t[-1] == eos else t for t in target]  # score_batch appends </s> itself
+        sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
+        for rows in self.batches([len(t) for t in target]):
+            results = self.model.score_batch([source[r] for r in rows], [target[r] for r in rows],
+                                             max_batch_size=self.batch)
+            for r, result in zip(rows, results):
+                sums[r] = float(np.sum(result.log_probs))
+                lengths[r] = len(result.log_probs)
+        return sums, lengths

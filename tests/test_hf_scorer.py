@@ -1,0 +1,163 @@
+"""hf:, hf-lm: and ct2: scorers on tiny models built in the test (tests/tiny_models.py):
+equal to transformers' own cross-entropy, padding-invariant, CTranslate2 within 0.05 nats."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+# transformers itself is imported by features.hf_scorer.import_transformers (after hiding a
+# broken torchaudio), never before it
+if any(importlib.util.find_spec(m) is None for m in ("transformers", "ctranslate2", "sentencepiece")):
+    pytest.skip("the [hf] extra is not installed", allow_module_level=True)
+
+import torch  # noqa: E402
+
+from features.scorer import make_scorer  # noqa: E402
+from rerank.cli import main  # noqa: E402
+from rerank.devices import DeviceSettings  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.nbest import NBestList, read_list_info, read_nbest, write_nbest, write_lines  # noqa: E402
+from tests.conftest import one_line_error  # noqa: E402
+from tests.tiny_models import build_gpt2, build_marian, convert_ct2  # noqa: E402
+
+SOURCES = ["a man in a blue shirt is standing on a ladder .", "two dogs play in the snow ."]
+HYPS = [["ein mann in einem blauen hemd steht auf einer leiter .", "ein mann steht .",
+         "ein mann , der auf einer leiter steht , trägt ein blaues hemd ."],
+        ["zwei hunde spielen im schnee .", "hunde im schnee ."]]
+CPU = DeviceSettings("cpu")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("hf")
+    marian = build_marian(str(directory))
+    gpt2 = build_gpt2(str(directory))
+    ct2 = convert_ct2(marian, str(directory / "ct2"))
+    return {"marian": marian, "gpt2": gpt2, "ct2": ct2, "dir": directory}
+
+
+def _nbest():
+    hyps = [h for seg in HYPS for h in seg]
+    offsets = np.concatenate([[0], np.cumsum([len(seg) for seg in HYPS])])
+    return NBestList(offsets, hyps, np.zeros((len(hyps), 1)), ["NMT"])
+
+
+def _transformers_seq2seq(path, source, target):
+    """log P(target | source) from transformers' own loss (mean cross-entropy × tokens)."""
+    from features.hf_scorer import import_transformers
+
+    tf = import_transformers()
+    tok, model = tf.AutoTokenizer.from_pretrained(path), tf.AutoModelForSeq2SeqLM.from_pretrained(path).eval()
+    enc = tok([source], return_tensors="pt")
+    labels = tok(text_target=[target], return_tensors="pt").input_ids
+    with torch.no_grad():
+        loss = model(**enc, labels=labels).loss.item()
+    return -loss * labels.shape[1], labels.shape[1]
+
+
+def test_hf_forward_and_channel_equal_transformers_cross_entropy(models):
+    nbest = _nbest()
+    forward = make_scorer(f"hf:{models['marian']}", CPU).score(nbest, SOURCES, None)
+    channel = make_scorer(f"hf:{models['marian']},direction=backward", CPU).score(nbest, SOURCES, None)
+    for row, (hyp, seg) in enumerate(zip(nbest.hypotheses, nbest.segment)):
+        total, tokens = _transformers_seq2seq(models["marian"], SOURCES[seg], hyp)
+        assert forward["HF"][row] == pytest.approx(total, abs=1e-4)
+        assert forward["HFNorm"][row] == pytest.approx(total / tokens, abs=1e-5)
+        back, _ = _transformers_seq2seq(models["marian"], hyp, SOURCES[seg])
+        assert channel["HFChannel"][row] == pytest.approx(back, abs=1e-4)
+
+
+def test_scores_do_not_depend_on_the_batch(models):
+    scorer = make_scorer(f"hf:{models['marian']},batch=64", CPU)
+    alone = make_scorer(f"hf:{models['marian']},batch=1", CPU)
+    inputs = [SOURCES[0]] * 3 + [SOURCES[1]] * 2
+    outputs = [h for seg in HYPS for h in seg]
+    batched, _ = scorer.score_pairs(inputs, outputs)
+    single, _ = alone.score_pairs(inputs, outputs)
+    assert np.allclose(batched, single, atol=1e-5)
+    lm = make_scorer(f"hf-lm:{models['gpt2']},batch=64", CPU)
+    lm_alone = make_scorer(f"hf-lm:{models['gpt2']},batch=1", CPU)
+    assert np.allclose(lm.score_pairs([""] * 5, outputs)[0], lm_alone.score_pairs([""] * 5, outputs)[0], atol=1e-5)
+
+
+def test_hf_lm_equals_transformers_cross_entropy(models):
+    from features.hf_scorer import import_transformers
+
+    tf = import_transformers()
+    tok = tf.AutoTokenizer.from_pretrained(models["gpt2"])
+    model = tf.AutoModelForCausalLM.from_pretrained(models["gpt2"]).eval()
+    scores = make_scorer(f"hf-lm:{models['gpt2']},name=GPT", CPU).score(_nbest(), None, None)
+    for row, hyp in enumerate(_nbest().hypotheses):
+        ids = torch.tensor([[tok.eos_token_id] + tok(hyp, add_special_tokens=False).input_ids + [tok.eos_token_id]])
+        with torch.no_grad():
+            loss = model(input_ids=ids, labels=ids).loss.item()
+        assert scores["GPT"][row] == pytest.approx(-loss * (ids.shape[1] - 1), abs=1e-4)
+        assert scores["GPTNorm"][row] == pytest.approx(-loss, abs=1e-5)
+
+
+def test_ct2_is_within_005_nats_of_hf(models):
+    nbest = _nbest()
+    hf = make_scorer(f"hf:{models['marian']}", CPU).score(nbest, SOURCES, None)["HF"]
+    ct2 = make_scorer(f"ct2:{models['ct2']},compute_type=float32", CPU).score(nbest, SOURCES, None)["CT2"]
+    assert np.max(np.abs(ct2 - hf)) < 0.05
+    int8 = make_scorer(f"ct2:{models['ct2']},name=Q", CPU).score(nbest, SOURCES, None)["Q"]  # the CPU default
+    assert np.all(np.isfinite(int8)) and np.max(np.abs(int8 - hf)) < 0.05 * np.max(np.abs(hf))
+
+
+def test_detok_gives_the_model_detokenised_text(models):
+    from sacremoses import MosesDetokenizer
+
+    scorer = make_scorer(f"hf:{models['marian']},detok=moses:de,source_detok=moses:en", CPU)
+    plain = make_scorer(f"hf:{models['marian']}", CPU)
+    nbest = _nbest()
+    got = scorer.score(nbest, SOURCES, None)["HF"]
+    de, en = MosesDetokenizer(lang="de"), MosesDetokenizer(lang="en")
+    expected, _ = plain.score_pairs([en.detokenize(SOURCES[s].split()) for s in nbest.segment],
+                                    [de.detokenize(h.split()) for h in nbest.hypotheses])
+    assert np.allclose(got, expected, atol=1e-6)
+    assert not np.allclose(got, plain.score(nbest, SOURCES, None)["HF"])  # "hemd ." -> "hemd."
+
+
+def test_features_add_with_hf_ct2_and_their_errors(models, tmp_path, capsys):
+    nbest_path, src = str(tmp_path / "t.nbest"), str(tmp_path / "t.en")
+    write_nbest(_nbest(), nbest_path)
+    write_lines(SOURCES, src)
+    out = str(tmp_path / "out.nbest")
+    assert main(["features", "add", "--nbest", nbest_path, "--source", src, "--device", "cpu", "--out", out,
+                 "--scorer", f"hf:{models['marian']},direction=backward,name=Ch", "--scorer", f"ct2:{models['ct2']}",
+                 "--scorer", f"hf-lm:{models['gpt2']}"]) == 0
+    result = read_nbest(out)
+    assert result.feature_names == ["NMT", "Ch", "ChNorm", "CT2", "CT2Norm", "HFLM", "HFLMNorm"]
+    assert read_list_info(out).feature_sets["Ch"] == ["Ch", "ChNorm"]
+    assert "Loading weights" not in capsys.readouterr().err  # transformers' own bars are off
+    for argv, needle in ((["--dtype", "float16", "--device", "cpu"], "needs a CUDA device"),
+                         (["--scorer", f"hf:{models['marian']},direction=up"], "direction must be forward"),
+                         (["--scorer", f"hf:{tmp_path}"], "no config.json"),
+                         (["--scorer", f"hf:{models['gpt2']}"], "not a Hugging Face sequence-to-sequence"),
+                         (["--scorer", f"hf-lm:{models['gpt2']},direction=backward"], "unknown setting")):
+        base = ["features", "add", "--nbest", nbest_path, "--source", src, "--out", str(tmp_path / "x.nbest")]
+        scorers = [] if "--scorer" in argv else ["--scorer", f"hf:{models['marian']}"]
+        assert main(base + scorers + argv) == 1
+        one_line_error(capsys, needle)
+    if not torch.cuda.is_available():
+        assert main(["features", "add", "--nbest", nbest_path, "--source", src, "--out", str(tmp_path / "x.nbest"),
+                     "--scorer", f"hf:{models['marian']}", "--device", "cuda"]) == 1
+        one_line_error(capsys, "torch sees no CUDA device")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_scores_equal_cpu_scores(models):
+    nbest = _nbest()
+    cpu = make_scorer(f"hf:{models['marian']}", CPU).score(nbest, SOURCES, None)["HF"]
+    gpu = make_scorer(f"hf:{models['marian']}", DeviceSettings("cuda")).score(nbest, SOURCES, None)["HF"]
+    assert np.allclose(cpu, gpu, atol=1e-3)
+    half = make_scorer(f"hf:{models['marian']}", DeviceSettings("cuda", "float16")).score(nbest, SOURCES, None)["HF"]
+    assert np.max(np.abs(half - cpu)) < 0.1 * np.max(np.abs(cpu))
+
+
+def test_device_settings_are_checked():
+    with pytest.raises(InputError):
+        DeviceSettings("gpu")
+    with pytest.raises(InputError):
+        DeviceSettings("cpu", "float64")

@@ -1,0 +1,91 @@
+"""Tiny Hugging Face and CTranslate2 models built locally for the tests (no hub): a
+SentencePiece model trained on 4,000 lines of Multi30k, a random-initialised Marian
+translation model (d_model 32) and GPT-2 language model, saved with ``save_pretrained``;
+the Marian model converted with CTranslate2's ``TransformersConverter``."""
+
+import gzip
+import json
+import os
+
+from features.hf_scorer import import_transformers
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "multi30k",
+                    "task1", "raw")
+
+
+def training_text(directory: str, lines: int = 2000) -> str:
+    """``text.txt``: the first ``lines`` English and German training sentences (lowercased:
+    our lists' text)."""
+    path = os.path.join(directory, "text.txt")
+    out = []
+    for lang in ("en", "de"):
+        with gzip.open(os.path.join(DATA, f"train.{lang}.gz"), "rt", encoding="utf-8") as handle:
+            out += [next(handle).strip().lower() for _ in range(lines)]
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(out) + "\n")
+    return path
+
+
+def build_marian(directory: str, seed: int = 0) -> str:
+    """A tiny random Marian en->de model with its tokenizer in ``directory/marian``."""
+    import sentencepiece as spm
+    import torch
+
+    transformers = import_transformers()
+    text = training_text(directory)
+    prefix = os.path.join(directory, "sp")
+    spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, vocab_size=800, character_coverage=1.0,
+                                   pad_id=-1, bos_id=-1, eos_id=1, unk_id=2, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    vocab["<pad>"] = len(vocab)
+    with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as handle:
+        json.dump(vocab, handle)
+    tokenizer = transformers.MarianTokenizer(source_spm=prefix + ".model", target_spm=prefix + ".model",
+                                             vocab=os.path.join(directory, "vocab.json"))
+    config = transformers.MarianConfig(vocab_size=len(vocab), d_model=32, encoder_layers=1, decoder_layers=1,
+                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                       decoder_ffn_dim=64, max_position_embeddings=256, pad_token_id=vocab["<pad>"],
+                                       eos_token_id=1, decoder_start_token_id=vocab["<pad>"], forced_eos_token_id=1)
+    torch.manual_seed(seed)
+    model = transformers.MarianMTModel(config)
+    out = os.path.join(directory, "marian")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_gpt2(directory: str, seed: int = 0) -> str:
+    """A tiny random GPT-2 language model with a BPE tokenizer in ``directory/gpt2``."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    transformers = import_transformers()
+    text = training_text(directory)
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    bpe.decoder = decoders.BPEDecoder()
+    bpe.train([text], trainers.BpeTrainer(vocab_size=600, special_tokens=["<pad>", "</s>", "<unk>"],
+                                          show_progress=False))
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="</s>", bos_token="</s>",
+                                                     pad_token="<pad>", unk_token="<unk>")
+    config = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=1, n_head=2, n_positions=256,
+                                     bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                     pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    model = transformers.GPT2LMHeadModel(config)
+    out = os.path.join(directory, "gpt2")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def convert_ct2(model_dir: str, out: str) -> str:
+    """``model_dir`` converted with CTranslate2's TransformersConverter (float32 weights),
+    its tokenizer files copied beside."""
+    import ctranslate2
+
+    files = [f for f in os.listdir(model_dir) if f not in ("model.safetensors", "config.json")
+             and not f.startswith("generation")]
+    ctranslate2.converters.TransformersConverter(model_dir, copy_files=files).convert(out, force=True)
+    return out
