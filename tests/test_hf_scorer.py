@@ -161,3 +161,47 @@ def test_device_settings_are_checked():
         DeviceSettings("gpu")
     with pytest.raises(InputError):
         DeviceSettings("cpu", "float64")
+
+
+@pytest.mark.parametrize("kind", ["hf", "ct2"])
+@pytest.mark.parametrize("how", [["--beam", "4"], ["--sampling", "epsilon=0.02,seed=3"]])
+def test_generate_writes_a_list_that_its_scorer_agrees_with(models, tmp_path, capsys, kind, how):
+    src = str(tmp_path / "src.en")
+    write_lines(SOURCES, src)
+    path = models["marian"] if kind == "hf" else models["ct2"]
+    spec = f"{kind}:{path}" + (",compute_type=float32" if kind == "ct2" else "")
+    out = str(tmp_path / "gen.nbest")
+    argv = ["generate", "--model", spec, "--input", src, "--nbest", "3", "--max-length", "12", "--device", "cpu",
+            "--out-nbest", out, "--out-1best", str(tmp_path / "gen.1best")] + how
+    assert main(argv) == 0
+    listing = read_nbest(out)
+    name = "HF" if kind == "hf" else "CT2"
+    assert listing.feature_names == [name, f"{name}Norm"] and list(np.diff(listing.offsets)) == [3, 3]
+    info = read_list_info(out)
+    assert info.beam_feature == f"{name}Norm" and info.feature_sets == {"beam": [name, f"{name}Norm"]}
+    norm = listing.features[:, 1]
+    for s in range(2):  # best first
+        assert list(norm[listing.offsets[s]:listing.offsets[s + 1]]) == sorted(norm[listing.offsets[s]:
+                                                                                     listing.offsets[s + 1]],
+                                                                                reverse=True)
+    best = (tmp_path / "gen.1best").read_text().splitlines()
+    assert best == [listing.hypotheses[o] for o in listing.offsets[:-1]]
+    # the columns are what features add --scorer computes on the same list
+    rescored = make_scorer(spec, CPU).score(listing, SOURCES, None)
+    assert np.allclose(rescored[name], listing.features[:, 0], atol=1e-4)
+    if how[0] == "--sampling":  # seeded: the same seed gives the same samples
+        again = str(tmp_path / "again.nbest")
+        assert main(argv[:-6] + ["--out-nbest", again, "--out-1best", str(tmp_path / "a.1best")] + how) == 0
+        assert list(read_nbest(again).hypotheses) == list(listing.hypotheses)
+
+
+def test_ct2_epsilon_sampling_keeps_only_tokens_above_epsilon(models, tmp_path):
+    """With ε = 0.5 at most one token can pass each step: sampling becomes greedy search."""
+    from features.generate import Sampling, _ct2_candidates
+
+    scorer = make_scorer(f"ct2:{models['ct2']},compute_type=float32", CPU)
+    greedy = scorer.model.translate_batch([scorer.tokenizer.convert_ids_to_tokens(ids) for ids in
+                                           scorer.tokenizer(SOURCES)["input_ids"]], beam_size=1, max_decoding_length=12)
+    expected = [scorer.tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in greedy]
+    sampled = _ct2_candidates(scorer, SOURCES, 2, 1, Sampling(0.5, 1), 12)
+    assert [set(c) for c in sampled] == [{e} for e in expected]

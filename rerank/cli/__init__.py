@@ -25,7 +25,7 @@ import sys
 from typing import List, Optional
 
 from rerank import __version__
-from rerank.cli import core, embed, features, nmt, tune
+from rerank.cli import core, embed, features, generate, nmt, tune
 from rerank.errors import InputError
 from rerank.outputs import check_paths
 
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rerank", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"rerank {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for module in (tune, core, features, embed, nmt):
+    for module in (tune, core, features, generate, embed, nmt):
         module.add_parsers(sub)
     return parser
 
