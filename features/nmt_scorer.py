@@ -1,9 +1,16 @@
 """Forced-decoding scorers: the log-probability of every hypothesis under another
-fairseq model (``nmt:MODEL_DIR``, ``lm:MODEL_DIR``).
+fairseq model (``fairseq:CHECKPOINT``, and its shorthands ``nmt:MODEL_DIR``, ``lm:MODEL_DIR``).
 
-The model directory is a ``rerank nmt train`` / ``rerank nmt train-lm`` output
-(checkpoints, dictionaries, ``bpe.codes``, ``train.json``); its direction decides what
-is scored, and its role names the two columns, ``ROLE`` and ``ROLENorm``:
+``fairseq:CHECKPOINT.pt,dict=DIR,bpe=subword-nmt:CODES|sentencepiece:MODEL|none,
+direction=forward|backward|r2l|lm,name=NAME`` scores with any checkpoint of an
+architecture fairseq ships (transformer, lstm, fconv, transformer_lm…) or of ours:
+``dict`` is the directory of its dictionaries (``dict.SRC.txt``/``dict.TGT.txt`` of a
+translation task, ``dict.txt`` of a language model; default: the checkpoint's
+directory), ``bpe`` how our lists' (tokenised) text becomes its subwords.  A ``rerank
+nmt train`` / ``train-lm`` directory (checkpoints, dictionaries, ``bpe.codes``,
+``train.json``) is the shorthand ``nmt:DIR`` / ``lm:DIR``, whose direction and role come
+from ``train.json``.  The direction decides what is scored, and the role (``name=``)
+names the two columns, ``ROLE`` and ``ROLENorm``:
 
 * ``forward`` (role ``L2R2``, or any name given at training): log P(hypothesis | source);
 * ``r2l`` (``R2L``): log P(reversed hypothesis | source), subword tokens reversed as in
@@ -34,62 +41,120 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from features.scorer import SCORERS, Scorer
+from features.scorer import SCORERS, Scorer, parse_settings
 from nmt import USER_DIR
 from rerank.errors import InputError
 
 
-def _load_fairseq_model(model_dir: str):
-    """(model in eval mode, task, train.json record) of a model directory."""
+def load_checkpoint(checkpoint: str, dict_dir: str):
+    """(model in eval mode, task) of a fairseq checkpoint whose dictionaries are in
+    ``dict_dir``.  Raises :class:`InputError` naming the file when it cannot be loaded."""
     import argparse
 
     from fairseq import checkpoint_utils, utils
 
+    if not os.path.isfile(checkpoint):
+        raise InputError("no such checkpoint", checkpoint)
+    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq 0.12 pickles its arguments
+    utils.import_user_module(argparse.Namespace(user_dir=USER_DIR))
+    try:
+        models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint],
+                                                                         arg_overrides={"data": dict_dir})
+    except (FileNotFoundError, KeyError, RuntimeError, AttributeError) as err:
+        raise InputError(f"cannot load it as a fairseq checkpoint with the dictionaries of {dict_dir}: "
+                         f"{' '.join(str(err).split())[:300]}", checkpoint) from None
+    model = models[0]
+    model.eval()
+    return model, task
+
+
+def _load_fairseq_model(model_dir: str):
+    """(model in eval mode, task, train.json record) of a ``rerank nmt train`` directory."""
     meta_path = os.path.join(model_dir, "train.json")
     ckpt = os.path.join(model_dir, "checkpoint_best.pt")
     if not os.path.exists(meta_path) or not os.path.exists(ckpt):
         raise InputError("not a trained model directory (needs train.json and checkpoint_best.pt)", model_dir)
     with open(meta_path, encoding="utf-8") as handle:
         meta = json.load(handle)
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq 0.12 pickles its arguments
-    utils.import_user_module(argparse.Namespace(user_dir=USER_DIR))
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": model_dir})
-    model = models[0]
-    model.eval()
+    model, task = load_checkpoint(ckpt, model_dir)
     return model, task, meta
+
+
+class _NoBPE:
+    """Text that is already in the model's subwords."""
+
+    @staticmethod
+    def process_line(text: str) -> str:
+        return text
+
+
+class _SentencePieceBPE:
+    """A SentencePiece model as the subword step: pieces joined by spaces."""
+
+    def __init__(self, path: str):
+        import sentencepiece
+
+        if not os.path.isfile(path):
+            raise InputError("no such SentencePiece model", path)
+        self.model = sentencepiece.SentencePieceProcessor(model_file=path)
+
+    def process_line(self, text: str) -> str:
+        return " ".join(self.model.encode(text, out_type=str))
+
+
+def make_bpe(spec: str, source: str):
+    """``subword-nmt:CODES``, ``sentencepiece:MODEL`` or ``none`` -> an object with
+    ``process_line(text) -> subword text``.  Raises :class:`InputError`."""
+    kind, _, path = spec.partition(":")
+    if kind == "none" and not path:
+        return _NoBPE()
+    if kind == "sentencepiece" and path:
+        return _SentencePieceBPE(path)
+    if kind == "subword-nmt" and path:
+        from subword_nmt.apply_bpe import BPE
+
+        if not os.path.isfile(path):
+            raise InputError("no such BPE codes file", path)
+        with open(path, encoding="utf-8") as handle:
+            return BPE(handle)
+    raise InputError(f"{source}: bpe must be subword-nmt:CODES, sentencepiece:MODEL or none, not {spec!r}")
 
 class ForcedDecodingScorer(Scorer):
     """Scores hypotheses with a fairseq translation model or language model.
 
     Args:
-        model_dir: ``rerank nmt train`` / ``train-lm`` output directory.
+        model_dir: ``rerank nmt train`` / ``train-lm`` output directory (the ``nmt:`` /
+            ``lm:`` shorthand), or None with ``parts``.
         max_tokens: padded target tokens per batch of :meth:`_score_sequences` (memory:
             max_tokens × vocabulary floats).
+        expect_kind: "translation" or "lm": the kind the scorer name promises.
         max_nodes: sequences decoded together over the prefix tree (memory: at most
             max_nodes × vocabulary floats per step).
-        expect_kind: "translation" or "lm": the kind the scorer name promises.
+        parts: ``(model, task, bpe, direction, role)`` of a checkpoint loaded by
+            :class:`FairseqScorer`.
     Raises:
         InputError: not a model directory, or a model of the other kind.
     """
 
-    def __init__(self, model_dir: str, max_tokens: int = 6000, expect_kind: str = "translation",
-                 max_nodes: int = 2048):
-        if not model_dir:
-            raise InputError(f"the {'lm' if expect_kind == 'lm' else 'nmt'} scorer needs a model directory "
-                             f"({'lm' if expect_kind == 'lm' else 'nmt'}:MODEL_DIR)")
-        self.model, self.task, meta = _load_fairseq_model(model_dir)
-        self.kind = meta.get("kind", "translation")
-        if self.kind != expect_kind:
-            raise InputError(f"a {self.kind} model, not a {expect_kind} model: use the "
-                             f"{'lm' if self.kind == 'lm' else 'nmt'}: scorer", model_dir)
-        config = meta["config"]
-        self.direction = "lm" if self.kind == "lm" else config["direction"]
-        self.role = config["role"]
+    def __init__(self, model_dir: Optional[str], max_tokens: int = 6000, expect_kind: str = "translation",
+                 max_nodes: int = 2048, parts: Optional[tuple] = None):
         self.max_tokens, self.max_nodes = max_tokens, max_nodes
-        from subword_nmt.apply_bpe import BPE
-
-        with open(os.path.join(model_dir, "bpe.codes"), encoding="utf-8") as handle:
-            self.bpe = BPE(handle)
+        if parts is not None:
+            self.model, self.task, self.bpe, self.direction, self.role = parts
+            self.kind = "lm" if self.direction == "lm" else "translation"
+        else:
+            if not model_dir:
+                raise InputError(f"the {'lm' if expect_kind == 'lm' else 'nmt'} scorer needs a model directory "
+                                 f"({'lm' if expect_kind == 'lm' else 'nmt'}:MODEL_DIR)")
+            self.model, self.task, meta = _load_fairseq_model(model_dir)
+            self.kind = meta.get("kind", "translation")
+            if self.kind != expect_kind:
+                raise InputError(f"a {self.kind} model, not a {expect_kind} model: use the "
+                                 f"{'lm' if self.kind == 'lm' else 'nmt'}: scorer", model_dir)
+            config = meta["config"]
+            self.direction = "lm" if self.kind == "lm" else config["direction"]
+            self.role = config["role"]
+            self.bpe = make_bpe("subword-nmt:" + os.path.join(model_dir, "bpe.codes"), model_dir)
         if self.kind == "lm":
             self.src_dict = None
             self.tgt_dict = self.task.dictionary
@@ -195,7 +260,9 @@ class ForcedDecodingScorer(Scorer):
         token t from its prefix's distribution.  Inputs of similar length share a chunk
         (less padding), and a chunk's longest targets come first, so where nothing is
         shared (the channel model) the live prefixes are always the leading rows and the
-        states are narrowed in place of being copied (``nmt/bahdanau.py``)."""
+        states are narrowed in place of being copied (``nmt/bahdanau.py``).  The decoder
+        gets each prefix whole (it feeds the last token and numbers positions by the
+        prefix's length, as fairseq's incremental decoding does)."""
         import torch
         from fairseq.data import data_utils
 
@@ -266,14 +333,18 @@ class ForcedDecodingScorer(Scorer):
                             node[i] = children[key]
                     if not children:
                         break
+                    # each node's whole prefix: fairseq decoders take the full history with an
+                    # incremental state, feed only its last token and number positions by its
+                    # length (a transformer's positional embeddings)
+                    step = torch.tensor(last, dtype=torch.long).unsqueeze(1)
                     if len(parents) == tokens.size(0) and parents == list(range(len(parents))):
-                        tokens = torch.tensor(last, dtype=torch.long).unsqueeze(1)  # same rows: no reordering
+                        tokens = torch.cat([tokens, step], dim=1)  # same rows: no reordering
                         continue
                     order = torch.tensor(parents, dtype=torch.long)
                     self.model.decoder.reorder_incremental_state_scripting(state, order)
                     if encoder_out is not None:
                         encoder_out = self.model.encoder.reorder_encoder_out(encoder_out, order)
-                    tokens = torch.tensor(last, dtype=torch.long).unsqueeze(1)
+                    tokens = torch.cat([tokens[order], step], dim=1)
                 out.update(zip(chunk, totals))
         return np.array([out[k] for k in unique.tolist()])
 
@@ -304,3 +375,41 @@ class LMScorer(ForcedDecodingScorer):
 
     def __init__(self, model_dir: str):
         super().__init__(model_dir, expect_kind="lm")
+
+
+#: default role (column name) of a fairseq: scorer by direction
+FAIRSEQ_ROLES = {"forward": "Fairseq", "backward": "FairseqChannel", "r2l": "FairseqR2L", "lm": "FairseqLM"}
+
+
+@SCORERS.register("fairseq")
+class FairseqScorer(ForcedDecodingScorer):
+    """``fairseq:CHECKPOINT.pt,dict=DIR,bpe=…,direction=forward|backward|r2l|lm,name=NAME``:
+    any fairseq checkpoint as a feature (module docstring); equal to fairseq's own
+    ``SequenceScorer`` (``fairseq-generate --score-reference``, ``fairseq-eval-lm``).
+
+    Raises:
+        InputError: a missing ``bpe=``, an unknown direction, a checkpoint that does not
+            load with those dictionaries, a language model given another direction (or the
+            reverse).
+    """
+
+    def __init__(self, arg: str):
+        spec = f"fairseq:{arg}"
+        checkpoint, settings = parse_settings(arg, ("dict", "bpe", "direction", "name"), spec)
+        if not checkpoint:
+            raise InputError(f"{spec}: give the checkpoint, e.g. fairseq:model/checkpoint_best.pt,dict=data-bin,"
+                             "bpe=subword-nmt:bpe.codes")
+        if "bpe" not in settings:
+            raise InputError(f"{spec}: say how our text becomes the model's subwords: bpe=subword-nmt:CODES, "
+                             "bpe=sentencepiece:MODEL or bpe=none")
+        direction = settings.get("direction", "forward")
+        if direction not in FAIRSEQ_ROLES:
+            raise InputError(f"{spec}: direction must be one of {', '.join(FAIRSEQ_ROLES)}, not {direction!r}")
+        bpe = make_bpe(settings["bpe"], spec)
+        model, task = load_checkpoint(checkpoint, settings.get("dict") or os.path.dirname(checkpoint) or ".")
+        is_lm = not hasattr(task, "src_dict")  # a translation task holds src_dict and tgt_dict
+        if is_lm != (direction == "lm"):
+            raise InputError(f"{spec}: a {'language' if is_lm else 'translation'} model: "
+                             f"{'give direction=lm' if is_lm else 'direction=lm is for language models'}", checkpoint)
+        role = settings.get("name") or FAIRSEQ_ROLES[direction]
+        super().__init__(None, parts=(model, task, bpe, direction, role))

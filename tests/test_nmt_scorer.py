@@ -214,3 +214,86 @@ def test_prefix_tree_equals_whole_sequences(tiny, kind):
         assert sharing == pytest.approx(1.0)
     total, _ = scorer.score_pairs(inputs, hyps)
     assert total == pytest.approx(whole, abs=1e-4)
+
+
+def _train_fairseq(bin_dir, save_dir, *args):
+    """A fairseq architecture of fairseq's own, trained for a few updates (CPU)."""
+    import subprocess
+    import sys
+
+    from nmt import USER_DIR  # numpy.compat for fairseq 0.12's language-model datasets
+
+    cmd = [sys.executable, "-m", "fairseq_cli.train", bin_dir, "--user-dir", USER_DIR, "--save-dir", save_dir, "--cpu",
+           "--max-update", "4",
+           "--max-tokens", "1000", "--optimizer", "adam", "--lr", "0.001", "--no-epoch-checkpoints",
+           "--dropout", "0.0", "--seed", "1", "--log-format", "none", "--num-workers", "0", *args]
+    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
+                                                              "OMP_NUM_THREADS": "1"})
+    return os.path.join(save_dir, "checkpoint_last.pt")
+
+
+def _sequence_scorer(checkpoint, data_dir, subset):
+    """fairseq's SequenceScorer (--score-reference, eval-lm) on a checkpoint's binarised subset."""
+    import torch
+    from fairseq.sequence_scorer import SequenceScorer
+
+    from features.nmt_scorer import load_checkpoint
+
+    model, task = load_checkpoint(checkpoint, data_dir)
+    task.load_dataset(subset)
+    scorer = SequenceScorer(task.target_dictionary)
+    itr = task.get_batch_iterator(dataset=task.dataset(subset), max_sentences=4).next_epoch_itr(shuffle=False)
+    out = {}
+    with torch.no_grad():
+        for sample in itr:
+            for sid, hypos in zip(sample["id"].tolist(), scorer.generate([model], sample)):
+                out[sid] = (float(hypos[0]["positional_scores"].sum()), len(hypos[0]["positional_scores"]))
+    return [out[k] for k in sorted(out)]
+
+
+TINY_TRANSFORMER = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
+                    "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+                    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
+
+
+def test_fairseq_transformer_checkpoint_equals_fairseqs_own_scores(tiny, tmp_path):
+    ckpt = _train_fairseq(tiny["bin"], str(tmp_path / "tf"), "--arch", "transformer", "--task", "translation",
+                          "--source-lang", "en", "--target-lang", "de", *TINY_TRANSFORMER)
+    src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    bpe = os.path.join(tiny["data"], "bpe.codes")
+    scorer = make_scorer(f"fairseq:{ckpt},dict={tiny['bin']},bpe=subword-nmt:{bpe},name=TF")
+    out = scorer.score(_nbest_of(tgt), src, None)
+    reference = _sequence_scorer(ckpt, tiny["bin"], "valid")
+    assert out["TF"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    assert out["TFNorm"] == pytest.approx([s / n for s, n in reference], abs=1e-4)
+    # our own model directory through fairseq: equals its nmt: shorthand
+    model_dir = tiny["models"]["forward"]
+    long_form = make_scorer(f"fairseq:{model_dir}/checkpoint_best.pt,bpe=subword-nmt:{model_dir}/bpe.codes,"
+                            "name=L2R2").score(_nbest_of(tgt), src, None)
+    assert long_form["L2R2"] == pytest.approx(make_scorer(f"nmt:{model_dir}").score(_nbest_of(tgt), src, None)["L2R2"])
+
+
+def test_fairseq_transformer_lm_equals_eval_lm(tiny, tmp_path):
+    lm_bin = os.path.join(tiny["models"]["lm"], "bin")
+    ckpt = _train_fairseq(lm_bin, str(tmp_path / "tlm"), "--task", "language_modeling", "--arch", "transformer_lm",
+                          "--decoder-layers", "1", "--decoder-embed-dim", "16", "--decoder-ffn-embed-dim", "32",
+                          "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--sample-break-mode", "eos")
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    bpe = os.path.join(tiny["models"]["lm"], "bpe.codes")
+    out = make_scorer(f"fairseq:{ckpt},dict={lm_bin},bpe=subword-nmt:{bpe},direction=lm").score(_nbest_of(tgt), None,
+                                                                                                None)
+    reference = _sequence_scorer(ckpt, lm_bin, "valid")
+    assert out["FairseqLM"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+
+
+def test_fairseq_scorer_settings_are_checked(tiny, tmp_path):
+    model_dir = tiny["models"]["forward"]
+    ckpt = os.path.join(model_dir, "checkpoint_best.pt")
+    for arg, needle in ((f"{ckpt}", "bpe="), (f"{ckpt},bpe=bytes", "bpe must be"),
+                        (f"{ckpt},bpe=none,direction=sideways", "direction must be"),
+                        (f"{ckpt},bpe=none,direction=lm", "translation model"),
+                        (f"{tmp_path}/none.pt,bpe=none", "no such checkpoint"),
+                        (f"{ckpt},bpe=none,dict={tmp_path}", "cannot load")):
+        with pytest.raises(InputError, match=needle):
+            make_scorer(f"fairseq:{arg}")
