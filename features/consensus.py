@@ -8,7 +8,9 @@ list H, ``E(h) = sum_{h' in H} p(h') · u(h, h')`` with ``p = softmax(NMT)`` ove
 lists are tokenised text) or sentence chrF (sacrebleu's ``CHRF().sentence_score``) of h
 against h' as the reference.  The sum runs over the whole list, h itself included, as
 in MBR decoding (mbrs' expected utility with the hypotheses as pseudo-references).
-Optional settings after the metric: ``mbr:bleu,feature=NMTNorm,temperature=0.5``.
+Optional settings after the metric: ``mbr:bleu,feature=NMTNorm,temperature=0.5``;
+``feature=uniform`` weighs every candidate alike — the Monte-Carlo estimate for lists of
+samples (``rerank generate --sampling``; Eikema & Aziz 2020).
 
 All ordered pairs of a group of lists (at most ``max_pairs``, see :func:`pair_groups`) come
 from the statistics layer in one vectorised pass (:func:`rerank.bleu.pair_bleu_stats`,
@@ -107,11 +109,19 @@ class ConsensusScorer(Scorer):
         return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))
 
     def score(self, nbest, sources, images):
+        if self.feature == "uniform":  # candidates that are samples: the Monte-Carlo estimate weighs them alike
+            counts = np.diff(nbest.offsets)
+            p = np.repeat(1.0 / counts, counts)
+            return self._expected(nbest, p)
         if self.feature not in nbest.feature_names:
             raise InputError(f"mbr: the n-best list has no {self.feature!r} column for the distribution "
                              f"(its features: {' '.join(dict.fromkeys(nbest.feature_names))})")
         column = nbest.feature_names.index(self.feature)
         p = list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
+        return self._expected(nbest, p)
+
+    def _expected(self, nbest, p):
+        """{column: float64[M]} expected utility of every hypothesis under ``p`` (float64[M])."""
         expected = np.zeros(len(nbest.hypotheses))
         for first, last in pair_groups(nbest.offsets, self.max_pairs):
             a, b = nbest.offsets[first], nbest.offsets[last]

@@ -113,3 +113,16 @@ def test_length_features_by_hand(tmp_path):
             make_scorer(bad)
     with pytest.raises(InputError, match="source"):
         scorer.score(nbest, None, None)
+
+
+def test_mbr_uniform_weighs_samples_alike():
+    from features.consensus import ConsensusScorer
+    from rerank.bleu import bleu_from_stats, pair_bleu_stats
+    from rerank.nbest import NBestList
+
+    hyps = ["a b c d", "a b c e", "x y z w"]
+    nbest = NBestList(np.array([0, 3]), hyps, np.array([[5.0], [0.0], [-5.0]]), ["NMT"])
+    got = ConsensusScorer("bleu,feature=uniform").score(nbest, None, None)["MBRBLEU"]
+    for i in range(3):
+        stats = pair_bleu_stats(hyps, np.full(3, i), np.arange(3))
+        assert got[i] == pytest.approx(bleu_from_stats(stats, effective_order=True).mean())
