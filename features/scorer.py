@@ -71,6 +71,26 @@ class Scorer(abc.ABC):
         """{column name: float64[M]} for the M hypotheses of ``nbest``."""
 
 
+#: one line per registered scorer, for ``rerank --help`` and ``rerank features add --help``
+#: (tests/test_help.py checks that it names exactly the registered scorers)
+SCORER_SUMMARY = {
+    "nmt": "nmt:MODEL_DIR -> ROLE, ROLENorm: forced decoding under a rerank nmt train model (R2L, Channel, L2R2)",
+    "lm": "lm:MODEL_DIR -> LM, LMNorm: a rerank nmt train-lm language model",
+    "fairseq": "fairseq:CKPT.pt,dict=DIR,bpe=subword-nmt:CODES|sentencepiece:MODEL|none[,direction=forward|backward|"
+               "r2l|lm][,name=N] -> N, NNorm: any fairseq checkpoint",
+    "hf": "hf:PATH[,direction=forward|backward][,name=N][,src_lang=,tgt_lang=][,detok=moses:LANG] -> HF, HFNorm: a "
+          "Hugging Face seq2seq model",
+    "hf-lm": "hf-lm:PATH[,name=N][,detok=moses:LANG] -> HFLM, HFLMNorm: a Hugging Face causal LM",
+    "ct2": "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,name=N] -> CT2, CT2Norm: a CTranslate2 "
+           "translation model",
+    "mbr": "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility",
+    "e5": "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine",
+    "len": "len:PREPARED_DIR|RATIO -> LenRatio, LenDev: length ratio and its deviation",
+    "mlmme": "mlmme:MODEL_DIR[,name=P] -> MLMMEss (MLMMEsi with --images): MLMME s_s and s_i",
+    "vse": "vse:MODEL_DIR[,name=P] -> VSEsi: VSE s_i (--images)",
+}
+
+
 def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
     """``NAME:ARG`` -> the scorer registered as NAME, built from ARG (model scorers on
     ``devices``, default :class:`DeviceSettings`: auto device, float32).  Raises

@@ -26,17 +26,42 @@ from typing import List, Optional
 
 from rerank import __version__
 from rerank.cli import core, embed, features, generate, nmt, tune
+from features.scorer import SCORER_SUMMARY
+from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
 from rerank.outputs import check_paths
 
 
+def scorers_help() -> str:
+    """One line per scorer of ``rerank features add --scorer``."""
+    return "scorers (rerank features add --scorer):\n" + "\n".join(f"  {line}" for line in SCORER_SUMMARY.values())
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``(default: X)`` to the help of every option with a default its help does
+    not state already, in every verb."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                show_defaults(sub)
+        elif (action.option_strings and action.help and action.help != argparse.SUPPRESS and not action.required
+              and action.default not in (None, False, argparse.SUPPRESS) and "default" not in action.help):
+            value = ",".join(map(str, action.default)) if isinstance(action.default, (list, tuple)) else action.default
+            action.help += f" (default: {str(value).replace('%', '%%')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rerank`` parser with every layer's verbs."""
-    parser = argparse.ArgumentParser(prog="rerank", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="rerank", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=FORMATS_HELP + "\n\n" + scorers_help()
+                                     + "\n\nexample: rerank tune --nbest val.nbest --ref val.de --out w.json; "
+                                       "rerank VERB --help for each verb")
     parser.add_argument("--version", action="version", version=f"rerank {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
     for module in (tune, core, features, generate, embed, nmt):
         module.add_parsers(sub)
+    show_defaults(parser)
     return parser
 
 

@@ -148,9 +148,10 @@ def _report_paths(args):
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``apply``, ``folds``, ``convert``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` and ``experiment``
     to the ``rerank`` sub-commands."""
-    p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights")
-    p.add_argument("--nbest", required=True)
-    p.add_argument("--weights", required=True)
+    p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights",
+        epilog="example: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked")
+    p.add_argument("--nbest", required=True, help="Moses n-best list to re-rank")
+    p.add_argument("--weights", required=True, help="weights JSON (rerank tune --out): one weight per column")
     p.add_argument("--out", required=True, help="1-best output, one line per segment ('-' for stdout)")
     p.add_argument("--out-nbest", help="also write the n-best list with totals = weighted scores")
     p.add_argument("--folds", help="folds file (rerank folds): fold k's segments use the --weights file whose path "
@@ -159,10 +160,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         {"--nbest": a.nbest, "--weights": [a.weights.replace("{fold}", "0")] if a.folds else a.weights,
          "--folds": a.folds}, {"--out": a.out, "--out-nbest": a.out_nbest}))
 
-    p = sub.add_parser("folds", help="K-fold split of a test set by image, for cross-fitting (rerank crossfit)")
+    p = sub.add_parser("folds", help="K-fold split of a test set by image, for cross-fitting (rerank crossfit)",
+        epilog="example: rerank folds --segment-images test_images.txt --k 5 --out folds.tsv")
     p.add_argument("--segment-images", required=True, help="image file name of each segment, one per line")
     p.add_argument("--k", type=positive_int, default=5, help="number of folds (≥ 2)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seed of the fold assignment")
     p.add_argument("--out", required=True, help="folds file: image<TAB>fold per segment")
     p.set_defaults(func=cmd_folds, paths=lambda a: ({"--segment-images": a.segment_images}, {"--out": a.out}))
 
@@ -186,15 +188,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_convert, paths=lambda a: (
         {"input": a.input}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
 
-    p = sub.add_parser("truncate", help="the first N hypotheses of every segment (e.g. 20-best from 50-best)")
-    p.add_argument("--nbest", required=True)
-    p.add_argument("--size", type=positive_int, required=True)
+    p = sub.add_parser("truncate", help="the first N hypotheses of every segment (e.g. 20-best from 50-best)",
+        epilog="example: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest")
+    p.add_argument("--nbest", required=True, help="Moses n-best list")
+    p.add_argument("--size", type=positive_int, required=True, help="hypotheses kept per segment")
     p.add_argument("--out", required=True, help="truncated list (and OUT.json, its signature)")
     p.set_defaults(func=cmd_truncate, paths=lambda a: (
         {"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
 
-    p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)")
-    p.add_argument("--ref", required=True)
+    p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)",
+        epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter")
+    p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
     bleu_options(p)
     p.add_argument("--metrics", default="bleu,ter,chrf",
@@ -232,14 +236,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)")
         p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
 
-    p = sub.add_parser("signif", help="MultEval-style significance: score (s_sel/s_opt/p) over replicas")
-    p.add_argument("--ref", required=True)
+    p = sub.add_parser("signif", help="MultEval-style significance: score (s_sel/s_opt/p) over replicas",
+        epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter")
+    p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--baseline", required=True, nargs="+", help="baseline replica files")
     p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
     p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
     bleu_options(p)
     p.add_argument("--lang", default="de", help="METEOR language")
-    p.add_argument("--format", default="text", choices=["text", "markdown", "latex", "json", "csv"])
+    p.add_argument("--format", default="text", choices=["text", "markdown", "latex", "json", "csv"], help="table format")
     p.add_argument("--out", help="also write what is printed to this file")
     signif_options(p)
     p.set_defaults(func=cmd_signif, paths=lambda a: (
@@ -248,7 +253,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
          "--metrics": _sidecars(a.metrics, a.baseline + [f for item in a.system or [] for f in _parse_system(item)[1]])},
         {"--out": a.out}))
 
-    p = sub.add_parser("report", help="the paper's Table 3/4 layout, significance and plots from a pipeline directory")
+    p = sub.add_parser("report", help="the paper's Table 3/4 layout, significance and plots from a pipeline directory",
+        epilog="example: rerank report out/multi30k --metrics bleu,meteor,ter,chrf,length --compare-to +nmt")
     p.add_argument("experiment_dir")
     p.add_argument("--out", help="output directory (default EXPERIMENT_DIR/report)")
     p.add_argument("--partial", action="store_true",

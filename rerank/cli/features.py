@@ -10,6 +10,8 @@ import numpy as np
 
 from embed.lazy import cnn_module
 from features.add import ScoringInputs, add_features
+from features.scorer import SCORER_SUMMARY
+from rerank.cli.options import FORMATS_HELP
 from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
@@ -42,8 +44,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``features`` to the ``rerank`` sub-commands."""
     p = sub.add_parser("features", help="add feature columns to an n-best list")
     fsub = p.add_subparsers(dest="features_verb", required=True)
-    q = fsub.add_parser("add", help="append the columns of one or more scorers (existing ones untouched)")
-    q.add_argument("--nbest", required=True)
+    q = fsub.add_parser("add", help="append the columns of one or more scorers (existing ones untouched)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description=FORMATS_HELP + "\n\nscorers:\n" + "\n".join(f"  {line}" for line in
+                                                                              SCORER_SUMMARY.values()),
+        epilog="example: rerank features add --nbest val.nbest --source val.en --scorer nmt:models/r2l --scorer mbr:bleu --out val.r2l.nbest")
+    q.add_argument("--nbest", required=True, help="Moses n-best list (id ||| hypothesis ||| name= value ... ||| total)")
     q.add_argument("--scorer", required=True, action="append", help="NAME:ARG, e.g. mlmme:MODEL_DIR; repeatable")
     q.add_argument("--source", help="source sentences, one per segment (preprocessed as the n-best text)")
     q.add_argument("--images", help="CNN feature matrix (.npy/.npz), rows = lines of --image-split")
@@ -51,18 +57,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--segment-images", help="image file name of each segment")
     q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
                                    "argument has {fold} replaced by k (cross-fitting)")
-    q.add_argument("--out", required=True)
+    q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     q.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
     q.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
     q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,
                                      "--image-split": a.image_split, "--segment-images": a.segment_images,
                                      "--folds": a.folds}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
-    q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)")
+    q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)",
+        epilog="example: rerank features extract --images-dir flickr30k-images --image-split test_images.txt --cnn resnet50 --out test.npy")
     q.add_argument("--images-dir", required=True, help="directory holding the image files")
     q.add_argument("--image-split", required=True, help="image file names, one per line")
     q.add_argument("--cnn", default="resnet50", help="resnet50 | resnet152 | vgg19 | efficientnet-lite0")
-    q.add_argument("--batch-size", type=int, default=16)
-    q.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    q.add_argument("--batch-size", type=int, default=16, help="images per CNN batch")
+    q.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="stored feature type")
     q.add_argument("--out", required=True, help="FEATS.npy (a FEATS.json signature is written beside it)")
     q.set_defaults(paths=lambda a: ({"--image-split": a.image_split},
                                     {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"}))

@@ -20,6 +20,14 @@ def bleu_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lowercase", action="store_true", help="lowercase before scoring (default: off)")
 
 
+#: the file formats, for ``rerank --help`` and ``rerank features add --help``
+FORMATS_HELP = """formats:
+  n-best list   id ||| hypothesis ||| name= value [value ...] name2= value ||| total   (Moses; ids 0..N-1 in order,
+                the same names on every line); LIST.json beside it: its signature (beam_feature, feature_sets)
+  weights       JSON {"weights": {"name": value or [values], ...}, ...} (rerank tune --out)
+  text          one sentence per line (sources, references, 1-best outputs)"""
+
+
 def metric_options(p: argparse.ArgumentParser, what: str) -> None:
     """``--metric`` (what ``what`` maximises) and ``--lang`` (METEOR's language)."""
     p.add_argument("--metric", default="bleu",
