@@ -76,5 +76,9 @@ class EmbedTrainConfig:
     #: warm start: a trained model directory whose vocabularies, sizes and weights (every
     #: tensor whose name and shape match) the new model starts from ('' = from scratch)
     init_model: str = ""
+    #: where training runs (rerank.devices.DeviceSettings: auto, cpu, cuda, cuda:N) and in
+    #: which floating-point type (float16/bfloat16: mixed precision with torch.autocast on CUDA)
+    device: str = "auto"
+    dtype: str = "float32"
 
 

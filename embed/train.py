@@ -18,6 +18,7 @@ images, the validation loss.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict
@@ -31,6 +32,7 @@ from embed.config import EmbedTrainConfig, MLMMEConfig
 from embed.data import EmbedData, Vocabulary, batch_tokens
 from embed.evaluation import image_sentence_ranking
 from embed.model import MLMME
+from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.signature import write_signed
 
@@ -78,10 +80,15 @@ def encode_sentences(model: MLMME, vocab: Vocabulary, lang: str, sentences: List
         for start in starts:
             rows = order[start:start + batch_size]
             tokens, lengths = batch_tokens(vocab, [unique[i] for i in rows])
-            out[rows] = model.encode_text(lang, torch.from_numpy(tokens), torch.from_numpy(lengths)).numpy()
+            out[rows] = model.encode_text(lang, torch.from_numpy(tokens).to(_device(model)),
+                                          torch.from_numpy(lengths)).float().cpu().numpy()
     model.train(was_training)
     index = {s: i for i, s in enumerate(unique)}
     return out[[index[s] for s in sentences]]
+
+
+def _device(model: MLMME) -> torch.device:
+    return next(model.parameters()).device
 
 
 def encode_images(model: MLMME, features: np.ndarray, batch_size: int = 1024) -> np.ndarray:
@@ -90,7 +97,8 @@ def encode_images(model: MLMME, features: np.ndarray, batch_size: int = 1024) ->
     model.eval()
     with torch.no_grad():
         out = np.concatenate([model.encode_image(torch.from_numpy(np.asarray(features[s:s + batch_size],
-                                                                              dtype=np.float32))).numpy()
+                                                                              dtype=np.float32)).to(_device(model)))
+                              .float().cpu().numpy()
                               for s in range(0, len(features), batch_size)]) if len(features) else \
             np.zeros((0, model.config.embed_dim), dtype=np.float32)
     model.train(was_training)
@@ -131,6 +139,9 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
         raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
     if config.threads:
         torch.set_num_threads(config.threads)
+    device, dtype = DeviceSettings(config.device, config.dtype).resolve()
+    mixed = (torch.autocast(device_type="cuda", dtype=dtype) if dtype != torch.float32
+             else contextlib.nullcontext())  # half types are CUDA-only (DeviceSettings checks)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     mc = config.model
@@ -153,8 +164,9 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
         own = model.state_dict()
         model.load_state_dict({k: v for k, v in start_state.items() if k in own and own[k].shape == v.shape},
                               strict=False)
+    model.to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
-    feats = torch.from_numpy(train.image_features) if train.image_features is not None else None
+    feats = torch.from_numpy(train.image_features).to(device) if train.image_features is not None else None
     use_images = feats is not None and mc.beta > 0
     if mc.beta == 1 and not use_images:
         raise InputError("beta = 1 trains on images only, but there are no image features")
@@ -166,14 +178,15 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
         train = EmbedData({lang: [train.sentences[lang][i] for i in keep] for lang in mc.langs},
                           train.image_of[keep], train.image_features, train.has_image)
         has_row = has_row[keep]
-    has_image = torch.from_numpy(has_row)
-    image_of = torch.from_numpy(train.image_of)
+    has_image = torch.from_numpy(has_row).to(device)
+    image_of = torch.from_numpy(train.image_of).to(device)
 
     def encode(rows: np.ndarray) -> Dict:
         out = {"sentences": {}, "images": None, "has_image": None, "image_ids": image_of[rows]}
         for lang in mc.langs:
             tokens, lengths = batch_tokens(vocabs[lang], [train.sentences[lang][i] for i in rows])
-            out["sentences"][lang] = model.encode_text(lang, torch.from_numpy(tokens), torch.from_numpy(lengths))
+            out["sentences"][lang] = model.encode_text(lang, torch.from_numpy(tokens).to(device),
+                                                       torch.from_numpy(lengths))
         if use_images:
             out["has_image"] = has_image[rows]
             if out["has_image"].any():
@@ -192,9 +205,11 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
             progress_bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=2)
         total, count = 0.0, 0
         for t, rows in enumerate(progress_bar):
-            batch = encode(rows)
-            neg = encode(negatives[t % len(negatives)]) if negatives is not None else None
-            loss = model.loss(batch["sentences"], batch["images"], batch["has_image"], batch["image_ids"], neg)["loss"]
+            with mixed:
+                batch = encode(rows)
+                neg = encode(negatives[t % len(negatives)]) if negatives is not None else None
+                loss = model.loss(batch["sentences"], batch["images"], batch["has_image"], batch["image_ids"],
+                                  neg)["loss"]
             optimiser.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -211,7 +226,7 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
                           f"{score['rsum']:.2f}", flush=True)
                 if score["rsum"] > best:
                     best, bad = score["rsum"], 0
-                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
                 else:
                     bad += 1
                     if bad >= config.patience:
@@ -222,6 +237,7 @@ def train_embeddings(train: EmbedData, valid: EmbedData, config: EmbedTrainConfi
                     break
         if done:
             break
+    model.to("cpu")  # the model is returned and saved on the CPU, where the scorers load it
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

@@ -19,24 +19,23 @@ order (best length-normalised score first); the 1-best file holds the first of e
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
-from nmt import FAIRSEQ_ENV, USER_DIR
+from nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
 from nmt.data import preprocess_lines
+from rerank.convert import read_fairseq
 from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 from rerank.outputs import StagedOutputs
 from rerank.textio import read_lines
 
-LN2 = math.log(2.0)
 #: the feature fairseq's beam search ranks by; recorded in the signature so that
 #: ``rerank tune`` can start from the weights that reproduce the beam's 1-best
 BEAM_FEATURE = "NMTNorm"
@@ -54,42 +53,33 @@ class GenerateConfig:
     lenpen: float = 1.0
     src: str = "en"
     tgt: str = "de"
+    device: str = "auto"
+    dtype: str = "float32"
 
 
 def parse_generate_output(path: str, num_segments: int, nbest: int) -> NBestList:
-    """Parse fairseq-generate output (``H-`` and ``P-`` lines) into an :class:`NBestList`.
+    """fairseq-generate output (``H-`` and ``P-`` lines; :func:`rerank.convert.read_fairseq`)
+    as our beam's n-best list: columns ``NMT`` (the summed natural-log token scores,
+    end-of-sentence included), ``WordPenalty`` (minus the word count) and ``NMTNorm``
+    (fairseq's length-normalised beam score), totals = ``NMTNorm``; the first ``nbest``
+    hypotheses of each segment, whitespace normalised.
 
     Raises:
-        InputError: a segment without hypotheses, an id out of range, or a ``P-`` line
-            that does not follow its ``H-`` line.
+        InputError: no ``P-`` lines, or a segment count other than ``num_segments``.
     """
-    hyps: Dict[int, List[Tuple[str, float, float]]] = {}
-    pending = None
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if line.startswith("H-"):
-                tag, score, *text = line.rstrip("\n").split("\t")
-                pending = (int(tag[2:]), text[0] if text else "", float(score) * LN2)
-            elif line.startswith("P-"):
-                tag, *values = line.rstrip("\n").split("\t")
-                sid = int(tag[2:])
-                if pending is None or pending[0] != sid:
-                    raise InputError(f"P-{sid} line without its H- line", path, lineno)
-                logprob = sum(float(v) for v in values[0].split()) * LN2 if values else 0.0
-                hyps.setdefault(sid, []).append((" ".join(pending[1].split()), logprob, pending[2]))
-                pending = None
-    missing = [i for i in range(num_segments) if i not in hyps]
-    if missing or len(hyps) != num_segments:
-        raise InputError(f"fairseq-generate gave no hypotheses for {len(missing)} segment(s), e.g. {missing[:5]}", path)
-    texts, feats, offsets = [], [], [0]
-    for sid in range(num_segments):
-        for text, logprob, normalised in hyps[sid][:nbest]:
-            texts.append(text)
-            feats.append((logprob, -float(len(text.split())), normalised))
-        offsets.append(len(texts))
-    features = np.asarray(feats, dtype=np.float64)
-    return NBestList(np.asarray(offsets), texts, features, ["NMT", "WordPenalty", "NMTNorm"],
-                     totals=features[:, 2].copy())
+    listing = read_fairseq(path)
+    if "FairseqSum" not in listing.feature_names:
+        raise InputError("fairseq-generate printed no P- lines (positional scores)", path)
+    if listing.num_segments != num_segments:
+        raise InputError(f"fairseq-generate gave no hypotheses for {num_segments - listing.num_segments} "
+                         f"segment(s) of {num_segments}", path)
+    listing = listing.head(nbest)
+    texts = [" ".join(text.split()) for text in listing.hypotheses]
+    words = np.array([len(text.split()) for text in texts], dtype=np.float64)
+    names = listing.feature_names
+    features = np.column_stack([listing.features[:, names.index("FairseqSum")], -words,
+                                listing.features[:, names.index("Fairseq")]])
+    return NBestList(listing.offsets, texts, features, ["NMT", "WordPenalty", "NMTNorm"], totals=features[:, 2].copy())
 
 
 def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, out_1best: str,
@@ -115,9 +105,10 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
                "--gen-subset", subset, "--beam", str(beam), "--nbest", str(config.nbest), "--remove-bpe",
                "--batch-size", str(config.batch_size), "--required-batch-size-multiple", "1",
                "--max-len-a", str(config.max_len_a), "--max-len-b", str(config.max_len_b),
-               "--lenpen", str(config.lenpen), "--num-workers", "0", "--cpu"]
+               "--lenpen", str(config.lenpen), "--num-workers", "0"]
+        device_args, device_env = fairseq_device(config.device, config.dtype)
         with open(raw, "w", encoding="utf-8") as out:
-            subprocess.run(cmd, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV})
+            subprocess.run(cmd + device_args, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV, **device_env})
         nbest = parse_generate_output(raw, num_segments, config.nbest)
     with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
         write_nbest(nbest, outputs.stage(out_nbest))

@@ -20,7 +20,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
-from nmt import FAIRSEQ_ENV, USER_DIR
+from nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
 from nmt.data import preprocess_lines, resolve_data_dir
 from nmt.train import thread_env
 from rerank.errors import InputError
@@ -47,6 +47,8 @@ class LMConfig:
     seed: int = 1
     threads: int = 0
     lang: str = "de"
+    device: str = "auto"
+    dtype: str = "float32"
     role: str = "LM"
     task2: bool = True
 
@@ -113,7 +115,7 @@ def train_lm_command(bin_dir: str, save_dir: str, config: LMConfig, progress: st
             "--max-tokens", str(config.max_tokens), "--max-epoch", str(config.max_epoch),
             "--patience", str(config.patience), "--seed", str(config.seed), "--save-dir", save_dir,
             "--no-epoch-checkpoints", "--num-workers", "0", "--required-batch-size-multiple", "1",
-            "--log-format", progress, "--log-interval", "100", "--cpu"]
+            "--log-format", progress, "--log-interval", "100"] + fairseq_device(config.device, config.dtype)[0]
 
 
 def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), data_dir: Optional[str] = None) -> str:
@@ -125,6 +127,7 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
         InputError: see :func:`prepare_lm_data`; no best checkpoint at the end.
         subprocess.CalledProcessError: fairseq failed.
     """
+    _, device_env = fairseq_device(config.device, config.dtype)  # before any work
     os.makedirs(save_dir, exist_ok=True)
     bin_dir = prepare_lm_data(prepared_dir, save_dir, config, data_dir)
     shutil.copyfile(os.path.join(bin_dir, "dict.txt"), os.path.join(save_dir, "dict.txt"))
@@ -134,7 +137,7 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
                  ["torch", "fairseq-fixed", "subword-nmt"])
     progress = "tqdm" if sys.stderr.isatty() else "simple"
     subprocess.run(train_lm_command(bin_dir, save_dir, config, progress), check=True,
-                   env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads)})
+                   env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads), **device_env})
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):
         raise InputError("fairseq-train ended without a best checkpoint", save_dir)

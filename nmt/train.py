@@ -29,7 +29,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import List
 
-from nmt import FAIRSEQ_ENV, USER_DIR
+from nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
 from rerank.errors import InputError
 from rerank.signature import write_signed
 
@@ -78,6 +78,9 @@ class TrainConfig:
     role: str = ""
     threads: int = 0
     target_vocab: str = "joint"
+    device: str = "auto"
+    dtype: str = "float32"
+    distributed_world_size: int = 1
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
@@ -119,7 +122,8 @@ def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: st
            # fairseq 0.12's batch_by_size drops the last batch when it is not a multiple of
            # --required-batch-size-multiple (default 8): with 1 every sentence is kept
            "--required-batch-size-multiple", "1",
-           "--log-format", progress, "--log-interval", "100", "--cpu"]
+           "--log-format", progress, "--log-interval", "100"]
+    cmd += fairseq_device(config.device, config.dtype, config.distributed_world_size)[0]
     if config.direction == "forward" and config.role == DIRECTIONS["forward"]:
         cmd += ["--eval-bleu", "--eval-bleu-args",
                 json.dumps({"beam": config.valid_beam, "max_len_a": 1.2, "max_len_b": 10}),
@@ -243,6 +247,7 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
         InputError: ``bin_dir`` is not a fairseq-preprocess output.
         subprocess.CalledProcessError: fairseq-train failed.
     """
+    _, device_env = fairseq_device(config.device, config.dtype, config.distributed_world_size)  # before any work
     if not os.path.exists(os.path.join(bin_dir, f"dict.{config.tgt}.txt")):
         raise InputError("not a binarised fairseq data directory (no dict file)", bin_dir)
     os.makedirs(save_dir, exist_ok=True)
@@ -258,7 +263,7 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
                  ["torch", "fairseq-fixed", "sacrebleu"])
     progress = "tqdm" if sys.stderr.isatty() else "simple"
     subprocess.run(train_command(data_dir, save_dir, config, progress), check=True,
-                   env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads)})
+                   env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads), **device_env})
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):
         raise InputError("fairseq-train ended without a best checkpoint", save_dir)

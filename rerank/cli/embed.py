@@ -32,6 +32,7 @@ from embed.evaluation import image_sentence_ranking, sts_pearson
 from embed.lazy import encode_images, encode_sentences, load_model, train_embeddings
 from nmt.data import preprocess_lines, resolve_data_dir
 from rerank.argtypes import closed_unit_interval, non_negative_int, positive_float, positive_int
+from rerank.cli.options import device_options, device_settings
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 
@@ -42,6 +43,7 @@ def cmd_embed(args) -> None:
 
 
 def _train(args) -> None:
+    device_settings(args).resolve()  # a device that cannot be had fails before any work
     args.data = resolve_data_dir(args.data, args.download_dir, task2=True, task1=args.task1)
     langs = args.langs.split(",")
     data = EmbedDataConfig(args.data, langs, args.task1, args.image_features, args.image_split,
@@ -53,7 +55,8 @@ def _train(args) -> None:
                               lr=args.lr if args.lr is not None else PRESET_LR[args.preset],
                               seed=args.seed, contrastive=args.contrastive, image_rows=args.image_rows,
                               validate_every=args.validate_every, patience=args.patience, threads=args.threads,
-                              max_steps=args.max_steps, init_model=args.init_model or "")
+                              max_steps=args.max_steps, init_model=args.init_model or "", device=args.device,
+                              dtype=args.dtype)
     _, _, history = train_embeddings(train, valid, config, out_dir=args.out, progress=True)
     with atomic_write(os.path.join(args.out, "heldout.json")) as out:
         json.dump({"task2_split": args.image_task2_split, "images": heldout}, out, indent=2)
@@ -150,6 +153,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--threads", type=non_negative_int, default=EmbedTrainConfig.threads,
                    help="torch CPU threads (0: torch's default)")
     q.add_argument("--seed", type=int, default=EmbedTrainConfig.seed, help="seed of initialisation and batch order")
+    device_options(q)
     q.add_argument("--out", required=True, help="model directory to write (checkpoints, vocabularies, config, heldout.json)")
     q = esub.add_parser("isr", help="image-sentence ranking on the model's held-out real images",
         epilog="example: rerank embed isr --model models/mlmme --data ../shared/data/multi30k --image-features test.npy --image-split test_images.txt")

@@ -11,8 +11,7 @@ import numpy as np
 from embed.lazy import cnn_module
 from features.add import ScoringInputs, add_features
 from features.scorer import SCORER_SUMMARY
-from rerank.cli.options import FORMATS_HELP
-from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
+from rerank.cli.options import FORMATS_HELP, device_options, device_settings
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
@@ -23,7 +22,7 @@ def cmd_features(args) -> None:
         return _features_extract(args)
     add_features(args.nbest, args.scorer, args.out, ScoringInputs(args.source, args.images, args.image_split,
                                                                   args.segment_images, args.folds),
-                 devices=DeviceSettings(args.device, args.dtype))
+                 devices=device_settings(args))
 
 
 def _features_extract(args) -> None:
@@ -58,8 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
                                    "argument has {fold} replaced by k (cross-fitting)")
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
-    q.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
-    q.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+    device_options(q)
     q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,
                                      "--image-split": a.image_split, "--segment-images": a.segment_images,
                                      "--folds": a.folds}, {"--out": a.out, "--out (signature)": a.out + ".json"}))

@@ -8,13 +8,13 @@ import sys
 
 from features.generate import Sampling, generate_file
 from rerank.argtypes import positive_int
-from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
+from rerank.cli.options import device_options, device_settings
 
 
 def cmd_generate(args) -> None:
     sampling = Sampling.parse(args.sampling) if args.sampling is not None else None
     listing = generate_file(args.model, args.input, args.out_nbest, args.out_1best, args.nbest, args.beam, sampling,
-                            DeviceSettings(args.device, args.dtype), args.max_length, progress=sys.stderr.isatty())
+                            device_settings(args), args.max_length, progress=sys.stderr.isatty())
     print(f"{listing.num_segments} segments, {len(listing.hypotheses)} candidates "
           f"({' '.join(listing.feature_names)}) -> {args.out_nbest}, {args.out_1best}", file=sys.stderr)
 
@@ -39,8 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--sampling", help="epsilon sampling instead of beam search: epsilon=E,seed=S "
                                         "(default: none; e.g. --sampling epsilon=0.02,seed=1, Hewitt et al. 2022)")
     p.add_argument("--max-length", type=positive_int, default=256, help="longest candidate in tokens (default: 256)")
-    p.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
-    p.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+    device_options(p)
     p.add_argument("--out-nbest", required=True, help="the n-best list (and OUT_NBEST.json, its signature)")
     p.add_argument("--out-1best", required=True, help="the first candidate of every sentence")
     p.set_defaults(func=cmd_generate, paths=lambda a: (

@@ -11,6 +11,7 @@ from nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_tex
 from nmt.lm import LMConfig, train_lm
 from nmt.train import DIRECTIONS, TrainConfig, train
 from rerank.argtypes import positive_int
+from rerank.cli.options import device_options
 from rerank.errors import InputError
 
 
@@ -21,15 +22,18 @@ def cmd_nmt(args) -> None:
         config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
                              max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
-                             role=args.role, threads=args.threads, target_vocab=args.target_vocab)
+                             role=args.role, threads=args.threads, target_vocab=args.target_vocab,
+                             device=args.device, dtype=args.dtype,
+                             distributed_world_size=args.distributed_world_size)
         print(train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
         config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
                           dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
-                          threads=args.threads, task2=not args.no_task2)
+                          threads=args.threads, task2=not args.no_task2, device=args.device, dtype=args.dtype)
         print(train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
     elif args.nmt_verb == "nbest":
-        config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size)
+        config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size, device=args.device,
+                                dtype=args.dtype)
         if (args.subset is None) == (args.input is None):
             raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
         if args.input:
@@ -70,6 +74,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--target-vocab", default=TrainConfig.target_vocab, choices=["joint", "own"],
                    help="output dictionary: the joint BPE one, or the target language's own types "
                         "(re-ranking models: faster forced decoding)")
+    device_options(q)
+    q.add_argument("--distributed-world-size", type=positive_int, default=1,
+                   help="GPUs to train on with fairseq's own distributed training (torch.distributed), e.g. "
+                        "--distributed-world-size 4 (needs that many CUDA devices)")
     q = nsub.add_parser("train-lm", help="train the target-side LSTM language model (training-split German only)",
         epilog="example: rerank nmt train-lm --prepared out/data --save-dir out/lm --max-epoch 3")
     q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
@@ -84,6 +92,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=LMConfig.seed, help="training seed")
     q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument("--no-task2", action="store_true", help="task 1's German only")
+    device_options(q)
     q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format",
         epilog="example: rerank nmt nbest --data-bin out/data/bin --checkpoint out/model/checkpoint_best.pt --subset test --nbest 20 --out-nbest test.nbest --out-1best test.1best")
     q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
@@ -95,6 +104,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--beam", type=int, default=GenerateConfig.beam, help="beam size (default: = nbest)")
     q.add_argument("--batch-size", type=positive_int, default=GenerateConfig.batch_size, help="sentences per decoding batch")
     q.add_argument("--out-nbest", required=True, help="the n-best list (Moses format; its signature OUT_NBEST.json beside it)")
+    device_options(q)
     q.add_argument("--out-1best", required=True, help="the beam's 1-best, one line per sentence")
     q.set_defaults(paths=lambda a: ({"--checkpoint": a.checkpoint, "--input": a.input},
                                     {"--out-nbest": a.out_nbest, "--out-1best": a.out_1best, "--out-source": a.out_source,

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any, Dict, Iterable, Optional
 
 from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
+from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
 from rerank.errors import InputError
 from rerank.metrics import METRIC_HELP, make_metric
 
@@ -45,6 +46,18 @@ def seg_sidecars(spec: str, path: str) -> list:
         return []
     terms = getattr(metric, "terms", [(1.0, metric)])
     return [f"{path}.{m.key}" for _, m in terms if hasattr(m, "key")]
+
+
+def device_options(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype`` of every verb that runs a neural model
+    (:class:`rerank.devices.DeviceSettings`)."""
+    p.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
+    p.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+
+
+def device_settings(args) -> DeviceSettings:
+    """The :class:`DeviceSettings` of ``--device`` / ``--dtype``."""
+    return DeviceSettings(args.device, args.dtype)
 
 
 def bleu_settings(args) -> BleuSettings:
