@@ -1,6 +1,7 @@
 """Benchmark the feature scorers on a real n-best list: MLMME s_s + s_i, and with
 ``--scorer SPEC`` (repeatable) any registered scorer (``nmt:DIR``, ``lm:DIR``, ``mbr:bleu``,
-``mbr:chrf``, ``e5:``, ``len:DIR``), each timed on its own (model loading excluded).
+``mbr:chrf``, ``e5:``, ``len:DIR``, and the user's own models: ``fairseq:CKPT,dict=,bpe=``,
+``hf:PATH``, ``ct2:DIR,compute_type=int8``), each timed on its own (model loading excluded).
 
 Goals: MLMME ≥ 2,000 hypotheses/s (issue 3); forced decoding (``nmt:``, ``lm:``) ≥ 1,000
 hypotheses/s, i.e. the 20,000-hypothesis test list in ≤ 20 s; ``mbr`` and ``len`` ≥ 10,000
