@@ -9,10 +9,12 @@
   tokenizer puts before the text (the forced BOS) is fed to the decoder but not scored.
 * ``hf-lm:PATH[,name=NAME][,detok=…][,batch=N]`` — an ``AutoModelForCausalLM``: log P(hypothesis),
   the text preceded by the model's BOS (or EOS, as GPT-2 uses it) and followed by EOS.
-* ``ct2:DIR[,direction=…][,name=NAME][,compute_type=TYPE][,detok=…][,source_detok=…][,batch=N]`` —
+* ``ct2:DIR[,direction=…][,name=NAME][,compute_type=TYPE][,bpe=…][,detok=…][,source_detok=…][,batch=N]`` —
   the same with a CTranslate2 translation model (``ct2-transformers-converter``,
-  ``ct2-fairseq-converter``) and its ``Translator.score_batch``, the Hugging Face
-  tokenizer read from DIR (saved there by the converter's ``--copy_files`` or by hand);
+  ``ct2-fairseq-converter``) and its ``Translator.score_batch``: the Hugging Face
+  tokenizer read from DIR (saved there by the converter's ``--copy_files`` or by hand),
+  or for a model converted from fairseq ``bpe=subword-nmt:CODES|sentencepiece:MODEL|none``
+  as the ``fairseq:`` scorer takes it (and ``direction=r2l`` for a right-to-left model);
   compute type ``int8`` on the CPU and ``float16`` on a GPU by default (decoder-only
   CTranslate2 exports are not covered yet: use ``hf-lm:``).
 
@@ -37,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from features.nmt_scorer import make_bpe
 from features.scorer import SCORERS, Scorer, parse_settings
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
@@ -95,6 +98,7 @@ class _PairScorer(Scorer):
     the two columns.  Subclasses implement :meth:`score_unique` on distinct pairs."""
 
     uses_device = True
+    directions = DIRECTIONS
     default_name = "HF"
     kind = "hf"
     allowed = ("direction", "name", "detok", "source_detok", "batch")
@@ -112,10 +116,10 @@ class _PairScorer(Scorer):
                              "so do CTranslate2's converters)", path)
         self.path, self.spec, self.devices = path, spec, devices
         self.direction = settings.get("direction", "forward")
-        if self.direction not in DIRECTIONS:
-            raise InputError(f"{spec}: direction must be forward or backward, not {self.direction!r}")
-        channel = self.direction == "backward" and self.needs_source
-        self.name = settings.get("name") or self.default_name + ("Channel" if channel else "")
+        if self.direction not in self.directions:
+            raise InputError(f"{spec}: direction must be {' or '.join(self.directions)}, not {self.direction!r}")
+        suffix = {"backward": "Channel", "r2l": "R2L"}.get(self.direction, "") if self.needs_source else ""
+        self.name = settings.get("name") or self.default_name + suffix
         self.set_name = self.name
         self.detok = detokenizer(settings.get("detok"), spec)
         self.source_detok = detokenizer(settings.get("source_detok"), spec)
@@ -274,26 +278,34 @@ class CT2Scorer(_PairScorer):
 
     default_name = "CT2"
     kind = "ct2"
-    allowed = _PairScorer.allowed + ("compute_type",)
+    allowed = _PairScorer.allowed + ("compute_type", "bpe")
+    directions = ("forward", "backward", "r2l")
 
     def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
         super().__init__(arg, devices)
+        self.bpe = make_bpe(self.settings["bpe"], self.spec) if "bpe" in self.settings else None
+        if self.direction == "r2l" and self.bpe is None:
+            raise InputError(f"{self.spec}: direction=r2l is for models converted from fairseq (give bpe=)")
+        if self.bpe is None:
+            import_transformers()  # first: ctranslate2's converters import transformers too
         try:
             import ctranslate2
         except ImportError:
             raise InputError("ct2: needs ctranslate2: pip install 'rerank[hf]'") from None
-        transformers = import_transformers()
         if devices.dtype != "float32" and "compute_type" not in self.settings:
             raise InputError(f"{self.spec}: CTranslate2 takes compute_type=, not --dtype")
         device, _ = devices.resolve()
         self.ct2_device = "cuda" if device.type == "cuda" else "cpu"
         index = device.index or 0
         compute = self.settings.get("compute_type", "float16" if self.ct2_device == "cuda" else "int8")
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
-        except (OSError, ValueError) as err:
-            raise InputError(f"no tokenizer beside the CTranslate2 model (save it there): {one_line(err)}",
-                             self.path) from None
+        self.tokenizer = None
+        if self.bpe is None:  # a model converted from Hugging Face: its tokenizer lies beside it
+            transformers = import_transformers()
+            try:
+                self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
+            except (OSError, ValueError) as err:
+                raise InputError(f"no tokenizer beside the CTranslate2 model (save it there, or give bpe= for a "
+                                 f"model converted from fairseq): {one_line(err)}", self.path) from None
         try:
             self.model = ctranslate2.Translator(self.path, device=self.ct2_device, device_index=index,
                                                 compute_type=compute)
@@ -301,12 +313,25 @@ class CT2Scorer(_PairScorer):
             raise InputError(f"not a CTranslate2 translation model: {one_line(err)}", self.path) from None
         self.compute_type = compute
 
-    def score_unique(self, inputs, outputs):
+    def tokens(self, inputs, outputs):
+        """(source tokens, target tokens) as CTranslate2 takes them: the Hugging Face
+        tokenizer's (source with its </s>, target without: ``score_batch`` appends it), or
+        for a fairseq model the subwords of ``bpe=`` (CTranslate2 adds the source's </s>
+        itself, as fairseq does; targets reversed for ``r2l``)."""
+        if self.bpe is not None:
+            source = [self.bpe.process_line(text).split() for text in inputs]
+            target = [self.bpe.process_line(text).split() for text in outputs]
+            if self.direction == "r2l":
+                target = [t[::-1] for t in target]
+            return source, target
         tok = self.tokenizer
         source = [tok.convert_ids_to_tokens(ids) for ids in tok(list(inputs))["input_ids"]]
         target = [tok.convert_ids_to_tokens(ids) for ids in tok(text_target=list(outputs))["input_ids"]]
         eos = tok.eos_token
-        target = [t[:-1] if t and t[-1] == eos else t for t in target]  # score_batch appends </s> itself
+        return source, [t[:-1] if t and t[-1] == eos else t for t in target]
+
+    def score_unique(self, inputs, outputs):
+        source, target = self.tokens(inputs, outputs)
         sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
         for rows in self.batches([len(t) for t in target]):
             results = self.model.score_batch([source[r] for r in rows], [target[r] for r in rows],

@@ -2,6 +2,7 @@
 and the r2l / backward / LM training paths work end to end."""
 
 import gzip
+import importlib.util
 import os
 
 import numpy as np
@@ -267,6 +268,22 @@ def test_fairseq_transformer_checkpoint_equals_fairseqs_own_scores(tiny, tmp_pat
     reference = _sequence_scorer(ckpt, tiny["bin"], "valid")
     assert out["TF"] == pytest.approx([s for s, _ in reference], abs=1e-4)
     assert out["TFNorm"] == pytest.approx([s / n for s, n in reference], abs=1e-4)
+    # the same checkpoint converted for CTranslate2 (ct2-fairseq-converter) scores alike
+    if importlib.util.find_spec("ctranslate2") is not None:
+        from features.hf_scorer import import_transformers
+
+        import_transformers()  # before ctranslate2.converters imports transformers (a broken torchaudio hidden)
+        import ctranslate2
+
+        from nmt import USER_DIR
+
+        ct2_dir = str(tmp_path / "tf-ct2")
+        ctranslate2.converters.FairseqConverter(ckpt, tiny["bin"], source_lang="en", target_lang="de",
+                                                user_dir=USER_DIR, unsafe_deserialization=True).convert(ct2_dir)
+        ct2 = make_scorer(f"ct2:{ct2_dir},bpe=subword-nmt:{bpe},compute_type=float32,name=TF").score(
+            _nbest_of(tgt), src, None)
+        assert ct2["TF"] == pytest.approx(out["TF"], abs=1e-3)
+        assert ct2["TFNorm"] == pytest.approx(out["TFNorm"], abs=1e-4)
     # our own model directory through fairseq: equals its nmt: shorthand
     model_dir = tiny["models"]["forward"]
     long_form = make_scorer(f"fairseq:{model_dir}/checkpoint_best.pt,bpe=subword-nmt:{model_dir}/bpe.codes,"
