@@ -71,11 +71,12 @@ def load_checkpoint(checkpoint: str, dict_dir: str):
 def _load_fairseq_model(model_dir: str):
     """(model in eval mode, task, train.json record) of a ``rerank nmt train`` directory."""
     meta_path = os.path.join(model_dir, "train.json")
-    ckpt = os.path.join(model_dir, "checkpoint_best.pt")
-    if not os.path.exists(meta_path) or not os.path.exists(ckpt):
+    if not os.path.exists(meta_path) or not os.path.exists(os.path.join(model_dir, "checkpoint_best.pt")):
         raise InputError("not a trained model directory (needs train.json and checkpoint_best.pt)", model_dir)
     with open(meta_path, encoding="utf-8") as handle:
         meta = json.load(handle)
+    # the model that scores: checkpoint_best.pt, or the averaged one train.json names
+    ckpt = os.path.join(model_dir, meta.get("checkpoint", "checkpoint_best.pt"))
     model, task = load_checkpoint(ckpt, model_dir)
     return model, task, meta
 

@@ -21,8 +21,10 @@ fairseq Adam's ``--weight-decay`` (which fairseq applies decoupled, AdamW-style)
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,19 @@ from rerank.signature import write_signed
 
 #: preset name -> fairseq architecture
 PRESETS = {"cpu": "bahdanau_gru_cpu", "small": "bahdanau_gru_small", "paper": "bahdanau_gru_paper"}
+#: fairseq's own transformer (``--arch``): sizes, and the regularisation small-data
+#: transformers need (dropout 0.3 on a 29k-sentence corpus, label smoothing 0.1,
+#: attention/activation dropout 0.1, Adam β2 0.98 with inverse-square-root warm-up, weight
+#: decay 1e-4; Vaswani et al. 2017, Wu et al. 2021's Transformer-Tiny on Multi30K).  The
+#: last ``average`` epoch checkpoints are averaged into ``checkpoint_avg.pt`` (the model
+#: that generates and scores): averaging smooths the noisy last epochs of a small corpus,
+#: usually +0.5-1 BLEU over the last checkpoint, and needs no extra training.
+ARCHS = {
+    "transformer-tiny": {"layers": 4, "dim": 128, "ffn": 256, "heads": 4, "lr": 5e-3, "warmup": 1000},
+    "transformer-small": {"layers": 3, "dim": 256, "ffn": 1024, "heads": 4, "lr": 1e-3, "warmup": 1000},
+}
+TRANSFORMER_REGULARISATION = {"dropout": 0.3, "l2": 1e-4, "label_smoothing": 0.1, "attention_dropout": 0.1,
+                              "average": 5}
 #: direction -> default role (the feature name a scorer gives the model's columns)
 DIRECTIONS = {"forward": "L2R", "backward": "Channel", "r2l": "R2L"}
 #: output dictionaries a model can have (TrainConfig.target_vocab)
@@ -52,6 +67,10 @@ class TrainConfig:
     :data:`DIRECTIONS`; ``role`` names the model's feature columns (default by direction:
     L2R, Channel, R2L); ``threads`` limits torch's CPU threads (0: its default).
     ``src``/``tgt`` are the *task's* languages: a backward model swaps them itself.
+    ``arch``: ``gru`` (the Bahdanau model at ``preset``) or a fairseq transformer of
+    :data:`ARCHS` (``preset`` and ``variant`` then unused; dropout 0.3 and weight decay
+    1e-4 unless given, the arch's learning rate unless ``lr`` is given, the last
+    ``average`` epochs averaged into ``checkpoint_avg.pt``).
     ``target_vocab`` is ``joint`` (the joint BPE dictionary of ``prepare``) or ``own``:
     the model's output layer covers only the subword types of its own target language
     in the training data (:func:`own_target_vocabulary`; for a channel model on
@@ -64,7 +83,9 @@ class TrainConfig:
     variant: str = "regular"
     dropout: float = -1.0
     l2: float = -1.0
-    lr: float = 2e-3
+    lr: float = 0.0  # 0: the architecture's (GRU 2e-3)
+    arch: str = "gru"
+    average: int = 0  # epochs averaged (transformers: 5 by default)
     max_tokens: int = 4000
     max_epoch: int = 10
     max_update: int = 0
@@ -91,7 +112,15 @@ class TrainConfig:
             raise InputError(f"unknown preset {self.preset!r}; known: {', '.join(PRESETS)}")
         if self.variant not in VARIANTS:
             raise InputError(f"unknown variant {self.variant!r}; known: {', '.join(VARIANTS)}")
-        dropout, l2 = VARIANTS[self.variant]
+        if self.arch != "gru" and self.arch not in ARCHS:
+            raise InputError(f"unknown architecture {self.arch!r}; known: gru, {', '.join(ARCHS)}")
+        transformer = self.arch in ARCHS
+        dropout, l2 = ((TRANSFORMER_REGULARISATION["dropout"], TRANSFORMER_REGULARISATION["l2"]) if transformer
+                       else VARIANTS[self.variant])
+        if self.lr <= 0:
+            self.lr = ARCHS[self.arch]["lr"] if transformer else 2e-3
+        if self.average <= 0 and transformer:
+            self.average = TRANSFORMER_REGULARISATION["average"]
         if self.dropout < 0:
             self.dropout = dropout
         if self.l2 < 0:
@@ -113,16 +142,28 @@ def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: st
     src, tgt = _languages(config)
     cmd = [sys.executable, "-m", "fairseq_cli.train", bin_dir, "--user-dir", USER_DIR,
            "--task", "translation", "--source-lang", src, "--target-lang", tgt,
-           "--arch", PRESETS[config.preset], "--dropout", str(config.dropout),
-           "--optimizer", "adam", "--lr", str(config.lr), "--weight-decay", str(config.l2),
-           "--clip-norm", str(config.clip_norm), "--criterion", "cross_entropy",
+           "--dropout", str(config.dropout), "--optimizer", "adam", "--lr", str(config.lr),
+           "--weight-decay", str(config.l2), "--clip-norm", str(config.clip_norm),
            "--max-tokens", str(config.max_tokens), "--max-epoch", str(config.max_epoch),
            "--patience", str(config.patience), "--seed", str(config.seed),
-           "--save-dir", save_dir, "--no-epoch-checkpoints", "--num-workers", "0",
+           "--save-dir", save_dir, "--num-workers", "0",
            # fairseq 0.12's batch_by_size drops the last batch when it is not a multiple of
            # --required-batch-size-multiple (default 8): with 1 every sentence is kept
            "--required-batch-size-multiple", "1",
            "--log-format", progress, "--log-interval", "100"]
+    if config.arch in ARCHS:
+        a, reg = ARCHS[config.arch], TRANSFORMER_REGULARISATION
+        cmd += ["--arch", "transformer", "--encoder-layers", str(a["layers"]), "--decoder-layers", str(a["layers"]),
+                "--encoder-embed-dim", str(a["dim"]), "--decoder-embed-dim", str(a["dim"]),
+                "--encoder-ffn-embed-dim", str(a["ffn"]), "--decoder-ffn-embed-dim", str(a["ffn"]),
+                "--encoder-attention-heads", str(a["heads"]), "--decoder-attention-heads", str(a["heads"]),
+                "--share-decoder-input-output-embed", "--attention-dropout", str(reg["attention_dropout"]),
+                "--activation-dropout", str(reg["attention_dropout"]),
+                "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", str(reg["label_smoothing"]),
+                "--adam-betas", "(0.9, 0.98)", "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
+                str(a["warmup"]), "--warmup-init-lr", "1e-07", "--keep-last-epochs", str(config.average)]
+    else:
+        cmd += ["--arch", PRESETS[config.preset], "--criterion", "cross_entropy", "--no-epoch-checkpoints"]
     cmd += fairseq_device(config.device, config.dtype, config.distributed_world_size)[0]
     if config.direction == "forward" and config.role == DIRECTIONS["forward"]:
         cmd += ["--eval-bleu", "--eval-bleu-args",
@@ -267,4 +308,38 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):
         raise InputError("fairseq-train ended without a best checkpoint", save_dir)
+    if config.average > 1:
+        epochs = sorted(glob.glob(os.path.join(save_dir, "checkpoint[0-9]*.pt")),
+                        key=lambda p: int(re.findall(r"checkpoint(\d+)\.pt$", p)[0]))[-config.average:]
+        best = average_checkpoints(epochs, os.path.join(save_dir, "checkpoint_avg.pt"))
+        write_signed(os.path.join(save_dir, "train.json"),
+                     {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir), "kind": "translation",
+                      "checkpoint": "checkpoint_avg.pt", "averaged": [os.path.basename(p) for p in epochs]},
+                     ["torch", "fairseq-fixed", "sacrebleu"])
     return best
+
+
+def average_checkpoints(paths: List[str], out: str) -> str:
+    """Average the model parameters of fairseq checkpoints ``paths`` into ``out`` (the rest
+    of the last checkpoint kept), as fairseq's ``scripts/average_checkpoints.py`` does
+    (it is not in the pip package).  Returns ``out``.  Raises :class:`InputError` for no
+    checkpoints."""
+    import torch
+
+    if not paths:
+        raise InputError("no epoch checkpoints to average")
+    total = None
+    for path in paths:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        params = state["model"]
+        if total is None:
+            total = {k: v.clone().double() if v.is_floating_point() else v.clone() for k, v in params.items()}
+        else:
+            for k, v in params.items():
+                if v.is_floating_point():
+                    total[k] += v.double()
+    state["model"] = {k: (v / len(paths)).to(params[k].dtype) if v.is_floating_point() else v
+                      for k, v in total.items()}
+    torch.save(state, out + ".tmp")
+    os.replace(out + ".tmp", out)
+    return out

@@ -314,3 +314,29 @@ def test_fairseq_scorer_settings_are_checked(tiny, tmp_path):
                         (f"{ckpt},bpe=none,dict={tmp_path}", "cannot load")):
         with pytest.raises(InputError, match=needle):
             make_scorer(f"fairseq:{arg}")
+
+
+def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
+    import torch
+
+    from nmt.train import TrainConfig, train
+
+    save = str(tmp_path / "tt")
+    config = TrainConfig(arch="transformer-tiny", max_epoch=3, max_tokens=1000, average=2, direction="r2l",
+                         threads=1)
+    assert config.dropout == 0.3 and config.lr == 5e-3 and config.l2 == 1e-4
+    avg = train(tiny["bin"], save, config)
+    assert os.path.basename(avg) == "checkpoint_avg.pt"
+    meta = __import__("json").load(open(os.path.join(save, "train.json")))
+    assert meta["checkpoint"] == "checkpoint_avg.pt" and meta["averaged"] == ["checkpoint2.pt", "checkpoint3.pt"]
+    states = [torch.load(os.path.join(save, f"checkpoint{e}.pt"), weights_only=False)["model"] for e in (2, 3)]
+    averaged = torch.load(avg, weights_only=False)["model"]
+    key = "decoder.layers.0.fc1.weight"
+    assert torch.allclose(averaged[key], (states[0][key] + states[1][key]) / 2, atol=1e-6)
+    assert not torch.equal(states[0][key], states[1][key])
+    # the nmt: shorthand scores with the averaged model, as fairseq does
+    src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    out = make_scorer(f"nmt:{save}").score(_nbest_of(tgt), src, None)
+    reference = _sequence_scorer(avg, tiny["bin"] + ".r2l", "valid")
+    assert out["R2L"] == pytest.approx([s for s, _ in reference], abs=1e-4)

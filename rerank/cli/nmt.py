@@ -9,7 +9,7 @@ import argparse
 from nmt.data import PrepareConfig, prepare
 from nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from nmt.lm import LMConfig, train_lm
-from nmt.train import DIRECTIONS, TrainConfig, train
+from nmt.train import ARCHS, DIRECTIONS, TrainConfig, train
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options
 from rerank.errors import InputError
@@ -23,7 +23,7 @@ def cmd_nmt(args) -> None:
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
                              max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
                              role=args.role, threads=args.threads, target_vocab=args.target_vocab,
-                             device=args.device, dtype=args.dtype,
+                             device=args.device, dtype=args.dtype, arch=args.arch, average=args.average,
                              distributed_world_size=args.distributed_world_size)
         print(train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
@@ -57,7 +57,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="example: rerank nmt train --data-bin out/data/bin --save-dir out/model --preset cpu --max-epoch 12")
     q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
     q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training resumes in it)")
-    q.add_argument("--preset", default=TrainConfig.preset, help="cpu | small (fast re-ranking models) | paper")
+    q.add_argument("--arch", default=TrainConfig.arch, choices=["gru"] + list(ARCHS),
+                   help="gru: the Bahdanau GRU model at --preset; transformer-tiny (4 layers, 128 dimensions, 4 heads) "
+                        "or transformer-small (3 layers, 256, 4 heads): fairseq's transformer with dropout 0.3, label "
+                        "smoothing 0.1, inverse-sqrt warm-up, the last --average epochs averaged")
+    q.add_argument("--average", type=int, default=TrainConfig.average,
+                   help="epoch checkpoints averaged into checkpoint_avg.pt (0: the architecture's: transformers 5, "
+                        "GRU none)")
+    q.add_argument("--preset", default=TrainConfig.preset, help="cpu | small (fast re-ranking models) | paper (GRU)")
     q.add_argument("--variant", default=TrainConfig.variant, help="weak (dropout 0, L2 0) | regular (0.5, 1e-8) | optimised (0.2, 0)")
     q.add_argument("--dropout", type=float, default=-1.0, help="override the variant's dropout")
     q.add_argument("--l2", type=float, default=-1.0, help="override the variant's L2 weight")
@@ -65,7 +72,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--max-update", type=int, default=TrainConfig.max_update, help="updates at most (0: no limit)")
     q.add_argument("--patience", type=int, default=TrainConfig.patience, help="epochs without a better validation score before stopping")
     q.add_argument("--max-tokens", type=positive_int, default=TrainConfig.max_tokens, help="tokens per batch")
-    q.add_argument("--lr", type=float, default=TrainConfig.lr, help="Adam learning rate")
+    q.add_argument("--lr", type=float, default=TrainConfig.lr,
+                   help="Adam learning rate (default: 0, the architecture's: GRU 2e-3, transformer-tiny 5e-3, "
+                        "transformer-small 1e-3)")
     q.add_argument("--seed", type=int, default=TrainConfig.seed, help="training seed")
     q.add_argument("--direction", default=TrainConfig.direction, choices=list(DIRECTIONS),
                    help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)")
