@@ -34,7 +34,10 @@ class LMConfig:
     """Settings of :func:`train_lm` (serialised into ``train.json``): LSTM sizes, dropout,
     Adam ``lr``, batch ``max_tokens``, epochs and ``patience`` (validation loss),
     ``seed``, CPU ``threads`` (0: torch's default), ``lang``, the feature name ``role``,
-    and whether task 2's descriptions join the training text."""
+    and whether task 2's descriptions join the training text.  ``arch``: ``lstm`` (fairseq's
+    ``lstm_lm`` at ``embed_dim``/``hidden_size``/``layers``) or ``transformer-tiny``
+    (fairseq's ``transformer_lm``: :data:`TRANSFORMER_LM`, inverse-sqrt warm-up; the sizes
+    above unused)."""
 
     embed_dim: int = 256
     hidden_size: int = 512
@@ -51,6 +54,15 @@ class LMConfig:
     dtype: str = "float32"
     role: str = "LM"
     task2: bool = True
+    arch: str = "lstm"
+
+    def __post_init__(self):
+        if self.arch not in ("lstm",) + tuple(TRANSFORMER_LM):
+            raise InputError(f"unknown LM architecture {self.arch!r}; known: lstm, {', '.join(TRANSFORMER_LM)}")
+
+
+#: the transformer LM (fairseq ``transformer_lm``), the size of the tiny translation model
+TRANSFORMER_LM = {"transformer-tiny": {"layers": 4, "dim": 128, "ffn": 256, "heads": 4, "warmup": 1000}}
 
 
 def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir: Optional[str] = None) -> str:
@@ -106,10 +118,18 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
 
 def train_lm_command(bin_dir: str, save_dir: str, config: LMConfig, progress: str = "simple") -> List[str]:
     """The fairseq-train command line of :func:`train_lm`."""
+    if config.arch in TRANSFORMER_LM:
+        a = TRANSFORMER_LM[config.arch]
+        model = ["--arch", "transformer_lm", "--decoder-layers", str(a["layers"]), "--decoder-embed-dim", str(a["dim"]),
+                 "--decoder-ffn-embed-dim", str(a["ffn"]), "--decoder-attention-heads", str(a["heads"]),
+                 "--adam-betas", "(0.9, 0.98)", "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
+                 str(a["warmup"]), "--warmup-init-lr", "1e-07"]
+    else:
+        model = ["--arch", "lstm_lm", "--decoder-embed-dim", str(config.embed_dim), "--decoder-hidden-size",
+                 str(config.hidden_size), "--decoder-layers", str(config.layers), "--decoder-out-embed-dim",
+                 str(config.embed_dim)]
     return [sys.executable, "-m", "fairseq_cli.train", bin_dir, "--user-dir", USER_DIR, "--task", "language_modeling",
-            "--sample-break-mode", "eos", "--tokens-per-sample", "512", "--arch", "lstm_lm",
-            "--decoder-embed-dim", str(config.embed_dim), "--decoder-hidden-size", str(config.hidden_size),
-            "--decoder-layers", str(config.layers), "--decoder-out-embed-dim", str(config.embed_dim),
+            "--sample-break-mode", "eos", "--tokens-per-sample", "512", *model,
             "--share-decoder-input-output-embed", "--dropout", str(config.dropout),
             "--optimizer", "adam", "--lr", str(config.lr), "--clip-norm", "1.0", "--criterion", "cross_entropy",
             "--max-tokens", str(config.max_tokens), "--max-epoch", str(config.max_epoch),

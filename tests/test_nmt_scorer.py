@@ -340,3 +340,17 @@ def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
     out = make_scorer(f"nmt:{save}").score(_nbest_of(tgt), src, None)
     reference = _sequence_scorer(avg, tiny["bin"] + ".r2l", "valid")
     assert out["R2L"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+
+
+def test_transformer_lm_tiny_trains_and_scores_as_eval_lm(tiny, tmp_path):
+    from nmt.lm import LMConfig, train_lm
+
+    save = str(tmp_path / "tlm")
+    m30k = os.path.join(os.path.dirname(tiny["data"]), "m30k")
+    train_lm(tiny["data"], save, LMConfig(arch="transformer-tiny", max_epoch=2, threads=1), data_dir=m30k)
+    tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
+    out = make_scorer(f"lm:{save}").score(_nbest_of(tgt), None, None)
+    reference = _sequence_scorer(os.path.join(save, "checkpoint_best.pt"), os.path.join(save, "bin"), "valid")
+    assert out["LM"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    with pytest.raises(InputError, match="unknown LM architecture"):
+        LMConfig(arch="gpt")

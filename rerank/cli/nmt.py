@@ -29,7 +29,8 @@ def cmd_nmt(args) -> None:
     elif args.nmt_verb == "train-lm":
         config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
                           dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
-                          threads=args.threads, task2=not args.no_task2, device=args.device, dtype=args.dtype)
+                          threads=args.threads, task2=not args.no_task2, device=args.device, dtype=args.dtype,
+                          arch=args.arch)
         print(train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
     elif args.nmt_verb == "nbest":
         config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size, device=args.device,
@@ -101,6 +102,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=LMConfig.seed, help="training seed")
     q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument("--no-task2", action="store_true", help="task 1's German only")
+    q.add_argument("--arch", default="lstm", choices=["lstm", "transformer-tiny"],
+                   help="lstm: fairseq's lstm_lm at --embed-dim/--hidden-size/--layers; transformer-tiny: fairseq's "
+                        "transformer_lm, 4 layers, 128 dimensions, 4 heads")
     device_options(q)
     q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format",
         epilog="example: rerank nmt nbest --data-bin out/data/bin --checkpoint out/model/checkpoint_best.pt --subset test --nbest 20 --out-nbest test.nbest --out-1best test.1best")
