@@ -18,7 +18,9 @@
 # of the R2L and channel models, 16), L2R2_EPOCH (8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
-# 1: one after the other with torch's default threads), TUNERS ("mira mert"), CHRF_TUNING
+# 1: one after the other with torch's default threads), ARCH (baseline: gru | transformer-tiny |
+# transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
+# transformer-tiny), TUNERS ("mira mert"), CHRF_TUNING
 # (1: +all is tuned for chrF too, MIRA, the row "+all/chrF-tuned" beside +all; 0: not).
 # Every stage skips when its output exists, so an interrupted run resumes where it
 # stopped (training resumes from its last checkpoint); timings.tsv records each stage.
@@ -47,6 +49,9 @@ EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 JOBS=${JOBS:-2}
 TUNERS=${TUNERS:-mira mert}
 CHRF_TUNING=${CHRF_TUNING:-1}
+ARCH=${ARCH:-gru}          # the baseline: gru (at PRESET) | transformer-tiny | transformer-small
+AUX_ARCH=${AUX_ARCH:-gru}  # the R2L and channel models: gru (at AUX_PRESET) | transformer-tiny | transformer-small
+LM_ARCH=${LM_ARCH:-lstm}   # the LM: lstm | transformer-tiny
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -58,29 +63,37 @@ THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
 source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...; chains FUNC_A FUNC_B
 
-D="$OUT/data"; M="$OUT/model"; N="$OUT/nbest"; R="$OUT/rerank"; A="$OUT/models"; E="$OUT/embed"
-R2L_DIR="$A/r2l.$AUX_PRESET"
-CHANNEL_DIR="$A/channel.$AUX_PRESET$([ "$CHANNEL_VOCAB" = own ] && echo -own)"
+D="$OUT/data"; M="$OUT/model$([ "$ARCH" = gru ] || echo ".$ARCH")"; N="$OUT/nbest"; R="$OUT/rerank"
+A="$OUT/models"; E="$OUT/embed"
+AUX_NAME=$([ "$AUX_ARCH" = gru ] && echo "$AUX_PRESET" || echo "$AUX_ARCH")
+R2L_DIR="$A/r2l.$AUX_NAME"
+CHANNEL_DIR="$A/channel.$AUX_NAME$([ "$CHANNEL_VOCAB" = own ] && echo -own)"
+LM_DIR="$A/lm$([ "$LM_ARCH" = lstm ] || echo ".$LM_ARCH")"
 mkdir -p "$N" "$R" "$A"
 stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out "$D"
 
 # --- models: the baseline and the re-ranking models, in two chains of stages -----------
-train_model() {  # train_model PRESET SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
-  local preset=$1 dir=$2 log=$3; shift 3
-  rerank nmt train --data-bin "$D/bin" --save-dir "$dir" --preset "$preset" --variant "$VARIANT" \
+train_model() {  # train_model PRESET|ARCH SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
+  local preset=$1 dir=$2 log=$3 arch=gru; shift 3
+  case "$preset" in transformer-*) arch=$preset; preset=cpu ;; esac
+  rerank nmt train --data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" --variant "$VARIANT" \
     --patience "$PATIENCE" --threads "$THREADS" "$@" 2>&1 | tee -a "$log" \
     | grep -E "\| valid \||done training|Error" || true
   [ -f "$dir/checkpoint_best.pt" ] && touch "$dir/train.done"
   [ -f "$dir/train.done" ] || { echo "training did not finish: see $log" >&2; return 1; }
 }
 nbest_of() {  # nbest_of SUBSET NAME
-  rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/checkpoint_best.pt" --subset "$1" --nbest "$NBEST" \
+  local ckpt  # the checkpoint train.json names (checkpoint_avg.pt for transformers), else checkpoint_best.pt
+  ckpt=$(python -c 'import json, sys; print(json.load(open(sys.argv[1])).get("checkpoint", "checkpoint_best.pt"))' \
+         "$M/train.json")
+  rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/$ckpt" --subset "$1" --nbest "$NBEST" \
     --out-nbest "$N/$2.nbest" --out-1best "$N/$2.1best"
 }
 train_lm() {
-  rerank nmt train-lm --prepared "$D" ${DATA:+--data "$DATA"} --save-dir "$A/lm" --max-epoch "$LM_EPOCH" \
-    --threads "$THREADS" > "$A/lm.log" 2>&1 || { echo "LM training failed: see $A/lm.log" >&2; return 1; }
-  touch "$A/lm/train.done"
+  rerank nmt train-lm --prepared "$D" ${DATA:+--data "$DATA"} --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" \
+    --arch "$LM_ARCH" --threads "$THREADS" > "$LM_DIR.log" 2>&1 \
+    || { echo "LM training failed: see $LM_DIR.log" >&2; return 1; }
+  touch "$LM_DIR/train.done"
 }
 # the MLMME model of MLMMEss: text only (β 0: task-2 descriptions + task-1 pairs of the
 # training split; it never sees test_2016); heldout.json is the last file it writes
@@ -89,15 +102,15 @@ embed_train() {
     --epochs "$EMBED_EPOCHS" --validate-every 300 --patience 4 --threads "$THREADS" --out "$E"
 }
 chain_a() {
-  stage train "$M/train.done" train_model "$PRESET" "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
+  stage train "$M/train.done" train_model "$([ "$ARCH" = gru ] && echo "$PRESET" || echo "$ARCH")" "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
   stage nbest-val "$N/val.nbest" nbest_of valid val
   stage nbest-test "$N/test.nbest" nbest_of test test
-  stage train-r2l "$R2L_DIR/train.done" train_model "$AUX_PRESET" "$R2L_DIR" "$R2L_DIR.log" --direction r2l \
+  stage train-r2l "$R2L_DIR/train.done" train_model "$AUX_NAME" "$R2L_DIR" "$R2L_DIR.log" --direction r2l \
     --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
-  stage train-lm "$A/lm/train.done" train_lm
+  stage train-lm "$LM_DIR/train.done" train_lm
 }
 chain_b() {  # balanced with chain_a by the measured per-epoch times (each about 3-3.5 h on 2 idle cores)
-  stage train-channel "$CHANNEL_DIR/train.done" train_model "$AUX_PRESET" "$CHANNEL_DIR" "$CHANNEL_DIR.log" \
+  stage train-channel "$CHANNEL_DIR/train.done" train_model "$AUX_NAME" "$CHANNEL_DIR" "$CHANNEL_DIR.log" \
     --direction backward --target-vocab "$CHANNEL_VOCAB" --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
   if [ "$L2R2" = 1 ]; then
     stage train-l2r2 "$A/l2r2/train.done" train_model "$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 \
@@ -108,7 +121,7 @@ chain_b() {  # balanced with chain_a by the measured per-epoch times (each about
 chains chain_a chain_b
 
 # --- features: one stage per scorer, each list carrying all earlier columns -----------
-SCORERS="mlmme:mlmme:$E r2l:nmt:$R2L_DIR channel:nmt:$CHANNEL_DIR lm:lm:$A/lm"
+SCORERS="mlmme:mlmme:$E r2l:nmt:$R2L_DIR channel:nmt:$CHANNEL_DIR lm:lm:$LM_DIR"
 [ "$L2R2" = 1 ] && SCORERS="$SCORERS l2r2:nmt:$A/l2r2"
 SCORERS="$SCORERS mbr:mbr:bleu+mbr:chrf e5:e5: len:len:$D"
 for SPLIT in val test; do
