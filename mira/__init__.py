@@ -3,8 +3,10 @@
 each a :class:`~mira.tuner.Tuner` registered in :data:`~mira.tuner.TUNERS`;
 :mod:`mira.tuning` runs them on files (start weights, feature selection, cross-fitting).
 
-Every tuner returns weights that score at least the initial weights' corpus BLEU on the
-tuning set (MIRA's ``kbmira_selection`` aside, which reproduces kbmira).
+Every tuner maximises a metric over sufficient statistics (BLEU by default; chrF, TER,
+METEOR, interpolations, ``seg:`` scores: :mod:`rerank.metrics`) and returns weights that
+score at least the initial weights' corpus score on the tuning set (MIRA's
+``kbmira_selection`` aside, which reproduces kbmira).
 """
 
 from mira.kbmira import Mira, MiraConfig
