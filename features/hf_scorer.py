@@ -140,7 +140,7 @@ class _PairScorer(Scorer):
             if self.source_detok is not None:
                 cache: Dict[str, str] = {}
                 srcs = [cache[s] if s in cache else cache.setdefault(s, self.source_detok(s)) for s in srcs]
-            inputs, outputs = (srcs, hyps) if self.direction == "forward" else (hyps, srcs)
+            inputs, outputs = (hyps, srcs) if self.direction == "backward" else (srcs, hyps)
         else:
             inputs, outputs = [""] * len(hyps), hyps
         total, length = self.score_pairs(inputs, outputs)

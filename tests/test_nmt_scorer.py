@@ -340,6 +340,20 @@ def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
     out = make_scorer(f"nmt:{save}").score(_nbest_of(tgt), src, None)
     reference = _sequence_scorer(avg, tiny["bin"] + ".r2l", "valid")
     assert out["R2L"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    # converted for CTranslate2, the right-to-left model scores the same through features add's path
+    if importlib.util.find_spec("ctranslate2") is not None:
+        from features.hf_scorer import import_transformers
+
+        import_transformers()
+        import ctranslate2
+
+        from nmt import USER_DIR
+
+        ct2_dir = str(tmp_path / "tt-ct2")
+        ctranslate2.converters.FairseqConverter(avg, save, source_lang="en", target_lang="de", user_dir=USER_DIR,
+                                                unsafe_deserialization=True).convert(ct2_dir)
+        ct2 = make_scorer(f"ct2:{ct2_dir},bpe=subword-nmt:{save}/bpe.codes,direction=r2l,compute_type=float32")
+        assert ct2.score(_nbest_of(tgt), src, None)["CT2R2L"] == pytest.approx(out["R2L"], abs=1e-3)
 
 
 def test_transformer_lm_tiny_trains_and_scores_as_eval_lm(tiny, tmp_path):
