@@ -129,6 +129,19 @@ class _PairScorer(Scorer):
     def names(self, has_images: bool) -> List[str]:
         return [self.name, f"{self.name}Norm"]
 
+    def load_model(self, auto_class: str, what: str) -> None:
+        """``self.tokenizer`` and ``self.model`` (transformers' ``auto_class``) from the
+        directory, on the resolved device and type, in eval mode.  Raises
+        :class:`InputError` naming the directory when either cannot be loaded."""
+        transformers = import_transformers()
+        self.device, self.dtype = self.devices.resolve()
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
+            self.model = getattr(transformers, auto_class).from_pretrained(self.path, dtype=self.dtype)
+        except (OSError, ValueError) as err:
+            raise InputError(f"not a Hugging Face {what} with its tokenizer: {one_line(err)}", self.path) from None
+        self.model.to(self.device).eval()
+
     def score(self, nbest: NBestList, sources: Optional[Sequence[str]], images) -> Dict[str, np.ndarray]:
         hyps = list(nbest.hypotheses)
         if self.detok is not None:
@@ -174,15 +187,7 @@ class HFSeq2SeqScorer(_PairScorer):
 
     def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
         super().__init__(arg, devices)
-        transformers = import_transformers()
-        self.device, self.dtype = devices.resolve()
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
-            self.model = transformers.AutoModelForSeq2SeqLM.from_pretrained(self.path, dtype=self.dtype)
-        except (OSError, ValueError) as err:
-            raise InputError(f"not a Hugging Face sequence-to-sequence model with its tokenizer: {one_line(err)}",
-                             self.path) from None
-        self.model.to(self.device).eval()
+        self.load_model("AutoModelForSeq2SeqLM", "sequence-to-sequence model")
         for key in ("src_lang", "tgt_lang"):
             if key in self.settings:
                 if not hasattr(self.tokenizer, key):
@@ -230,15 +235,7 @@ class HFCausalLMScorer(_PairScorer):
 
     def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
         super().__init__(arg, devices)
-        transformers = import_transformers()
-        self.device, self.dtype = devices.resolve()
-        try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
-            self.model = transformers.AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
-        except (OSError, ValueError) as err:
-            raise InputError(f"not a Hugging Face causal language model with its tokenizer: {one_line(err)}",
-                             self.path) from None
-        self.model.to(self.device).eval()
+        self.load_model("AutoModelForCausalLM", "causal language model")
         tok = self.tokenizer
         self.start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         self.end = tok.eos_token_id

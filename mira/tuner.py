@@ -136,11 +136,12 @@ class Tuner(abc.ABC):
         """
         metric = BleuMetric() if metric is None else metric
         problem = Problem(*tuning_arrays(features, stats, offsets, init, metric.width), metric=metric)
-        problem.start_score = problem.gain(problem.start)
+        start = problem.best_stats(problem.start)
+        problem.start_score = float(metric.gain(start))
         weights, details = self.search(problem, progress or (lambda text: None))
         best = problem.best_stats(weights)
-        return TuneResult(weights, float(metric.score(best)), float(metric.score(problem.best_stats(problem.start))),
-                          metric.length_ratio(best), details, metric.name)
+        return TuneResult(weights, float(metric.score(best)), float(metric.score(start)), metric.length_ratio(best),
+                          details, metric.name)
 
 
 def make_tuner(name: str, config: Any = None) -> Tuner:

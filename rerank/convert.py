@@ -31,7 +31,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, NBestWriter, read_nbest, write_list_info
 from rerank.outputs import StagedOutputs
-from rerank.textio import open_text
+from rerank.textio import finite_number, open_text
 
 FORMATS = ("fairseq", "jsonl", "marian")
 LN2 = math.log(2.0)
@@ -53,16 +53,6 @@ def _assemble(by_id: Dict[int, List[Tuple[str, List[float]]]], names: List[str],
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return NBestList(offsets, hypotheses, np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), len(names)),
                      list(names))
-
-
-def _number(text: str, path: str, lineno: int, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"{what} {text!r} is not a number", path, lineno) from None
-    if not math.isfinite(value):
-        raise InputError(f"{what} {text!r} is not finite", path, lineno)
-    return value
 
 
 def read_fairseq(path: str, text: str = "h") -> NBestList:
@@ -90,7 +80,7 @@ def read_fairseq(path: str, text: str = "h") -> NBestList:
             except ValueError:
                 raise InputError(f"{kind}- line without a sentence id", path, lineno) from None
             if kind == "P":
-                values = [_number(v, path, lineno, "positional score") * LN2 for v in body.split()]
+                values = [finite_number(v, "positional score", path, lineno) * LN2 for v in body.split()]
                 positional.setdefault(sid, []).append(values)
                 continue
             if kind != wanted:
@@ -98,7 +88,7 @@ def read_fairseq(path: str, text: str = "h") -> NBestList:
             score, tab2, hyp = body.partition("\t")
             if not tab or not tab2:
                 raise InputError(f"expected {kind}-ID<TAB>score<TAB>hypothesis", path, lineno)
-            by_id.setdefault(sid, []).append((hyp, [_number(score, path, lineno, "score") * LN2]))
+            by_id.setdefault(sid, []).append((hyp, [finite_number(score, "score", path, lineno) * LN2]))
     if positional:
         with_p = True
         for sid, hyps in by_id.items():
@@ -147,7 +137,7 @@ def read_jsonl(path: str) -> NBestList:
                 if not isinstance(values, list) or len(values) != len(hyps):
                     raise InputError(f'scores["{name}"] must hold {len(hyps)} numbers, one per hypothesis', path,
                                      lineno)
-                columns.append([_number(str(v), path, lineno, f'scores["{name}"] value') for v in values])
+                columns.append([finite_number(str(v), f'scores["{name}"]', path, lineno) for v in values])
             for k, hyp in enumerate(hyps):
                 if "\n" in hyp or "|||" in hyp:
                     raise InputError(f"hypothesis {k} holds a line break or '|||'", path, lineno)

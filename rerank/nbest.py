@@ -29,7 +29,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
-from rerank.textio import open_text, read_json
+from rerank.textio import finite_number, open_text, read_json
 
 SEPARATOR = " ||| "
 
@@ -294,13 +294,7 @@ def _parse_features(text: str, path: str, lineno: int) -> Tuple[List[Tuple[str, 
             continue
         if not groups:
             raise InputError(f"value {token!r} before any feature name", path, lineno)
-        try:
-            value = float(token)
-        except ValueError:
-            raise InputError(f"feature {groups[-1][0]!r}: non-numeric value {token!r}", path, lineno) from None
-        if not math.isfinite(value):
-            raise InputError(f"feature {groups[-1][0]!r}: value {token!r} is not finite", path, lineno)
-        values.append(value)
+        values.append(finite_number(token, f"feature {groups[-1][0]!r}", path, lineno))
         groups[-1] = (groups[-1][0], groups[-1][1] + 1)
     if groups and groups[-1][1] == 0:
         raise InputError(f"feature {groups[-1][0]!r} has no value", path, lineno)

@@ -13,11 +13,24 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import math
 import sys
 import zlib
 from typing import Iterator, List, TextIO
 
 from rerank.errors import InputError
+
+
+def finite_number(text: str, what: str, path: str, lineno: int) -> float:
+    """``float(text)``, or :class:`InputError` naming ``what``, the file and the line for
+    a non-numeric or non-finite value (n-best features, segment scores, imported lists)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{what}: non-numeric value {text!r}", path, lineno) from None
+    if not math.isfinite(value):
+        raise InputError(f"{what}: value {text!r} is not finite", path, lineno)
+    return value
 
 
 def _describe_os_error(err: OSError) -> str:

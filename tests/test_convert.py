@@ -64,7 +64,7 @@ def test_jsonl_and_marian(tmp_path, capsys):
     ("jsonl", '{"id": 0, "hypotheses": ["a"], "scores": {"x": [1, 2]}}\n', "in.txt:1: "),
     ("jsonl", '{"id": 0, "hypotheses": ["a"]\n', "in.txt:1: invalid JSON"),
     ("jsonl", '{"id": 1, "hypotheses": ["a"]}\n', "0 is missing"),
-    ("fairseq", "H-0\tx\thallo\n", "in.txt:1: score 'x'"),
+    ("fairseq", "H-0\tx\thallo\n", "in.txt:1: score: non-numeric value 'x'"),
     ("fairseq", "H-0\t-1\thallo\nP-0\t-1\nP-0\t-2\n", "1 hypotheses but 2 P- lines"),
     ("marian", "0 ||| a ||| F= 1 ||| 0\n2 ||| b ||| F= 1 ||| 0\n", "in.txt:2"),
 ])

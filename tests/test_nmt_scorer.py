@@ -61,28 +61,8 @@ def tiny(tmp_path_factory):
 
 
 def _fairseq_scores(model_dir, data_dir, subset):
-    """Per-sentence summed natural-log scores from fairseq's SequenceScorer over the
-    task's own binarised subset (what --score-reference / eval-lm compute)."""
-    import torch
-    from fairseq.sequence_scorer import SequenceScorer
-
-    from features.nmt_scorer import _load_fairseq_model
-
-    model, task, _ = _load_fairseq_model(model_dir)
-    if getattr(task, "cfg", None) is not None:
-        task.cfg.data = data_dir
-    else:  # fairseq's language_modeling task keeps its settings in args
-        task.args.data = data_dir
-    task.load_dataset(subset)
-    dataset = task.dataset(subset)
-    scorer = SequenceScorer(task.target_dictionary)
-    itr = task.get_batch_iterator(dataset=dataset, max_sentences=4).next_epoch_itr(shuffle=False)
-    out = {}
-    with torch.no_grad():
-        for sample in itr:
-            for sid, hypos in zip(sample["id"].tolist(), scorer.generate([model], sample)):
-                out[sid] = (float(hypos[0]["positional_scores"].sum()), len(hypos[0]["positional_scores"]))
-    return [out[k] for k in sorted(out)]
+    """fairseq's own scores (:func:`_sequence_scorer`) of a model directory's best checkpoint."""
+    return _sequence_scorer(os.path.join(model_dir, "checkpoint_best.pt"), data_dir, subset)
 
 
 def _nbest_of(lines):

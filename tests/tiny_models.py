@@ -26,10 +26,19 @@ def training_text(directory: str, lines: int = 2000) -> str:
     return path
 
 
+def _save(model_class, config, tokenizer, out: str, seed: int) -> str:
+    """A randomly initialised ``model_class(config)`` (seeded) and its tokenizer saved in ``out``."""
+    import torch
+
+    torch.manual_seed(seed)
+    model_class(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def build_marian(directory: str, seed: int = 0) -> str:
     """A tiny random Marian en->de model with its tokenizer in ``directory/marian``."""
     import sentencepiece as spm
-    import torch
 
     transformers = import_transformers()
     text = training_text(directory)
@@ -47,17 +56,11 @@ def build_marian(directory: str, seed: int = 0) -> str:
                                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
                                        decoder_ffn_dim=64, max_position_embeddings=256, pad_token_id=vocab["<pad>"],
                                        eos_token_id=1, decoder_start_token_id=vocab["<pad>"], forced_eos_token_id=1)
-    torch.manual_seed(seed)
-    model = transformers.MarianMTModel(config)
-    out = os.path.join(directory, "marian")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return _save(transformers.MarianMTModel, config, tokenizer, os.path.join(directory, "marian"), seed)
 
 
 def build_gpt2(directory: str, seed: int = 0) -> str:
     """A tiny random GPT-2 language model with a BPE tokenizer in ``directory/gpt2``."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     transformers = import_transformers()
@@ -72,12 +75,7 @@ def build_gpt2(directory: str, seed: int = 0) -> str:
     config = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=1, n_head=2, n_positions=256,
                                      bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
                                      pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(seed)
-    model = transformers.GPT2LMHeadModel(config)
-    out = os.path.join(directory, "gpt2")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return _save(transformers.GPT2LMHeadModel, config, tokenizer, os.path.join(directory, "gpt2"), seed)
 
 
 def convert_ct2(model_dir: str, out: str) -> str:

@@ -14,7 +14,6 @@ rate).
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Optional
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.metrics.base import Metric
-from rerank.textio import read_lines
+from rerank.textio import finite_number, read_lines
 
 #: the characters of a ``seg:`` name (it becomes a file suffix)
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.]+")
@@ -38,13 +37,7 @@ def read_scores(path: str) -> np.ndarray:
     lines = read_lines(path)
     values = np.empty(len(lines))
     for lineno, line in enumerate(lines, start=1):
-        try:
-            value = float(line)
-        except ValueError:
-            raise InputError(f"expected one number per line, not {line.strip()[:40]!r}", path, lineno) from None
-        if not math.isfinite(value):
-            raise InputError(f"score {line.strip()!r} is not finite", path, lineno)
-        values[lineno - 1] = value
+        values[lineno - 1] = finite_number(line.strip(), "score (one number per line)", path, lineno)
     return values
 
 
