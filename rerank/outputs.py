@@ -33,9 +33,11 @@ import glob
 import gzip
 import io
 import os
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from rerank.errors import InputError
@@ -215,6 +217,22 @@ def _user_error(err: OSError, path: str) -> InputError:
     return InputError(f"cannot write: {err.strerror or err}", path)
 
 
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT and SIGTERM back for the block (they are delivered, and raise, right after
+    it), so that a temporary is never created without being recorded for removal.  Only the
+    main thread can set the mask that matters; elsewhere the block runs as it is."""
+    deferred = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class StagedOutputs:
     """Several outputs that appear together or not at all.
 
@@ -230,13 +248,14 @@ class StagedOutputs:
 
     def stage(self, path: str) -> str:
         """The path to write in place of ``path`` (see the class docstring)."""
-        try:
-            target = _Target(path)
-        except OSError as err:
-            raise _user_error(err, path) from None
-        self._targets.append(target)
-        if target.tmp is not None:
-            _LIVE[target.tmp] = target
+        with _signals_deferred():  # Ctrl-C/SIGTERM cannot land between creating the temporary and recording it
+            try:
+                target = _Target(path)
+            except OSError as err:
+                raise _user_error(err, path) from None
+            self._targets.append(target)
+            if target.tmp is not None:
+                _LIVE[target.tmp] = target
         return target.write_path
 
     def open(self, path: str, mode: str = "w", encoding: Optional[str] = "utf-8"):
