@@ -58,6 +58,20 @@ def untrained_model(directory: str, nbest, sources) -> str:
     return directory
 
 
+def random_marian(directory: str) -> list:
+    """Build (if absent) a random Marian model of transformer-tiny's size and its CTranslate2
+    conversion in ``directory`` (with ``tests/tiny_models.py``); return the scorer specs."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from tiny_models import build_marian, convert_ct2
+
+    marian, ct2 = os.path.join(directory, "marian"), os.path.join(directory, "ct2")
+    if not os.path.exists(os.path.join(ct2, "model.bin")):
+        os.makedirs(directory, exist_ok=True)
+        build_marian(directory, d_model=128, layers=4, heads=4, ffn=256, vocab_size=8000, lines=29000)
+        convert_ct2(marian, ct2)
+    return [f"hf:{marian}", f"ct2:{ct2},compute_type=float32", f"ct2:{ct2},compute_type=int8"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nbest", default=os.path.join(ROOT, "out", "multi30k", "nbest", "test.nbest"))
@@ -68,6 +82,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scorer", action="append", default=[], help="another scorer to time (NAME:ARG)")
     parser.add_argument("--skip-mlmme", action="store_true", help="time only the --scorer scorers")
+    parser.add_argument("--random-marian", metavar="DIR",
+                        help="build (once) in DIR a random Marian model the size of transformer-tiny, with a "
+                             "SentencePiece model of the training text, and its CTranslate2 conversion; then time "
+                             "hf:DIR/marian, ct2:DIR/ct2 (float32) and ct2:DIR/ct2,compute_type=int8 too")
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
 
@@ -78,6 +96,8 @@ def main() -> None:
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
 
+    if args.random_marian:
+        args.scorer += random_marian(args.random_marian)
     nbest = read_nbest(args.nbest)
     sources = read_lines(args.source)
     _, images = load_image_features(args.features, args.image_split)  # row i = segment i (task-1 test order)

@@ -81,7 +81,8 @@ SCORER_SUMMARY = {
     "hf": "hf:PATH[,direction=forward|backward][,name=N][,src_lang=,tgt_lang=][,detok=moses:LANG] -> HF, HFNorm: a "
           "Hugging Face seq2seq model",
     "hf-lm": "hf-lm:PATH[,name=N][,detok=moses:LANG] -> HFLM, HFLMNorm: a Hugging Face causal LM",
-    "ct2": "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,bpe=... for fairseq exports][,name=N] -> "
+    "ct2": "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,bpe=... for fairseq exports][,name=N]"
+           "[,threads=N] -> "
            "CT2, CT2Norm: a CTranslate2 translation model",
     "mbr": "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility",
     "e5": "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine",

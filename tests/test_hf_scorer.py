@@ -79,6 +79,15 @@ def test_scores_do_not_depend_on_the_batch(models):
     lm = make_scorer(f"hf-lm:{models['gpt2']},batch=64", CPU)
     lm_alone = make_scorer(f"hf-lm:{models['gpt2']},batch=1", CPU)
     assert np.allclose(lm.score_pairs([""] * 5, outputs)[0], lm_alone.score_pairs([""] * 5, outputs)[0], atol=1e-5)
+    # ct2: 10 distinct pairs sorted by length, in batches of 1 on 1 thread (two chunks of 8 pairs and 2) or
+    # batches of 2 on 2 threads (one chunk of 32), the results mapped back to their rows: the same scores
+    ct2 = make_scorer(f"ct2:{models['ct2']},compute_type=float32,batch=2,threads=2", CPU)
+    ct2_alone = make_scorer(f"ct2:{models['ct2']},compute_type=float32,batch=1,threads=1", CPU)
+    assert (ct2.batch, ct2.threads) == (2, 2)
+    many_in, many_out = inputs * 4, outputs[::-1] * 2 + outputs * 2
+    scores, lengths = ct2.score_pairs(many_in, many_out)
+    assert np.allclose(scores, ct2_alone.score_pairs(many_in, many_out)[0], atol=1e-4)
+    assert np.allclose(scores[10:15], ct2_alone.score_pairs(inputs, outputs)[0], atol=1e-4)
 
 
 def test_hf_lm_equals_transformers_cross_entropy(models):
@@ -135,7 +144,8 @@ def test_features_add_with_hf_ct2_and_their_errors(models, tmp_path, capsys):
                          (["--scorer", f"hf:{models['marian']},direction=up"], "direction must be forward"),
                          (["--scorer", f"hf:{tmp_path}"], "no config.json"),
                          (["--scorer", f"hf:{models['gpt2']}"], "not a Hugging Face sequence-to-sequence"),
-                         (["--scorer", f"hf-lm:{models['gpt2']},direction=backward"], "unknown setting")):
+                         (["--scorer", f"hf-lm:{models['gpt2']},direction=backward"], "unknown setting"),
+                         (["--scorer", f"ct2:{models['ct2']},threads=0"], "threads")):
         base = ["features", "add", "--nbest", nbest_path, "--source", src, "--out", str(tmp_path / "x.nbest")]
         scorers = [] if "--scorer" in argv else ["--scorer", f"hf:{models['marian']}"]
         assert main(base + scorers + argv) == 1

@@ -36,14 +36,18 @@ def _save(model_class, config, tokenizer, out: str, seed: int) -> str:
     return out
 
 
-def build_marian(directory: str, seed: int = 0) -> str:
-    """A tiny random Marian en->de model with its tokenizer in ``directory/marian``."""
+def build_marian(directory: str, seed: int = 0, d_model: int = 32, layers: int = 1, heads: int = 2,
+                 ffn: int = 64, vocab_size: int = 800, lines: int = 2000) -> str:
+    """A random Marian en->de model with its tokenizer in ``directory/marian``: tiny by
+    default (the tests); ``benchmarks/bench_scorer.py --random-marian`` builds one the size
+    of ``transformer-tiny`` (d_model 128, 4 layers, 4 heads, FFN 256, 8,000 pieces) to time
+    ``hf:`` and ``ct2:`` against ``fairseq:`` (speed does not depend on the weights)."""
     import sentencepiece as spm
 
     transformers = import_transformers()
-    text = training_text(directory)
+    text = training_text(directory, lines)
     prefix = os.path.join(directory, "sp")
-    spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, vocab_size=800, character_coverage=1.0,
+    spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, vocab_size=vocab_size, character_coverage=1.0,
                                    pad_id=-1, bos_id=-1, eos_id=1, unk_id=2, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
     vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
@@ -52,9 +56,10 @@ def build_marian(directory: str, seed: int = 0) -> str:
         json.dump(vocab, handle)
     tokenizer = transformers.MarianTokenizer(source_spm=prefix + ".model", target_spm=prefix + ".model",
                                              vocab=os.path.join(directory, "vocab.json"))
-    config = transformers.MarianConfig(vocab_size=len(vocab), d_model=32, encoder_layers=1, decoder_layers=1,
-                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                                       decoder_ffn_dim=64, max_position_embeddings=256, pad_token_id=vocab["<pad>"],
+    config = transformers.MarianConfig(vocab_size=len(vocab), d_model=d_model, encoder_layers=layers,
+                                       decoder_layers=layers, encoder_attention_heads=heads,
+                                       decoder_attention_heads=heads, encoder_ffn_dim=ffn, decoder_ffn_dim=ffn,
+                                       max_position_embeddings=256, pad_token_id=vocab["<pad>"],
                                        eos_token_id=1, decoder_start_token_id=vocab["<pad>"], forced_eos_token_id=1)
     return _save(transformers.MarianMTModel, config, tokenizer, os.path.join(directory, "marian"), seed)
 
