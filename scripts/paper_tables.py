@@ -141,7 +141,9 @@ def main() -> None:
     timings = os.path.join(args.out, "timings.tsv")
     if os.path.exists(timings):
         with open(timings, encoding="utf-8") as handle:
-            seconds = {name: int(value) for name, value in (line.rstrip("\n").split("\t") for line in handle if line.strip())}
+            # NAME<TAB>SECONDS[<TAB>OUTPUT] (scripts/stage.sh)
+            seconds = {fields[0]: int(fields[1]) for fields in (line.rstrip("\n").split("\t") for line in handle
+                                                                  if line.strip())}
         lines.append(f"stage time (wall, summed over stages; two chains ran side by side): "
                      f"{sum(seconds.values()) / 3600:.2f} h in {len(seconds)} stages ({timings})")
     with open(os.path.join(args.out, "tables.md.tmp"), "w", encoding="utf-8") as handle:

@@ -1,6 +1,8 @@
 # Sourced by run_pipeline.sh and run_tables.sh: resumable, timed stages, and two chains of them.
 # stage NAME OUTPUT COMMAND...: run COMMAND unless OUTPUT exists; record its wall time in
-# $TIMINGS (NAME<TAB>seconds; updated under a lock: two chains of stages may finish together)
+# $TIMINGS (NAME<TAB>seconds<TAB>OUTPUT's absolute path, symbolic links resolved, so that a
+# stage skipped because its output is shared with another run can be looked up there:
+# scripts/config_table.py; updated under a lock: two chains of stages may finish together)
 stage() {
   local name=$1 output=$2; shift 2
   if [ -e "$output" ]; then
@@ -13,7 +15,7 @@ stage() {
   (
     flock 9
     grep -v "^$name	" "$TIMINGS" > "$TIMINGS.tmp" || true
-    printf '%s\t%d\n' "$name" $((SECONDS - t0)) >> "$TIMINGS.tmp"
+    printf '%s\t%d\t%s\n' "$name" $((SECONDS - t0)) "$(realpath -m "$output")" >> "$TIMINGS.tmp"
     mv "$TIMINGS.tmp" "$TIMINGS"
   ) 9> "$TIMINGS.lock"
 }
