@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 
+from config_table import read_timings  # scripts/: one reader of timings.tsv
 from rerank.report import marks
 
 METRICS = ("bleu", "meteor", "ter", "chrf", "length")
@@ -140,10 +141,7 @@ def main() -> None:
         lines.append("")
     timings = os.path.join(args.out, "timings.tsv")
     if os.path.exists(timings):
-        with open(timings, encoding="utf-8") as handle:
-            # NAME<TAB>SECONDS[<TAB>OUTPUT] (scripts/stage.sh)
-            seconds = {fields[0]: int(fields[1]) for fields in (line.rstrip("\n").split("\t") for line in handle
-                                                                  if line.strip())}
+        seconds = {name: value for name, value, _ in read_timings(args.out)}
         lines.append(f"stage time (wall, summed over stages; two chains ran side by side): "
                      f"{sum(seconds.values()) / 3600:.2f} h in {len(seconds)} stages ({timings})")
     with open(os.path.join(args.out, "tables.md.tmp"), "w", encoding="utf-8") as handle:
