@@ -59,17 +59,13 @@ export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
-# this run's settings and versions (scripts/config_table.py reads them; rewritten each run)
+# this run's settings and versions (scripts/config_table.py reads them; rewritten each run);
+# refused, before any work, when OUT holds a run with other settings whose outputs the
+# skipped stages would reuse (scripts/pipeline_settings.py)
 settings=()
 for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
          L2R2 EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH; do settings+=("$k=${!k}"); done
-python - "$OUT/settings.json" "${settings[@]}" <<'PY'
-import sys
-from rerank.signature import write_signed
-write_signed(sys.argv[1], {"script": "scripts/run_pipeline.sh",
-                           "settings": dict(arg.split("=", 1) for arg in sys.argv[2:])},
-             ("numpy", "sacrebleu", "torch", "fairseq-fixed"))
-PY
+python "$ROOT/scripts/pipeline_settings.py" "$OUT/settings.json" "${settings[@]}"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
 source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...; chains FUNC_A FUNC_B

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Write a pipeline run's settings (and library versions) to ``OUT/settings.json``, or
+refuse, before any work, when ``OUT`` already holds a run whose settings differ in one that
+decides what a skipped stage's output would contain.
+
+The pipelines (``run_pipeline.sh``) skip every stage whose output exists, so a second run
+in the same ``OUT`` with, say, ``NBEST=50`` or ``ARCH=transformer-tiny`` would otherwise
+reuse the first run's 20-best lists and models and report them as the new configuration:
+a silently merged result.  Settings that only add or drop stages or change how fast they
+run (``ADDITIVE``) may change between sittings.
+
+    python scripts/pipeline_settings.py OUT/settings.json NBEST=20 ARCH=gru ...
+
+Exit status 1 with one line naming the file and the first differing setting; a
+``settings.json`` that is not one of ours is refused the same way.
+"""
+import json
+import os
+import sys
+from typing import Dict, List
+
+#: settings that may differ between sittings in one OUT: the number of processes, which
+#: tuners run, whether the chrF-tuned row is added, how many tuning replicas (added rows or
+#: seeds; none changes an existing output)
+ADDITIVE = ("JOBS", "TUNERS", "CHRF_TUNING", "REPLICAS")
+
+
+def conflicts(previous: Dict[str, str], current: Dict[str, str]) -> List[str]:
+    """``NAME=old (this run: new)`` for every setting of ``current`` outside ``ADDITIVE`` that
+    ``previous`` (an earlier run's settings) sets differently; settings the earlier run did
+    not record (written by an older pipeline) are not compared."""
+    return [f"{key}={previous[key]} (this run: {value})" for key, value in current.items()
+            if key not in ADDITIVE and key in previous and previous[key] != value]
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) < 1:
+        print("usage: pipeline_settings.py OUT/settings.json NAME=VALUE...", file=sys.stderr)
+        return 2
+    path, pairs = argv[0], argv[1:]
+    bad = [pair for pair in pairs if "=" not in pair]
+    if bad:
+        print(f"pipeline_settings: error: {bad[0]}: expected NAME=VALUE", file=sys.stderr)
+        return 2
+    current = dict(pair.split("=", 1) for pair in pairs)
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                previous = json.load(handle)["settings"]
+            if not isinstance(previous, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            print(f"pipeline_settings: error: {path}: not a pipeline settings file; "
+                  "use another OUT= or remove it", file=sys.stderr)
+            return 1
+        differ = conflicts({str(k): str(v) for k, v in previous.items()}, current)
+        if differ:
+            print(f"pipeline_settings: error: {path}: this directory holds a run with {differ[0]}"
+                  + (f" and {len(differ) - 1} more" if len(differ) > 1 else "")
+                  + "; its outputs would be reused as this run's: use another OUT= "
+                  "(scripts/run_configs.sh runs configurations side by side), or remove the file "
+                  "to go on with the new settings anyway", file=sys.stderr)
+            return 1
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from rerank.signature import write_signed
+
+    write_signed(path, {"script": "scripts/run_pipeline.sh", "settings": current},
+                 ("numpy", "sacrebleu", "torch", "fairseq-fixed"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
