@@ -28,9 +28,11 @@ import re
 import sys
 from typing import Dict, List, Optional, Tuple
 
+from pipeline_settings import ALL_FEATURES, recorded_later  # scripts/ is on sys.path (run as a script)
+
 #: run_pipeline.sh's two training chains (stage names), run side by side
-CHAIN_A = ("train", "nbest-val", "nbest-test", "train-r2l", "train-lm")
-CHAIN_B = ("train-channel", "train-l2r2", "embed-train")
+CHAIN_A = ("train", "nbest-val", "nbest-test", "train-channel", "train-lm")
+CHAIN_B = ("train-r2l", "train-l2r2", "embed-train")
 SKIPPED = re.compile(r"^== (\S+): done \((.+) exists\), skipped$")
 
 
@@ -158,17 +160,24 @@ def _num(value, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
+def feature_sets(settings: Dict[str, str]) -> str:
+    """The run's feature sets (``FEATURES``; an older run's from ``recorded_later``): ``all``
+    when every set was computed, else the sets, comma-separated."""
+    sets = settings.get("FEATURES", recorded_later(settings)["FEATURES"])
+    return "all" if sets.split() == list(ALL_FEATURES) else ",".join(sets.split())
+
+
 def markdown(rows: List[Dict], system: str) -> str:
     """The table as Markdown."""
-    lines = [f"| config | baseline | R2L/channel | LM | n-best | beam BLEU | {system} BLEU | gain | p | "
+    lines = [f"| config | baseline | R2L/channel | LM | features | n-best | beam BLEU | {system} BLEU | gain | p | "
              "METEOR Δ | TER Δ | oracle | tuning ≥ beam | compute h | wall h (est.) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["settings"]
         note = f" ({', '.join(r['unknown_stages'])} unknown)" if r["unknown_stages"] else ""
         lines.append(
             f"| {r['config']} | {s.get('ARCH', '?')} | {s.get('AUX_ARCH', '?')} | {s.get('LM_ARCH', '?')} | "
-            f"{s.get('NBEST', '?')} | {_num(r['beam_bleu'], '.2f')} | {_num(r['bleu'], '.2f')} | "
+            f"{feature_sets(s)} | {s.get('NBEST', '?')} | {_num(r['beam_bleu'], '.2f')} | {_num(r['bleu'], '.2f')} | "
             f"{_num(r['gain'], '+.2f')} | {_num(r['p'], '.4f')} | {_num(r['meteor_delta'], '+.2f')} | "
             f"{_num(r['ter_delta'], '+.2f')} | {_num(r['oracle_bleu'], '.2f')} | "
             f"{r['tuning_at_least_beam'][0]}/{r['tuning_at_least_beam'][1]} | {r['compute_s'] / 3600:.2f} | "

@@ -25,10 +25,25 @@ from typing import Dict, List
 ADDITIVE = ("JOBS", "TUNERS", "CHRF_TUNING", "REPLICAS")
 
 
+#: run_pipeline.sh's feature sets (FEATURES), in the order of their columns
+ALL_FEATURES = ("mlmme", "r2l", "channel", "lm", "l2r2", "mbr", "e5", "len")
+
+
+def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
+    """What an older pipeline, which did not record them, did for the settings added later:
+    ``FEATURES`` (every feature set; without ``l2r2`` when ``L2R2=0``)."""
+    sets = list(ALL_FEATURES)
+    if previous.get("L2R2", "1") != "1":
+        sets.remove("l2r2")
+    return {"FEATURES": " ".join(sets)}
+
+
 def conflicts(previous: Dict[str, str], current: Dict[str, str]) -> List[str]:
     """``NAME=old (this run: new)`` for every setting of ``current`` outside ``ADDITIVE`` that
-    ``previous`` (an earlier run's settings) sets differently; settings the earlier run did
-    not record (written by an older pipeline) are not compared."""
+    ``previous`` (an earlier run's settings) sets differently; a setting added to the
+    pipeline later is compared with what older pipelines did (``recorded_later``), any other
+    the earlier run did not record is not compared."""
+    previous = {**recorded_later(previous), **previous}
     return [f"{key}={previous[key]} (this run: {value})" for key, value in current.items()
             if key not in ADDITIVE and key in previous and previous[key] != value]
 

@@ -6,6 +6,8 @@
 #   bash scripts/run_configs.sh                 # the default grid below
 #   CONFIGS="tiny:ARCH=transformer-tiny,MAX_EPOCH=60 tiny50:ARCH=transformer-tiny,MAX_EPOCH=60,NBEST=50" \
 #       bash scripts/run_configs.sh
+#   CONFIGS="tiny-r2l:ARCH=transformer-tiny,MAX_EPOCH=30,PATIENCE=10,FEATURES=r2l+mbr+len" \
+#       bash scripts/run_configs.sh   # only the baseline and R2L are trained (FEATURES: sets joined by +)
 #
 # Settings (environment variables): CONFIGS (space-separated NAME:VAR=VALUE,VAR=VALUE…;
 # the variables are run_pipeline.sh's), SHARED (default out/multi30k, the main job's
@@ -56,4 +58,6 @@ for config in $CONFIGS; do
     || { echo "run_configs: $name failed: see $OUT/pipeline.log" >&2; exit 1; }
   dirs+=("$OUT")
 done
-"$ROOT/.venv/bin/python" "$ROOT/scripts/config_table.py" "$SHARED" "${dirs[@]}" --out "$ROOT_OUT/table"
+# SHARED is the table's first row when it holds a run of the main job (settings.json)
+if [ -f "$SHARED/settings.json" ]; then dirs=("$SHARED" "${dirs[@]}"); fi
+"$ROOT/.venv/bin/python" "$ROOT/scripts/config_table.py" "${dirs[@]}" --out "$ROOT_OUT/table"

@@ -16,7 +16,10 @@
 # >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own: the
 # channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
 # of the R2L and channel models, 16), L2R2_EPOCH (8), LM_EPOCH (3),
-# L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it), EMBED_EPOCHS
+# L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it, the same as
+# FEATURES without l2r2), FEATURES (the feature sets computed and tuned, a subset of
+# "mlmme r2l channel lm l2r2 mbr e5 len", the default, separated by spaces or +; a model
+# no set needs is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), ARCH (baseline: gru | transformer-tiny |
 # transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
@@ -52,6 +55,18 @@ CHRF_TUNING=${CHRF_TUNING:-1}
 ARCH=${ARCH:-gru}          # the baseline: gru (at PRESET) | transformer-tiny | transformer-small
 AUX_ARCH=${AUX_ARCH:-gru}  # the R2L and channel models: gru (at AUX_PRESET) | transformer-tiny | transformer-small
 LM_ARCH=${LM_ARCH:-lstm}   # the LM: lstm | transformer-tiny
+ALL_FEATURES="mlmme r2l channel lm l2r2 mbr e5 len"
+FEATURES=${FEATURES:-$ALL_FEATURES}; FEATURES=${FEATURES//+/ }  # "r2l mbr len" or r2l+mbr+len
+for f in $FEATURES; do
+  [[ " $ALL_FEATURES " == *" $f "* ]] \
+    || { echo "run_pipeline: error: FEATURES: unknown feature set '$f' (choose from: $ALL_FEATURES)" >&2; exit 1; }
+done
+# recorded in the canonical order (the order of the feature columns), without l2r2 when L2R2=0
+requested=" $FEATURES "; FEATURES=""
+for f in $ALL_FEATURES; do
+  if [[ "$requested" == *" $f "* ]] && { [ "$f" != l2r2 ] || [ "$L2R2" = 1 ]; }; then FEATURES="$FEATURES${FEATURES:+ }$f"; fi
+done
+has() { [[ " $FEATURES " == *" $1 "* ]]; }  # has SET: is feature set SET computed and tuned?
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -64,7 +79,7 @@ touch "$TIMINGS"
 # skipped stages would reuse (scripts/pipeline_settings.py)
 settings=()
 for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
-         L2R2 EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH; do settings+=("$k=${!k}"); done
+         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH; do settings+=("$k=${!k}"); done
 python "$ROOT/scripts/pipeline_settings.py" "$OUT/settings.json" "${settings[@]}"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
@@ -108,29 +123,39 @@ embed_train() {
   rerank embed train ${DATA:+--data "$DATA"} --download-dir "$D/download" --task1 --beta 0 \
     --epochs "$EMBED_EPOCHS" --validate-every 300 --patience 4 --threads "$THREADS" --out "$E"
 }
+# the two chains, balanced by the measured stage times of the default run (out/multi30k,
+# 2 cores): baseline + 20-best + Channel + LM about 15,600 s beside R2L + L2R2 + MLMME about
+# 16,800 s; R2L, the strongest re-ranking model, is the first of chain B, so that a run with
+# FEATURES=r2l+... trains it beside the baseline
 chain_a() {
   stage train "$M/train.done" train_model "$([ "$ARCH" = gru ] && echo "$PRESET" || echo "$ARCH")" "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
   stage nbest-val "$N/val.nbest" nbest_of valid val
   stage nbest-test "$N/test.nbest" nbest_of test test
-  stage train-r2l "$R2L_DIR/train.done" train_model "$AUX_NAME" "$R2L_DIR" "$R2L_DIR.log" --direction r2l \
-    --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
-  stage train-lm "$LM_DIR/train.done" train_lm
+  if has channel; then
+    stage train-channel "$CHANNEL_DIR/train.done" train_model "$AUX_NAME" "$CHANNEL_DIR" "$CHANNEL_DIR.log" \
+      --direction backward --target-vocab "$CHANNEL_VOCAB" --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
+  fi
+  if has lm; then stage train-lm "$LM_DIR/train.done" train_lm; fi
 }
-chain_b() {  # balanced with chain_a by the measured per-epoch times (each about 3-3.5 h on 2 idle cores)
-  stage train-channel "$CHANNEL_DIR/train.done" train_model "$AUX_NAME" "$CHANNEL_DIR" "$CHANNEL_DIR.log" \
-    --direction backward --target-vocab "$CHANNEL_VOCAB" --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
-  if [ "$L2R2" = 1 ]; then
+chain_b() {
+  if has r2l; then
+    stage train-r2l "$R2L_DIR/train.done" train_model "$AUX_NAME" "$R2L_DIR" "$R2L_DIR.log" --direction r2l \
+      --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
+  fi
+  if has l2r2; then
     stage train-l2r2 "$A/l2r2/train.done" train_model "$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 \
       --max-epoch "$L2R2_EPOCH" --patience 2 --seed $((SEED + 1))
   fi
-  stage embed-train "$E/heldout.json" embed_train
+  if has mlmme; then stage embed-train "$E/heldout.json" embed_train; fi
 }
 chains chain_a chain_b
 
 # --- features: one stage per scorer, each list carrying all earlier columns -----------
-SCORERS="mlmme:mlmme:$E r2l:nmt:$R2L_DIR channel:nmt:$CHANNEL_DIR lm:lm:$LM_DIR"
-[ "$L2R2" = 1 ] && SCORERS="$SCORERS l2r2:nmt:$A/l2r2"
-SCORERS="$SCORERS mbr:mbr:bleu+mbr:chrf e5:e5: len:len:$D"
+SCORERS=""  # NAME:SCORER[+SCORER] per feature set, in FEATURES' (canonical) order
+for item in "mlmme:mlmme:$E" "r2l:nmt:$R2L_DIR" "channel:nmt:$CHANNEL_DIR" "lm:lm:$LM_DIR" "l2r2:nmt:$A/l2r2" \
+            "mbr:mbr:bleu+mbr:chrf" "e5:e5:" "len:len:$D"; do
+  if has "${item%%:*}"; then SCORERS="$SCORERS $item"; fi
+done
 for SPLIT in val test; do
   SRC="$D/tok/$([ "$SPLIT" = val ] && echo val || echo test_2016_flickr).en"
   prev="$N/$SPLIT.nbest"
@@ -151,9 +176,12 @@ done
 # feature sets are named by scorer (the lists' signatures record them: rerank tune
 # --feature-sets); no column name is spelled here
 REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
-SETS=("nmt:beam" "mlmme:beam,MLMME" "r2l:beam,R2L" "channel:beam,Channel" "lm:beam,LM")
-[ "$L2R2" = 1 ] && SETS+=("l2r2:beam,L2R2")
-SETS+=("mbr:beam,MBR" "e5:beam,E5" "len:beam,Len" "all:")
+SETS=("nmt:beam")
+for item in "mlmme:beam,MLMME" "r2l:beam,R2L" "channel:beam,Channel" "lm:beam,LM" "l2r2:beam,L2R2" \
+            "mbr:beam,MBR" "e5:beam,E5" "len:beam,Len"; do
+  if has "${item%%:*}"; then SETS+=("$item"); fi
+done
+SETS+=("all:")
 SYSTEMS=()  # --system arguments of the manifest, in the report's row order
 for TUNER in $TUNERS; do
   for item in "${SETS[@]}"; do

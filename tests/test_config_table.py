@@ -36,7 +36,8 @@ def test_rows_times_looked_up_through_shared_outputs(tmp_path):
     (main / "settings.json").write_text(json.dumps({"settings": {"ARCH": "gru", "AUX_ARCH": "gru",
                                                                  "LM_ARCH": "lstm", "NBEST": "20"}}))
     (config / "settings.json").write_text(json.dumps({"settings": {"ARCH": "transformer-tiny", "AUX_ARCH": "gru",
-                                                                   "LM_ARCH": "lstm", "NBEST": "50"}}))
+                                                                   "LM_ARCH": "lstm", "NBEST": "50",
+                                                                   "FEATURES": "r2l channel lm mbr e5 len"}}))
     r2l_done = os.path.realpath(main / "models" / "r2l.small") + "/train.done"
     # the main job: prepare and train (legacy lines), r2l (with its path), embed, features, tune
     (main / "timings.tsv").write_text(f"prepare\t20\ntrain\t1000\ntrain-r2l\t300\t{r2l_done}\n"
@@ -68,15 +69,16 @@ def test_rows_times_looked_up_through_shared_outputs(tmp_path):
     assert (a["meteor_delta"], a["ter_delta"], a["oracle_bleu"]) == (2.32, -2.18, 50.08)
     assert a["tuning_at_least_beam"] == [1, 2] and b["tuning_at_least_beam"] == [2, 2]
     assert a["compute_s"] == 20 + 1000 + 300 + 400 + 500 + 10 and a["unknown_stages"] == []
-    # chain A (train 1000 + r2l 300) beside chain B (channel 400 + embed 500); the rest in turn
-    assert a["wall_estimate_s"] == 20 + 10 + max(1300, 900)
+    # chain A (train 1000 + channel 400) beside chain B (r2l 300 + embed 500); the rest in turn
+    assert a["wall_estimate_s"] == 20 + 10 + max(1400, 800)
     # the configuration: its own stages, and the shared ones from the main job (prepare by name, a
     # legacy line under the directory that holds the path; r2l by path; channel and embed by name)
     assert b["stage_seconds"] == {"train": 700, "nbest-val": 50, "tune-all-seed1": 5, "prepare": 20,
                                   "train-r2l": 300, "train-channel": 400, "embed-train": 500}
     assert b["unknown_stages"] == ["train-lm"]  # its output lies in no directory given
-    assert b["wall_estimate_s"] == 20 + 5 + max(700 + 50 + 300, 400 + 500)
-    assert "| tiny | transformer-tiny | gru | lstm | 50 | 38.00 | 40.50 | +2.50 | 0.0002 | +1.00 | -1.50 | 55.00 | " \
+    assert b["wall_estimate_s"] == 20 + 5 + max(700 + 50 + 400, 300 + 500)
+    assert "| multi30k | gru | gru | lstm | all | 20 | 35.71 |" in run.stdout  # an older run: every set
+    assert "| tiny | transformer-tiny | gru | lstm | r2l,channel,lm,mbr,e5,len | 50 | 38.00 | 40.50 | +2.50 | 0.0002 | +1.00 | -1.50 | 55.00 | " \
            "2/2 |" in run.stdout
     assert "(train-lm unknown)" in run.stdout
 

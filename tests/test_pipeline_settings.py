@@ -58,3 +58,36 @@ def test_a_file_that_is_not_ours_is_refused_in_one_line(tmp_path):
     assert run.returncode == 1 and path.read_text() == "{not json"
     assert run.stderr.strip() == f"pipeline_settings: error: {path}: not a pipeline settings file; " \
                                  "use another OUT= or remove it"
+
+
+def test_feature_sets_of_an_older_run_that_did_not_record_them_are_all_of_them(tmp_path):
+    # pipelines before FEATURES computed every set (l2r2 only with L2R2=1): a run with fewer
+    # sets in that OUT would reuse the old lists, whose +all has every column
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"settings": {"NBEST": "20", "L2R2": "0"}}))
+    every = "mlmme r2l channel lm mbr e5 len"
+    assert _settings(path, "NBEST=20", "L2R2=0", f"FEATURES={every}").returncode == 0
+    path.write_text(json.dumps({"settings": {"NBEST": "20", "L2R2": "0"}}))
+    run = _settings(path, "NBEST=20", "L2R2=0", "FEATURES=r2l mbr len")
+    assert run.returncode == 1
+    assert f"this directory holds a run with FEATURES={every} (this run: r2l mbr len);" in run.stderr
+
+
+PIPELINE = SCRIPT.parent / "run_pipeline.sh"
+
+
+def test_an_unknown_feature_set_is_refused_in_one_line_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "OUT": str(out), "FEATURES": "r2l+bleurt+len"})
+    assert run.returncode == 1 and not out.exists()
+    assert run.stderr.strip() == ("run_pipeline: error: FEATURES: unknown feature set 'bleurt' "
+                                  "(choose from: mlmme r2l channel lm l2r2 mbr e5 len)")
+
+
+def test_the_pipeline_and_its_settings_helper_list_the_same_feature_sets():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from pipeline_settings import ALL_FEATURES
+
+    line = next(l for l in PIPELINE.read_text().splitlines() if l.startswith("ALL_FEATURES="))
+    assert line == f'ALL_FEATURES="{" ".join(ALL_FEATURES)}"'
