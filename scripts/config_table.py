@@ -81,14 +81,16 @@ def timing_index(dirs: List[str]) -> Dict:
 def stage_seconds(out: str, index: Dict) -> Tuple[Dict[str, int], List[str]]:
     """({stage: seconds}, [stages whose time is unknown]) for one directory: its own
     timings, plus each skipped stage found by its output path in ``index`` (or, for a
-    two-field line, by name in the directory that holds that path)."""
+    two-field line, by name in the directory that holds that path, except a training
+    stage: its model directory is named by its settings, so the name alone may be another
+    model's time — ``train-r2l`` of a GRU R2L is not a transformer R2L's)."""
     seconds = {name: value for name, value, _ in read_timings(out)}
     unknown = []
     for name, path in skipped_stages(out).items():
         if name in seconds:
             continue
         holders = [key for key in index if isinstance(key, tuple) and key[1] == name
-                   and path.startswith(key[0] + os.sep)]
+                   and not name.startswith("train") and path.startswith(key[0] + os.sep)]
         if path in index:
             seconds[name] = index[path]
         elif holders:
