@@ -151,15 +151,27 @@ chain_b() {
 chains chain_a chain_b
 
 # --- features: one stage per scorer, each list carrying all earlier columns -----------
-SCORERS=""  # NAME:SCORER[+SCORER] per feature set, in FEATURES' (canonical) order
-for item in "mlmme:mlmme:$E" "r2l:nmt:$R2L_DIR" "channel:nmt:$CHANNEL_DIR" "lm:lm:$LM_DIR" "l2r2:nmt:$A/l2r2" \
-            "mbr:mbr:bleu+mbr:chrf" "e5:e5:" "len:len:$D"; do
-  if has "${item%%:*}"; then SCORERS="$SCORERS $item"; fi
-done
+# each set of FEATURES (one line each, in ALL_FEATURES' order): its scorers and its tuning
+# set (rerank tune --feature-sets, on top of the beam's)
+SCORERS=()  # NAME:SCORER[+SCORER]
+SETS=("nmt:beam")  # NAME:FEATURE-SETS
+while read -r name feature_set specs; do
+  if has "$name"; then SCORERS+=("$name:$specs"); SETS+=("$name:beam,$feature_set"); fi
+done <<SETS_END
+mlmme MLMME mlmme:$E
+r2l R2L nmt:$R2L_DIR
+channel Channel nmt:$CHANNEL_DIR
+lm LM lm:$LM_DIR
+l2r2 L2R2 nmt:$A/l2r2
+mbr MBR mbr:bleu+mbr:chrf
+e5 E5 e5:
+len Len len:$D
+SETS_END
+SETS+=("all:")
 for SPLIT in val test; do
   SRC="$D/tok/$([ "$SPLIT" = val ] && echo val || echo test_2016_flickr).en"
   prev="$N/$SPLIT.nbest"
-  for item in $SCORERS; do
+  for item in "${SCORERS[@]}"; do
     name=${item%%:*}; specs=${item#*:}
     args=()
     IFS=+ read -r -a parts <<< "$specs"
@@ -176,12 +188,6 @@ done
 # feature sets are named by scorer (the lists' signatures record them: rerank tune
 # --feature-sets); no column name is spelled here
 REF_VAL="$D/tok/val.de"; REF_TEST="$D/tok/test_2016_flickr.de"
-SETS=("nmt:beam")
-for item in "mlmme:beam,MLMME" "r2l:beam,R2L" "channel:beam,Channel" "lm:beam,LM" "l2r2:beam,L2R2" \
-            "mbr:beam,MBR" "e5:beam,E5" "len:beam,Len"; do
-  if has "${item%%:*}"; then SETS+=("$item"); fi
-done
-SETS+=("all:")
 SYSTEMS=()  # --system arguments of the manifest, in the report's row order
 for TUNER in $TUNERS; do
   for item in "${SETS[@]}"; do
