@@ -169,6 +169,14 @@ def feature_sets(settings: Dict[str, str]) -> str:
     return "all" if sets.split() == list(ALL_FEATURES) else ",".join(sets.split())
 
 
+def models_used(settings: Dict[str, str]) -> Tuple[str, str]:
+    """(R2L/channel architecture, LM architecture) of the run, "–" for a model that none of
+    its feature sets needs (run_pipeline.sh does not train it)."""
+    sets = settings.get("FEATURES", recorded_later(settings)["FEATURES"]).split()
+    aux = settings.get("AUX_ARCH", "?") if {"r2l", "channel"} & set(sets) else "–"
+    return aux, settings.get("LM_ARCH", "?") if "lm" in sets else "–"
+
+
 def markdown(rows: List[Dict], system: str) -> str:
     """The table as Markdown."""
     lines = [f"| config | baseline | R2L/channel | LM | features | n-best | beam BLEU | {system} BLEU | gain | p | "
@@ -177,8 +185,9 @@ def markdown(rows: List[Dict], system: str) -> str:
     for r in rows:
         s = r["settings"]
         note = f" ({', '.join(r['unknown_stages'])} unknown)" if r["unknown_stages"] else ""
+        aux, lm = models_used(s)
         lines.append(
-            f"| {r['config']} | {s.get('ARCH', '?')} | {s.get('AUX_ARCH', '?')} | {s.get('LM_ARCH', '?')} | "
+            f"| {r['config']} | {s.get('ARCH', '?')} | {aux} | {lm} | "
             f"{feature_sets(s)} | {s.get('NBEST', '?')} | {_num(r['beam_bleu'], '.2f')} | {_num(r['bleu'], '.2f')} | "
             f"{_num(r['gain'], '+.2f')} | {_num(r['p'], '.4f')} | {_num(r['meteor_delta'], '+.2f')} | "
             f"{_num(r['ter_delta'], '+.2f')} | {_num(r['oracle_bleu'], '.2f')} | "

@@ -10,7 +10,8 @@
 #       bash scripts/run_configs.sh   # only the baseline and R2L are trained (FEATURES: sets joined by +)
 #
 # Settings (environment variables): CONFIGS (space-separated NAME:VAR=VALUE,VAR=VALUE…;
-# the variables are run_pipeline.sh's), SHARED (default out/multi30k, the main job's
+# the variables are run_pipeline.sh's; a configuration starts from SYSTEM=gru, the
+# main job in SHARED, unless it sets SYSTEM=transformer), SHARED (default out/multi30k, the main job's
 # OUT: its prepared data, its trained models and its MLMME model are shared by every
 # configuration, and models a configuration trains land there for the next one; model
 # directories are named by their settings, so sharing never mixes two models), ROOT_OUT
@@ -25,8 +26,8 @@ ROOT_OUT=$(realpath -m "${ROOT_OUT:-$ROOT/out/configs}")
 # the default grid; the main job itself (SHARED: gru baseline, gru R2L/channel, LSTM LM,
 # 20-best) is the table's first row
 CONFIGS=${CONFIGS:-"gru-nbest50:ARCH=gru,NBEST=50 \
-tiny:ARCH=transformer-tiny,MAX_EPOCH=60,PATIENCE=10 \
-tiny-tinyaux:ARCH=transformer-tiny,MAX_EPOCH=60,PATIENCE=10,AUX_ARCH=transformer-tiny,LM_ARCH=transformer-tiny"}
+tiny:ARCH=transformer-tiny,MAX_EPOCH=30,PATIENCE=10 \
+tiny-tinyaux:ARCH=transformer-tiny,MAX_EPOCH=30,PATIENCE=10,AUX_ARCH=transformer-tiny,LM_ARCH=transformer-tiny"}
 
 mkdir -p "$ROOT_OUT" "$SHARED/models" "$SHARED/embed"
 dirs=()
@@ -34,9 +35,9 @@ for config in $CONFIGS; do
   name=${config%%:*}; vars=${config#*:}
   [ "$name" != "$config" ] || { echo "run_configs: error: $config: expected NAME:VAR=VALUE,..." >&2; exit 1; }
   OUT="$ROOT_OUT/$name"; mkdir -p "$OUT"
-  env_args=()
+  env_args=(SYSTEM=gru)  # the configuration's own assignments come later and win
   IFS=, read -r -a assignments <<< "$vars"
-  arch=gru
+  arch=; system=gru
   for assignment in "${assignments[@]}"; do
     case "$assignment" in
       OUT=*|DATA=*) echo "run_configs: error: $name: $assignment: set SHARED/ROOT_OUT instead" >&2; exit 1 ;;
@@ -44,7 +45,9 @@ for config in $CONFIGS; do
       *) echo "run_configs: error: $name: $assignment is not VAR=VALUE" >&2; exit 1 ;;
     esac
     [[ "$assignment" == ARCH=* ]] && arch=${assignment#ARCH=}
+    [[ "$assignment" == SYSTEM=* ]] && system=${assignment#SYSTEM=}
   done
+  [ -n "$arch" ] || arch=$([ "$system" = gru ] && echo gru || echo transformer-tiny)  # the system's baseline
   model="model$([ "$arch" = gru ] || echo ".$arch")"
   mkdir -p "$SHARED/$model"
   for shared in data models embed "$model"; do  # an existing directory of its own is never replaced
@@ -53,7 +56,7 @@ for config in $CONFIGS; do
     fi
     ln -sfn "$SHARED/$shared" "$OUT/$shared"
   done
-  echo "== config $name: ${env_args[*]} (log: $OUT/pipeline.log)"
+  echo "== config $name (from SYSTEM=$system): ${vars//,/ } (log: $OUT/pipeline.log)"
   env "${env_args[@]}" OUT="$OUT" bash "$ROOT/scripts/run_pipeline.sh" >> "$OUT/pipeline.log" 2>&1 \
     || { echo "run_configs: $name failed: see $OUT/pipeline.log" >&2; exit 1; }
   dirs+=("$OUT")

@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# The main job: Multi30k en->de attention NMT -> 20-best lists -> re-ranking features from
-# independently trained models (right-to-left model R2L, channel model de->en, German LSTM
-# LM, a second left-to-right model L2R2), consensus (MBR expected BLEU / chrF), MLMME s_s,
-# multilingual-E5 similarity and length features -> tuning on val with MIRA and MERT
-# (REPLICAS seeds each), one feature set at a time and all together -> re-ranked
-# test_2016 -> BLEU/METEOR/TER/chrF/length table with significance (rerank report).
+# The main job: Multi30k en->de NMT -> n-best lists (50 or 20) -> re-ranking features from
+# independently trained models -> tuning on val with MIRA and MERT (REPLICAS seeds each),
+# one feature set at a time and all together -> re-ranked test_2016 ->
+# BLEU/METEOR/TER/chrF/length table with significance (rerank report).
 #
-#   bash scripts/run_pipeline.sh            # everything under out/multi30k
+#   bash scripts/run_pipeline.sh              # SYSTEM=transformer, everything under out/multi30k-transformer
+#   SYSTEM=gru bash scripts/run_pipeline.sh   # the paper's GRU system with every feature, under out/multi30k
+#   SYSTEM=gru NBEST=50 OUT=out/gru50 bash scripts/run_pipeline.sh   # any setting below overrides the system's
+#   SYSTEM=gru bash scripts/run_pipeline.sh --settings   # print the resolved settings, do nothing
+#   bash scripts/run_pipeline.sh --help      # this text
+#
+# SYSTEM picks the defaults of the settings below (issue 20: the strongest configuration
+# measured that fits 2 hours on 2 idle cores; README "Configurations"):
+#   transformer (default): a transformer-tiny baseline (20 epochs, patience 10), its 50-best
+#     lists re-ranked by a transformer-tiny right-to-left model (16 epochs, trained beside
+#     it), MBR and length features: ARCH=transformer-tiny MAX_EPOCH=20 PATIENCE=10 NBEST=50
+#     AUX_ARCH=transformer-tiny LM_ARCH=transformer-tiny FEATURES=r2l+mbr+len,
+#     OUT=out/multi30k-transformer (about 1.7 h from a fresh clone on 2 idle cores)
+#   gru: the paper's attention GRU (Tables 3-4 share its lists: scripts/run_tables.sh) and
+#     every re-ranking model: the right-to-left model R2L, the channel model de->en, the
+#     German LSTM LM, a second left-to-right model L2R2, consensus (MBR expected BLEU /
+#     chrF), MLMME s_s, multilingual-E5 similarity and length: ARCH=gru MAX_EPOCH=12
+#     PATIENCE=3 AUX_ARCH=gru LM_ARCH=lstm FEATURES=all sets, OUT=out/multi30k (3.5-5 h)
+# settings.json records the resolved settings, not SYSTEM.
 #
 # Settings (environment variables): OUT (output directory), DATA (Multi30k directory;
 # default ../shared/data/multi30k when it exists, else the public repository is
-# downloaded), PRESET (cpu|paper), VARIANT (weak|regular|optimised), MAX_EPOCH (baseline
-# epochs, 12), PATIENCE, NBEST (20 or 50), SEED (NMT training seed), REPLICAS (tuning
-# replicas, 3), AUX_PRESET (preset of the R2L and channel models: small, scored at
-# >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own: the
-# channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
+# downloaded), PRESET (cpu|paper: the GRU baseline's), VARIANT (weak|regular|optimised),
+# MAX_EPOCH (baseline epochs), PATIENCE, NBEST (20 or 50; the gru system's 20), SEED (NMT training seed),
+# REPLICAS (tuning replicas, 3), AUX_PRESET (preset of GRU R2L and channel models: small,
+# scored at >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own:
+# the channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
 # of the R2L and channel models, 16), L2R2_EPOCH (8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it, the same as
 # FEATURES without l2r2), FEATURES (the feature sets computed and tuned, a subset of
-# "mlmme r2l channel lm l2r2 mbr e5 len", the default, separated by spaces or +; a model
-# no set needs is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
+# "mlmme r2l channel lm l2r2 mbr e5 len", separated by spaces or +; a model no set needs
+# is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), ARCH (baseline: gru | transformer-tiny |
 # transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
@@ -28,18 +44,29 @@
 # Every stage skips when its output exists, so an interrupted run resumes where it
 # stopped (training resumes from its last checkpoint); timings.tsv records each stage.
 # Model directories are named by their settings (models/r2l.small, models/channel.small-own);
-# the feature lists and tuning runs are not: after changing a setting, give a new OUT
-# (or remove OUT/nbest/*.*.nbest, OUT/rerank, OUT/report and the eval/report lines of
-# timings.tsv) so that nothing stale is reused.
+# the feature lists and tuning runs are not: a run in an OUT that holds a run with other
+# settings is refused before any work (scripts/pipeline_settings.py): give a new OUT.
 set -euo pipefail
+case "${1:-}" in
+  "") ;;
+  -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  --settings) ;;  # print the resolved settings (KEY=VALUE lines) and stop, before any work
+  *) echo "run_pipeline: error: unknown argument '$1' (settings are environment variables: --help)" >&2; exit 1 ;;
+esac
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-OUT=${OUT:-$ROOT/out/multi30k}
+ALL_FEATURES="mlmme r2l channel lm l2r2 mbr e5 len"
+SYSTEM=${SYSTEM:-transformer}
+case "$SYSTEM" in  # the system's defaults; a variable that is set wins
+  transformer) OUT=${OUT:-$ROOT/out/multi30k-transformer}; ARCH=${ARCH:-transformer-tiny}; MAX_EPOCH=${MAX_EPOCH:-20}
+               PATIENCE=${PATIENCE:-10}; NBEST=${NBEST:-50}; AUX_ARCH=${AUX_ARCH:-transformer-tiny}; LM_ARCH=${LM_ARCH:-transformer-tiny}
+               FEATURES=${FEATURES:-r2l mbr len} ;;
+  gru) OUT=${OUT:-$ROOT/out/multi30k}; ARCH=${ARCH:-gru}; MAX_EPOCH=${MAX_EPOCH:-12}; PATIENCE=${PATIENCE:-3}; NBEST=${NBEST:-20}
+       AUX_ARCH=${AUX_ARCH:-gru}; LM_ARCH=${LM_ARCH:-lstm}; FEATURES=${FEATURES:-$ALL_FEATURES} ;;
+  *) echo "run_pipeline: error: SYSTEM: unknown system '$SYSTEM' (choose from: transformer gru)" >&2; exit 1 ;;
+esac
 DATA=${DATA:-}
 PRESET=${PRESET:-cpu}
 VARIANT=${VARIANT:-regular}
-MAX_EPOCH=${MAX_EPOCH:-12}
-PATIENCE=${PATIENCE:-3}
-NBEST=${NBEST:-20}
 SEED=${SEED:-1}
 REPLICAS=${REPLICAS:-3}
 AUX_PRESET=${AUX_PRESET:-small}
@@ -52,11 +79,7 @@ EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 JOBS=${JOBS:-2}
 TUNERS=${TUNERS:-mira mert}
 CHRF_TUNING=${CHRF_TUNING:-1}
-ARCH=${ARCH:-gru}          # the baseline: gru (at PRESET) | transformer-tiny | transformer-small
-AUX_ARCH=${AUX_ARCH:-gru}  # the R2L and channel models: gru (at AUX_PRESET) | transformer-tiny | transformer-small
-LM_ARCH=${LM_ARCH:-lstm}   # the LM: lstm | transformer-tiny
-ALL_FEATURES="mlmme r2l channel lm l2r2 mbr e5 len"
-FEATURES=${FEATURES:-$ALL_FEATURES}; FEATURES=${FEATURES//+/ }  # "r2l mbr len" or r2l+mbr+len
+FEATURES=${FEATURES//+/ }  # "r2l mbr len" or r2l+mbr+len
 for f in $FEATURES; do
   [[ " $ALL_FEATURES " == *" $f "* ]] \
     || { echo "run_pipeline: error: FEATURES: unknown feature set '$f' (choose from: $ALL_FEATURES)" >&2; exit 1; }
@@ -67,6 +90,10 @@ for f in $ALL_FEATURES; do
   if [[ "$requested" == *" $f "* ]] && { [ "$f" != l2r2 ] || [ "$L2R2" = 1 ]; }; then FEATURES="$FEATURES${FEATURES:+ }$f"; fi
 done
 has() { [[ " $FEATURES " == *" $1 "* ]]; }  # has SET: is feature set SET computed and tuned?
+settings=()
+for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
+         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH; do settings+=("$k=${!k}"); done
+if [ "${1:-}" = --settings ]; then echo "OUT=$OUT"; printf '%s\n' "${settings[@]}"; exit 0; fi
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -77,9 +104,6 @@ touch "$TIMINGS"
 # this run's settings and versions (scripts/config_table.py reads them; rewritten each run);
 # refused, before any work, when OUT holds a run with other settings whose outputs the
 # skipped stages would reuse (scripts/pipeline_settings.py)
-settings=()
-for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
-         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH; do settings+=("$k=${!k}"); done
 python "$ROOT/scripts/pipeline_settings.py" "$OUT/settings.json" "${settings[@]}"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 

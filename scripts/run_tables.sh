@@ -26,7 +26,7 @@
 # It shares the main job's stages and outputs (OUT_MAIN=out/multi30k): the data, the
 # regular model, its 20-best lists with every feature of the main job (the +all row),
 # and the text-only MLMME model that the MLMME models here start from; it runs
-# scripts/run_pipeline.sh first (MAIN_JOB=0 skips that: the files must exist).
+# SYSTEM=gru scripts/run_pipeline.sh first (MAIN_JOB=0 skips that: the files must exist).
 #
 # Settings: OUT, OUT_MAIN, DATA, FEATS / FEAT_SPLIT (test_2016 features and their image
 # names), PAPER_TABLE, VARIANTS ("weak regular optimised"), SIZES ("20 50"; beam = list
@@ -78,7 +78,7 @@ bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
 export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
 if [ "$MAIN_JOB" = 1 ]; then
-  OUT="$OUT_MAIN" bash "$ROOT/scripts/run_pipeline.sh"
+  SYSTEM=gru OUT="$OUT_MAIN" bash "$ROOT/scripts/run_pipeline.sh"  # the paper's GRU system, every feature
 fi
 mkdir -p "$OUT"
 TIMINGS="$OUT/timings.tsv"

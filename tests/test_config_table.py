@@ -91,3 +91,17 @@ def test_a_malformed_timings_line_is_one_error(tmp_path):
     assert run.returncode != 0 and run.stderr.strip().endswith("timings.tsv:1: expected NAME<TAB>SECONDS[<TAB>OUTPUT]")
     run = subprocess.run([sys.executable, SCRIPT, str(tmp_path / "absent")], capture_output=True, text=True)
     assert run.returncode != 0 and "not a directory" in run.stderr
+
+
+def test_a_model_that_no_feature_set_needs_is_shown_as_not_trained():
+    # run_pipeline.sh trains R2L/channel only for those sets and the LM only for lm: the
+    # table shows "–" rather than the architecture setting of a model that never existed
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from config_table import models_used
+
+    settings = {"ARCH": "transformer-tiny", "AUX_ARCH": "transformer-tiny", "LM_ARCH": "transformer-tiny"}
+    assert models_used({**settings, "FEATURES": "r2l mbr len"}) == ("transformer-tiny", "–")
+    assert models_used({**settings, "FEATURES": "lm mbr"}) == ("–", "transformer-tiny")
+    assert models_used({**settings, "FEATURES": "channel lm"}) == ("transformer-tiny", "transformer-tiny")
+    # a run from before FEATURES was recorded computed every set
+    assert models_used({"AUX_ARCH": "gru", "LM_ARCH": "lstm"}) == ("gru", "lstm")
