@@ -34,7 +34,7 @@
 # of the R2L and channel models, 16), L2R2_EPOCH (8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it, the same as
 # FEATURES without l2r2), FEATURES (the feature sets computed and tuned, a subset of
-# "mlmme r2l channel lm l2r2 mbr e5 len", separated by spaces or +; a model no set needs
+# "mlmme r2l channel lm l2r2 mbr e5 len", separated by spaces or +, or all; a model no set needs
 # is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
 # (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), ARCH (baseline: gru | transformer-tiny |
@@ -79,7 +79,8 @@ EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 JOBS=${JOBS:-2}
 TUNERS=${TUNERS:-mira mert}
 CHRF_TUNING=${CHRF_TUNING:-1}
-FEATURES=${FEATURES//+/ }  # "r2l mbr len" or r2l+mbr+len
+FEATURES=${FEATURES//+/ }  # "r2l mbr len" or r2l+mbr+len; all: every set
+[ "$FEATURES" != all ] || FEATURES=$ALL_FEATURES
 for f in $FEATURES; do
   [[ " $ALL_FEATURES " == *" $f "* ]] \
     || { echo "run_pipeline: error: FEATURES: unknown feature set '$f' (choose from: $ALL_FEATURES)" >&2; exit 1; }

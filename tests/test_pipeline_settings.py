@@ -121,6 +121,8 @@ def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     mixed = _resolved(tmp_path, SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
     assert (mixed["ARCH"], mixed["MAX_EPOCH"], mixed["FEATURES"], mixed["OUT"]) == \
         ("transformer-tiny", "12", "r2l len", str(tmp_path))
+    # FEATURES=all: every set, also on top of the transformer system
+    assert _resolved(tmp_path, FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len"
 
 
 def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tmp_path):
