@@ -27,7 +27,7 @@
 # Settings (environment variables): OUT (output directory), DATA (Multi30k directory;
 # default ../shared/data/multi30k when it exists, else the public repository is
 # downloaded), PRESET (cpu|paper: the GRU baseline's), VARIANT (weak|regular|optimised),
-# MAX_EPOCH (baseline epochs), PATIENCE, NBEST (20 or 50; the gru system's 20), SEED (NMT training seed),
+# MAX_EPOCH (baseline epochs), PATIENCE, NBEST (50, or 20: the gru system), SEED (NMT training seed),
 # REPLICAS (tuning replicas, 3), AUX_PRESET (preset of GRU R2L and channel models: small,
 # scored at >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own:
 # the channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
