@@ -162,17 +162,21 @@ def _num(value, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
+def run_sets(settings: Dict[str, str]) -> List[str]:
+    """The run's feature sets (``FEATURES``; an older run's from ``recorded_later``)."""
+    return settings.get("FEATURES", recorded_later(settings)["FEATURES"]).split()
+
+
 def feature_sets(settings: Dict[str, str]) -> str:
-    """The run's feature sets (``FEATURES``; an older run's from ``recorded_later``): ``all``
-    when every set was computed, else the sets, comma-separated."""
-    sets = settings.get("FEATURES", recorded_later(settings)["FEATURES"])
-    return "all" if sets.split() == list(ALL_FEATURES) else ",".join(sets.split())
+    """``all`` when the run computed every feature set, else its sets, comma-separated."""
+    sets = run_sets(settings)
+    return "all" if sets == list(ALL_FEATURES) else ",".join(sets)
 
 
 def models_used(settings: Dict[str, str]) -> Tuple[str, str]:
     """(R2L/channel architecture, LM architecture) of the run, "–" for a model that none of
     its feature sets needs (run_pipeline.sh does not train it)."""
-    sets = settings.get("FEATURES", recorded_later(settings)["FEATURES"]).split()
+    sets = run_sets(settings)
     aux = settings.get("AUX_ARCH", "?") if {"r2l", "channel"} & set(sets) else "–"
     return aux, settings.get("LM_ARCH", "?") if "lm" in sets else "–"
 

@@ -37,17 +37,15 @@ for config in $CONFIGS; do
   OUT="$ROOT_OUT/$name"; mkdir -p "$OUT"
   env_args=(SYSTEM=gru)  # the configuration's own assignments come later and win
   IFS=, read -r -a assignments <<< "$vars"
-  arch=; system=gru
   for assignment in "${assignments[@]}"; do
     case "$assignment" in
       OUT=*|DATA=*) echo "run_configs: error: $name: $assignment: set SHARED/ROOT_OUT instead" >&2; exit 1 ;;
       [A-Z]*=*) env_args+=("$assignment") ;;
       *) echo "run_configs: error: $name: $assignment is not VAR=VALUE" >&2; exit 1 ;;
     esac
-    [[ "$assignment" == ARCH=* ]] && arch=${assignment#ARCH=}
-    [[ "$assignment" == SYSTEM=* ]] && system=${assignment#SYSTEM=}
   done
-  [ -n "$arch" ] || arch=$([ "$system" = gru ] && echo gru || echo transformer-tiny)  # the system's baseline
+  # the baseline's architecture as the pipeline resolves it (its --settings; errors end here)
+  arch=$(env "${env_args[@]}" OUT="$OUT" bash "$ROOT/scripts/run_pipeline.sh" --settings | sed -n 's/^ARCH=//p')
   model="model$([ "$arch" = gru ] || echo ".$arch")"
   mkdir -p "$SHARED/$model"
   for shared in data models embed "$model"; do  # an existing directory of its own is never replaced
@@ -56,7 +54,7 @@ for config in $CONFIGS; do
     fi
     ln -sfn "$SHARED/$shared" "$OUT/$shared"
   done
-  echo "== config $name (from SYSTEM=$system): ${vars//,/ } (log: $OUT/pipeline.log)"
+  echo "== config $name: ${vars//,/ } (log: $OUT/pipeline.log)"
   env "${env_args[@]}" OUT="$OUT" bash "$ROOT/scripts/run_pipeline.sh" >> "$OUT/pipeline.log" 2>&1 \
     || { echo "run_configs: $name failed: see $OUT/pipeline.log" >&2; exit 1; }
   dirs+=("$OUT")

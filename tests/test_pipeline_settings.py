@@ -98,7 +98,7 @@ def test_the_pipeline_and_its_settings_helper_list_the_same_feature_sets():
     assert [l.split()[0] for l in lines[start + 1:end]] == list(ALL_FEATURES)
 
 
-def _resolved(tmp_path, **env):
+def _resolved(**env):
     run = subprocess.run(["bash", str(PIPELINE), "--settings"], capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", **env})
     assert run.returncode == 0, run.stderr
@@ -107,22 +107,22 @@ def _resolved(tmp_path, **env):
 
 def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     # issue 20: the default is the strongest configuration measured within 2 hours
-    default = _resolved(tmp_path)
+    default = _resolved()
     assert {k: default[k] for k in ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "LM_ARCH", "FEATURES", "NBEST")} == {
         "ARCH": "transformer-tiny", "MAX_EPOCH": "20", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
         "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "50"}
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
-    gru = _resolved(tmp_path, SYSTEM="gru")
+    gru = _resolved(SYSTEM="gru")
     assert {k: gru[k] for k in ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "LM_ARCH", "FEATURES", "NBEST")} == {
         "ARCH": "gru", "MAX_EPOCH": "12", "PATIENCE": "3", "AUX_ARCH": "gru", "LM_ARCH": "lstm",
         "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20"}
     assert gru["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k")
     # a variable that is set wins over its system's default; FEATURES in canonical order
-    mixed = _resolved(tmp_path, SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
+    mixed = _resolved(SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
     assert (mixed["ARCH"], mixed["MAX_EPOCH"], mixed["FEATURES"], mixed["OUT"]) == \
         ("transformer-tiny", "12", "r2l len", str(tmp_path))
     # FEATURES=all: every set, also on top of the transformer system
-    assert _resolved(tmp_path, FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len"
+    assert _resolved(FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len"
 
 
 def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tmp_path):
