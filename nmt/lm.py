@@ -22,7 +22,7 @@ from typing import List, Optional
 
 from nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
 from nmt.data import preprocess_lines, resolve_data_dir
-from nmt.train import thread_env
+from nmt.train import check_settings, thread_env
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
@@ -144,10 +144,13 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
     dictionary (``dict.txt``), the BPE codes and ``train.json``.
 
     Raises:
-        InputError: see :func:`prepare_lm_data`; no best checkpoint at the end.
+        InputError: see :func:`prepare_lm_data`; ``save_dir`` holds a model trained with
+            other settings (:func:`nmt.train.check_settings`, ``resuming``); no best
+            checkpoint at the end.
         subprocess.CalledProcessError: fairseq failed.
     """
     _, device_env = fairseq_device(config.device, config.dtype)  # before any work
+    check_settings(save_dir, config, resuming=True)
     os.makedirs(save_dir, exist_ok=True)
     bin_dir = prepare_lm_data(prepared_dir, save_dir, config, data_dir)
     shutil.copyfile(os.path.join(bin_dir, "dict.txt"), os.path.join(save_dir, "dict.txt"))

@@ -132,6 +132,47 @@ class TrainConfig:
                              "decoded with the data directory's; --target-vocab own is for re-ranking models")
 
 
+#: settings that say how a training runs, not which model it makes: they may differ
+#: between a model's sittings and from a later check (:func:`check_settings`)
+RUN_ONLY_SETTINGS = ("threads", "device", "dtype", "distributed_world_size")
+#: settings that say when a training stops: training resumes on with other values of
+#: them (a finished model trained on to more epochs), but a check of a finished model
+#: (:func:`check_settings` without ``resuming``) counts them
+STOPPING_SETTINGS = ("max_epoch", "max_update", "patience")
+
+
+def check_settings(save_dir: str, config, resuming: bool = False) -> None:
+    """Refuse a model directory that holds a model trained with other settings.
+
+    ``config`` is a :class:`TrainConfig` or :class:`nmt.lm.LMConfig`; it is compared
+    with the ``config`` of ``save_dir/train.json`` (nothing to compare when there is
+    none; a setting it lacks counts as its default), every setting but
+    :data:`RUN_ONLY_SETTINGS` (and, with ``resuming``, but :data:`STOPPING_SETTINGS`:
+    training on in the same directory is how a model gets more epochs).  Scripts that share model directories between runs (run_configs.sh)
+    call it for a finished model they would reuse, so that two settings never
+    silently share one model.
+
+    Raises:
+        InputError: naming ``save_dir`` and each differing setting (stored → asked).
+    """
+    path = os.path.join(save_dir, "train.json")
+    if not os.path.exists(path):
+        return
+    from rerank.textio import read_json
+
+    stored = read_json(path).get("config")
+    if not isinstance(stored, dict):
+        raise InputError("train.json has no 'config' object: not a model directory of rerank nmt", path)
+    skip = set(RUN_ONLY_SETTINGS) | (set(STOPPING_SETTINGS) if resuming else set())
+    defaults = asdict(type(config)())  # a setting newer than the model: it was trained as its default
+    differ = [f"{k} {stored.get(k, defaults[k])} → {v}" for k, v in asdict(config).items()
+              if k not in skip and stored.get(k, defaults[k]) != v]
+    if differ:
+        hint = ("use another directory" if resuming else
+                "remove its train.done to train it on with these settings, or use another directory")
+        raise InputError(f"holds a model trained with other settings ({'; '.join(differ)}): {hint}", save_dir)
+
+
 def _languages(config: TrainConfig):
     return (config.tgt, config.src) if config.direction == "backward" else (config.src, config.tgt)
 
@@ -182,10 +223,18 @@ def thread_env(threads: int) -> dict:
     return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
+def _link_target(path: str, link_dir: str) -> str:
+    """The target of a link in ``link_dir`` to ``path``: relative, so that a copy of the
+    data (``bin.r2l``, ``bin.vocab-*``) still finds its linked files after the output
+    folder holding both is moved or renamed.  The link may be made in a sibling of
+    ``link_dir`` (its ``.tmp``) first: the relative path is the same there."""
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(link_dir))
+
+
 def reverse_targets(bin_dir: str, out_dir: str, src: str, tgt: str) -> str:
     """Write ``out_dir``: a copy of the fairseq data ``bin_dir`` in which every target
     sentence's tokens are reversed (end-of-sentence stays last); sources and
-    dictionaries are linked.  Skipped when ``out_dir/reverse.done`` exists."""
+    dictionaries are linked (relative links).  Skipped when ``out_dir/reverse.done`` exists."""
     import torch
     from fairseq.data import Dictionary, data_utils, indexed_dataset
 
@@ -208,7 +257,7 @@ def reverse_targets(bin_dir: str, out_dir: str, src: str, tgt: str) -> str:
                 builder.add_item(torch.cat([body.flip(0), item[len(body):]]))
             builder.finalize(os.path.join(tmp, name))
         elif not name.endswith(f".{src}-{tgt}.{tgt}.bin"):
-            os.symlink(os.path.abspath(path), os.path.join(tmp, name))
+            os.symlink(_link_target(path, out_dir), os.path.join(tmp, name))
     open(os.path.join(tmp, "reverse.done"), "w").close()
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
@@ -220,7 +269,7 @@ def own_target_vocabulary(bin_dir: str, out_dir: str, lang: str) -> str:
     its own dictionary, the subword types of ``lang`` in the training split only (counts
     from it, fairseq's order: special symbols, then by count; padded to a multiple of 8
     as fairseq-preprocess does); every ``lang`` dataset is re-indexed (types of the other
-    splits unseen in training become <unk>), the rest is linked.  Skipped when
+    splits unseen in training become <unk>), the rest is linked (relative links).  Skipped when
     ``out_dir/vocab.done`` exists.
 
     Raises:
@@ -260,7 +309,7 @@ def own_target_vocabulary(bin_dir: str, out_dir: str, lang: str) -> str:
         builder.finalize(os.path.join(tmp, prefix + ".idx"))
     for name in names:
         if name != f"dict.{lang}.txt" and name[:-4] not in ours and not name.endswith(".done"):
-            os.symlink(os.path.abspath(os.path.join(bin_dir, name)), os.path.join(tmp, name))
+            os.symlink(_link_target(os.path.join(bin_dir, name), out_dir), os.path.join(tmp, name))
     open(os.path.join(tmp, "vocab.done"), "w").close()
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
@@ -285,12 +334,14 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     auxiliary models).
 
     Raises:
-        InputError: ``bin_dir`` is not a fairseq-preprocess output.
+        InputError: ``bin_dir`` is not a fairseq-preprocess output; ``save_dir`` holds a
+            model trained with other settings (:func:`check_settings`, ``resuming``).
         subprocess.CalledProcessError: fairseq-train failed.
     """
     _, device_env = fairseq_device(config.device, config.dtype, config.distributed_world_size)  # before any work
     if not os.path.exists(os.path.join(bin_dir, f"dict.{config.tgt}.txt")):
         raise InputError("not a binarised fairseq data directory (no dict file)", bin_dir)
+    check_settings(save_dir, config, resuming=True)
     os.makedirs(save_dir, exist_ok=True)
     data_dir = bin_dir
     if config.direction == "r2l":

@@ -14,7 +14,9 @@
 # main job in SHARED, unless it sets SYSTEM=transformer), SHARED (default out/multi30k, the main job's
 # OUT: its prepared data, its trained models and its MLMME model are shared by every
 # configuration, and models a configuration trains land there for the next one; model
-# directories are named by their settings, so sharing never mixes two models), ROOT_OUT
+# directories are named by their architecture, and run_pipeline.sh refuses a finished
+# one trained with other settings (MAX_EPOCH, SEED…: rerank nmt train --check), so
+# sharing never mixes two models: give such a configuration its own SHARED), ROOT_OUT
 # (default out/configs). Each configuration keeps its own n-best lists, feature lists,
 # tuning runs and report. Every stage of every configuration is resumable (run it again);
 # pipeline.log in each directory keeps its output, and the table counts a shared model's

@@ -102,10 +102,6 @@ export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 TIMINGS="$OUT/timings.tsv"
 touch "$TIMINGS"
-# this run's settings and versions (scripts/config_table.py reads them; rewritten each run);
-# refused, before any work, when OUT holds a run with other settings whose outputs the
-# skipped stages would reuse (scripts/pipeline_settings.py)
-python "$ROOT/scripts/pipeline_settings.py" "$OUT/settings.json" "${settings[@]}"
 THREADS=$([ "$JOBS" -ge 2 ] && echo 1 || echo 0)  # per training process
 
 source "$ROOT/scripts/stage.sh"  # stage NAME OUTPUT COMMAND...; chains FUNC_A FUNC_B
@@ -116,8 +112,6 @@ AUX_NAME=$([ "$AUX_ARCH" = gru ] && echo "$AUX_PRESET" || echo "$AUX_ARCH")
 R2L_DIR="$A/r2l.$AUX_NAME"
 CHANNEL_DIR="$A/channel.$AUX_NAME$([ "$CHANNEL_VOCAB" = own ] && echo -own)"
 LM_DIR="$A/lm$([ "$LM_ARCH" = lstm ] || echo ".$LM_ARCH")"
-mkdir -p "$N" "$R" "$A"
-stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out "$D"
 
 # --- models: the baseline and the re-ranking models, in two chains of stages -----------
 train_model() {  # train_model PRESET|ARCH SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
@@ -136,7 +130,11 @@ nbest_of() {  # nbest_of SUBSET NAME
   rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/$ckpt" --subset "$1" --nbest "$NBEST" \
     --out-nbest "$N/$2.nbest" --out-1best "$N/$2.1best"
 }
-train_lm() {
+train_lm() {  # train_lm [--check]
+  if [ "${1-}" = --check ]; then
+    rerank nmt train-lm --check --prepared "$D" --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" --arch "$LM_ARCH"
+    return
+  fi
   rerank nmt train-lm --prepared "$D" ${DATA:+--data "$DATA"} --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" \
     --arch "$LM_ARCH" --threads "$THREADS" > "$LM_DIR.log" 2>&1 \
     || { echo "LM training failed: see $LM_DIR.log" >&2; return 1; }
@@ -148,29 +146,47 @@ embed_train() {
   rerank embed train ${DATA:+--data "$DATA"} --download-dir "$D/download" --task1 --beta 0 \
     --epochs "$EMBED_EPOCHS" --validate-every 300 --patience 4 --threads "$THREADS" --out "$E"
 }
+# each model's train_model arguments, once: its training stage and the check of a
+# finished one, before any work (a model directory may be shared with a run of other
+# settings: run_configs.sh links them; rerank nmt train --check)
+BASELINE=("$([ "$ARCH" = gru ] && echo "$PRESET" || echo "$ARCH")" "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED")
+CHANNEL=("$AUX_NAME" "$CHANNEL_DIR" "$CHANNEL_DIR.log" --direction backward --target-vocab "$CHANNEL_VOCAB" \
+         --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED")
+R2L=("$AUX_NAME" "$R2L_DIR" "$R2L_DIR.log" --direction r2l --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED")
+L2R2_MODEL=("$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 --max-epoch "$L2R2_EPOCH" --patience 2 --seed $((SEED + 1)))
+check_model() {  # check_model PRESET|ARCH SAVE_DIR LOG ARGS...: a finished model must have these settings
+  local preset=$1 dir=$2 arch=gru; shift 3
+  [ -f "$dir/train.done" ] || return 0
+  case "$preset" in transformer-*) arch=$preset; preset=cpu ;; esac
+  rerank nmt train --check --data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" \
+    --variant "$VARIANT" --patience "$PATIENCE" "$@" > /dev/null
+}
+check_model "${BASELINE[@]}"
+if has channel; then check_model "${CHANNEL[@]}"; fi
+if has r2l; then check_model "${R2L[@]}"; fi
+if has l2r2; then check_model "${L2R2_MODEL[@]}"; fi
+if has lm && [ -f "$LM_DIR/train.done" ]; then train_lm --check > /dev/null; fi
+# this run's settings and versions (scripts/config_table.py reads them; rewritten each run);
+# refused, before any work, when OUT holds a run with other settings whose outputs the
+# skipped stages would reuse (scripts/pipeline_settings.py); after the model checks, so
+# that a refused run records nothing
+python "$ROOT/scripts/pipeline_settings.py" "$OUT/settings.json" "${settings[@]}"
+mkdir -p "$N" "$R" "$A"
+stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out "$D"
 # the two chains, balanced by the measured stage times of the default run (out/multi30k,
 # 2 cores): baseline + 20-best + Channel + LM about 15,600 s beside R2L + L2R2 + MLMME about
 # 16,800 s; R2L, the strongest re-ranking model, is the first of chain B, so that a run with
 # FEATURES=r2l+... trains it beside the baseline
 chain_a() {
-  stage train "$M/train.done" train_model "$([ "$ARCH" = gru ] && echo "$PRESET" || echo "$ARCH")" "$M" "$OUT/train.log" --max-epoch "$MAX_EPOCH" --seed "$SEED"
+  stage train "$M/train.done" train_model "${BASELINE[@]}"
   stage nbest-val "$N/val.nbest" nbest_of valid val
   stage nbest-test "$N/test.nbest" nbest_of test test
-  if has channel; then
-    stage train-channel "$CHANNEL_DIR/train.done" train_model "$AUX_NAME" "$CHANNEL_DIR" "$CHANNEL_DIR.log" \
-      --direction backward --target-vocab "$CHANNEL_VOCAB" --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
-  fi
+  if has channel; then stage train-channel "$CHANNEL_DIR/train.done" train_model "${CHANNEL[@]}"; fi
   if has lm; then stage train-lm "$LM_DIR/train.done" train_lm; fi
 }
 chain_b() {
-  if has r2l; then
-    stage train-r2l "$R2L_DIR/train.done" train_model "$AUX_NAME" "$R2L_DIR" "$R2L_DIR.log" --direction r2l \
-      --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED"
-  fi
-  if has l2r2; then
-    stage train-l2r2 "$A/l2r2/train.done" train_model "$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 \
-      --max-epoch "$L2R2_EPOCH" --patience 2 --seed $((SEED + 1))
-  fi
+  if has r2l; then stage train-r2l "$R2L_DIR/train.done" train_model "${R2L[@]}"; fi
+  if has l2r2; then stage train-l2r2 "$A/l2r2/train.done" train_model "${L2R2_MODEL[@]}"; fi
   if has mlmme; then stage embed-train "$E/heldout.json" embed_train; fi
 }
 chains chain_a chain_b

@@ -142,6 +142,29 @@ def test_own_target_vocabulary_holds_the_training_types_of_its_language(tiny):
         os.path.realpath(os.path.join(tiny["bin"], "train.en-de.de.bin"))
 
 
+def test_derived_data_still_reads_after_the_output_folder_is_moved(tiny, tmp_path):
+    """bin.r2l and bin.vocab-en link the files they share with bin: a moved (or
+    renamed) output folder keeps working (absolute links pointed into the old one)."""
+    import shutil
+
+    from fairseq.data import Dictionary, data_utils
+
+    data = tiny["data"]
+    linked = [os.path.join(data, d, n) for d in ("bin.r2l", "bin.vocab-en") for n in os.listdir(os.path.join(data, d))
+              if os.path.islink(os.path.join(data, d, n))]
+    assert {os.path.basename(os.path.dirname(p)) for p in linked} == {"bin.r2l", "bin.vocab-en"}
+    moved = str(tmp_path / "moved")
+    shutil.copytree(data, moved, symlinks=True)  # the links are copied as links, not followed
+    for derived in ("bin.r2l", "bin.vocab-en"):
+        for name in os.listdir(os.path.join(moved, derived)):
+            path = os.path.join(moved, derived, name)
+            if os.path.islink(path):
+                assert os.path.realpath(path) == os.path.join(os.path.realpath(moved), "bin", name)
+    joint = Dictionary.load(os.path.join(moved, "bin.r2l", "dict.de.txt"))
+    sources = data_utils.load_indexed_dataset(os.path.join(moved, "bin.r2l", "valid.en-de.en"), joint)
+    assert len(sources) == 12
+
+
 def test_baseline_keeps_the_joint_dictionary():
     from nmt.train import TrainConfig
 

@@ -135,3 +135,117 @@ def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tm
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == ("run_pipeline: error: unknown argument '--nbest' "
                                   "(settings are environment variables: --help)")
+
+
+# --- a finished model directory shared with a run of other settings ---------------------
+
+def _trained(save_dir, config):
+    """A model directory as rerank nmt train leaves it, as far as the check reads it."""
+    from dataclasses import asdict
+
+    save_dir.mkdir(parents=True)
+    (save_dir / "train.json").write_text(json.dumps({"config": asdict(config), "kind": "translation"}))
+    (save_dir / "train.done").touch()
+
+
+def test_a_model_trained_with_other_settings_is_refused_by_name(tmp_path):
+    import pytest
+
+    from nmt.lm import LMConfig
+    from nmt.train import TrainConfig, check_settings
+    from rerank.errors import InputError
+
+    model = tmp_path / "model"
+    _trained(model, TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, seed=1, threads=1))
+    check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, seed=1))  # agree
+    # how a training runs (threads, device) is not part of the model
+    check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, threads=2,
+                                           device="cpu"))
+    with pytest.raises(InputError) as caught:
+        check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=60, patience=10, seed=2))
+    assert str(caught.value) == (f"{model}: holds a model trained with other settings (max_epoch 30 → 60; "
+                                 "seed 1 → 2): remove its train.done to train it on with these settings, "
+                                 "or use another directory")
+    # training on in the same directory may take more epochs, not another model
+    check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=60, patience=3), resuming=True)
+    with pytest.raises(InputError, match=r"arch transformer-tiny → gru"):
+        check_settings(str(model), TrainConfig(arch="gru", max_epoch=60, patience=10), resuming=True)
+    # a setting the model's train.json lacks (older than it) counts as its default
+    stored = json.loads((model / "train.json").read_text())
+    del stored["config"]["target_vocab"]
+    (model / "train.json").write_text(json.dumps(stored))
+    check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10))
+    with pytest.raises(InputError, match=r"target_vocab joint → own"):
+        check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, direction="r2l",
+                                               target_vocab="own"))
+    # LMs too; no train.json: nothing to compare
+    lm = tmp_path / "lm"
+    _trained(lm, LMConfig(max_epoch=3))
+    with pytest.raises(InputError, match=r"arch lstm → transformer-tiny"):
+        check_settings(str(lm), LMConfig(max_epoch=3, arch="transformer-tiny"))
+    check_settings(str(tmp_path / "new"), TrainConfig())
+
+
+def _nmt_venv_is_set_up() -> bool:
+    """Whether scripts/setup_env.sh nmt has run for this setup.py (else the pipeline
+    would install torch and fairseq first)."""
+    import hashlib
+
+    root = PIPELINE.parents[1]
+    key = hashlib.sha1((root / "setup.py").read_bytes() + b"\n").hexdigest()[:12]
+    return (root / ".venv" / f".rerank-nmt-{key}").exists()
+
+
+def test_the_pipeline_refuses_a_shared_model_of_other_settings_before_any_work(tmp_path):
+    # run_configs.sh links a configuration's model directories to the main job's: a
+    # configuration with MAX_EPOCH=60 must not reuse a 30-epoch baseline as its own
+    import pytest
+
+    from nmt.train import TrainConfig
+
+    if not _nmt_venv_is_set_up():
+        pytest.skip("the project's .venv with the [nmt] extra (scripts/setup_env.sh nmt) is not set up")
+    out = tmp_path / "out"
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "prepare.json").write_text("{}")  # prepare: done
+    _trained(out / "model.transformer-tiny", TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10,
+                                                         seed=1, threads=1))
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "SYSTEM": "transformer", "PATIENCE": "10"}
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, env={**env, "MAX_EPOCH": "60"})
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines() == [
+        f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
+        "(max_epoch 30 → 60): remove its train.done to train it on with these settings, or use another directory"]
+    assert not (out / "settings.json").exists() and not (out / "nbest").exists() and not (out / "train.log").exists()
+    # the R2L model is checked too (its settings: AUX_EPOCH, patience 2, direction r2l)
+    _trained(out / "models" / "r2l.transformer-tiny",
+             TrainConfig(arch="transformer-tiny", direction="r2l", max_epoch=16, patience=2, seed=1))
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
+                         env={**env, "MAX_EPOCH": "30", "AUX_EPOCH": "8", "OUT": str(out)})
+    assert run.returncode == 1 and "r2l.transformer-tiny: holds a model trained with other settings " \
+                                   "(max_epoch 16 → 8)" in run.stderr
+
+
+def test_rerank_nmt_train_check_and_resume_refuse_another_model_in_one_line(tmp_path, capsys):
+    from nmt.train import TrainConfig
+    from rerank.cli import main
+
+    model = tmp_path / "model"
+    _trained(model, TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10))
+    common = ["nmt", "train", "--data-bin", str(tmp_path / "bin"), "--save-dir", str(model)]
+    assert main([*common, "--check", "--arch", "transformer-tiny", "--max-epoch", "30", "--patience", "10"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--check", "--arch", "transformer-tiny", "--max-epoch", "20", "--patience", "10"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"rerank nmt: error: {model}: holds a model trained with other settings (max_epoch 30 → 20): "
+                   "remove its train.done to train it on with these settings, or use another directory"]
+    # resuming (training on) in it with another architecture: refused before fairseq runs
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "dict.de.txt").write_text("ein 1\n")
+    before = (model / "train.json").read_text()
+    assert main([*common, "--arch", "gru", "--max-epoch", "30", "--patience", "10"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds a model trained with other settings (" in err[0] and \
+        "arch transformer-tiny → gru" in err[0] and err[0].endswith("): use another directory")
+    assert (model / "train.json").read_text() == before and sorted(p.name for p in model.iterdir()) == \
+        ["train.done", "train.json"]

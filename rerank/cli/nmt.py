@@ -9,10 +9,16 @@ import argparse
 from nmt.data import PrepareConfig, prepare
 from nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from nmt.lm import LMConfig, train_lm
-from nmt.train import ARCHS, DIRECTIONS, TrainConfig, train
+from nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options
 from rerank.errors import InputError
+
+
+def _check(save_dir: str, config) -> str:
+    """--check: compare ``config`` with the model in ``save_dir`` (InputError when they differ)."""
+    check_settings(save_dir, config)
+    return f"{save_dir}: settings agree with its train.json (or it has none)"
 
 
 def cmd_nmt(args) -> None:
@@ -25,13 +31,14 @@ def cmd_nmt(args) -> None:
                              role=args.role, threads=args.threads, target_vocab=args.target_vocab,
                              device=args.device, dtype=args.dtype, arch=args.arch, average=args.average,
                              distributed_world_size=args.distributed_world_size)
-        print(train(args.data_bin, args.save_dir, config))
+        print(_check(args.save_dir, config) if args.check else train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
         config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
                           dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
                           threads=args.threads, task2=not args.no_task2, device=args.device, dtype=args.dtype,
                           arch=args.arch)
-        print(train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
+        print(_check(args.save_dir, config) if args.check else
+              train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
     elif args.nmt_verb == "nbest":
         config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size, device=args.device,
                                 dtype=args.dtype)
@@ -57,7 +64,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q = nsub.add_parser("train", help="train the Bahdanau GRU model (resumable)",
         epilog="example: rerank nmt train --data-bin out/data/bin --save-dir out/model --preset cpu --max-epoch 12")
     q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
-    q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training resumes in it)")
+    q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
+                   "resumes in it; refused when its train.json has other settings, but for the epochs and patience)")
+    q.add_argument("--check", action="store_true",
+                   help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
+                        "(epochs and patience included), else 0; e.g. before reusing a finished model")
     q.add_argument("--arch", default=TrainConfig.arch, choices=["gru"] + list(ARCHS),
                    help="gru: the Bahdanau GRU model at --preset; transformer-tiny (4 layers, 128 dimensions, 4 heads) "
                         "or transformer-small (3 layers, 256, 4 heads): fairseq's transformer with dropout 0.3, label "
@@ -92,7 +103,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="example: rerank nmt train-lm --prepared out/data --save-dir out/lm --max-epoch 3")
     q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
     q.add_argument("--data", default=None, help="Multi30k directory for task 2 (default as prepare)")
-    q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training resumes in it)")
+    q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
+                   "resumes in it; refused when its train.json has other settings, but for the epochs and patience)")
+    q.add_argument("--check", action="store_true",
+                   help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
+                        "(epochs and patience included), else 0; e.g. before reusing a finished model")
     q.add_argument("--embed-dim", type=positive_int, default=LMConfig.embed_dim, help="word embedding size")
     q.add_argument("--hidden-size", type=positive_int, default=LMConfig.hidden_size, help="LSTM hidden size")
     q.add_argument("--layers", type=positive_int, default=LMConfig.layers, help="LSTM layers")
