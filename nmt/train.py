@@ -34,6 +34,7 @@ from typing import List
 from nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
 from rerank.errors import InputError
 from rerank.signature import write_signed
+from rerank.textio import read_json
 
 #: preset name -> fairseq architecture
 PRESETS = {"cpu": "bahdanau_gru_cpu", "small": "bahdanau_gru_small", "paper": "bahdanau_gru_paper"}
@@ -158,8 +159,6 @@ def check_settings(save_dir: str, config, resuming: bool = False) -> None:
     path = os.path.join(save_dir, "train.json")
     if not os.path.exists(path):
         return
-    from rerank.textio import read_json
-
     stored = read_json(path).get("config")
     if not isinstance(stored, dict):
         raise InputError("train.json has no 'config' object: not a model directory of rerank nmt", path)
