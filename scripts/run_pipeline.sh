@@ -114,11 +114,19 @@ CHANNEL_DIR="$A/channel.$AUX_NAME$([ "$CHANNEL_VOCAB" = own ] && echo -own)"
 LM_DIR="$A/lm$([ "$LM_ARCH" = lstm ] || echo ".$LM_ARCH")"
 
 # --- models: the baseline and the re-ranking models, in two chains of stages -----------
-train_model() {  # train_model PRESET|ARCH SAVE_DIR LOG ARGS...: rerank nmt train; done marker SAVE_DIR/train.done
+# train_model [--check] PRESET|ARCH SAVE_DIR LOG ARGS...: rerank nmt train; done marker
+# SAVE_DIR/train.done; --check: a finished model must have these settings (rerank nmt train --check)
+train_model() {
+  local check=; [ "$1" = --check ] && { check=1; shift; }
   local preset=$1 dir=$2 log=$3 arch=gru; shift 3
   case "$preset" in transformer-*) arch=$preset; preset=cpu ;; esac
-  rerank nmt train --data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" --variant "$VARIANT" \
-    --patience "$PATIENCE" --threads "$THREADS" "$@" 2>&1 | tee -a "$log" \
+  local args=(--data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" --variant "$VARIANT"
+              --patience "$PATIENCE" "$@")
+  if [ -n "$check" ]; then
+    [ ! -f "$dir/train.done" ] || rerank nmt train --check "${args[@]}" > /dev/null
+    return
+  fi
+  rerank nmt train "${args[@]}" --threads "$THREADS" 2>&1 | tee -a "$log" \
     | grep -E "\| valid \||done training|Error" || true
   [ -f "$dir/checkpoint_best.pt" ] && touch "$dir/train.done"
   [ -f "$dir/train.done" ] || { echo "training did not finish: see $log" >&2; return 1; }
@@ -130,13 +138,13 @@ nbest_of() {  # nbest_of SUBSET NAME
   rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/$ckpt" --subset "$1" --nbest "$NBEST" \
     --out-nbest "$N/$2.nbest" --out-1best "$N/$2.1best"
 }
-train_lm() {  # train_lm [--check]
+train_lm() {  # train_lm [--check]: as train_model
+  local args=(--prepared "$D" --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" --arch "$LM_ARCH")
   if [ "${1-}" = --check ]; then
-    rerank nmt train-lm --check --prepared "$D" --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" --arch "$LM_ARCH"
+    [ ! -f "$LM_DIR/train.done" ] || rerank nmt train-lm --check "${args[@]}" > /dev/null
     return
   fi
-  rerank nmt train-lm --prepared "$D" ${DATA:+--data "$DATA"} --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" \
-    --arch "$LM_ARCH" --threads "$THREADS" > "$LM_DIR.log" 2>&1 \
+  rerank nmt train-lm "${args[@]}" ${DATA:+--data "$DATA"} --threads "$THREADS" > "$LM_DIR.log" 2>&1 \
     || { echo "LM training failed: see $LM_DIR.log" >&2; return 1; }
   touch "$LM_DIR/train.done"
 }
@@ -154,18 +162,11 @@ CHANNEL=("$AUX_NAME" "$CHANNEL_DIR" "$CHANNEL_DIR.log" --direction backward --ta
          --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED")
 R2L=("$AUX_NAME" "$R2L_DIR" "$R2L_DIR.log" --direction r2l --max-epoch "$AUX_EPOCH" --patience 2 --seed "$SEED")
 L2R2_MODEL=("$PRESET" "$A/l2r2" "$A/l2r2.log" --role L2R2 --max-epoch "$L2R2_EPOCH" --patience 2 --seed $((SEED + 1)))
-check_model() {  # check_model PRESET|ARCH SAVE_DIR LOG ARGS...: a finished model must have these settings
-  local preset=$1 dir=$2 arch=gru; shift 3
-  [ -f "$dir/train.done" ] || return 0
-  case "$preset" in transformer-*) arch=$preset; preset=cpu ;; esac
-  rerank nmt train --check --data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" \
-    --variant "$VARIANT" --patience "$PATIENCE" "$@" > /dev/null
-}
-check_model "${BASELINE[@]}"
-if has channel; then check_model "${CHANNEL[@]}"; fi
-if has r2l; then check_model "${R2L[@]}"; fi
-if has l2r2; then check_model "${L2R2_MODEL[@]}"; fi
-if has lm && [ -f "$LM_DIR/train.done" ]; then train_lm --check > /dev/null; fi
+train_model --check "${BASELINE[@]}"
+if has channel; then train_model --check "${CHANNEL[@]}"; fi
+if has r2l; then train_model --check "${R2L[@]}"; fi
+if has l2r2; then train_model --check "${L2R2_MODEL[@]}"; fi
+if has lm; then train_lm --check; fi
 # this run's settings and versions (scripts/config_table.py reads them; rewritten each run);
 # refused, before any work, when OUT holds a run with other settings whose outputs the
 # skipped stages would reuse (scripts/pipeline_settings.py); after the model checks, so
