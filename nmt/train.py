@@ -71,7 +71,8 @@ class TrainConfig:
     ``arch``: ``gru`` (the Bahdanau model at ``preset``) or a fairseq transformer of
     :data:`ARCHS` (``preset`` and ``variant`` then unused; dropout 0.3 and weight decay
     1e-4 unless given, the arch's learning rate unless ``lr`` is given, the last
-    ``average`` epochs averaged into ``checkpoint_avg.pt``).
+    ``average`` epochs averaged into ``checkpoint_avg.pt``; ``warmup``: updates of the
+    inverse-square-root schedule's linear warm-up, 0 for the architecture's).
     ``target_vocab`` is ``joint`` (the joint BPE dictionary of ``prepare``) or ``own``:
     the model's output layer covers only the subword types of its own target language
     in the training data (:func:`own_target_vocabulary`; for a channel model on
@@ -85,6 +86,7 @@ class TrainConfig:
     dropout: float = -1.0
     l2: float = -1.0
     lr: float = 0.0  # 0: the architecture's (GRU 2e-3)
+    warmup: int = 0  # transformers' warm-up updates (0: the architecture's, 1000)
     arch: str = "gru"
     average: int = 0  # epochs averaged (transformers: 5 by default)
     max_tokens: int = 4000
@@ -116,6 +118,9 @@ class TrainConfig:
         if self.arch != "gru" and self.arch not in ARCHS:
             raise InputError(f"unknown architecture {self.arch!r}; known: gru, {', '.join(ARCHS)}")
         transformer = self.arch in ARCHS
+        if self.warmup < 0 or (self.warmup and not transformer):
+            raise InputError(f"warm-up {self.warmup}: a number of updates ≥ 0, and for transformers only "
+                             "(the GRU's Adam runs at a constant learning rate)")
         dropout, l2 = ((TRANSFORMER_REGULARISATION["dropout"], TRANSFORMER_REGULARISATION["l2"]) if transformer
                        else VARIANTS[self.variant])
         if self.lr <= 0:
@@ -201,7 +206,8 @@ def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: st
                 "--activation-dropout", str(reg["attention_dropout"]),
                 "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", str(reg["label_smoothing"]),
                 "--adam-betas", "(0.9, 0.98)", "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
-                str(a["warmup"]), "--warmup-init-lr", "1e-07", "--keep-last-epochs", str(config.average)]
+                str(config.warmup or a["warmup"]), "--warmup-init-lr", "1e-07",
+                "--keep-last-epochs", str(config.average)]
     else:
         cmd += ["--arch", PRESETS[config.preset], "--criterion", "cross_entropy", "--no-epoch-checkpoints"]
     cmd += fairseq_device(config.device, config.dtype, config.distributed_world_size)[0]

@@ -36,7 +36,9 @@
 # FEATURES without l2r2), FEATURES (the feature sets computed and tuned, a subset of
 # "mlmme r2l channel lm l2r2 mbr e5 len", separated by spaces or +, or all; a model no set needs
 # is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
-# (MLMME, 2), JOBS (2: two training chains side by side, one CPU thread per model;
+# (MLMME, 2), MAX_TOKENS (4000: tokens per batch of every translation model), LR (0: the
+# architecture's learning rate, transformer-tiny 5e-3, GRU 2e-3), WARMUP (0: the
+# architecture's warm-up, 1000 updates; transformers only), JOBS (2: two training chains side by side, one CPU thread per model;
 # 1: one after the other with torch's default threads), ARCH (baseline: gru | transformer-tiny |
 # transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
 # transformer-tiny), TUNERS ("mira mert"), CHRF_TUNING
@@ -76,6 +78,9 @@ L2R2_EPOCH=${L2R2_EPOCH:-8}
 LM_EPOCH=${LM_EPOCH:-3}
 L2R2=${L2R2:-1}
 EMBED_EPOCHS=${EMBED_EPOCHS:-2}
+MAX_TOKENS=${MAX_TOKENS:-4000}
+LR=${LR:-0}
+WARMUP=${WARMUP:-0}
 JOBS=${JOBS:-2}
 TUNERS=${TUNERS:-mira mert}
 CHRF_TUNING=${CHRF_TUNING:-1}
@@ -93,7 +98,7 @@ done
 has() { [[ " $FEATURES " == *" $1 "* ]]; }  # has SET: is feature set SET computed and tuned?
 settings=()
 for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
-         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH; do settings+=("$k=${!k}"); done
+         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH MAX_TOKENS LR WARMUP; do settings+=("$k=${!k}"); done
 if [ "${1:-}" = --settings ]; then echo "OUT=$OUT"; printf '%s\n' "${settings[@]}"; exit 0; fi
 
 bash "$ROOT/scripts/setup_env.sh" nmt
@@ -121,7 +126,8 @@ train_model() {
   local preset=$1 dir=$2 log=$3 arch=gru; shift 3
   case "$preset" in transformer-*) arch=$preset; preset=cpu ;; esac
   local args=(--data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" --variant "$VARIANT"
-              --patience "$PATIENCE" "$@")
+              --patience "$PATIENCE" --max-tokens "$MAX_TOKENS" --lr "$LR" "$@")
+  [ "$arch" = gru ] || args+=(--warmup "$WARMUP")  # the GRU's Adam has no warm-up
   if [ -n "$check" ]; then
     [ ! -f "$dir/train.done" ] || rerank nmt train --check "${args[@]}" > /dev/null
     return

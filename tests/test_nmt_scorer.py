@@ -322,13 +322,18 @@ def test_fairseq_scorer_settings_are_checked(tiny, tmp_path):
 def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
     import torch
 
-    from nmt.train import TrainConfig, train
+    from nmt.train import TrainConfig, train, train_command
 
     save = str(tmp_path / "tt")
     config = TrainConfig(arch="transformer-tiny", max_epoch=3, max_tokens=1000, average=2, direction="r2l",
-                         threads=1)
+                         threads=1, warmup=3)
     assert config.dropout == 0.3 and config.lr == 5e-3 and config.l2 == 1e-4
     avg = train(tiny["bin"], save, config)
+    # the schedule fairseq ran: --warmup, and the architecture's 1000 when it is 0
+    last = torch.load(os.path.join(save, "checkpoint_last.pt"), weights_only=False)
+    assert last["cfg"]["lr_scheduler"]["warmup_updates"] == 3
+    default = train_command(tiny["bin"], save, TrainConfig(arch="transformer-tiny"))
+    assert default[default.index("--warmup-updates") + 1] == "1000"
     assert os.path.basename(avg) == "checkpoint_avg.pt"
     meta = __import__("json").load(open(os.path.join(save, "train.json")))
     assert meta["checkpoint"] == "checkpoint_avg.pt" and meta["averaged"] == ["checkpoint2.pt", "checkpoint3.pt"]

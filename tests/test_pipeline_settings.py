@@ -73,6 +73,18 @@ def test_feature_sets_of_an_older_run_that_did_not_record_them_are_all_of_them(t
     assert f"this directory holds a run with FEATURES={every} (this run: r2l mbr len);" in run.stderr
 
 
+def test_an_older_run_trained_with_the_default_batch_and_schedule(tmp_path):
+    # before MAX_TOKENS/LR/WARMUP were settings every model had 4000-token batches and its
+    # architecture's schedule: an OUT of such a run is refused for a faster schedule
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
+    assert _settings(path, "NBEST=50", "MAX_TOKENS=4000", "LR=0", "WARMUP=0").returncode == 0
+    path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
+    run = _settings(path, "NBEST=50", "MAX_TOKENS=2000", "LR=0", "WARMUP=500")
+    assert run.returncode == 1
+    assert "this directory holds a run with MAX_TOKENS=4000 (this run: 2000) and 1 more;" in run.stderr
+
+
 PIPELINE = SCRIPT.parent / "run_pipeline.sh"
 
 
@@ -184,6 +196,13 @@ def test_a_model_trained_with_other_settings_is_refused_by_name(tmp_path):
     with pytest.raises(InputError, match=r"arch lstm → transformer-tiny"):
         check_settings(str(lm), LMConfig(max_epoch=3, arch="transformer-tiny"))
     check_settings(str(tmp_path / "new"), TrainConfig())
+    # a warm-up is a transformer's (0: its architecture's); the GRU has none
+    with pytest.raises(InputError, match=r"warm-up 500: .* for transformers only"):
+        TrainConfig(arch="gru", warmup=500)
+    with pytest.raises(InputError, match=r"warm-up -1"):
+        TrainConfig(arch="transformer-tiny", warmup=-1)
+    with pytest.raises(InputError, match=r"warmup 0 → 500"):  # older models: the default, 0
+        check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, warmup=500))
 
 
 def _nmt_venv_is_set_up() -> bool:
@@ -224,6 +243,13 @@ def test_the_pipeline_refuses_a_shared_model_of_other_settings_before_any_work(t
                          env={**env, "MAX_EPOCH": "30", "AUX_EPOCH": "8", "OUT": str(out)})
     assert run.returncode == 1 and "r2l.transformer-tiny: holds a model trained with other settings " \
                                    "(max_epoch 16 → 8)" in run.stderr
+    # and the batch size and warm-up (MAX_TOKENS, WARMUP) of every model
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
+                         env={**env, "MAX_EPOCH": "30", "MAX_TOKENS": "2000", "WARMUP": "500", "OUT": str(out)})
+    assert run.returncode == 1 and run.stderr.strip().splitlines() == [
+        f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
+        "(warmup 0 → 500; max_tokens 4000 → 2000): remove its train.done to train it on with these settings, "
+        "or use another directory"]
 
 
 def test_rerank_nmt_train_check_and_resume_refuse_another_model_in_one_line(tmp_path, capsys):

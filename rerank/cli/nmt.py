@@ -27,7 +27,7 @@ def cmd_nmt(args) -> None:
     elif args.nmt_verb == "train":
         config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
-                             max_tokens=args.max_tokens, lr=args.lr, seed=args.seed, direction=args.direction,
+                             max_tokens=args.max_tokens, lr=args.lr, warmup=args.warmup, seed=args.seed, direction=args.direction,
                              role=args.role, threads=args.threads, target_vocab=args.target_vocab,
                              device=args.device, dtype=args.dtype, arch=args.arch, average=args.average,
                              distributed_world_size=args.distributed_world_size)
@@ -87,6 +87,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--lr", type=float, default=TrainConfig.lr,
                    help="Adam learning rate (default: 0, the architecture's: GRU 2e-3, transformer-tiny 5e-3, "
                         "transformer-small 1e-3)")
+    q.add_argument("--warmup", type=int, default=TrainConfig.warmup,
+                   help="transformers: updates of linear warm-up before the inverse-square-root decay (default: 0, "
+                        "the architecture's: 1000); e.g. --warmup 400 for a short training")
     q.add_argument("--seed", type=int, default=TrainConfig.seed, help="training seed")
     q.add_argument("--direction", default=TrainConfig.direction, choices=list(DIRECTIONS),
                    help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)")
