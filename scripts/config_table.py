@@ -1,6 +1,6 @@
 """The configuration table of issue 20: one row per main-job directory (``run_pipeline.sh``'s
 OUT, e.g. each ``out/configs/NAME`` of ``scripts/run_configs.sh``) — baseline, re-ranking
-models, n-best size -> beam BLEU, re-ranked BLEU (mean of the tuning replicas), gain, its
+models, the models' batch size and warm-up, n-best size -> beam BLEU, re-ranked BLEU (mean of the tuning replicas), gain, its
 AR p-value, METEOR and TER deltas, the oracle, whether every tuning run reached its beam's
 tuning-set score, and time.
 
@@ -181,17 +181,26 @@ def models_used(settings: Dict[str, str]) -> Tuple[str, str]:
     return aux, settings.get("LM_ARCH", "?") if "lm" in sets else "–"
 
 
+def schedule(settings: Dict[str, str]) -> str:
+    """The translation models' batch size and warm-up, ``TOKENS/WARMUP`` (``–`` for a GRU
+    baseline: no warm-up), with ``, lr LR`` when not the architecture's; an older run's
+    from ``recorded_later`` (4000 tokens, the architecture's 1,000 updates)."""
+    s = {**recorded_later(settings), **settings}
+    warmup = "–" if s.get("ARCH", "gru") == "gru" else (s["WARMUP"] if s["WARMUP"] != "0" else "1000")
+    return f"{s['MAX_TOKENS']}/{warmup}" + (f", lr {s['LR']}" if s["LR"] != "0" else "")
+
+
 def markdown(rows: List[Dict], system: str) -> str:
     """The table as Markdown."""
-    lines = [f"| config | baseline | R2L/channel | LM | features | n-best | beam BLEU | {system} BLEU | gain | p | "
+    lines = [f"| config | baseline | batch/warm-up | R2L/channel | LM | features | n-best | beam BLEU | {system} BLEU | gain | p | "
              "METEOR Δ | TER Δ | oracle | tuning ≥ beam | compute h | wall h (est.) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["settings"]
         note = f" ({', '.join(r['unknown_stages'])} unknown)" if r["unknown_stages"] else ""
         aux, lm = models_used(s)
         lines.append(
-            f"| {r['config']} | {s.get('ARCH', '?')} | {aux} | {lm} | "
+            f"| {r['config']} | {s.get('ARCH', '?')} | {schedule(s)} | {aux} | {lm} | "
             f"{feature_sets(s)} | {s.get('NBEST', '?')} | {_num(r['beam_bleu'], '.2f')} | {_num(r['bleu'], '.2f')} | "
             f"{_num(r['gain'], '+.2f')} | {_num(r['p'], '.4f')} | {_num(r['meteor_delta'], '+.2f')} | "
             f"{_num(r['ter_delta'], '+.2f')} | {_num(r['oracle_bleu'], '.2f')} | "
