@@ -89,12 +89,13 @@ def plot(runs: Dict[str, Dict], path: str) -> bool:
     import matplotlib.pyplot as plt
 
     figure, (nll_axis, bleu_axis) = plt.subplots(1, 2, figsize=(10, 4))
-    for name, run in runs.items():
-        epochs = sorted(run["epochs"])
-        nll_axis.plot(epochs, [run["epochs"][e]["nll"] for e in epochs], marker=".", label=name)
+    for number, (name, run) in enumerate(runs.items()):
+        epochs, colour = sorted(run["epochs"]), f"C{number % 10}"  # one colour per run in both panels
+        nll_axis.plot(epochs, [run["epochs"][e]["nll"] for e in epochs], marker=".", label=name, color=colour)
         with_bleu = [e for e in epochs if "bleu" in run["epochs"][e]]
         if with_bleu:
-            bleu_axis.plot(with_bleu, [run["epochs"][e]["bleu"] for e in with_bleu], marker=".", label=name)
+            bleu_axis.plot(with_bleu, [run["epochs"][e]["bleu"] for e in with_bleu], marker=".", label=name,
+                           color=colour)
     nll_axis.set(xlabel="epoch", ylabel="valid NLL (bits per token)", title="validation loss")
     bleu_axis.set(xlabel="epoch", ylabel="valid BLEU (beam 5)", title="validation BLEU")
     nll_axis.legend()
