@@ -38,8 +38,9 @@
 # is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
 # (MLMME, 2), MAX_TOKENS (4000: tokens per batch of every translation model), LR (0: the
 # architecture's learning rate, transformer-tiny 5e-3, GRU 2e-3), WARMUP (0: the
-# architecture's warm-up, 1000 updates; transformers only), JOBS (2: two training chains side by side, one CPU thread per model;
-# 1: one after the other with torch's default threads), ARCH (baseline: gru | transformer-tiny |
+# architecture's warm-up, 1000 updates; transformers only), JOBS (2: two training chains
+# side by side, one CPU thread per model; 1: one after the other with torch's default
+# threads), ARCH (baseline: gru | transformer-tiny |
 # transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
 # transformer-tiny), TUNERS ("mira mert"), CHRF_TUNING
 # (1: +all is tuned for chrF too, MIRA, the row "+all/chrF-tuned" beside +all; 0: not).
