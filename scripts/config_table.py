@@ -1,8 +1,8 @@
 """The configuration table of issue 20: one row per main-job directory (``run_pipeline.sh``'s
-OUT, e.g. each ``out/configs/NAME`` of ``scripts/run_configs.sh``) — baseline, re-ranking
-models, the models' batch size and warm-up, n-best size -> beam BLEU, re-ranked BLEU (mean of the tuning replicas), gain, its
-AR p-value, METEOR and TER deltas, the oracle, whether every tuning run reached its beam's
-tuning-set score, and time.
+OUT, e.g. each ``out/configs/NAME`` of ``scripts/run_configs.sh``) — baseline, the models'
+batch size and warm-up, re-ranking models, n-best size -> beam BLEU, re-ranked BLEU (mean
+of the tuning replicas), gain, its AR p-value, METEOR and TER deltas, the oracle, whether
+every tuning run reached its beam's tuning-set score, and time.
 
     python scripts/config_table.py out/multi30k out/configs/* --out out/configs/table
 
@@ -192,8 +192,8 @@ def schedule(settings: Dict[str, str]) -> str:
 
 def markdown(rows: List[Dict], system: str) -> str:
     """The table as Markdown."""
-    lines = [f"| config | baseline | batch/warm-up | R2L/channel | LM | features | n-best | beam BLEU | {system} BLEU | gain | p | "
-             "METEOR Δ | TER Δ | oracle | tuning ≥ beam | compute h | wall h (est.) |",
+    lines = [f"| config | baseline | batch/warm-up | R2L/channel | LM | features | n-best | beam BLEU | "
+             f"{system} BLEU | gain | p | METEOR Δ | TER Δ | oracle | tuning ≥ beam | compute h | wall h (est.) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["settings"]

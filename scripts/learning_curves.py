@@ -55,7 +55,8 @@ def read_log(path: str) -> Tuple[Dict[int, Dict[str, float]], List[int]]:
                     seconds.append(wall - last[1])
                 last = (epoch, wall)
     if not epochs:
-        sys.exit(f"learning_curves: error: {path}: no fairseq validation lines ('| valid | epoch N | … nll_loss …')")
+        sys.exit(f"learning_curves: error: {path}: no fairseq validation lines "
+                 "('| valid | epoch N | … nll_loss …')")
     return epochs, seconds
 
 

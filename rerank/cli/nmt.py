@@ -28,7 +28,8 @@ def cmd_nmt(args) -> None:
         config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
                              max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
                              max_tokens=args.max_tokens, lr=args.lr, warmup=args.warmup, seed=args.seed,
-                             direction=args.direction, role=args.role, threads=args.threads, target_vocab=args.target_vocab,
+                             direction=args.direction, role=args.role, threads=args.threads,
+                             target_vocab=args.target_vocab,
                              device=args.device, dtype=args.dtype, arch=args.arch, average=args.average,
                              distributed_world_size=args.distributed_world_size)
         print(_check(args.save_dir, config) if args.check else train(args.data_bin, args.save_dir, config))
