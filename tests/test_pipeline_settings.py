@@ -120,19 +120,21 @@ def _resolved(**env):
 def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     # issue 20: the default is the strongest configuration measured within 2 hours
     default = _resolved()
-    assert {k: default[k] for k in ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "LM_ARCH", "FEATURES", "NBEST")} == {
-        "ARCH": "transformer-tiny", "MAX_EPOCH": "20", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
-        "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "50"}
+    keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST")
+    assert {k: default[k] for k in keys} == {
+        "ARCH": "transformer-tiny", "MAX_EPOCH": "22", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
+        "AUX_EPOCH": "23", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "50"}
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
     gru = _resolved(SYSTEM="gru")
-    assert {k: gru[k] for k in ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "LM_ARCH", "FEATURES", "NBEST")} == {
-        "ARCH": "gru", "MAX_EPOCH": "12", "PATIENCE": "3", "AUX_ARCH": "gru", "LM_ARCH": "lstm",
+    assert {k: gru[k] for k in keys} == {
+        "ARCH": "gru", "MAX_EPOCH": "12", "PATIENCE": "3", "AUX_ARCH": "gru", "AUX_EPOCH": "16", "LM_ARCH": "lstm",
         "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20"}
     assert gru["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k")
     # a variable that is set wins over its system's default; FEATURES in canonical order
     mixed = _resolved(SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
     assert (mixed["ARCH"], mixed["MAX_EPOCH"], mixed["FEATURES"], mixed["OUT"]) == \
         ("transformer-tiny", "12", "r2l len", str(tmp_path))
+    assert _resolved(AUX_EPOCH="8")["AUX_EPOCH"] == "8"
     # FEATURES=all: every set, also on top of the transformer system
     assert _resolved(FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len"
 
