@@ -106,3 +106,33 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
     raw.write_text("a man .\n\nthe dog .\n")
     with pytest.raises(InputError, match="raw.en:2: empty source line"):
         generate_nbest_from_text(bin_dir, ckpt, str(raw), str(tmp_path / "x.nbest"), str(tmp_path / "x.1best"))
+
+
+def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path):
+    # fairseq 0.12 alone builds a resumed process's batches under seed + (its first epoch):
+    # other batches, another model. nmt/fairseq_user_dir builds them as in epoch 1, so 2
+    # epochs + a resumed 3rd give the weights of 3 epochs in one go, bit for bit.
+    import torch
+
+    from nmt.data import PrepareConfig, prepare
+    from nmt.train import TrainConfig, train
+
+    _write_corpus(str(tmp_path / "m30k"))
+    bin_dir = prepare(str(tmp_path / "m30k"), str(tmp_path / "data"), PrepareConfig(bpe_merges=40), workers=1)
+    config = dict(arch="transformer-tiny", max_tokens=200, warmup=10, valid_beam=2, average=1)
+    train(bin_dir, str(tmp_path / "straight"), TrainConfig(max_epoch=3, **config))
+    train(bin_dir, str(tmp_path / "resumed"), TrainConfig(max_epoch=2, **config))
+    train(bin_dir, str(tmp_path / "resumed"), TrainConfig(max_epoch=3, **config))
+
+    def weights(run):
+        return torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu", weights_only=False)["model"]
+
+    straight, resumed = weights("straight"), weights("resumed")
+    assert sorted(straight) == sorted(resumed)
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+    def iterator_state(run):
+        return torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu",
+                          weights_only=False)["extra_state"]["train_iterator"]
+
+    assert iterator_state("resumed") == iterator_state("straight")
