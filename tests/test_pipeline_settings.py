@@ -123,7 +123,7 @@ def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST")
     assert {k: default[k] for k in keys} == {
         "ARCH": "transformer-tiny", "MAX_EPOCH": "22", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
-        "AUX_EPOCH": "23", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "50"}
+        "AUX_EPOCH": "23", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "100"}
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
     gru = _resolved(SYSTEM="gru")
     assert {k: gru[k] for k in keys} == {
