@@ -124,15 +124,8 @@ def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path):
     train(bin_dir, str(tmp_path / "resumed"), TrainConfig(max_epoch=2, **config))
     train(bin_dir, str(tmp_path / "resumed"), TrainConfig(max_epoch=3, **config))
 
-    def weights(run):
-        return torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu", weights_only=False)["model"]
-
-    straight, resumed = weights("straight"), weights("resumed")
-    assert sorted(straight) == sorted(resumed)
-    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
-
-    def iterator_state(run):
-        return torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu",
-                          weights_only=False)["extra_state"]["train_iterator"]
-
-    assert iterator_state("resumed") == iterator_state("straight")
+    straight, resumed = (torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu", weights_only=False)
+                         for run in ("straight", "resumed"))
+    assert sorted(straight["model"]) == sorted(resumed["model"])
+    assert all(torch.equal(straight["model"][k], resumed["model"][k]) for k in straight["model"])
+    assert resumed["extra_state"]["train_iterator"] == straight["extra_state"]["train_iterator"]
