@@ -40,7 +40,8 @@
 # is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
 # (MLMME, 2), MAX_TOKENS (4000: tokens per batch of every translation model), LR (0: the
 # architecture's learning rate, transformer-tiny 5e-3, GRU 2e-3), WARMUP (0: the
-# architecture's warm-up, 1000 updates; transformers only), JOBS (2: two training chains
+# architecture's warm-up, 1000 updates; transformers only), BF16_AUTOCAST (0: float32; 1:
+# the transformers train with their forward pass in bfloat16 under torch.autocast), JOBS (2: two training chains
 # side by side, one CPU thread per model; 1: one after the other with torch's default
 # threads), ARCH (baseline: gru | transformer-tiny |
 # transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
@@ -83,6 +84,10 @@ EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 MAX_TOKENS=${MAX_TOKENS:-4000}
 LR=${LR:-0}
 WARMUP=${WARMUP:-0}
+BF16_AUTOCAST=${BF16_AUTOCAST:-0}
+case "$BF16_AUTOCAST" in 0|1) ;;
+  *) echo "run_pipeline: error: BF16_AUTOCAST: '$BF16_AUTOCAST' is not 0 or 1" >&2; exit 1 ;;
+esac
 JOBS=${JOBS:-2}
 TUNERS=${TUNERS:-mira mert}
 CHRF_TUNING=${CHRF_TUNING:-1}
@@ -100,7 +105,7 @@ done
 has() { [[ " $FEATURES " == *" $1 "* ]]; }  # has SET: is feature set SET computed and tuned?
 settings=()
 for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
-         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH MAX_TOKENS LR WARMUP; do settings+=("$k=${!k}"); done
+         L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH MAX_TOKENS LR WARMUP BF16_AUTOCAST; do settings+=("$k=${!k}"); done
 if [ "${1:-}" = --settings ]; then echo "OUT=$OUT"; printf '%s\n' "${settings[@]}"; exit 0; fi
 
 bash "$ROOT/scripts/setup_env.sh" nmt
@@ -130,6 +135,7 @@ train_model() {
   local args=(--data-bin "$D/bin" --save-dir "$dir" --arch "$arch" --preset "$preset" --variant "$VARIANT"
               --patience "$PATIENCE" --max-tokens "$MAX_TOKENS" --lr "$LR" "$@")
   [ "$arch" = gru ] || args+=(--warmup "$WARMUP")  # the GRU's Adam has no warm-up
+  [ "$arch" = gru ] || [ "$BF16_AUTOCAST" = 0 ] || args+=(--bf16-autocast)
   if [ -n "$check" ]; then
     [ ! -f "$dir/train.done" ] || rerank nmt train --check "${args[@]}" > /dev/null
     return

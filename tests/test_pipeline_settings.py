@@ -83,6 +83,12 @@ def test_an_older_run_trained_with_the_default_batch_and_schedule(tmp_path):
     run = _settings(path, "NBEST=50", "MAX_TOKENS=2000", "LR=0", "WARMUP=500")
     assert run.returncode == 1
     assert "this directory holds a run with MAX_TOKENS=4000 (this run: 2000) and 1 more;" in run.stderr
+    # and trained in float32 (BF16_AUTOCAST came later)
+    path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
+    assert _settings(path, "NBEST=50", "BF16_AUTOCAST=0").returncode == 0
+    path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
+    run = _settings(path, "NBEST=50", "BF16_AUTOCAST=1")
+    assert run.returncode == 1 and "this directory holds a run with BF16_AUTOCAST=0 (this run: 1);" in run.stderr
 
 
 PIPELINE = SCRIPT.parent / "run_pipeline.sh"
@@ -149,6 +155,9 @@ def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tm
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == ("run_pipeline: error: unknown argument '--nbest' "
                                   "(settings are environment variables: --help)")
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, env={**env, "BF16_AUTOCAST": "yes"})
+    assert run.returncode == 1 and not out.exists()
+    assert run.stderr.strip() == "run_pipeline: error: BF16_AUTOCAST: 'yes' is not 0 or 1"
 
 
 # --- a finished model directory shared with a run of other settings ---------------------
@@ -251,6 +260,13 @@ def test_the_pipeline_refuses_a_shared_model_of_other_settings_before_any_work(t
     assert run.returncode == 1 and run.stderr.strip().splitlines() == [
         f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
         "(warmup 0 → 500; max_tokens 4000 → 2000): remove its train.done to train it on with these settings, "
+        "or use another directory"]
+    # and the precision (BF16_AUTOCAST) of the transformers
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
+                         env={**env, "MAX_EPOCH": "30", "BF16_AUTOCAST": "1", "OUT": str(out)})
+    assert run.returncode == 1 and run.stderr.strip().splitlines() == [
+        f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
+        "(bf16_autocast False → True): remove its train.done to train it on with these settings, "
         "or use another directory"]
 
 

@@ -1,4 +1,5 @@
-"""fairseq ``--user-dir`` entry point: importing it registers our models, gives
+"""fairseq ``--user-dir`` entry point: importing it registers our models and the
+criterion ``fused_label_smoothed_cross_entropy`` (:mod:`nmt.criterion`), gives
 fairseq 0.12 the ``numpy.compat.long`` it still names (removed in numpy 2; it was
 Python's ``int``, a 64-bit integer dtype) — the language-model datasets
 (``TokenBlockDataset``) need it — and makes a resumed training build its batches as the
@@ -12,6 +13,7 @@ if not hasattr(np, "compat"):
     np.compat = types.SimpleNamespace(long=np.int64)
 
 import nmt.bahdanau  # noqa: E402,F401  (registers bahdanau_gru and its architectures)
+import nmt.criterion  # noqa: E402,F401  (registers fused_label_smoothed_cross_entropy)
 
 from fairseq.tasks.fairseq_task import FairseqTask  # noqa: E402
 
