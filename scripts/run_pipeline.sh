@@ -12,16 +12,18 @@
 #
 # SYSTEM picks the defaults of the settings below (issue 20: the strongest configuration
 # measured that fits 2 hours on 2 idle cores; README "Configurations"):
-#   transformer (default): a transformer-tiny baseline (22 epochs, patience 10), its 100-best
-#     lists re-ranked by a transformer-tiny right-to-left model (23 epochs, trained beside
-#     it), MBR and length features: ARCH=transformer-tiny MAX_EPOCH=22 PATIENCE=10 NBEST=100
-#     AUX_ARCH=transformer-tiny AUX_EPOCH=23 LM_ARCH=transformer-tiny FEATURES=r2l+mbr+len,
-#     OUT=out/multi30k-transformer (about 1.5 h from a fresh clone on 2 idle cores)
+#   transformer (default): a transformer-tiny baseline (27 epochs, patience 10), its 100-best
+#     lists re-ranked by a transformer-tiny right-to-left model (28 epochs, trained beside
+#     it), MBR and length features, both trained with bf16 autocast: ARCH=transformer-tiny
+#     MAX_EPOCH=27 PATIENCE=10 NBEST=100 AUX_ARCH=transformer-tiny AUX_EPOCH=28
+#     LM_ARCH=transformer-tiny FEATURES=r2l+mbr+len BF16_AUTOCAST=1,
+#     OUT=out/multi30k-transformer (about 1 h 35 min from a fresh clone on 2 idle cores)
 #   gru: the paper's attention GRU (Tables 3-4 share its lists: scripts/run_tables.sh) and
 #     every re-ranking model: the right-to-left model R2L, the channel model de->en, the
 #     German LSTM LM, a second left-to-right model L2R2, consensus (MBR expected BLEU /
 #     chrF), MLMME s_s, multilingual-E5 similarity and length: ARCH=gru MAX_EPOCH=12
-#     PATIENCE=3 AUX_ARCH=gru AUX_EPOCH=16 LM_ARCH=lstm FEATURES=all sets, OUT=out/multi30k
+#     PATIENCE=3 AUX_ARCH=gru AUX_EPOCH=16 LM_ARCH=lstm FEATURES=all sets BF16_AUTOCAST=0,
+#     OUT=out/multi30k
 #     (3.5-5 h)
 # settings.json records the resolved settings, not SYSTEM.
 #
@@ -40,8 +42,9 @@
 # is not trained: FEATURES=r2l+mbr+len trains only the baseline and R2L), EMBED_EPOCHS
 # (MLMME, 2), MAX_TOKENS (4000: tokens per batch of every translation model), LR (0: the
 # architecture's learning rate, transformer-tiny 5e-3, GRU 2e-3), WARMUP (0: the
-# architecture's warm-up, 1000 updates; transformers only), BF16_AUTOCAST (0: float32; 1:
-# the transformers train with their forward pass in bfloat16 under torch.autocast), JOBS (2: two training chains
+# architecture's warm-up, 1000 updates; transformers only), BF16_AUTOCAST (1 / 0 for
+# transformer / gru: the transformers train with their forward pass in bfloat16 under
+# torch.autocast; 0: in float32), JOBS (2: two training chains
 # side by side, one CPU thread per model; 1: one after the other with torch's default
 # threads), ARCH (baseline: gru | transformer-tiny |
 # transformer-small), AUX_ARCH (R2L and channel models, the same choices), LM_ARCH (lstm |
@@ -63,11 +66,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ALL_FEATURES="mlmme r2l channel lm l2r2 mbr e5 len"
 SYSTEM=${SYSTEM:-transformer}
 case "$SYSTEM" in  # the system's defaults; a variable that is set wins
-  transformer) OUT=${OUT:-$ROOT/out/multi30k-transformer}; ARCH=${ARCH:-transformer-tiny}; MAX_EPOCH=${MAX_EPOCH:-22}
-               PATIENCE=${PATIENCE:-10}; NBEST=${NBEST:-100}; AUX_ARCH=${AUX_ARCH:-transformer-tiny}; AUX_EPOCH=${AUX_EPOCH:-23}
-               LM_ARCH=${LM_ARCH:-transformer-tiny}; FEATURES=${FEATURES:-r2l mbr len} ;;
+  transformer) OUT=${OUT:-$ROOT/out/multi30k-transformer}; ARCH=${ARCH:-transformer-tiny}; MAX_EPOCH=${MAX_EPOCH:-27}
+               PATIENCE=${PATIENCE:-10}; NBEST=${NBEST:-100}; AUX_ARCH=${AUX_ARCH:-transformer-tiny}; AUX_EPOCH=${AUX_EPOCH:-28}
+               LM_ARCH=${LM_ARCH:-transformer-tiny}; FEATURES=${FEATURES:-r2l mbr len}; BF16_AUTOCAST=${BF16_AUTOCAST:-1} ;;
   gru) OUT=${OUT:-$ROOT/out/multi30k}; ARCH=${ARCH:-gru}; MAX_EPOCH=${MAX_EPOCH:-12}; PATIENCE=${PATIENCE:-3}; NBEST=${NBEST:-20}
-       AUX_ARCH=${AUX_ARCH:-gru}; AUX_EPOCH=${AUX_EPOCH:-16}; LM_ARCH=${LM_ARCH:-lstm}; FEATURES=${FEATURES:-$ALL_FEATURES} ;;
+       AUX_ARCH=${AUX_ARCH:-gru}; AUX_EPOCH=${AUX_EPOCH:-16}; LM_ARCH=${LM_ARCH:-lstm}; FEATURES=${FEATURES:-$ALL_FEATURES}
+       BF16_AUTOCAST=${BF16_AUTOCAST:-0} ;;
   *) echo "run_pipeline: error: SYSTEM: unknown system '$SYSTEM' (choose from: transformer gru)" >&2; exit 1 ;;
 esac
 DATA=${DATA:-}
@@ -84,7 +88,6 @@ EMBED_EPOCHS=${EMBED_EPOCHS:-2}
 MAX_TOKENS=${MAX_TOKENS:-4000}
 LR=${LR:-0}
 WARMUP=${WARMUP:-0}
-BF16_AUTOCAST=${BF16_AUTOCAST:-0}
 case "$BF16_AUTOCAST" in 0|1) ;;
   *) echo "run_pipeline: error: BF16_AUTOCAST: '$BF16_AUTOCAST' is not 0 or 1" >&2; exit 1 ;;
 esac

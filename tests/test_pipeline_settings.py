@@ -126,15 +126,16 @@ def _resolved(**env):
 def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     # issue 20: the default is the strongest configuration measured within 2 hours
     default = _resolved()
-    keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST")
+    keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST", "BF16_AUTOCAST")
     assert {k: default[k] for k in keys} == {
-        "ARCH": "transformer-tiny", "MAX_EPOCH": "22", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
-        "AUX_EPOCH": "23", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "100"}
+        "ARCH": "transformer-tiny", "MAX_EPOCH": "27", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
+        "AUX_EPOCH": "28", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "100",
+        "BF16_AUTOCAST": "1"}
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
     gru = _resolved(SYSTEM="gru")
     assert {k: gru[k] for k in keys} == {
         "ARCH": "gru", "MAX_EPOCH": "12", "PATIENCE": "3", "AUX_ARCH": "gru", "AUX_EPOCH": "16", "LM_ARCH": "lstm",
-        "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20"}
+        "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20", "BF16_AUTOCAST": "0"}
     assert gru["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k")
     # a variable that is set wins over its system's default; FEATURES in canonical order
     mixed = _resolved(SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
@@ -240,7 +241,7 @@ def test_the_pipeline_refuses_a_shared_model_of_other_settings_before_any_work(t
     (out / "data" / "prepare.json").write_text("{}")  # prepare: done
     _trained(out / "model.transformer-tiny", TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10,
                                                          seed=1, threads=1))
-    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "SYSTEM": "transformer", "PATIENCE": "10"}
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "SYSTEM": "transformer", "PATIENCE": "10", "BF16_AUTOCAST": "0"}
     run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, env={**env, "MAX_EPOCH": "60"})
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
