@@ -17,7 +17,7 @@
 #     it), MBR and length features, both trained with bf16 autocast: ARCH=transformer-tiny
 #     MAX_EPOCH=27 PATIENCE=10 NBEST=100 AUX_ARCH=transformer-tiny AUX_EPOCH=28
 #     LM_ARCH=transformer-tiny FEATURES=r2l+mbr+len BF16_AUTOCAST=1,
-#     OUT=out/multi30k-transformer (about 1 h 35 min from a fresh clone on 2 idle cores)
+#     OUT=out/multi30k-transformer (about 1 h 30 min from a fresh clone on 2 idle cores)
 #   gru: the paper's attention GRU (Tables 3-4 share its lists: scripts/run_tables.sh) and
 #     every re-ranking model: the right-to-left model R2L, the channel model de->en, the
 #     German LSTM LM, a second left-to-right model L2R2, consensus (MBR expected BLEU /
