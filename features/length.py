@@ -11,16 +11,14 @@ a number gives r̄ directly.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import List
 
 import numpy as np
 
-from features.scorer import SCORERS, Scorer
+from features.scorer import SCORERS, Scorer, prepared_training_pairs
 from rerank.errors import InputError
-from rerank.textio import read_lines
 
 
 def mean_log_ratio(source_lines: List[str], target_lines: List[str]) -> float:
@@ -46,15 +44,7 @@ class LengthScorer(Scorer):
         if not arg:
             raise InputError("len: needs the training corpus: len:PREPARED_DIR (rerank nmt prepare) or len:RATIO")
         if os.path.isdir(arg):
-
-            meta = os.path.join(arg, "prepare.json")
-            if not os.path.exists(meta):
-                raise InputError("not a 'rerank nmt prepare' directory (no prepare.json)", arg)
-            with open(meta, encoding="utf-8") as handle:
-                config = json.load(handle)["config"]
-            tok = os.path.join(arg, "tok")
-            self.log_mean = mean_log_ratio(read_lines(os.path.join(tok, f"train.{config['src']}")),
-                                           read_lines(os.path.join(tok, f"train.{config['tgt']}")))
+            self.log_mean = mean_log_ratio(*prepared_training_pairs(arg))
         else:
             try:
                 ratio = float(arg)

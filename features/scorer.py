@@ -17,12 +17,16 @@ Registered scorers:
   decoding (``features/consensus.py``);
 * ``e5:`` -> ``E5ss``, multilingual-E5 source–hypothesis similarity
   (``features/text_embedding.py``);
-* ``len:PREPARED_DIR`` -> ``LenRatio``, ``LenDev`` (``features/length.py``).
+* ``len:PREPARED_DIR`` -> ``LenRatio``, ``LenDev`` (``features/length.py``);
+* ``ibm1:PREPARED_DIR`` -> ``IBM1Norm``, ``IBM1InvNorm``: IBM Model 1 in both directions,
+  per word (``features/lexical.py``).
 """
 
 from __future__ import annotations
 
 import abc
+import json
+import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -31,11 +35,13 @@ from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.nbest import NBestList
 from rerank.registry import Registry
+from rerank.textio import read_lines
 
 #: every scorer by name; the modules listed register themselves when first looked up
 #: (none imports torch or fairseq before a scorer is built)
 SCORERS = Registry("scorer", builtin=("features.mlmme_scorer", "features.consensus", "features.length",
-                                      "features.nmt_scorer", "features.text_embedding", "features.hf_scorer"))
+                                      "features.nmt_scorer", "features.text_embedding", "features.hf_scorer",
+                                      "features.lexical"))
 
 
 class Scorer(abc.ABC):
@@ -87,6 +93,8 @@ SCORER_SUMMARY = {
     "mbr": "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility",
     "e5": "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine",
     "len": "len:PREPARED_DIR|RATIO -> LenRatio, LenDev: length ratio and its deviation",
+    "ibm1": "ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=5][,floor=1e-7] -> IBM1Norm, IBM1InvNorm "
+            "(form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word",
     "mlmme": "mlmme:MODEL_DIR[,name=P] -> MLMMEss (MLMMEsi with --images): MLMME s_s and s_i",
     "vse": "vse:MODEL_DIR[,name=P] -> VSEsi: VSE s_i (--images)",
 }
@@ -117,3 +125,24 @@ def parse_settings(arg: str, allowed: Sequence[str], spec: str) -> Tuple[str, Di
             raise InputError(f"{spec}: unknown setting {item!r} (known: {', '.join(k + '=...' for k in allowed)})")
         settings[key] = value
     return main, settings
+
+
+def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
+    """The tokenised training pairs of a ``rerank nmt prepare`` directory:
+    (source lines, target lines) of ``tok/train.{src,tgt}``, languages from ``prepare.json``.
+
+    Raises:
+        InputError: not a directory, no prepare.json, files of different lengths or empty.
+    """
+    meta = os.path.join(path, "prepare.json")
+    if not os.path.isdir(path) or not os.path.exists(meta):
+        raise InputError("not a 'rerank nmt prepare' directory (no prepare.json)", path)
+    with open(meta, encoding="utf-8") as handle:
+        config = json.load(handle)["config"]
+    src_path, tgt_path = (os.path.join(path, "tok", f"train.{config[k]}") for k in ("src", "tgt"))
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
+    if len(sources) != len(targets):
+        raise InputError(f"{len(sources)} lines here, {len(targets)} in {tgt_path}", src_path)
+    if not sources:
+        raise InputError("the training corpus is empty", src_path)
+    return sources, targets

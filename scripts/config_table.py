@@ -28,7 +28,7 @@ import re
 import sys
 from typing import Dict, List, Optional, Tuple
 
-from pipeline_settings import ALL_FEATURES, recorded_later  # scripts/ is on sys.path (run as a script)
+from pipeline_settings import ALL_FEATURES, PAPER_FEATURES, recorded_later  # scripts/ is on sys.path (run as a script)
 
 #: run_pipeline.sh's two training chains (stage names), run side by side
 CHAIN_A = ("train", "nbest-val", "nbest-test", "train-channel", "train-lm")
@@ -168,9 +168,12 @@ def run_sets(settings: Dict[str, str]) -> List[str]:
 
 
 def feature_sets(settings: Dict[str, str]) -> str:
-    """``all`` when the run computed every feature set, else its sets, comma-separated."""
+    """``all`` when the run computed every feature set, ``all but ibm1`` for the GRU system's
+    sets (every set before ibm1 came), else its sets, comma-separated."""
     sets = run_sets(settings)
-    return "all" if sets == list(ALL_FEATURES) else ",".join(sets)
+    if sets == list(ALL_FEATURES):
+        return "all"
+    return "all but ibm1" if sets == list(PAPER_FEATURES) else ",".join(sets)
 
 
 def models_used(settings: Dict[str, str]) -> Tuple[str, str]:

@@ -26,7 +26,10 @@ ADDITIVE = ("JOBS", "TUNERS", "CHRF_TUNING", "REPLICAS")
 
 
 #: run_pipeline.sh's feature sets (FEATURES), in the order of their columns
-ALL_FEATURES = ("mlmme", "r2l", "channel", "lm", "l2r2", "mbr", "e5", "len")
+ALL_FEATURES = ("mlmme", "r2l", "channel", "lm", "l2r2", "mbr", "e5", "len", "ibm1")
+#: the GRU system's sets (run_pipeline.sh's PAPER_FEATURES): every set but ibm1, which came
+#: later — also what a pipeline computed before FEATURES was recorded
+PAPER_FEATURES = ALL_FEATURES[:-1]
 
 
 def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
@@ -34,7 +37,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     ``FEATURES`` (every feature set; without ``l2r2`` when ``L2R2=0``); the translation
     models' batch size and schedule (``MAX_TOKENS`` 4000, ``LR`` and ``WARMUP`` the
     architecture's) and their precision (``BF16_AUTOCAST`` 0: float32)."""
-    sets = list(ALL_FEATURES)
+    sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
     return {"FEATURES": " ".join(sets), "MAX_TOKENS": "4000", "LR": "0", "WARMUP": "0", "BF16_AUTOCAST": "0"}

@@ -79,7 +79,8 @@ def test_rows_times_looked_up_through_shared_outputs(tmp_path):
                                   "train-r2l": 300, "embed-train": 500}
     assert b["unknown_stages"] == ["train-channel", "train-lm"]  # no path of theirs is known
     assert b["wall_estimate_s"] == 20 + 5 + max(700 + 50, 300 + 500)
-    assert "| multi30k | gru | 4000/– | gru | lstm | all | 20 | 35.71 |" in run.stdout  # an older run: every set
+    # an older run: every set there was then (all but ibm1)
+    assert "| multi30k | gru | 4000/– | gru | lstm | all but ibm1 | 20 | 35.71 |" in run.stdout
     assert "| tiny | transformer-tiny | 4000/1000 | gru | lstm | r2l,channel,lm,mbr,e5,len | 50 | 38.00 | 40.50 | +2.50 | 0.0002 | +1.00 | -1.50 | 55.00 | " \
            "2/2 |" in run.stdout
     assert "(train-channel, train-lm unknown)" in run.stdout
@@ -105,6 +106,17 @@ def test_a_model_that_no_feature_set_needs_is_shown_as_not_trained():
     assert models_used({**settings, "FEATURES": "channel lm"}) == ("transformer-tiny", "transformer-tiny")
     # a run from before FEATURES was recorded computed every set
     assert models_used({"AUX_ARCH": "gru", "LM_ARCH": "lstm"}) == ("gru", "lstm")
+
+
+def test_the_feature_sets_column_names_all_and_the_gru_systems_sets():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from config_table import feature_sets
+
+    every = "mlmme r2l channel lm l2r2 mbr e5 len"
+    assert feature_sets({"FEATURES": every + " ibm1"}) == "all"
+    assert feature_sets({"FEATURES": every}) == "all but ibm1"
+    assert feature_sets({}) == "all but ibm1"  # a run from before FEATURES was recorded
+    assert feature_sets({"FEATURES": "r2l mbr len ibm1"}) == "r2l,mbr,len,ibm1"
 
 
 def test_the_schedule_column_names_batch_warm_up_and_a_learning_rate_that_is_not_the_architectures():

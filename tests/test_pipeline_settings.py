@@ -100,16 +100,18 @@ def test_an_unknown_feature_set_is_refused_in_one_line_before_any_work(tmp_path)
                          env={"PATH": "/usr/bin:/bin", "OUT": str(out), "FEATURES": "r2l+bleurt+len"})
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == ("run_pipeline: error: FEATURES: unknown feature set 'bleurt' "
-                                  "(choose from: mlmme r2l channel lm l2r2 mbr e5 len)")
+                                  "(choose from: mlmme r2l channel lm l2r2 mbr e5 len ibm1)")
 
 
 def test_the_pipeline_and_its_settings_helper_list_the_same_feature_sets():
     sys.path.insert(0, str(SCRIPT.parent))
-    from pipeline_settings import ALL_FEATURES
+    from pipeline_settings import ALL_FEATURES, PAPER_FEATURES
 
     lines = PIPELINE.read_text().splitlines()
     line = next(l for l in lines if l.startswith("ALL_FEATURES="))
     assert line == f'ALL_FEATURES="{" ".join(ALL_FEATURES)}"'
+    line = next(l for l in lines if l.startswith("PAPER_FEATURES="))
+    assert line.split("  #")[0] == f'PAPER_FEATURES="{" ".join(PAPER_FEATURES)}"'
     # the table of scorers and tuning sets (a here-document) has one line per set, in that order
     start = next(i for i, l in enumerate(lines) if l.endswith("<<SETS_END"))
     end = lines.index("SETS_END")
@@ -129,7 +131,7 @@ def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST", "BF16_AUTOCAST")
     assert {k: default[k] for k in keys} == {
         "ARCH": "transformer-tiny", "MAX_EPOCH": "27", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
-        "AUX_EPOCH": "28", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len", "NBEST": "100",
+        "AUX_EPOCH": "28", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len ibm1", "NBEST": "100",
         "BF16_AUTOCAST": "1"}
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
     gru = _resolved(SYSTEM="gru")
@@ -143,7 +145,7 @@ def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
         ("transformer-tiny", "12", "r2l len", str(tmp_path))
     assert _resolved(AUX_EPOCH="8")["AUX_EPOCH"] == "8"
     # FEATURES=all: every set, also on top of the transformer system
-    assert _resolved(FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len"
+    assert _resolved(FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len ibm1"
 
 
 def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tmp_path):
