@@ -46,7 +46,7 @@ def test_scorer_columns_align_with_nbest_rows(model_dir):
 
 
 def test_scorer_errors(model_dir, tmp_path):
-    with pytest.raises(InputError, match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, len, lm, mbr, mlmme, nmt, vse"):
+    with pytest.raises(InputError, match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, ibm1, len, lm, mbr, mlmme, nmt, vse"):
         make_scorer("bogus:whatever")
     with pytest.raises(InputError, match="no 'fr' encoder"):
         make_scorer(f"mlmme:{model_dir},target=fr")
