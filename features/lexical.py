@@ -16,12 +16,12 @@ directions"), the cheapest channel model there is.
 Word counts are at least 1.  ``form=sum`` gives the sums instead (``IBM1``, ``IBM1Inv``, as
 ``NMT`` beside ``NMTNorm``), ``form=both`` all four columns.  The per-word form is the
 default because it re-ranked best on held-out data: 5-fold cross-fitted MIRA on the main
-job's val lists (README, "Lexical features"), where the sums, whose size grows with the
+job's val lists (README, Results, "What changed last: IBM Model 1 features"), where the sums, whose size grows with the
 hypothesis's length, drifted to longer output.
 
-Natural logs.  A pair never seen in training gets t = ``floor`` (default 1e-7), so a
-hypothesis word outside the training vocabulary costs ``log(floor·(l + 1)) − log(l + 1)``
-at most, not −∞.  The tables are trained afresh when the scorer is built (``iterations``
+Natural logs.  A pair never seen in training (and a trained t below it) gets t = ``floor``
+(default 1e-7), so a hypothesis word outside the training vocabulary costs exactly
+``log floor``, not −∞.  The tables are trained afresh when the scorer is built (``iterations``
 EM passes from uniform t, default 5; a few seconds on Multi30k's 29,000 pairs), so
 the scores of a list depend only on the corpus and the settings.
 
@@ -32,7 +32,6 @@ with a value each, looked up with ``np.searchsorted``.
 
 from __future__ import annotations
 
-import math
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
