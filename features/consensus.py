@@ -24,7 +24,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from features.scorer import SCORERS, Scorer, parse_settings
+from features.scorer import SCORERS, Scorer, cost_ranges, parse_settings
 from rerank.bleu import bleu_from_stats, pair_bleu_stats
 from rerank.errors import InputError
 from rerank.metrics.chrf import ChrfMetric
@@ -51,13 +51,7 @@ def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
     """Consecutive segment ranges ``[(first, last), ...]`` (last exclusive) holding at most
     ``max_pairs`` ordered pairs each, or one segment where that alone holds more: memory of
     the pairwise statistics is bounded by the largest group, not by the list."""
-    cumulative = np.cumsum(np.diff(offsets) ** 2)
-    groups, first, done = [], 0, 0
-    while first < len(cumulative):
-        last = max(first + 1, int(np.searchsorted(cumulative, done + max_pairs, side="right")))
-        groups.append((first, last))
-        done, first = int(cumulative[last - 1]), last
-    return groups
+    return cost_ranges(np.cumsum(np.diff(offsets) ** 2), max_pairs)
 
 def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Softmax of ``values / temperature`` within each segment (float64[M])."""

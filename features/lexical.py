@@ -36,7 +36,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from features.scorer import SCORERS, Scorer, parse_settings, prepared_training_pairs
+from features.scorer import SCORERS, Scorer, cost_ranges, parse_settings, prepared_training_pairs
 from rerank.errors import InputError
 
 NULL = "<NULL>"
@@ -95,24 +95,45 @@ class Model1:
 
     @classmethod
     def train(cls, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]], iterations: int = 5,
-              floor: float = 1e-7) -> "Model1":
+              floor: float = 1e-7, batch_pairs: int = 8_000_000) -> "Model1":
         """EM from a uniform table (Brown et al. 1993, eq. 16–17): each pass adds the
         posterior ``t(e_j|f_i) / sum_i' t(e_j|f_i')`` of every (i, j), NULL included, to the
-        count of (f_i, e_j) and renormalises the counts per source word.  Memory: ~50 bytes
-        per (i, j) pair of the corpus (sum (l + 1)·m; ~5.6 M on Multi30k's training set)."""
+        count of (f_i, e_j) and renormalises the counts per source word.
+
+        The (i, j) pairs (sum (l + 1)·m: ~5.6 M on Multi30k's training set) are visited in
+        batches of sentence pairs holding at most ~``batch_pairs`` of them (one pair alone
+        may hold more), so memory is ~80 bytes per pair of a batch plus ~24 per distinct
+        co-occurring word pair, whatever the corpus size.
+
+        Raises:
+            ValueError: sources and targets of different lengths, or no target word at all.
+        """
         if len(sources) != len(targets):
             raise ValueError("Model1.train needs as many sources as targets")
         src_vocab, tgt_vocab = Vocabulary(sources), Vocabulary(targets)
         src_ids, src_len = src_vocab.encode(sources, null=True)
         tgt_ids, tgt_len = tgt_vocab.encode(targets)
-        src_pos, tgt_pos = pair_index(np.cumsum(src_len) - src_len, src_len, tgt_len)
-        keys, param = np.unique(src_ids[src_pos] * len(tgt_vocab) + tgt_ids[tgt_pos], return_inverse=True)
+        if not len(tgt_ids):
+            raise ValueError("Model1.train: the targets hold no word")
+        src_start, tgt_start = np.cumsum(src_len) - src_len, np.cumsum(tgt_len) - tgt_len
+        batches = cost_ranges(np.cumsum(src_len * tgt_len), batch_pairs)
+
+        def pairs_of(first: int, last: int) -> Tuple[np.ndarray, np.ndarray]:
+            """(pair key int64[P], target position within the batch int64[P])."""
+            src_pos, tgt_pos = pair_index(src_start[first:last], src_len[first:last], tgt_len[first:last])
+            return src_ids[src_pos] * len(tgt_vocab) + tgt_ids[tgt_start[first] + tgt_pos], tgt_pos
+
+        keys = np.unique(np.concatenate([np.unique(pairs_of(*b)[0]) for b in batches]))
         param_src = keys // len(tgt_vocab)
         t = np.ones(len(keys))
         for _ in range(iterations):
-            value = t[param]
-            posterior = value / np.bincount(tgt_pos, weights=value, minlength=len(tgt_ids))[tgt_pos]
-            counts = np.bincount(param, weights=posterior, minlength=len(keys))
+            counts = np.zeros(len(keys))
+            for first, last in batches:
+                key, tgt_pos = pairs_of(first, last)
+                param = np.searchsorted(keys, key)
+                value = t[param]
+                total = np.bincount(tgt_pos, weights=value, minlength=int(tgt_len[first:last].sum()))
+                counts += np.bincount(param, weights=value / total[tgt_pos], minlength=len(keys))
             t = counts / np.bincount(param_src, weights=counts, minlength=len(src_vocab))[param_src]
         return cls(src_vocab, tgt_vocab, keys, t, floor)
 
@@ -141,10 +162,7 @@ class Model1:
         pair_len = src_len[source_of]
         cost = np.cumsum(pair_len * tgt_len)
         out = np.zeros(len(targets))
-        first = 0
-        while first < len(targets):
-            done = int(cost[first - 1]) if first else 0
-            last = max(first + 1, int(np.searchsorted(cost, done + batch_pairs, side="right")))
+        for first, last in cost_ranges(cost, batch_pairs):
             sl = slice(first, last)
             src_pos, tgt_pos = pair_index(src_start[source_of[sl]], pair_len[sl], tgt_len[sl])
             words = int(tgt_len[sl].sum())
@@ -153,7 +171,6 @@ class Model1:
             word_of = np.repeat(np.arange(last - first), tgt_len[sl])
             out[sl] = np.bincount(word_of, weights=np.log(total), minlength=last - first) \
                 - tgt_len[sl] * np.log(pair_len[sl])
-            first = last
         return out
 
 
@@ -196,6 +213,8 @@ class Model1Scorer(Scorer):
         sources, targets = prepared_training_pairs(path)
         src_words = [line.split() for line in sources]
         tgt_words = [line.split() for line in targets]
+        if not any(src_words) or not any(tgt_words):
+            raise InputError("the training corpus holds no words", path)
         self.direct = Model1.train(src_words, tgt_words, self.iterations, self.floor)
         self.inverse = Model1.train(tgt_words, src_words, self.iterations, self.floor)
 

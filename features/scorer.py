@@ -146,3 +146,20 @@ def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
     if not sources:
         raise InputError("the training corpus is empty", src_path)
     return sources, targets
+
+
+def cost_ranges(cumulative: np.ndarray, budget: int) -> List[Tuple[int, int]]:
+    """Consecutive ranges ``[(first, last), ...]`` (last exclusive) of K items whose cost adds
+    up to at most ``budget`` each, or one item where that alone costs more: a scorer's memory
+    is bounded by its largest range, not by the list.
+
+    Args:
+        cumulative: int64[K] the items' cumulative cost (non-decreasing).
+        budget: the most cost per range (> 0).
+    """
+    ranges, first, done = [], 0, 0
+    while first < len(cumulative):
+        last = max(first + 1, int(np.searchsorted(cumulative, done + budget, side="right")))
+        ranges.append((first, last))
+        done, first = int(cumulative[last - 1]), last
+    return ranges

@@ -179,3 +179,22 @@ def test_a_corpus_of_unequal_sides_and_missing_sources_are_refused(tmp_path):
     nbest = NBestList(np.array([0, 1]), ["das buch"], np.zeros((1, 1)), ["NMT"])
     with pytest.raises(InputError, match="one source sentence per segment"):
         make_scorer(f"ibm1:{prepared}").score(nbest, None, None)
+
+
+def test_training_in_batches_gives_the_same_table():
+    refs, _, _ = random_corpus(50, 1, seed=4)
+    sources = [r.split()[::2] + ["y"] for r in refs]
+    targets = [r.split() for r in refs]
+    whole = Model1.train(sources, targets, iterations=4)
+    batched = Model1.train(sources, targets, iterations=4, batch_pairs=10)  # a few sentence pairs a batch
+    assert batched.keys.tolist() == whole.keys.tolist()
+    assert batched.t == pytest.approx(whole.t, rel=1e-12)
+
+
+def test_a_corpus_without_words_is_refused(tmp_path):
+    prepared = _prepared(tmp_path)
+    (tmp_path / "tok" / "train.de").write_text("\n\n\n")
+    with pytest.raises(InputError, match="holds no words"):
+        make_scorer(f"ibm1:{prepared}")
+    with pytest.raises(ValueError, match="no word"):
+        Model1.train(EN, [[], [], []])
