@@ -100,10 +100,11 @@ class Model1:
         posterior ``t(e_j|f_i) / sum_i' t(e_j|f_i')`` of every (i, j), NULL included, to the
         count of (f_i, e_j) and renormalises the counts per source word.
 
-        The (i, j) pairs (sum (l + 1)·m: ~5.6 M on Multi30k's training set) are visited in
+        The (i, j) pairs (sum (l + 1)·m: ~5.6 M on Multi30k's training set) are built in
         batches of sentence pairs holding at most ~``batch_pairs`` of them (one pair alone
-        may hold more), so memory is ~80 bytes per pair of a batch plus ~24 per distinct
-        co-occurring word pair, whatever the corpus size.
+        may hold more; ~80 bytes per pair of a batch while it is built), and each pair's
+        parameter and target position are kept for the EM passes (16 bytes per pair), plus
+        ~24 bytes per distinct co-occurring word pair.
 
         Raises:
             ValueError: sources and targets of different lengths, or no target word at all.
@@ -118,21 +119,25 @@ class Model1:
         src_start, tgt_start = np.cumsum(src_len) - src_len, np.cumsum(tgt_len) - tgt_len
         batches = cost_ranges(np.cumsum(src_len * tgt_len), batch_pairs)
 
-        def pairs_of(first: int, last: int) -> Tuple[np.ndarray, np.ndarray]:
-            """(pair key int64[P], target position within the batch int64[P])."""
+        # each batch's distinct pair keys and, per (i, j), the index of its key among them;
+        # then every pair's parameter in the global table, kept for every EM pass
+        batch_keys, index = [], []
+        for first, last in batches:
             src_pos, tgt_pos = pair_index(src_start[first:last], src_len[first:last], tgt_len[first:last])
-            return src_ids[src_pos] * len(tgt_vocab) + tgt_ids[tgt_start[first] + tgt_pos], tgt_pos
-
-        keys = np.unique(np.concatenate([np.unique(pairs_of(*b)[0]) for b in batches]))
+            local, inverse = np.unique(src_ids[src_pos] * len(tgt_vocab) + tgt_ids[tgt_start[first] + tgt_pos],
+                                       return_inverse=True)
+            batch_keys.append(local)
+            index.append((inverse, tgt_pos, int(tgt_len[first:last].sum())))
+        keys = np.unique(np.concatenate(batch_keys))
+        index = [(np.searchsorted(keys, local)[inverse], tgt_pos, words)
+                 for local, (inverse, tgt_pos, words) in zip(batch_keys, index)]
         param_src = keys // len(tgt_vocab)
         t = np.ones(len(keys))
         for _ in range(iterations):
             counts = np.zeros(len(keys))
-            for first, last in batches:
-                key, tgt_pos = pairs_of(first, last)
-                param = np.searchsorted(keys, key)
+            for param, tgt_pos, words in index:
                 value = t[param]
-                total = np.bincount(tgt_pos, weights=value, minlength=int(tgt_len[first:last].sum()))
+                total = np.bincount(tgt_pos, weights=value, minlength=words)
                 counts += np.bincount(param, weights=value / total[tgt_pos], minlength=len(keys))
             t = counts / np.bincount(param_src, weights=counts, minlength=len(src_vocab))[param_src]
         return cls(src_vocab, tgt_vocab, keys, t, floor)
