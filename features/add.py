@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -19,7 +19,7 @@ from features.scorer import Scorer, make_scorer
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.folds import read_folds
-from rerank.nbest import NBestList, NBestWriter, iter_nbest, write_list_info
+from rerank.nbest import ListInfo, NBestList, NBestWriter, iter_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.textio import read_lines
 
@@ -128,16 +128,40 @@ def add_columns(nbest: NBestList, specs: Sequence[str], sources: Optional[Sequen
     return NBestList(out.offsets, out.hypotheses, out.features, out.feature_names, out.totals, info)
 
 
+def _declare_beam(info: ListInfo, beam: Tuple[str, Sequence[str]], names: Sequence[str], source: str) -> ListInfo:
+    """``info`` with ``beam`` = (feature, columns) as its beam feature and ``beam`` set."""
+    feature, columns = beam[0], list(dict.fromkeys(beam[1]))
+    if info.beam_feature is not None:
+        raise InputError(f"the list already declares beam feature {info.beam_feature!r}: --beam-feature is for "
+                         "lists without one (e.g. rerank union's)", source)
+    unknown = [c for c in [feature] + columns if c not in names]
+    if unknown:
+        raise InputError(f"--beam-feature/--beam-set: {unknown[0]!r} is not a column of the result "
+                         f"({' '.join(dict.fromkeys(names))})", source)
+    if feature not in columns:
+        raise InputError(f"--beam-set must include the beam feature {feature!r}", source)
+    return ListInfo(feature, {**info.feature_sets, "beam": columns}, True)
+
+
 def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: ScoringInputs = ScoringInputs(),
                  say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
-                 devices: Optional[DeviceSettings] = None) -> Dict:
+                 devices: Optional[DeviceSettings] = None,
+                 beam: Optional[Tuple[str, Sequence[str]]] = None) -> Dict:
     """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
     scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
     signature ``out.json`` (together or not at all).  Returns the signature's record.
 
+    ``beam`` = (feature, columns) declares, in the signature, ``feature`` the list's beam
+    feature and ``columns`` its ``beam`` feature set: for a list whose decoder's scores
+    are added here, e.g. a union of lists (:func:`rerank.reranking.union_files`) scored
+    by forced decoding under the first list's model, so that ``rerank tune`` starts from
+    that model's ranking again.
+
     Raises:
         InputError: an unknown or unbuildable scorer, inputs of another segment count, a
-            column already in the list, ``{fold}`` without folds or folds without ``{fold}``.
+            column already in the list, ``{fold}`` without folds or folds without ``{fold}``;
+            a ``beam`` whose feature or columns are not columns of the result, whose
+            feature is not among its columns, or on a list that declares a beam feature.
     """
     sources = read_lines(inputs.source) if inputs.source else None
     images = None
@@ -174,6 +198,8 @@ def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: Scorin
                                     None if folds is None else folds.fold[first:last], 0 if folds is None else folds.k,
                                     progress=first == 0,  # the scorers' own bars for the first block only
                                     timings=timings, source=nbest_path)
+                if beam is not None and first == 0:  # a beam that does not fit: refused after the first block
+                    _declare_beam(block.info, beam, block.feature_names, nbest_path)
                 writer.write(block, first)
                 segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
                 info = block.info
@@ -189,9 +215,12 @@ def add_features(nbest_path: str, specs: Sequence[str], out: str, inputs: Scorin
         for spec in specs:
             info = info.with_sets({name: [c for c in columns if c in names]
                                    for name, columns in scorers.feature_sets(spec, images is not None).items()})
+        if beam is not None:
+            info = _declare_beam(info, beam, names, nbest_path)
         record = {"input": nbest_path, "scorers": list(specs),
                   "devices": None if devices is None else {"device": devices.device, "dtype": devices.dtype}, "source": inputs.source, "images": inputs.images,
-                  "folds": inputs.folds, "features": names, "hypotheses": hypotheses, "seconds": round(seconds, 3),
+                  "folds": inputs.folds, "beam": None if beam is None else [beam[0], list(beam[1])],
+                  "features": names, "hypotheses": hypotheses, "seconds": round(seconds, 3),
                   "scorer_seconds": {k: round(v, 3) for k, v in timings.items()}}
         write_list_info(outputs.stage(out + ".json"), info, record, ["torch", "numpy"])
     say(f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "

@@ -15,6 +15,14 @@ Features of each hypothesis:
 
 Hypotheses are written in the original sentence order, BPE removed, in fairseq's beam
 order (best length-normalised score first); the 1-best file holds the first of each.
+
+A right-to-left model (``direction="r2l"``, trained on targets with their subword tokens
+reversed, :func:`nmt.train.reverse_targets`) decodes its own n-best list: each hypothesis's
+subword tokens are put back in reading order before BPE removal, and its columns are named
+``R2L``, ``WordPenalty``, ``R2LNorm`` (the same values the ``nmt:`` scorer gives that model's
+forced decoding).  With :func:`rerank.reranking.union_files` such a list joins the
+left-to-right model's into one list of hypotheses from both directions (Liu et al. 2016,
+"Agreement on Target-bidirectional Neural Machine Translation", NAACL).
 """
 
 from __future__ import annotations
@@ -34,16 +42,19 @@ from rerank.convert import read_fairseq
 from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 from rerank.outputs import StagedOutputs
-from rerank.textio import read_lines
+from rerank.textio import read_json, read_lines
 
-#: the feature fairseq's beam search ranks by; recorded in the signature so that
+#: direction -> the name of the model's score columns (``NAME``, ``NAMENorm``); ``NAMENorm``,
+#: what fairseq's beam search ranks by, is declared the list's beam feature so that
 #: ``rerank tune`` can start from the weights that reproduce the beam's 1-best
-BEAM_FEATURE = "NMTNorm"
+DIRECTION_COLUMNS = {"forward": "NMT", "r2l": "R2L"}
 
 
 @dataclass
 class GenerateConfig:
-    """Settings of :func:`generate_nbest`; ``beam`` 0 means ``beam = nbest``."""
+    """Settings of :func:`generate_nbest`; ``beam`` 0 means ``beam = nbest``; ``direction``
+    ``forward``, ``r2l`` or ``auto`` (the model's, as the ``train.json`` beside the
+    checkpoint records it; forward without one)."""
 
     nbest: int = 20
     beam: int = 0
@@ -55,14 +66,54 @@ class GenerateConfig:
     tgt: str = "de"
     device: str = "auto"
     dtype: str = "float32"
+    direction: str = "auto"
 
 
-def parse_generate_output(path: str, num_segments: int, nbest: int) -> NBestList:
+def model_direction(checkpoint: str, direction: str = "auto") -> str:
+    """The direction to decode ``checkpoint`` in: ``direction`` when given, checked against
+    the ``train.json`` beside the checkpoint (``rerank nmt train``'s record), else that
+    record's (forward when there is none).
+
+    Raises:
+        InputError: a direction other than forward / r2l / auto, one that contradicts
+            ``train.json``, or a model whose direction cannot decode en→de n-best lists
+            (backward: the channel model).
+    """
+    if direction not in ("auto", *DIRECTION_COLUMNS):
+        raise InputError(f"direction {direction!r}: n-best lists are decoded forward or r2l (or auto)")
+    record_path = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), "train.json")
+    trained = None
+    if os.path.exists(record_path):
+        record = read_json(record_path)
+        trained = record.get("config", {}).get("direction") if isinstance(record, dict) else None
+    if trained is not None and trained not in DIRECTION_COLUMNS:
+        raise InputError(f"the model was trained {trained}: only forward and r2l models decode n-best lists",
+                         record_path)
+    if direction == "auto":
+        return trained or "forward"
+    if trained is not None and trained != direction:
+        raise InputError(f"direction {direction} given, but the model was trained {trained}", record_path)
+    return direction
+
+
+def reading_order(text: str) -> str:
+    """A right-to-left model's output (subword tokens, reversed, ``@@`` continuation marks)
+    in reading order with BPE removed as fairseq's ``--remove-bpe`` does: ``". es haus@@
+    das"`` → ``"das hauses ."``.  A continuation mark left on the last token (the model
+    ended inside a word) is dropped."""
+    words = " ".join(reversed(text.split()))
+    words = (words + " ").replace("@@ ", "").rstrip()
+    return " ".join((words[:-2] if words.endswith("@@") else words).split())
+
+
+def parse_generate_output(path: str, num_segments: int, nbest: int, direction: str = "forward") -> NBestList:
     """fairseq-generate output (``H-`` and ``P-`` lines; :func:`rerank.convert.read_fairseq`)
     as our beam's n-best list: columns ``NMT`` (the summed natural-log token scores,
     end-of-sentence included), ``WordPenalty`` (minus the word count) and ``NMTNorm``
     (fairseq's length-normalised beam score), totals = ``NMTNorm``; the first ``nbest``
-    hypotheses of each segment, whitespace normalised.
+    hypotheses of each segment, whitespace normalised.  ``direction="r2l"``: the ``H-``
+    texts are subword tokens in reverse (:func:`reading_order`), the columns ``R2L``,
+    ``WordPenalty``, ``R2LNorm``.
 
     Raises:
         InputError: no ``P-`` lines, or a segment count other than ``num_segments``.
@@ -74,12 +125,17 @@ def parse_generate_output(path: str, num_segments: int, nbest: int) -> NBestList
         raise InputError(f"fairseq-generate gave no hypotheses for {num_segments - listing.num_segments} "
                          f"segment(s) of {num_segments}", path)
     listing = listing.head(nbest)
-    texts = [" ".join(text.split()) for text in listing.hypotheses]
+    if direction == "r2l":
+        texts = [reading_order(text) for text in listing.hypotheses]
+    else:
+        texts = [" ".join(text.split()) for text in listing.hypotheses]
     words = np.array([len(text.split()) for text in texts], dtype=np.float64)
     names = listing.feature_names
     features = np.column_stack([listing.features[:, names.index("FairseqSum")], -words,
                                 listing.features[:, names.index("Fairseq")]])
-    return NBestList(listing.offsets, texts, features, ["NMT", "WordPenalty", "NMTNorm"], totals=features[:, 2].copy())
+    role = DIRECTION_COLUMNS[direction]
+    return NBestList(listing.offsets, texts, features, [role, "WordPenalty", role + "Norm"],
+                     totals=features[:, 2].copy())
 
 
 def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, out_1best: str,
@@ -88,6 +144,10 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
     list (Moses format) and the 1-best file.  Returns the n-best list.
 
     A signature ``out_nbest + '.json'`` records the settings and versions.
+
+    Raises:
+        InputError: no such subset, a beam smaller than the n-best size, a direction
+            :func:`model_direction` refuses.
     """
     from fairseq.data import data_utils
 
@@ -98,24 +158,27 @@ def generate_nbest(bin_dir: str, checkpoint: str, subset: str, out_nbest: str, o
     beam = config.beam or config.nbest
     if beam < config.nbest:
         raise InputError(f"beam {beam} is smaller than nbest {config.nbest}")
+    direction = model_direction(checkpoint, config.direction)
+    # a right-to-left model's subword tokens are put in reading order before BPE removal
+    bpe_args = ["--remove-bpe"] if direction == "forward" else []
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, "generate.txt")
         cmd = [sys.executable, "-m", "fairseq_cli.generate", bin_dir, "--user-dir", USER_DIR, "--path", checkpoint,
                "--task", "translation", "--source-lang", config.src, "--target-lang", config.tgt,
-               "--gen-subset", subset, "--beam", str(beam), "--nbest", str(config.nbest), "--remove-bpe",
+               "--gen-subset", subset, "--beam", str(beam), "--nbest", str(config.nbest), *bpe_args,
                "--batch-size", str(config.batch_size), "--required-batch-size-multiple", "1",
                "--max-len-a", str(config.max_len_a), "--max-len-b", str(config.max_len_b),
                "--lenpen", str(config.lenpen), "--num-workers", "0"]
         device_args, device_env = fairseq_device(config.device, config.dtype)
         with open(raw, "w", encoding="utf-8") as out:
             subprocess.run(cmd + device_args, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV, **device_env})
-        nbest = parse_generate_output(raw, num_segments, config.nbest)
+        nbest = parse_generate_output(raw, num_segments, config.nbest, direction)
     with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
         write_nbest(nbest, outputs.stage(out_nbest))
         write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
-        info = ListInfo(BEAM_FEATURE, {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
+        info = ListInfo(nbest.feature_names[2], {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
         write_list_info(outputs.stage(out_nbest + ".json"), info,
-                        {"config": asdict(config), "subset": subset, "checkpoint": os.path.abspath(checkpoint)},
+                        {"config": asdict(config), "direction": direction, "subset": subset, "checkpoint": os.path.abspath(checkpoint)},
                         ["torch", "fairseq-fixed"])
     return nbest
 

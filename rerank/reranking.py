@@ -1,16 +1,19 @@
-"""Applying weights and cutting lists, streamed block by block (:func:`rerank.nbest.iter_nbest`):
-memory is bounded by a block, not the list.  ``rerank apply`` and ``rerank truncate``."""
+"""Applying weights, cutting and joining lists, streamed block by block
+(:func:`rerank.nbest.iter_nbest`): memory is bounded by a block, not the list.  ``rerank
+apply``, ``rerank truncate`` and ``rerank union``."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+import itertools
+from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from rerank.errors import InputError
 from rerank.folds import read_folds
-from rerank.nbest import NBestWriter, finite_scores, iter_nbest, read_weights, weights_vector, write_list_info
+from rerank.nbest import (ListInfo, NBestList, NBestWriter, finite_scores, iter_nbest, read_weights, weights_vector,
+                          write_list_info)
 from rerank.outputs import StagedOutputs
 
 
@@ -79,3 +82,73 @@ def truncate_file(nbest_path: str, size: int, out: str) -> int:
         write_list_info(outputs.stage(out + ".json"), info,
                         {"input": nbest_path, "head": size, "features": names, "hypotheses": hypotheses})
     return hypotheses
+
+
+#: segments per block that :func:`union_files` writes
+UNION_BLOCK = 1000
+
+
+def _segment_texts(path: str) -> Iterator[List[str]]:
+    """The hypotheses of each segment of the list ``path``, in order, streamed."""
+    for _, block in iter_nbest(path):
+        for k in range(block.num_segments):
+            yield [block.hypotheses[i] for i in range(block.offsets[k], block.offsets[k + 1])]
+
+
+def union_files(paths: Sequence[str], out: str) -> List[int]:
+    """Join the n-best lists ``paths`` (of the same source segments, e.g. a left-to-right
+    and a right-to-left model's own lists: Liu et al. 2016, "Agreement on
+    Target-bidirectional Neural Machine Translation") into one list ``out`` with its
+    signature ``out.json``: segment i holds the hypotheses of every list's segment i,
+    first list first, each distinct text once (at its first occurrence).
+
+    Model scores of one list do not describe another list's hypotheses, so the union keeps
+    one column, ``WordPenalty`` (minus the word count, Moses' convention: computed from the
+    text) and declares no beam feature; score it with ``rerank features add`` (e.g. the
+    first list's model by forced decoding, ``--beam-feature`` to declare its columns the
+    beam's again).  Returns the hypotheses each list contributed (int per path; texts
+    already in an earlier list are not counted).
+
+    Raises:
+        InputError: fewer than two lists, or lists of different segment counts (naming the
+            shorter one); unreadable lists as :func:`rerank.nbest.iter_nbest`.
+    """
+    if len(paths) < 2:
+        raise InputError("a union needs at least two n-best lists (--nbest A --nbest B)")
+    added = [0] * len(paths)
+    segments, hypotheses = 0, 0
+    streams = [_segment_texts(path) for path in paths]
+    missing = object()
+    with StagedOutputs() as outputs:
+        with outputs.open(out) as handle:
+            writer = NBestWriter(handle)
+            while True:
+                chunk = list(itertools.islice(itertools.zip_longest(*streams, fillvalue=missing), UNION_BLOCK))
+                if not chunk:
+                    break
+                texts: List[str] = []
+                offsets = [0]
+                for k, lists in enumerate(chunk):
+                    if any(texts_of is missing for texts_of in lists):
+                        short = next(i for i, texts_of in enumerate(lists) if texts_of is missing)
+                        raise InputError(f"{segments + k} segments, but {paths[0 if short else 1]} has more",
+                                         paths[short])
+                    seen = set()
+                    for i, texts_of in enumerate(lists):
+                        for text in texts_of:
+                            if text not in seen:
+                                seen.add(text)
+                                texts.append(text)
+                                added[i] += 1
+                    offsets.append(len(texts))
+                words = np.array([-float(len(text.split())) for text in texts])
+                block = NBestList(np.array(offsets), texts, words[:, None], ["WordPenalty"])
+                writer.write(block, segments)
+                segments += len(chunk)
+                hypotheses += len(texts)
+        if segments == 0:
+            raise InputError("no segments", paths[0])
+        write_list_info(outputs.stage(out + ".json"), ListInfo(None, {}, declared=True),
+                        {"inputs": list(paths), "hypotheses": hypotheses, "segments": segments,
+                         "added": added, "features": ["WordPenalty"]})
+    return added

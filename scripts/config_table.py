@@ -32,7 +32,7 @@ from pipeline_settings import ALL_FEATURES, PAPER_FEATURES, recorded_later  # sc
 
 #: run_pipeline.sh's two training chains (stage names), run side by side
 CHAIN_A = ("train", "nbest-val", "nbest-test", "train-channel", "train-lm")
-CHAIN_B = ("train-r2l", "train-l2r2", "embed-train")
+CHAIN_B = ("train-r2l", "nbest-r2l-val", "nbest-r2l-test", "train-l2r2", "embed-train")
 SKIPPED = re.compile(r"^== (\S+): done \((.+) exists\), skipped$")
 
 
@@ -193,6 +193,13 @@ def schedule(settings: Dict[str, str]) -> str:
     return f"{s['MAX_TOKENS']}/{warmup}" + (f", lr {s['LR']}" if s["LR"] != "0" else "")
 
 
+def list_sizes(settings: Dict[str, str]) -> str:
+    """The n-best cell: ``NBEST``, or ``NBEST ∪ R2L R2L_NBEST`` for a union with the R2L
+    model's own lists (``R2L_NBEST``; 0 or unrecorded: none)."""
+    r2l = settings.get("R2L_NBEST", "0")
+    return settings.get("NBEST", "?") + ("" if r2l == "0" else f" ∪ R2L {r2l}")
+
+
 def markdown(rows: List[Dict], system: str) -> str:
     """The table as Markdown."""
     lines = [f"| config | baseline | batch/warm-up | R2L/channel | LM | features | n-best | beam BLEU | "
@@ -204,7 +211,7 @@ def markdown(rows: List[Dict], system: str) -> str:
         aux, lm = models_used(s)
         lines.append(
             f"| {r['config']} | {s.get('ARCH', '?')} | {schedule(s)} | {aux} | {lm} | "
-            f"{feature_sets(s)} | {s.get('NBEST', '?')} | {_num(r['beam_bleu'], '.2f')} | {_num(r['bleu'], '.2f')} | "
+            f"{feature_sets(s)} | {list_sizes(s)} | {_num(r['beam_bleu'], '.2f')} | {_num(r['bleu'], '.2f')} | "
             f"{_num(r['gain'], '+.2f')} | {_num(r['p'], '.4f')} | {_num(r['meteor_delta'], '+.2f')} | "
             f"{_num(r['ter_delta'], '+.2f')} | {_num(r['oracle_bleu'], '.2f')} | "
             f"{r['tuning_at_least_beam'][0]}/{r['tuning_at_least_beam'][1]} | {r['compute_s'] / 3600:.2f} | "

@@ -15,15 +15,16 @@
 #   transformer (default): a transformer-tiny baseline (27 epochs, patience 10), its 100-best
 #     lists re-ranked by a transformer-tiny right-to-left model (28 epochs, trained beside
 #     it), MBR, length and IBM Model 1 features, both models trained with bf16 autocast:
-#     ARCH=transformer-tiny MAX_EPOCH=27 PATIENCE=10 NBEST=100 AUX_ARCH=transformer-tiny
-#     AUX_EPOCH=28 LM_ARCH=transformer-tiny FEATURES=r2l+mbr+len+ibm1 BF16_AUTOCAST=1,
+#     ARCH=transformer-tiny MAX_EPOCH=27 PATIENCE=10 NBEST=100 R2L_NBEST=0
+#     AUX_ARCH=transformer-tiny AUX_EPOCH=28 LM_ARCH=transformer-tiny
+#     FEATURES=r2l+mbr+len+ibm1 BF16_AUTOCAST=1,
 #     OUT=out/multi30k-transformer (about 1 h 30 min from a fresh clone on 2 idle cores)
 #   gru: the paper's attention GRU (Tables 3-4 share its lists: scripts/run_tables.sh) and
 #     every re-ranking model: the right-to-left model R2L, the channel model de->en, the
 #     German LSTM LM, a second left-to-right model L2R2, consensus (MBR expected BLEU /
 #     chrF), MLMME s_s, multilingual-E5 similarity and length: ARCH=gru MAX_EPOCH=12
 #     PATIENCE=3 AUX_ARCH=gru AUX_EPOCH=16 LM_ARCH=lstm FEATURES=every set but ibm1
-#     (mlmme+r2l+channel+lm+l2r2+mbr+e5+len) BF16_AUTOCAST=0,
+#     (mlmme+r2l+channel+lm+l2r2+mbr+e5+len) R2L_NBEST=0 BF16_AUTOCAST=0,
 #     OUT=out/multi30k
 #     (3.5-5 h)
 # settings.json records the resolved settings, not SYSTEM.
@@ -32,7 +33,9 @@
 # default ../shared/data/multi30k when it exists, else the public repository is
 # downloaded), PRESET (cpu|paper: the GRU baseline's), VARIANT (weak|regular|optimised),
 # MAX_EPOCH (baseline epochs), PATIENCE, NBEST (hypotheses per sentence, also the beam
-# size: transformer 100, gru 20), SEED (NMT training seed),
+# size: transformer 100, gru 20), R2L_NBEST (0: none; N: the R2L model's own N-best lists
+# joined to the baseline's with rerank union, then scored again by the baseline, e.g.
+# NBEST=50 R2L_NBEST=50; needs r2l in FEATURES), SEED (NMT training seed),
 # REPLICAS (tuning replicas, 3), AUX_PRESET (preset of GRU R2L and channel models: small,
 # scored at >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own:
 # the channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
@@ -70,9 +73,9 @@ PAPER_FEATURES="mlmme r2l channel lm l2r2 mbr e5 len"  # the GRU system's: every
 SYSTEM=${SYSTEM:-transformer}
 case "$SYSTEM" in  # the system's defaults; a variable that is set wins
   transformer) OUT=${OUT:-$ROOT/out/multi30k-transformer}; ARCH=${ARCH:-transformer-tiny}; MAX_EPOCH=${MAX_EPOCH:-27}
-               PATIENCE=${PATIENCE:-10}; NBEST=${NBEST:-100}; AUX_ARCH=${AUX_ARCH:-transformer-tiny}; AUX_EPOCH=${AUX_EPOCH:-28}
+               PATIENCE=${PATIENCE:-10}; NBEST=${NBEST:-100}; R2L_NBEST=${R2L_NBEST:-0}; AUX_ARCH=${AUX_ARCH:-transformer-tiny}; AUX_EPOCH=${AUX_EPOCH:-28}
                LM_ARCH=${LM_ARCH:-transformer-tiny}; FEATURES=${FEATURES:-r2l mbr len ibm1}; BF16_AUTOCAST=${BF16_AUTOCAST:-1} ;;
-  gru) OUT=${OUT:-$ROOT/out/multi30k}; ARCH=${ARCH:-gru}; MAX_EPOCH=${MAX_EPOCH:-12}; PATIENCE=${PATIENCE:-3}; NBEST=${NBEST:-20}
+  gru) OUT=${OUT:-$ROOT/out/multi30k}; ARCH=${ARCH:-gru}; MAX_EPOCH=${MAX_EPOCH:-12}; PATIENCE=${PATIENCE:-3}; NBEST=${NBEST:-20}; R2L_NBEST=${R2L_NBEST:-0}
        AUX_ARCH=${AUX_ARCH:-gru}; AUX_EPOCH=${AUX_EPOCH:-16}; LM_ARCH=${LM_ARCH:-lstm}; FEATURES=${FEATURES:-$PAPER_FEATURES}
        BF16_AUTOCAST=${BF16_AUTOCAST:-0} ;;
   *) echo "run_pipeline: error: SYSTEM: unknown system '$SYSTEM' (choose from: transformer gru)" >&2; exit 1 ;;
@@ -109,8 +112,11 @@ for f in $ALL_FEATURES; do
   if [[ "$requested" == *" $f "* ]] && { [ "$f" != l2r2 ] || [ "$L2R2" = 1 ]; }; then FEATURES="$FEATURES${FEATURES:+ }$f"; fi
 done
 has() { [[ " $FEATURES " == *" $1 "* ]]; }  # has SET: is feature set SET computed and tuned?
+[[ "$R2L_NBEST" =~ ^[0-9]+$ ]] || { echo "run_pipeline: error: R2L_NBEST: '$R2L_NBEST' is not a number" >&2; exit 1; }
+[ "$R2L_NBEST" = 0 ] || has r2l \
+  || { echo "run_pipeline: error: R2L_NBEST=$R2L_NBEST needs the r2l feature set in FEATURES (or R2L_NBEST=0)" >&2; exit 1; }
 settings=()
-for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
+for k in PRESET VARIANT MAX_EPOCH PATIENCE NBEST R2L_NBEST SEED REPLICAS AUX_PRESET CHANNEL_VOCAB AUX_EPOCH L2R2_EPOCH LM_EPOCH \
          L2R2 FEATURES EMBED_EPOCHS JOBS TUNERS CHRF_TUNING ARCH AUX_ARCH LM_ARCH MAX_TOKENS LR WARMUP BF16_AUTOCAST; do settings+=("$k=${!k}"); done
 if [ "${1:-}" = --settings ]; then echo "OUT=$OUT"; printf '%s\n' "${settings[@]}"; exit 0; fi
 
@@ -151,12 +157,16 @@ train_model() {
   [ -f "$dir/checkpoint_best.pt" ] && touch "$dir/train.done"
   [ -f "$dir/train.done" ] || { echo "training did not finish: see $log" >&2; return 1; }
 }
-nbest_of() {  # nbest_of SUBSET NAME
-  local ckpt  # the checkpoint train.json names (checkpoint_avg.pt for transformers), else checkpoint_best.pt
-  ckpt=$(python -c 'import json, sys; print(json.load(open(sys.argv[1])).get("checkpoint", "checkpoint_best.pt"))' \
-         "$M/train.json")
-  rerank nmt nbest --data-bin "$D/bin" --checkpoint "$M/$ckpt" --subset "$1" --nbest "$NBEST" \
-    --out-nbest "$N/$2.nbest" --out-1best "$N/$2.1best"
+checkpoint_of() {  # checkpoint_of MODEL_DIR: the checkpoint train.json names (checkpoint_avg.pt
+  # for transformers), else checkpoint_best.pt
+  echo "$1/$(python -c 'import json, sys; print(json.load(open(sys.argv[1])).get("checkpoint", "checkpoint_best.pt"))' \
+             "$1/train.json")"
+}
+nbest_of() {  # nbest_of MODEL_DIR SUBSET NAME SIZE: the model's own n-best list (direction from its train.json);
+  # one thread beside the other chain's work (JOBS=2: two processes of 2 threads each on 2 cores wait on each other)
+  local threads=(); [ "$THREADS" = 0 ] || threads=(OMP_NUM_THREADS="$THREADS")
+  env "${threads[@]}" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$(checkpoint_of "$1")" --subset "$2" --nbest "$4" \
+    --out-nbest "$N/$3.nbest" --out-1best "$N/$3.1best"
 }
 train_lm() {  # train_lm [--check]: as train_model
   local args=(--prepared "$D" --save-dir "$LM_DIR" --max-epoch "$LM_EPOCH" --arch "$LM_ARCH")
@@ -200,13 +210,17 @@ stage prepare "$D/prepare.json" rerank nmt prepare ${DATA:+--data "$DATA"} --out
 # FEATURES=r2l+... trains it beside the baseline
 chain_a() {
   stage train "$M/train.done" train_model "${BASELINE[@]}"
-  stage nbest-val "$N/val.nbest" nbest_of valid val
-  stage nbest-test "$N/test.nbest" nbest_of test test
+  stage nbest-val "$N/val.nbest" nbest_of "$M" valid val "$NBEST"
+  stage nbest-test "$N/test.nbest" nbest_of "$M" test test "$NBEST"
   if has channel; then stage train-channel "$CHANNEL_DIR/train.done" train_model "${CHANNEL[@]}"; fi
   if has lm; then stage train-lm "$LM_DIR/train.done" train_lm; fi
 }
 chain_b() {
   if has r2l; then stage train-r2l "$R2L_DIR/train.done" train_model "${R2L[@]}"; fi
+  if [ "$R2L_NBEST" != 0 ]; then  # the R2L model's own lists, for the union with the baseline's
+    stage nbest-r2l-val "$N/val.r2l-beam.nbest" nbest_of "$R2L_DIR" valid val.r2l-beam "$R2L_NBEST"
+    stage nbest-r2l-test "$N/test.r2l-beam.nbest" nbest_of "$R2L_DIR" test test.r2l-beam "$R2L_NBEST"
+  fi
   if has l2r2; then stage train-l2r2 "$A/l2r2/train.done" train_model "${L2R2_MODEL[@]}"; fi
   if has mlmme; then stage embed-train "$E/heldout.json" embed_train; fi
 }
@@ -231,9 +245,20 @@ len Len len:$D
 ibm1 IBM1 ibm1:$D
 SETS_END
 SETS+=("all:")
+# the list the features are added to: the baseline's n-best list, or with R2L_NBEST its
+# union with the R2L model's (each distinct hypothesis once), scored again by the baseline
+# by forced decoding, whose columns NMT, WordPenalty, NMTNorm are declared the beam's
+first_list() { if [ "$R2L_NBEST" = 0 ]; then echo "$N/$1.nbest"; else echo "$N/$1.union.nmt.nbest"; fi; }
 for SPLIT in val test; do
   SRC="$D/tok/$([ "$SPLIT" = val ] && echo val || echo test_2016_flickr).en"
-  prev="$N/$SPLIT.nbest"
+  prev=$(first_list "$SPLIT")
+  if [ "$R2L_NBEST" != 0 ]; then
+    stage "union-$SPLIT" "$N/$SPLIT.union.nbest" rerank union --nbest "$N/$SPLIT.nbest" \
+      --nbest "$N/$SPLIT.r2l-beam.nbest" --out "$N/$SPLIT.union.nbest"
+    stage "rescore-$SPLIT" "$prev" rerank features add --nbest "$N/$SPLIT.union.nbest" --source "$SRC" \
+      --scorer "fairseq:$(checkpoint_of "$M"),dict=$M,bpe=subword-nmt:$M/bpe.codes,direction=forward,name=NMT" \
+      --beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm --out "$prev"
+  fi
   for item in "${SCORERS[@]}"; do
     name=${item%%:*}; specs=${item#*:}
     args=()
@@ -281,10 +306,10 @@ if [ "$CHRF_TUNING" = 1 ]; then
   SYSTEMS+=(--system "+all/chrF-tuned" "$R/all.chrf/test.seed{replica}.txt")
 fi
 # the experiment's manifest for rerank report: what is compared, in which order
-rerank experiment "$OUT" --reference "$REF_TEST" --baseline "$N/test.1best" --nbest "$N/test.nbest" \
+rerank experiment "$OUT" --reference "$REF_TEST" --baseline "$N/test.1best" --nbest "$(first_list test)" \
   --tokenize none --replicas "$REPLICAS" "${SYSTEMS[@]}"
 
-stage oracle "$R/test.oracle" rerank oracle --nbest "$N/test.nbest" --ref "$REF_TEST" --tokenize none \
+stage oracle "$R/test.oracle" rerank oracle --nbest "$(first_list test)" --ref "$REF_TEST" --tokenize none \
   --out "$R/test.oracle"
 evaluate() {
   local args=(--ref "$REF_TEST" --tokenize none --hyp "baseline=$N/test.1best" --hyp "+nmt=$R/nmt/test.seed1.txt"

@@ -128,3 +128,16 @@ def test_the_schedule_column_names_batch_warm_up_and_a_learning_rate_that_is_not
     assert schedule({"ARCH": "transformer-tiny", "MAX_TOKENS": "2000", "LR": "2e-3", "WARMUP": "0"}) == \
         "2000/1000, lr 2e-3"
     assert schedule({"ARCH": "gru", "MAX_TOKENS": "4000", "LR": "0", "WARMUP": "0"}) == "4000/–"
+
+
+def test_a_union_with_the_r2l_models_lists_is_named_and_its_decoding_runs_in_the_r2l_chain():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from config_table import list_sizes, wall_estimate
+
+    assert list_sizes({"NBEST": "100"}) == "100"  # before R2L_NBEST was recorded: no union
+    assert list_sizes({"NBEST": "50", "R2L_NBEST": "0"}) == "50"
+    assert list_sizes({"NBEST": "50", "R2L_NBEST": "50"}) == "50 ∪ R2L 50"
+    # chain A: baseline 1000 + its lists 150 + 150; chain B: R2L 1100 + its lists 140 + 130; then the rest
+    seconds = {"prepare": 20, "train": 1000, "nbest-val": 150, "nbest-test": 150, "train-r2l": 1100,
+               "nbest-r2l-val": 140, "nbest-r2l-test": 130, "union-val": 1, "rescore-val": 44}
+    assert wall_estimate(seconds) == 20 + 1 + 44 + max(1300, 1370)

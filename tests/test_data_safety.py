@@ -59,6 +59,7 @@ VERBS = {  # verb -> (argv with {name} placeholders, its input names, its output
     "tune": (["tune", "--nbest", "{nbest}", "--ref", "{ref}", "--init", "{w}", "--quiet", "--out", "{out}"],
              ["nbest", "ref", "w"], ["--out"]),
     "truncate": (["truncate", "--nbest", "{nbest}", "--size", "1", "--out", "{out}"], ["nbest"], ["--out"]),
+    "union": (["union", "--nbest", "{nbest}", "--nbest", "{nbest}", "--out", "{out}"], ["nbest"], ["--out"]),
 }
 INPUTS = {"nbest": NBEST, "ref": "ein mann\nein hund\n", "hyp": "ein mann\nein hund\n", "hyp2": "ein hund\nein\n",
           "w": json.dumps({"weights": {"F": 1.0, "G": 0.5}})}

@@ -15,7 +15,8 @@ if os.environ.get("RERANK_REQUIRE_NMT"):  # CI: a missing fairseq is a failure, 
 else:
     pytest.importorskip("fairseq", reason="the [nmt] extra is not installed")
 
-from nmt.generate import GenerateConfig, generate_nbest, parse_generate_output  # noqa: E402
+from nmt.generate import (GenerateConfig, generate_nbest, model_direction, parse_generate_output,  # noqa: E402
+                          reading_order)
 
 GENERATE_OUTPUT = """S-1\tsecond source
 H-1\t-0.5\tzweite quelle
@@ -41,6 +42,33 @@ def test_parse_generate_output_sums_base2_scores_in_natural_log(tmp_path):
     assert nb.features[:, 2] == pytest.approx([-0.1 * ln2, -0.5 * ln2, -0.9 * ln2])
     with pytest.raises(InputError, match="no hypotheses for 1 segment"):
         parse_generate_output(str(path), num_segments=3, nbest=2)
+
+
+def test_a_right_to_left_output_is_put_back_in_reading_order(tmp_path):
+    # [das, haus@@, es, .] reversed by the model; a mark left on the last word is dropped
+    assert reading_order(". es haus@@ das") == "das hauses ."
+    assert reading_order("haus@@  ein") == "ein haus"
+    assert reading_order("a") == "a" and reading_order("") == ""
+    path = tmp_path / "gen.txt"
+    path.write_text("H-0\t-0.5\t. es haus@@ das\nP-0\t-0.5 -0.5 -0.5 -0.5 -0.5\n")
+    nb = parse_generate_output(str(path), num_segments=1, nbest=1, direction="r2l")
+    assert nb.hypotheses == ["das hauses ."] and nb.feature_names == ["R2L", "WordPenalty", "R2LNorm"]
+    assert nb.features[0].tolist() == pytest.approx([-2.5 * math.log(2), -3, -0.5 * math.log(2)])
+
+
+def test_the_decoding_direction_is_the_models(tmp_path):
+    ckpt = str(tmp_path / "checkpoint_best.pt")
+    assert model_direction(ckpt) == "forward"  # no train.json: forward
+    assert model_direction(ckpt, "r2l") == "r2l"
+    (tmp_path / "train.json").write_text('{"config": {"direction": "r2l"}}')
+    assert model_direction(ckpt) == "r2l"
+    with pytest.raises(InputError, match="train.json: direction forward given, but the model was trained r2l"):
+        model_direction(ckpt, "forward")
+    (tmp_path / "train.json").write_text('{"config": {"direction": "backward"}}')
+    with pytest.raises(InputError, match="trained backward: only forward and r2l models decode n-best lists"):
+        model_direction(ckpt)
+    with pytest.raises(InputError, match="decoded forward or r2l"):
+        model_direction(ckpt, "sideways")
 
 
 EN_DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "runs": "rennt", "sits": "sitzt",

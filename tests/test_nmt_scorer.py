@@ -94,6 +94,34 @@ def test_scorer_batches_do_not_change_scores(tiny):
     assert many == pytest.approx(np.concatenate([one, one]), abs=1e-5)
 
 
+def test_a_right_to_left_model_decodes_its_own_nbest_in_reading_order(tiny, tmp_path):
+    from nmt.generate import GenerateConfig, generate_nbest
+    from rerank.nbest import read_list_info
+
+    src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
+    r2l = tiny["models"]["r2l"]
+    out = str(tmp_path / "r2l.nbest")
+    nb = generate_nbest(tiny["bin"], os.path.join(r2l, "checkpoint_best.pt"), "valid", out,
+                        str(tmp_path / "r2l.1best"), GenerateConfig(nbest=4, batch_size=4))  # direction from train.json
+    assert nb.feature_names == ["R2L", "WordPenalty", "R2LNorm"] and nb.num_segments == len(src)
+    assert read_list_info(out).beam_feature == "R2LNorm"
+    assert not any("@@" in h for h in nb.hypotheses)
+    # the model's own scores are those of forced decoding of the reading-order text under
+    # it (nmt: reverses the subword tokens again), where the beam chose the canonical BPE
+    # of its text; in the wrong order almost none would be
+    forced = make_scorer(f"nmt:{r2l}").score(nb, src, None)["R2L"]
+    same = np.abs(forced - nb.features[:, 0]) < 1e-3
+    assert same.mean() > 0.5, same.mean()
+    backwards = NBestList(nb.offsets, [" ".join(reversed(h.split())) for h in nb.hypotheses], nb.features,
+                          nb.feature_names)
+    wrong = make_scorer(f"nmt:{r2l}").score(backwards, src, None)["R2L"]
+    assert (np.abs(wrong - nb.features[:, 0]) < 1e-3).mean() < same.mean() / 2
+    with pytest.raises(InputError, match="direction forward given, but the model was trained r2l"):
+        generate_nbest(tiny["bin"], os.path.join(r2l, "checkpoint_best.pt"), "valid", str(tmp_path / "x.nbest"),
+                       str(tmp_path / "x.1best"), GenerateConfig(nbest=2, direction="forward"))
+    assert not os.path.exists(tmp_path / "x.nbest")
+
+
 def test_lm_scorer_equals_fairseq(tiny):
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
     scorer = make_scorer(f"lm:{tiny['models']['lm']}")

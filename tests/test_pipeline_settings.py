@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pipeline_settings.py"
 RUN = ["NBEST=20", "ARCH=gru", "MAX_EPOCH=12", "JOBS=2", "TUNERS=mira mert", "REPLICAS=3"]
 
@@ -89,6 +91,12 @@ def test_an_older_run_trained_with_the_default_batch_and_schedule(tmp_path):
     path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
     run = _settings(path, "NBEST=50", "BF16_AUTOCAST=1")
     assert run.returncode == 1 and "this directory holds a run with BF16_AUTOCAST=0 (this run: 1);" in run.stderr
+    # and re-ranked the baseline's list alone (R2L_NBEST came later)
+    path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
+    assert _settings(path, "NBEST=50", "R2L_NBEST=0").returncode == 0
+    path.write_text(json.dumps({"settings": {"NBEST": "50"}}))
+    run = _settings(path, "NBEST=50", "R2L_NBEST=50")
+    assert run.returncode == 1 and "this directory holds a run with R2L_NBEST=0 (this run: 50);" in run.stderr
 
 
 PIPELINE = SCRIPT.parent / "run_pipeline.sh"
@@ -128,16 +136,17 @@ def _resolved(**env):
 def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     # issue 20: the default is the strongest configuration measured within 2 hours
     default = _resolved()
-    keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST", "BF16_AUTOCAST")
+    keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST", "R2L_NBEST",
+            "BF16_AUTOCAST")
     assert {k: default[k] for k in keys} == {
         "ARCH": "transformer-tiny", "MAX_EPOCH": "27", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
         "AUX_EPOCH": "28", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len ibm1", "NBEST": "100",
-        "BF16_AUTOCAST": "1"}
+        "R2L_NBEST": "0", "BF16_AUTOCAST": "1"}
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
     gru = _resolved(SYSTEM="gru")
     assert {k: gru[k] for k in keys} == {
         "ARCH": "gru", "MAX_EPOCH": "12", "PATIENCE": "3", "AUX_ARCH": "gru", "AUX_EPOCH": "16", "LM_ARCH": "lstm",
-        "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20", "BF16_AUTOCAST": "0"}
+        "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20", "R2L_NBEST": "0", "BF16_AUTOCAST": "0"}
     assert gru["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k")
     # a variable that is set wins over its system's default; FEATURES in canonical order
     mixed = _resolved(SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
@@ -146,6 +155,20 @@ def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     assert _resolved(AUX_EPOCH="8")["AUX_EPOCH"] == "8"
     # FEATURES=all: every set, also on top of the transformer system
     assert _resolved(FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len ibm1"
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"R2L_NBEST": "fifty"}, "run_pipeline: error: R2L_NBEST: 'fifty' is not a number"),
+    ({"R2L_NBEST": "20", "FEATURES": "mbr+len"},
+     "run_pipeline: error: R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
+])
+def test_an_r2l_list_without_its_model_is_refused_in_one_line_before_any_work(tmp_path, env, message):
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "OUT": str(out), **env})
+    assert run.returncode == 1 and not out.exists()
+    assert run.stderr.strip() == message
+    assert _resolved(FEATURES="mbr", R2L_NBEST="0")["R2L_NBEST"] == "0"
 
 
 def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tmp_path):

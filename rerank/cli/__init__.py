@@ -2,7 +2,7 @@
 
 The top floor: this package imports every layer and no library module imports it (after
 mbrs' ``cli/``).  One module per group of verbs, parser beside a thin handler that calls
-the library: ``core.py`` (``apply``, ``folds``, ``truncate``, ``eval``, ``oracle``,
+the library: ``core.py`` (``apply``, ``folds``, ``truncate``, ``union``, ``eval``, ``oracle``,
 ``signif``, ``report``, ``experiment``), ``tune.py`` (``tune``, ``crossfit``: options
 generated from the registered tuners' configs), ``features.py`` (``features add|extract``),
 ``embed.py`` (``embed train|isr|sts``), ``nmt.py`` (``nmt prepare|train|train-lm|nbest``;
@@ -100,8 +100,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except MemoryError:
         largest = _largest_input(args)
         what = f"{largest} is too large to hold in memory" if largest else "out of memory"
-        print(f"rerank {args.verb}: error: {what}; apply, truncate and features add stream lists of any size, "
-              "tune/oracle/crossfit keep about 0.6 KB per hypothesis (split the list or use a larger machine)",
+        print(f"rerank {args.verb}: error: {what}; apply, truncate, union and features add stream lists of any "
+              "size, tune/oracle/crossfit keep about 0.6 KB per hypothesis (split the list or use a larger machine)",
               file=sys.stderr)
         return 1
     except BrokenPipeError:

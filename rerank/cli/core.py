@@ -1,4 +1,4 @@
-"""The core verbs: ``rerank apply``, ``folds``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report``,
+"""The core verbs: ``rerank apply``, ``folds``, ``truncate``, ``union``, ``eval``, ``oracle``, ``signif``, ``report``,
 ``experiment`` (each parser beside its handler; the work is in the library modules they call)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 
 from rerank import DEFAULT_SEED
-from rerank.reranking import apply_file, truncate_file
+from rerank.reranking import apply_file, truncate_file, union_files
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
 from rerank.cli.options import bleu_options, bleu_settings, metric_options, seg_sidecars
@@ -75,6 +75,12 @@ def cmd_convert(args) -> None:
 
 def cmd_truncate(args) -> None:
     truncate_file(args.nbest, args.size, args.out)
+
+
+def cmd_union(args) -> None:
+    added = union_files(args.nbest, args.out)
+    parts = ", ".join(f"{n} from {path}" for path, n in zip(args.nbest, added))
+    print(f"{sum(added)} distinct hypotheses ({parts}), column WordPenalty -> {args.out}", file=sys.stderr)
 
 
 def _parse_system(item: str):
@@ -194,6 +200,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=positive_int, required=True, help="hypotheses kept per segment")
     p.add_argument("--out", required=True, help="truncated list (and OUT.json, its signature)")
     p.set_defaults(func=cmd_truncate, paths=lambda a: (
+        {"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
+
+    p = sub.add_parser("union", help="join n-best lists of the same segments (e.g. a left-to-right and a right-to-left "
+                                     "model's), each distinct hypothesis once; to be scored again",
+        epilog="example: rerank union --nbest test.l2r.nbest --nbest test.r2l.nbest --out test.union.nbest; then "
+               "rerank features add --nbest test.union.nbest --scorer fairseq:model/checkpoint_avg.pt,dict=model,"
+               "bpe=subword-nmt:model/bpe.codes,name=NMT --beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm "
+               "--source test.en --out test.union.nmt.nbest")
+    p.add_argument("--nbest", required=True, action="append",
+                   help="an n-best list; at least two, each with the same segments; segment i of the union holds "
+                        "the first list's hypotheses, then each later list's not seen before")
+    p.add_argument("--out", required=True, help="the union (and OUT.json, its signature): column WordPenalty only "
+                                                "(model scores of one list do not describe another's hypotheses)")
+    p.set_defaults(func=cmd_union, paths=lambda a: (
         {"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
 
     p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)",

@@ -22,7 +22,18 @@ def cmd_features(args) -> None:
         return _features_extract(args)
     add_features(args.nbest, args.scorer, args.out, ScoringInputs(args.source, args.images, args.image_split,
                                                                   args.segment_images, args.folds),
-                 devices=device_settings(args))
+                 devices=device_settings(args), beam=_beam(args))
+
+
+def _beam(args):
+    """(feature, columns) of --beam-feature / --beam-set, or None."""
+    if (args.beam_feature is None) != (args.beam_set is None):
+        raise InputError("--beam-feature and --beam-set go together (e.g. --beam-feature NMTNorm "
+                         "--beam-set NMT,WordPenalty,NMTNorm)")
+    if args.beam_feature is None:
+        return None
+    columns = [c for c in args.beam_set.split(",") if c]
+    return args.beam_feature, columns
 
 
 def _features_extract(args) -> None:
@@ -56,6 +67,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--segment-images", help="image file name of each segment")
     q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
                                    "argument has {fold} replaced by k (cross-fitting)")
+    q.add_argument("--beam-feature", help="declare this column (after scoring) the list's beam feature, the one "
+                                          "rerank tune --init beam starts from; for a list without one, e.g. rerank "
+                                          "union's scored by the first list's model (default: none declared); e.g. "
+                                          "--beam-feature NMTNorm")
+    q.add_argument("--beam-set", help="with --beam-feature: the columns of the list's beam feature set (default: "
+                                      "none), e.g. --beam-set NMT,WordPenalty,NMTNorm")
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     device_options(q)
     q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,

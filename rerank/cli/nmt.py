@@ -42,7 +42,7 @@ def cmd_nmt(args) -> None:
               train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
     elif args.nmt_verb == "nbest":
         config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size, device=args.device,
-                                dtype=args.dtype)
+                                dtype=args.dtype, direction=args.direction)
         if (args.subset is None) == (args.input is None):
             raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
         if args.input:
@@ -139,6 +139,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--nbest", type=positive_int, default=GenerateConfig.nbest, help="hypotheses per sentence")
     q.add_argument("--beam", type=int, default=GenerateConfig.beam, help="beam size (default: = nbest)")
     q.add_argument("--batch-size", type=positive_int, default=GenerateConfig.batch_size, help="sentences per decoding batch")
+    q.add_argument("--direction", default=GenerateConfig.direction, choices=["auto", "forward", "r2l"],
+                   help="the model's direction (default: auto, from the train.json beside --checkpoint; forward "
+                        "without one); r2l: a right-to-left model's hypotheses, put back in reading order, columns "
+                        "R2L, WordPenalty, R2LNorm; e.g. --checkpoint models/r2l/checkpoint_avg.pt --direction r2l")
     q.add_argument("--out-nbest", required=True, help="the n-best list (Moses format; its signature OUT_NBEST.json beside it)")
     device_options(q)
     q.add_argument("--out-1best", required=True, help="the beam's 1-best, one line per sentence")
