@@ -163,8 +163,9 @@ checkpoint_of() {  # checkpoint_of MODEL_DIR: the checkpoint train.json names (c
              "$1/train.json")"
 }
 nbest_of() {  # nbest_of MODEL_DIR SUBSET NAME SIZE: the model's own n-best list (direction from its train.json);
-  # one thread beside the other chain's work (JOBS=2: two processes of 2 threads each on 2 cores wait on each other)
-  local threads=(); [ "$THREADS" = 0 ] || threads=(OMP_NUM_THREADS="$THREADS")
+  # with R2L_NBEST both chains decode side by side, one thread each (JOBS=2: two 2-thread
+  # processes on 2 cores took 3x as long); alone, the baseline's decoding keeps torch's threads
+  local threads=(); [ "$THREADS" = 0 ] || [ "$R2L_NBEST" = 0 ] || threads=(OMP_NUM_THREADS="$THREADS")
   env "${threads[@]}" rerank nmt nbest --data-bin "$D/bin" --checkpoint "$(checkpoint_of "$1")" --subset "$2" --nbest "$4" \
     --out-nbest "$N/$3.nbest" --out-1best "$N/$3.1best"
 }
