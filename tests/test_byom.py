@@ -1,5 +1,5 @@
 """The README's "Bring your own model" walk, end to end on tiny local models: rerank
-generate (ct2, epsilon sampling) -> features add with hf: (channel direction), ct2:,
+generate (ct2, epsilon sampling; its union with the beam's list, scored again) -> features add with hf: (channel direction), ct2:,
 fairseq: and mbr:bleu -> tune -> apply -> signif."""
 
 import importlib.util
@@ -37,6 +37,24 @@ def test_bring_your_own_model_walk(tiny, tmp_path, capsys):  # noqa: F811
                      "--scorer", f"ct2:{ct2},name=CT2i8", "--scorer", f"fairseq:{fairseq_ckpt},dict={tiny['bin']},"
                      f"bpe=subword-nmt:{bpe},name=FS", "--scorer", "mbr:bleu,feature=uniform",
                      "--out", str(tmp_path / f"{name}.full.nbest")]) == 0
+    # 1b. joined with the model's beam search (rerank union: each distinct hypothesis once), scored
+    # again by the model, whose columns are declared the union's beam
+    val_en = f"{tok}/val.en"
+    assert main(["generate", "--model", f"ct2:{ct2}", "--input", val_en, "--nbest", "4", "--beam", "4",
+                 "--max-length", "16", "--device", "cpu", "--out-nbest", str(tmp_path / "beam.nbest"),
+                 "--out-1best", str(tmp_path / "beam.1best")]) == 0
+    assert main(["union", "--nbest", str(tmp_path / "val.nbest"), "--nbest", str(tmp_path / "beam.nbest"),
+                 "--out", str(tmp_path / "union.nbest")]) == 0
+    assert main(["features", "add", "--nbest", str(tmp_path / "union.nbest"), "--source", val_en, "--device", "cpu",
+                 "--scorer", f"ct2:{ct2}", "--beam-feature", "CT2Norm", "--beam-set", "CT2,WordPenalty,CT2Norm",
+                 "--out", str(tmp_path / "union.ct2.nbest")]) == 0
+    union, sampled = read_nbest(str(tmp_path / "union.ct2.nbest")), read_nbest(str(tmp_path / "val.nbest"))
+    assert read_list_info(str(tmp_path / "union.ct2.nbest")).beam_feature == "CT2Norm"
+    own = {(s, h): sampled.features[r, 0] for r, (s, h) in enumerate(zip(sampled.segment, sampled.hypotheses))}
+    again = [(own[s, h], union.features[r, 1]) for r, (s, h) in enumerate(zip(union.segment, union.hypotheses))
+             if (s, h) in own]
+    assert len(again) == len(own)  # every sampled hypothesis is in the union, scored as before
+    assert np.allclose(*zip(*again), atol=1e-3)
     full = read_nbest(str(tmp_path / "val.full.nbest"))
     assert full.feature_names == ["CT2", "CT2Norm", "HFChannel", "HFChannelNorm", "CT2i8", "CT2i8Norm", "FS",
                                   "FSNorm", "MBRBLEU"]
