@@ -1,6 +1,6 @@
 """The README's "Bring your own model" walk, end to end on tiny local models: rerank
-generate (ct2, epsilon sampling; its union with the beam's list, scored again) -> features add with hf: (channel direction), ct2:,
-fairseq: and mbr:bleu -> tune -> apply -> signif."""
+generate (ct2, epsilon sampling; its union with the beam's list, scored again) -> features
+add with hf: (channel direction), ct2:, fairseq: and mbr:bleu -> tune -> apply -> signif."""
 
 import importlib.util
 import os
