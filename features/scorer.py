@@ -25,7 +25,6 @@ Registered scorers:
 from __future__ import annotations
 
 import abc
-import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -35,7 +34,7 @@ from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.nbest import NBestList
 from rerank.registry import Registry
-from rerank.textio import read_lines
+from rerank.textio import read_json, read_lines
 
 #: every scorer by name; the modules listed register themselves when first looked up
 #: (none imports torch or fairseq before a scorer is built)
@@ -132,13 +131,16 @@ def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
     (source lines, target lines) of ``tok/train.{src,tgt}``, languages from ``prepare.json``.
 
     Raises:
-        InputError: not a directory, no prepare.json, files of different lengths or empty.
+        InputError: not a directory, no prepare.json or one without the languages, files
+            of different lengths or empty.
     """
     meta = os.path.join(path, "prepare.json")
     if not os.path.isdir(path) or not os.path.exists(meta):
         raise InputError("not a 'rerank nmt prepare' directory (no prepare.json)", path)
-    with open(meta, encoding="utf-8") as handle:
-        config = json.load(handle)["config"]
+    config = read_json(meta)
+    config = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), str) for k in ("src", "tgt")):
+        raise InputError("not a 'rerank nmt prepare' signature (no config.src / config.tgt)", meta)
     src_path, tgt_path = (os.path.join(path, "tok", f"train.{config[k]}") for k in ("src", "tgt"))
     sources, targets = read_lines(src_path), read_lines(tgt_path)
     if len(sources) != len(targets):

@@ -84,8 +84,9 @@ def model_direction(checkpoint: str, direction: str = "auto") -> str:
     record_path = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), "train.json")
     trained = None
     if os.path.exists(record_path):
-        record = read_json(record_path)
-        trained = record.get("config", {}).get("direction") if isinstance(record, dict) else None
+        config = read_json(record_path)
+        config = config.get("config") if isinstance(config, dict) else None
+        trained = config.get("direction") if isinstance(config, dict) else None
     if trained is not None and trained not in DIRECTION_COLUMNS:
         raise InputError(f"the model was trained {trained}: only forward and r2l models decode n-best lists",
                          record_path)

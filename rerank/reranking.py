@@ -129,8 +129,8 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
                 texts: List[str] = []
                 offsets = [0]
                 for k, lists in enumerate(chunk):
-                    if any(texts_of is missing for texts_of in lists):
-                        short = next(i for i, texts_of in enumerate(lists) if texts_of is missing)
+                    short = next((i for i, texts_of in enumerate(lists) if texts_of is missing), None)
+                    if short is not None:
                         raise InputError(f"{segments + k} segments, but {paths[0 if short else 1]} has more",
                                          paths[short])
                     seen = set()

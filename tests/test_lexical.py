@@ -198,3 +198,16 @@ def test_a_corpus_without_words_is_refused(tmp_path):
         make_scorer(f"ibm1:{prepared}")
     with pytest.raises(ValueError, match="no word"):
         Model1.train(EN, [[], [], []])
+
+
+@pytest.mark.parametrize("meta, needle", [
+    ('{"config": {"src": "en"}}', "prepare.json: not a 'rerank nmt prepare' signature (no config.src / config.tgt)"),
+    ('["en", "de"]', "prepare.json: not a 'rerank nmt prepare' signature"),
+    ('{"config": ', "prepare.json:1"),  # not JSON: file and line
+])
+def test_a_prepare_signature_without_the_languages_is_refused_in_one_line(tmp_path, meta, needle):
+    prepared = _prepared(tmp_path)
+    (prepared / "prepare.json").write_text(meta)
+    with pytest.raises(InputError) as error:
+        make_scorer(f"ibm1:{prepared}")
+    assert needle in str(error.value) and "\n" not in str(error.value)
