@@ -219,18 +219,31 @@ def _user_error(err: OSError, path: str) -> InputError:
 
 @contextlib.contextmanager
 def _signals_deferred():
-    """Hold SIGINT and SIGTERM back for the block (they are delivered, and raise, right after
-    it), so that a temporary is never created without being recorded for removal.  Only the
-    main thread can set the mask that matters; elsewhere the block runs as it is."""
-    deferred = {signal.SIGINT, signal.SIGTERM}
-    if threading.current_thread() is not threading.main_thread():
+    """Hold SIGINT and SIGTERM back for the block and deliver them right after it, so that a
+    temporary is never created without being recorded for removal.  They are held at the
+    Python level: a signal the process received just before the block, whose Python
+    handler has not run yet, is held too (an OS signal mask would let it raise inside the
+    block).  Only the main thread can set handlers; elsewhere (and where a handler was set outside
+    Python) the block runs as it is."""
+    deferred = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or any(
+            signal.getsignal(signum) is None for signum in deferred):  # a handler set outside Python: left alone
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    held: List[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum))
+                for signum in deferred}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):  # delivered now, to the handlers the process had
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(signum)
 
 
 class StagedOutputs:

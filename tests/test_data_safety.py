@@ -335,6 +335,38 @@ def test_an_interrupted_run_says_so_and_leaves_nothing(files, signum, code):
     assert sorted(os.listdir(files)) == sorted(["dev.nbest", "dev.ref", "hyp", "w.json", "big.nbest"])
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_an_output_is_staged_is_raised_after_it_is_recorded(tmp_path, monkeypatch, signum):
+    # Python runs the process's handler for a signal right after the temporary is created
+    # (a signal received just before staging began: the window the CLI test above hits
+    # only by chance, and an OS signal mask does not cover): it is held until the temporary
+    # is recorded, then raised, and the staged outputs are removed
+    import rerank.outputs
+
+    create = rerank.outputs.tempfile.mkstemp
+
+    def create_then_signal(*args, **kwargs):
+        made = create(*args, **kwargs)
+        signal.getsignal(signum)(signum, None)
+        return made
+
+    def terminate(signum, frame):  # as rerank's CLI handles SIGTERM
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with StagedOutputs() as outputs:
+                outputs.stage(str(tmp_path / "a.txt"))
+                monkeypatch.setattr(rerank.outputs.tempfile, "mkstemp", create_then_signal)
+                outputs.stage(str(tmp_path / "b.txt"))
+                raise AssertionError("not reached: the signal is raised when b.txt is staged")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert os.listdir(tmp_path) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
 # 6. Errors name the user's path -------------------------------------------------------------
 
 def test_disk_full_names_the_output(files, capsys):
