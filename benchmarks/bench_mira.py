@@ -47,7 +47,7 @@ def build(directory: str, segments: int, nbest: int, features: int, seed: int = 
         for s in range(segments):
             base = rng.integers(0, 2000, size=rng.integers(6, 20))
             ref.write(" ".join(vocab[base]) + "\n")
-            for k in range(nbest):
+            for _k in range(nbest):
                 hyp = base.copy()
                 edits = rng.integers(0, 6)
                 pos = rng.integers(0, len(hyp), size=edits)
@@ -70,8 +70,8 @@ MERT_SETTINGS = {
 def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeats: int = 3):
     """Time (best of ``repeats``), tuning BLEU and line searches of each MERT setting;
     ``test``: (features, stats, offsets) of a test list scored with the weights."""
-    from mira import Mert, MertConfig
-    from mira.tuner import corpus_score
+    from rerank.mira import Mert, MertConfig
+    from rerank.mira.tuner import corpus_score
 
     rows = {}
     for label, settings in MERT_SETTINGS.items():
@@ -80,9 +80,13 @@ def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeat
             t = time.perf_counter()
             tuned = Mert(MertConfig(**settings)).tune(features, stats, offsets, init)
             times.append(time.perf_counter() - t)
-        row = {"seconds": min(times), "tuning_bleu": tuned.score, "initial_bleu": tuned.initial_score,
-               "line_searches": tuned.details["line_searches"],
-               "random_directions": tuned.details["random_directions"]}
+        row = {
+            "seconds": min(times),
+            "tuning_bleu": tuned.score,
+            "initial_bleu": tuned.initial_score,
+            "line_searches": tuned.details["line_searches"],
+            "random_directions": tuned.details["random_directions"],
+        }
         if test is not None:
             row["test_bleu"] = corpus_score(*test, tuned.weights)
         rows[label] = row
@@ -91,8 +95,8 @@ def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeat
 
 def real_list(args):
     """The MERT comparison on a real tuning list (and test list), from the beam's weights."""
-    from mira.tuning import start_weights
     from rerank.bleu import BleuSettings
+    from rerank.mira.tuning import start_weights
     from rerank.tuning_data import load_tuning_data
 
     none = BleuSettings("none")
@@ -103,8 +107,13 @@ def real_list(args):
         tb, _, tstats = load_tuning_data(args.test_nbest, args.test_ref, none)
         test = (tb.features, tstats, tb.offsets)
     rows = compare_mert_defaults(nb.features, stats, nb.offsets, init, test)
-    return {"list": args.tune_nbest, "segments": nb.num_segments, "hypotheses": len(nb.hypotheses),
-            "features": nb.feature_names, **rows}
+    return {
+        "list": args.tune_nbest,
+        "segments": nb.num_segments,
+        "hypotheses": len(nb.hypotheses),
+        "features": nb.feature_names,
+        **rows,
+    }
 
 
 def main() -> None:
@@ -121,16 +130,20 @@ def main() -> None:
     parser.add_argument("--metrics", default="chrf,ter", help="metrics besides BLEU timed for MIRA and MERT")
     args = parser.parse_args()
 
-    from mira import Mert, Mira, Pro
     from rerank.bleu import bleu_stats
     from rerank.metrics import make_objective
+    from rerank.mira import Mert, Mira, Pro
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
 
     with tempfile.TemporaryDirectory() as tmp:
         nb_path, ref_path = build(tmp, args.segments, args.nbest, args.features)
-        result = {"segments": args.segments, "nbest": args.nbest, "features": args.features,
-                  "hypotheses": args.segments * args.nbest}
+        result = {
+            "segments": args.segments,
+            "nbest": args.nbest,
+            "features": args.features,
+            "hypotheses": args.segments * args.nbest,
+        }
         t = time.perf_counter()
         refs = read_lines(ref_path)
         nb = read_nbest(nb_path, num_segments=len(refs))
@@ -148,8 +161,23 @@ def main() -> None:
         t = time.perf_counter()
         Pro().tune(nb.features, stats, nb.offsets)
         result["pro_s"] = time.perf_counter() - t
-        cmd = [sys.executable, "-m", "rerank.cli", "tune", "--nbest", nb_path, "--ref", ref_path,
-               "--out", os.path.join(tmp, "w.json"), "--quiet", "--init", "zeros", "--tokenize", "none"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "rerank.cli",
+            "tune",
+            "--nbest",
+            nb_path,
+            "--ref",
+            ref_path,
+            "--out",
+            os.path.join(tmp, "w.json"),
+            "--quiet",
+            "--init",
+            "zeros",
+            "--tokenize",
+            "none",
+        ]
         runs = []
         for _ in range(args.repeats):
             t = time.perf_counter()

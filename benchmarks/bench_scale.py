@@ -56,11 +56,13 @@ def generate(work: str, segments: int, size: int, seed: int = 1) -> dict:
             seg = np.repeat(np.arange(first, first + n // size), size).tolist()
             lines, pos = [], 0
             for i in range(n):
-                hyp = " ".join(words[pos:pos + lengths[i]])
+                hyp = " ".join(words[pos : pos + lengths[i]])
                 pos += lengths[i]
                 f = feats[i]
-                lines.append(f"{seg[i]} ||| {hyp} ||| NMT= {f[0]} WordPenalty= {-lengths[i]} NMTNorm= {f[1]} "
-                             f"F4= {f[2]} F5= {f[3]} ||| 0\n")
+                lines.append(
+                    f"{seg[i]} ||| {hyp} ||| NMT= {f[0]} WordPenalty= {-lengths[i]} NMTNorm= {f[1]} "
+                    f"F4= {f[2]} F5= {f[3]} ||| 0\n"
+                )
             out.write("".join(lines))
     with open(paths["weights"] + ".tmp", "w") as out:
         json.dump({"weights": {"NMT": 1.0, "WordPenalty": 0.1, "NMTNorm": 0.5, "F4": 0.2, "F5": -0.2}}, out)
@@ -86,15 +88,20 @@ def run(argv, repo: str, work: str) -> dict:
     hwm = os.path.join(work, "hwm")
     env = dict(os.environ, PYTHONPATH=repo, RERANK_HWM=hwm)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD] + argv, cwd=repo, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD] + argv, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     seconds = time.perf_counter() - start
     err = done.stderr.decode(errors="replace").strip().splitlines()
     with open(hwm) as handle:
         peak_kb = int(handle.read())
     ok = done.returncode == 0
-    return {"seconds": round(seconds, 2), "peak_mb": round(peak_kb / 1024, 1), "ok": ok,
-            "error": None if ok else (err[-1] if err else f"exit status {done.returncode}")}
+    return {
+        "seconds": round(seconds, 2),
+        "peak_mb": round(peak_kb / 1024, 1),
+        "ok": ok,
+        "error": None if ok else (err[-1] if err else f"exit status {done.returncode}"),
+    }
 
 
 def verbs_for(paths: dict, work: str, tag: str, hypotheses: int, whole_max: int) -> dict:
@@ -102,26 +109,71 @@ def verbs_for(paths: dict, work: str, tag: str, hypotheses: int, whole_max: int)
     verbs = {
         "apply": ["apply", "--nbest", paths["nbest"], "--weights", paths["weights"], "--out", out + ".1best"],
         "truncate": ["truncate", "--nbest", paths["nbest"], "--size", "10", "--out", out + ".trunc.nbest"],
-        "features add": ["features", "add", "--nbest", paths["nbest"], "--source", paths["src"], "--scorer", "len:1.0",
-                         "--scorer", "mbr:bleu", "--out", out + ".feat.nbest"],
+        "features add": [
+            "features",
+            "add",
+            "--nbest",
+            paths["nbest"],
+            "--source",
+            paths["src"],
+            "--scorer",
+            "len:1.0",
+            "--scorer",
+            "mbr:bleu",
+            "--out",
+            out + ".feat.nbest",
+        ],
     }
     if hypotheses <= whole_max:
-        verbs["tune"] = ["tune", "--nbest", paths["nbest"], "--ref", paths["ref"], "--iterations", "5", "--quiet",
-                         "--init", "zeros", "--tokenize", "none", "--out", out + ".weights.json"]
-        verbs["oracle"] = ["oracle", "--nbest", paths["nbest"], "--ref", paths["ref"], "--tokenize", "none",
-                           "--out", out + ".oracle"]
+        verbs["tune"] = [
+            "tune",
+            "--nbest",
+            paths["nbest"],
+            "--ref",
+            paths["ref"],
+            "--iterations",
+            "5",
+            "--quiet",
+            "--init",
+            "zeros",
+            "--tokenize",
+            "none",
+            "--out",
+            out + ".weights.json",
+        ]
+        verbs["oracle"] = [
+            "oracle",
+            "--nbest",
+            paths["nbest"],
+            "--ref",
+            paths["ref"],
+            "--tokenize",
+            "none",
+            "--out",
+            out + ".oracle",
+        ]
     return verbs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="10000x50,20000x50,100000x50,100000x100",
-                        help="SEGMENTSxNBEST,... (default: %(default)s)")
-    parser.add_argument("--verbs", default="apply,truncate,features add,tune,oracle",
-                        help="comma-separated verbs to time (default: %(default)s)")
-    parser.add_argument("--whole-max", type=int, default=1_000_000,
-                        help="largest list (hypotheses) for tune and oracle (default: %(default)s)")
-    parser.add_argument("--work", default="/tmp/rerank-bench-scale", help="where lists are generated (default: %(default)s)")
+    parser.add_argument(
+        "--sizes", default="10000x50,20000x50,100000x50,100000x100", help="SEGMENTSxNBEST,... (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--verbs",
+        default="apply,truncate,features add,tune,oracle",
+        help="comma-separated verbs to time (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--whole-max",
+        type=int,
+        default=1_000_000,
+        help="largest list (hypotheses) for tune and oracle (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--work", default="/tmp/rerank-bench-scale", help="where lists are generated (default: %(default)s)"
+    )
     parser.add_argument("--repo", default=ROOT, help="checkout whose rerank runs (default: this one)")
     parser.add_argument("--out", help="JSON results (e.g. out/bench_scale.json)")
     args = parser.parse_args()
@@ -139,12 +191,24 @@ def main() -> None:
             result = {"list": size, "hypotheses": hypotheses, "verb": verb, **run(argv, args.repo, args.work)}
             results.append(result)
             cell = f"{result['seconds']}" if result["ok"] else f"failed: {result['error']}"
-            print(f"| {size} | {hypotheses:,} | {verb} | {cell} | {result['peak_mb']} | "
-                  f"{result['peak_mb'] * 2**20 / hypotheses:.0f} |", flush=True)
+            print(
+                f"| {size} | {hypotheses:,} | {verb} | {cell} | {result['peak_mb']} | "
+                f"{result['peak_mb'] * 2**20 / hypotheses:.0f} |",
+                flush=True,
+            )
     if args.out:
         with open(args.out, "w") as handle:
-            json.dump({"results": results, "repo": os.path.abspath(args.repo), "cores": os.cpu_count(),
-                       "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}, handle, indent=2)
+            json.dump(
+                {
+                    "results": results,
+                    "repo": os.path.abspath(args.repo),
+                    "cores": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "date": time.strftime("%Y-%m-%d"),
+                },
+                handle,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

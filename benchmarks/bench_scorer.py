@@ -41,9 +41,9 @@ def untrained_model(directory: str, nbest, sources) -> str:
     """Write an untrained CPU-preset MLMME (en, de; 2048-d images) with vocabularies from the text."""
     import torch
 
-    from embed.data import Vocabulary
-    from embed.model import MLMME, MLMMEConfig
-    from embed.train import EmbedTrainConfig
+    from rerank.embed.data import Vocabulary
+    from rerank.embed.model import MLMME, MLMMEConfig
+    from rerank.embed.train import EmbedTrainConfig
 
     vocabs = {"en": Vocabulary.build(sources), "de": Vocabulary.build(nbest.hypotheses)}
     config = MLMMEConfig.from_preset("cpu", image_dim=2048)
@@ -82,17 +82,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scorer", action="append", default=[], help="another scorer to time (NAME:ARG)")
     parser.add_argument("--skip-mlmme", action="store_true", help="time only the --scorer scorers")
-    parser.add_argument("--random-marian", metavar="DIR",
-                        help="build (once) in DIR a random Marian model the size of transformer-tiny, with a "
-                             "SentencePiece model of the training text, and its CTranslate2 conversion; then time "
-                             "hf:DIR/marian, ct2:DIR/ct2 (float32) and ct2:DIR/ct2,compute_type=int8 too")
+    parser.add_argument(
+        "--random-marian",
+        metavar="DIR",
+        help="build (once) in DIR a random Marian model the size of transformer-tiny, with a "
+        "SentencePiece model of the training text, and its CTranslate2 conversion; then time "
+        "hf:DIR/marian, ct2:DIR/ct2 (float32) and ct2:DIR/ct2,compute_type=int8 too",
+    )
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
 
     import torch
 
-    from embed.data import load_image_features
-    from features.scorer import make_scorer
+    from rerank.embed.data import load_image_features
+    from rerank.features.scorer import make_scorer
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
 
@@ -104,8 +107,12 @@ def main() -> None:
     if len(images) != nbest.num_segments or len(sources) != nbest.num_segments:
         sys.exit(f"{nbest.num_segments} segments, {len(sources)} sources, {len(images)} image rows")
     hyps = len(nbest.hypotheses)
-    result = {"hypotheses": hyps, "segments": nbest.num_segments,
-              "distinct_hypotheses": len(set(nbest.hypotheses)), "model": args.model or "untrained cpu preset"}
+    result = {
+        "hypotheses": hyps,
+        "segments": nbest.num_segments,
+        "distinct_hypotheses": len(set(nbest.hypotheses)),
+        "model": args.model or "untrained cpu preset",
+    }
     for spec in args.scorer:  # each with torch's default threads (both cores)
         scorer = make_scorer(spec)
         runs = []

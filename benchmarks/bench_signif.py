@@ -28,8 +28,10 @@ import sys
 import tempfile
 import time
 
-WORDS = ("a man woman child dog runs walks sits on the in with red blue green big small street park water ball "
-         "playing wearing shirt jacket looking at two three people group of near front building holds").split()
+WORDS = (
+    "a man woman child dog runs walks sits on the in with red blue green big small street park water ball "
+    "playing wearing shirt jacket looking at two three people group of near front building holds"
+).split()
 
 
 def build(directory: str, sentences: int, seed: int = 0):
@@ -76,8 +78,12 @@ def time_phases(paths, trials: int) -> dict:
         for system in ("sys1", "sys2"):
             approximate_randomization(metric, by_system["base"], by_system[system], trials)
     ar = time.perf_counter() - t
-    return {"bootstrap_6_std_s": round(boot, 2), "ar_4_comparisons_s": round(ar, 2),
-            "bootstrap_per_system_metric_s": round(boot / 6, 3), "ar_per_comparison_s": round(ar / 4, 3)}
+    return {
+        "bootstrap_6_std_s": round(boot, 2),
+        "ar_4_comparisons_s": round(ar, 2),
+        "bootstrap_per_system_metric_s": round(boot / 6, 3),
+        "ar_per_comparison_s": round(ar / 4, 3),
+    }
 
 
 def main() -> None:
@@ -90,14 +96,55 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         p = build(tmp, args.sentences)
         t = time.perf_counter()
-        sacre = subprocess.run([sys.executable, "-m", "sacrebleu", p["ref"], "-i", p["base"], p["sys1"], p["sys2"],
-                                "-m", "bleu", "ter", "--paired-ar", "--paired-ar-n", str(args.trials),
-                                "--format", "json", "--tokenize", "none"], capture_output=True, text=True,
-                               check=True, env=env)
+        sacre = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sacrebleu",
+                p["ref"],
+                "-i",
+                p["base"],
+                p["sys1"],
+                p["sys2"],
+                "-m",
+                "bleu",
+                "ter",
+                "--paired-ar",
+                "--paired-ar-n",
+                str(args.trials),
+                "--format",
+                "json",
+                "--tokenize",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
         sacre_s = time.perf_counter() - t
-        common = [sys.executable, "-m", "rerank.cli", "signif", "--ref", p["ref"], "--baseline", p["base"],
-                  "--system", f"sys1={p['sys1']}", "--system", f"sys2={p['sys2']}", "--metrics", "bleu,ter",
-                  "--tokenize", "none", "--shuffles", str(args.trials), "--format", "json"]
+        common = [
+            sys.executable,
+            "-m",
+            "rerank.cli",
+            "signif",
+            "--ref",
+            p["ref"],
+            "--baseline",
+            p["base"],
+            "--system",
+            f"sys1={p['sys1']}",
+            "--system",
+            f"sys2={p['sys2']}",
+            "--metrics",
+            "bleu,ter",
+            "--tokenize",
+            "none",
+            "--shuffles",
+            str(args.trials),
+            "--format",
+            "json",
+        ]
         t = time.perf_counter()
         ours = subprocess.run(common + ["--resamples", "0"], capture_output=True, text=True, check=True)
         ours_s = time.perf_counter() - t
@@ -105,17 +152,29 @@ def main() -> None:
         subprocess.run(common, capture_output=True, text=True, check=True)
         ours_boot_s = time.perf_counter() - t
         phases = time_phases(p, args.trials)
-    theirs = {(entry["system"], m.lower()): entry[m]["p_value"] for entry in json.loads(sacre.stdout)[1:]
-              for m in ("BLEU", "TER")}
-    mine = {(r["system"], r["metric"]): r["p_value"] for r in json.loads(ours.stdout)["rows"]
-            if r["p_value"] is not None}
-    agree = all(abs(mine[(name.split(":")[-1].strip().split("/")[-1], m)] - p) < 1e-12
-                for (name, m), p in theirs.items())
-    result = {"sentences": args.sentences, "trials": args.trials, "sacrebleu_paired_ar_s": round(sacre_s, 2),
-              "rerank_signif_same_work_s": round(ours_s, 2), "speedup": round(sacre_s / ours_s, 1),
-              "rerank_signif_with_10k_bootstrap_s": round(ours_boot_s, 2), **phases, "p_values_equal": agree,
-              "p_values_sacrebleu": {f"{k[0]}/{k[1]}": v for k, v in theirs.items()},
-              "p_values_rerank": {f"{k[0]}/{k[1]}": v for k, v in mine.items()}}
+    theirs = {
+        (entry["system"], m.lower()): entry[m]["p_value"]
+        for entry in json.loads(sacre.stdout)[1:]
+        for m in ("BLEU", "TER")
+    }
+    mine = {
+        (r["system"], r["metric"]): r["p_value"] for r in json.loads(ours.stdout)["rows"] if r["p_value"] is not None
+    }
+    agree = all(
+        abs(mine[(name.split(":")[-1].strip().split("/")[-1], m)] - p) < 1e-12 for (name, m), p in theirs.items()
+    )
+    result = {
+        "sentences": args.sentences,
+        "trials": args.trials,
+        "sacrebleu_paired_ar_s": round(sacre_s, 2),
+        "rerank_signif_same_work_s": round(ours_s, 2),
+        "speedup": round(sacre_s / ours_s, 1),
+        "rerank_signif_with_10k_bootstrap_s": round(ours_boot_s, 2),
+        **phases,
+        "p_values_equal": agree,
+        "p_values_sacrebleu": {f"{k[0]}/{k[1]}": v for k, v in theirs.items()},
+        "p_values_rerank": {f"{k[0]}/{k[1]}": v for k, v in mine.items()},
+    }
     print(json.dumps(result, indent=2))
     if args.json:
         with open(args.json, "w") as handle:

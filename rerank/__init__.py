@@ -1,9 +1,12 @@
 """rerank: re-ranking of neural machine translation n-best lists.
 
-The core (``rerank``, ``mira``) depends only on numpy and sacrebleu (plus a small C file compiled at install); the NMT
-side (``nmt``) needs the ``[nmt]`` extra (torch, fairseq).
+One import name for the whole project (distribution ``nbest-rerank``): the core
+(``rerank.nbest``, ``rerank.metrics``, ``rerank.signif``, …) and the tuners (``rerank.mira``)
+depend only on numpy and sacrebleu (plus small C files compiled at install); the NMT side
+(``rerank.nmt``), the embeddings (``rerank.embed``) and the model scorers of
+``rerank.features`` need the extras (torch, fairseq, transformers, …).
 
-The Python API (:mod:`rerank.api`, the README's "From Python")::
+The Python API (:mod:`rerank.api`, docs/usage/python.md)::
 
     import rerank
     nbest = rerank.read_nbest("val.nbest")                     # NBestList
@@ -28,8 +31,19 @@ __version__ = "0.1.0"
 DEFAULT_SEED = 12345
 
 #: the public API, defined in rerank/api.py (the top floor, beside the command line)
-API = ("read_nbest", "write_nbest", "read_lines", "NBestList", "add_features", "tune", "Tuning", "apply", "evaluate",
-       "significance", "format_table")
+API = (
+    "read_nbest",
+    "write_nbest",
+    "read_lines",
+    "NBestList",
+    "add_features",
+    "tune",
+    "Tuning",
+    "apply",
+    "evaluate",
+    "significance",
+    "format_table",
+)
 
 
 def __getattr__(name: str):

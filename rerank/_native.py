@@ -1,5 +1,5 @@
 """ctypes bindings of ``rerank/_kernels.c`` (compiled by ``pip install``): n-gram matching
-and TER edit counts; :func:`load_kernels` also loads the tuners' ``mira/_kernels.c``.
+and TER edit counts; :func:`load_kernels` also loads the tuners' ``rerank/mira/_kernels.c``.
 
 Each wrapper checks dtypes, shapes and contiguity through numpy's ``ndpointer`` and
 returns numpy arrays.  The C library loads in about a millisecond, which keeps
@@ -34,15 +34,27 @@ def load_kernels(module: str, package_file: str) -> ctypes.CDLL:
     for path in candidates:
         if path and os.path.exists(path):
             return ctypes.CDLL(path)
-    raise ImportError(f"rerank's compiled kernels ({module}) are missing: reinstall with 'pip install -e .' "
-                      "(needs a C compiler)")
+    raise ImportError(
+        f"rerank's compiled kernels ({module}) are missing: reinstall with 'pip install -e .' (needs a C compiler)"
+    )
 
 
 def _load() -> ctypes.CDLL:
     lib = load_kernels("rerank._kernels", __file__)
     lib.clipped_matches.restype = ctypes.c_int
-    lib.clipped_matches.argtypes = [_I64, ctypes.c_int64, ctypes.c_int, _I64, _I64, ctypes.c_int64, _I64, _I64, _I64,
-                                    ctypes.c_int, _F64]
+    lib.clipped_matches.argtypes = [
+        _I64,
+        ctypes.c_int64,
+        ctypes.c_int,
+        _I64,
+        _I64,
+        ctypes.c_int64,
+        _I64,
+        _I64,
+        _I64,
+        ctypes.c_int,
+        _F64,
+    ]
     lib.sort_runs.restype = ctypes.c_int
     lib.sort_runs.argtypes = [_I64, ctypes.c_int64, ctypes.c_int, _I64, _I64, ctypes.c_int64]
     lib.ter_stats.restype = ctypes.c_int
@@ -67,8 +79,19 @@ def clipped_matches(codes, h_start, h_len, r_start, r_len, segment, presorted: b
     codes, h_start, h_len = _i64(codes), _i64(h_start), _i64(h_len)
     r_start, r_len, segment = _i64(r_start), _i64(r_len), _i64(segment)
     out = np.zeros((len(h_start), codes.shape[0]))
-    if _lib.clipped_matches(codes, codes.shape[1], codes.shape[0], h_start, h_len, len(h_start), r_start, r_len,
-                            segment, int(presorted), out):
+    if _lib.clipped_matches(
+        codes,
+        codes.shape[1],
+        codes.shape[0],
+        h_start,
+        h_len,
+        len(h_start),
+        r_start,
+        r_len,
+        segment,
+        int(presorted),
+        out,
+    ):
         raise MemoryError("clipped_matches: out of memory")
     return out
 

@@ -23,22 +23,37 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from features.add import add_columns
-from mira.tuner import TUNERS, make_tuner
-from mira.tuning import restrict, start_weights, TuningSetup, widen
 from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
 from rerank.errors import InputError
+from rerank.features.add import add_columns
 from rerank.metrics import make_metric, make_objective
+from rerank.mira.tuner import TUNERS, make_tuner
+from rerank.mira.tuning import TuningSetup, restrict, start_weights, widen
 from rerank.nbest import NBestList, read_nbest, weights_dict, weights_vector, write_lines, write_nbest
 from rerank.report import format_table, significance_table
 from rerank.textio import read_lines
 
-__all__ = ["read_nbest", "write_nbest", "read_lines", "NBestList", "add_features", "tune", "Tuning", "apply",
-           "evaluate", "significance", "format_table"]
+__all__ = [
+    "read_nbest",
+    "write_nbest",
+    "read_lines",
+    "NBestList",
+    "add_features",
+    "tune",
+    "Tuning",
+    "apply",
+    "evaluate",
+    "significance",
+    "format_table",
+]
 
 
-def add_features(nbest: NBestList, scorers: Sequence[str], sources: Optional[Sequence[str]] = None,
-                 images: Optional[np.ndarray] = None) -> NBestList:
+def add_features(
+    nbest: NBestList,
+    scorers: Sequence[str],
+    sources: Optional[Sequence[str]] = None,
+    images: Optional[np.ndarray] = None,
+) -> NBestList:
     """The list with the columns of ``scorers`` appended (specs as ``rerank features add
     --scorer``: ``mbr:bleu``, ``nmt:MODEL_DIR``, ``e5:``…; ``rerank features add --help``
     lists them), their feature sets recorded in ``nbest.info``.
@@ -78,10 +93,19 @@ class Tuning:
     details: Dict[str, Any] = field(default_factory=dict)
 
 
-def tune(nbest: NBestList, references: Sequence[str], algorithm: str = "mira", metric: str = "bleu",
-         init: Union[str, Mapping[str, float]] = "beam", features: Optional[Sequence[str]] = None,
-         feature_sets: Optional[Sequence[str]] = None, tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False,
-         lang: str = "de", **config: Any) -> Tuning:
+def tune(
+    nbest: NBestList,
+    references: Sequence[str],
+    algorithm: str = "mira",
+    metric: str = "bleu",
+    init: Union[str, Mapping[str, float]] = "beam",
+    features: Optional[Sequence[str]] = None,
+    feature_sets: Optional[Sequence[str]] = None,
+    tokenize: str = DEFAULT_TOKENIZE,
+    lowercase: bool = False,
+    lang: str = "de",
+    **config: Any,
+) -> Tuning:
     """Tune feature weights on ``nbest`` against ``references`` (one per segment), as
     ``rerank tune`` does.
 
@@ -91,8 +115,11 @@ def tune(nbest: NBestList, references: Sequence[str], algorithm: str = "mira", m
             ``0.5*bleu+0.5*chrf``…; ``seg:`` scores need files: use ``rerank tune``).
         init: ``beam`` (1 on the beam feature the list's signature declares), ``zeros``,
             or {column: weight}.
-        features, feature_sets: the columns to tune (default: all).
-        tokenize, lowercase: BLEU's tokeniser and casing (``none`` for tokenised text).
+        features: the columns to tune (default: all).
+        feature_sets: the feature sets to tune, by the names the list's signature gives
+            (``beam``, ``R2L``…; default: all).
+        tokenize: BLEU's tokeniser (``none`` for tokenised text; default sacrebleu's ``13a``).
+        lowercase: lowercase before scoring.
         lang: METEOR's language.
         **config: the tuner's settings, by their ``Config`` field names (e.g.
             ``iterations=60``, ``C=0.01`` for MIRA; ``restarts=20`` for MERT; ``seed``).
@@ -112,8 +139,16 @@ def tune(nbest: NBestList, references: Sequence[str], algorithm: str = "mira", m
     objective = make_objective(metric, tokenize, lowercase, lang)
     if objective.from_text is False:
         raise InputError(f"metric {metric!r} reads scores from files: use rerank tune --metric")
-    setup = TuningSetup(algorithm, settings, "zeros" if not isinstance(init, str) else init, features, feature_sets,
-                        BleuSettings(tokenize, lowercase), metric, lang)
+    setup = TuningSetup(
+        algorithm,
+        settings,
+        "zeros" if not isinstance(init, str) else init,
+        features,
+        feature_sets,
+        BleuSettings(tokenize, lowercase),
+        metric,
+        lang,
+    )
     if isinstance(init, str):
         start, start_from = start_weights(nbest, init, "the n-best list")
     else:
@@ -123,8 +158,14 @@ def tune(nbest: NBestList, references: Sequence[str], algorithm: str = "mira", m
     stats = objective.hypothesis_stats(list(nbest.hypotheses), list(references), nbest.segment, index)
     result = make_tuner(algorithm, settings).tune(part.features, stats, part.offsets, start, metric=objective)
     vector = widen(result.weights, columns, len(nbest.feature_names))
-    return Tuning({k: float(v) for k, v in weights_dict(vector, nbest).items()}, result.score, result.initial_score,
-                  result.metric, result.length_ratio, result.details)
+    return Tuning(
+        {k: float(v) for k, v in weights_dict(vector, nbest).items()},
+        result.score,
+        result.initial_score,
+        result.metric,
+        result.length_ratio,
+        result.details,
+    )
 
 
 def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List[str]:
@@ -137,8 +178,14 @@ def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List
     return [nbest.hypotheses[i] for i in nbest.select(nbest.features @ vector)]
 
 
-def evaluate(hypotheses: Sequence[str], references: Sequence[str], metrics: Sequence[str] = ("bleu", "chrf", "ter"),
-             tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False, lang: str = "de") -> Dict[str, float]:
+def evaluate(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    metrics: Sequence[str] = ("bleu", "chrf", "ter"),
+    tokenize: str = DEFAULT_TOKENIZE,
+    lowercase: bool = False,
+    lang: str = "de",
+) -> Dict[str, float]:
     """{metric: corpus score} of one system (scores equal sacrebleu's; METEOR the jar's).
     Raises :class:`InputError` for another line count or an unknown metric."""
     if len(hypotheses) != len(references):
@@ -152,15 +199,22 @@ def evaluate(hypotheses: Sequence[str], references: Sequence[str], metrics: Sequ
     return scores
 
 
-def significance(references: Sequence[str], baseline: Sequence[Sequence[str]],
-                 systems: Mapping[str, Sequence[Sequence[str]]], metrics: Sequence[str] = ("bleu", "ter"),
-                 tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False, **options: Any) -> Dict:
+def significance(
+    references: Sequence[str],
+    baseline: Sequence[Sequence[str]],
+    systems: Mapping[str, Sequence[Sequence[str]]],
+    metrics: Sequence[str] = ("bleu", "ter"),
+    tokenize: str = DEFAULT_TOKENIZE,
+    lowercase: bool = False,
+    **options: Any,
+) -> Dict:
     """MultEval-style significance over optimiser replicas, as ``rerank signif``: the
     baseline and every system are lists of replicas, each a list of hypotheses.  Returns
     ``{"rows", "meta"}`` (:func:`rerank.report.significance_table`; render it with
     :func:`format_table`).  ``options``: ``shuffles``, ``resamples``, ``seed``,
     ``compare_to``, ``lang``.  Raises :class:`InputError` as ``rerank signif``."""
     with tempfile.TemporaryDirectory() as tmp:
+
         def files(name: str, replicas: Sequence[Sequence[str]]) -> List[str]:
             if not replicas or isinstance(replicas[0], str):
                 raise InputError(f"{name}: expected a list of replicas, each a list of hypotheses")
@@ -174,8 +228,9 @@ def significance(references: Sequence[str], baseline: Sequence[Sequence[str]],
         write_lines(references, ref_path)
         base = files("baseline", baseline)
         named = [(name, files(name, replicas)) for name, replicas in systems.items()]
-        result = significance_table(ref_path, base, named, metrics=list(metrics),
-                                    bleu=BleuSettings(tokenize, lowercase), **options)
+        result = significance_table(
+            ref_path, base, named, metrics=list(metrics), bleu=BleuSettings(tokenize, lowercase), **options
+        )
     for row in result["rows"]:
         row.pop("files", None)
     result["meta"].pop("reference", None)

@@ -1,5 +1,5 @@
 """Argument types that range-check while parsing: the ``type=`` of the command line's
-options (``rerank/cli/``) and of the tuners' ``Config`` fields (``mira/tuner.py:option``)."""
+options (``rerank/cli/``) and of the tuners' ``Config`` fields (``rerank/mira/tuner.py:option``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def _number(kind, ok, what):
         if not ok(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
         return value
+
     return parse
 
 

@@ -42,11 +42,13 @@ def sacrebleu_metric(tokenize: str = "none", lowercase: bool = False):
     except Exception as err:  # sacrebleu raises a bare Exception/KeyError for unknown names
         raise InputError(f"unknown sacrebleu tokeniser {tokenize!r}: {err}") from None
 
+
 def bleu_signature(tokenize: str = "none", lowercase: bool = False, num_refs: int = 1) -> str:
     """sacrebleu's BLEU signature string for statistics computed by :func:`bleu_stats`."""
     metric = sacrebleu_metric(tokenize, lowercase)
     metric.num_refs = num_refs  # set by corpus_score() in sacrebleu; we score without it
     return str(metric.get_signature())
+
 
 #: sacrebleu's default BLEU tokeniser: the one default of every verb (tune, crossfit,
 #: oracle, eval, signif, report); already tokenised text such as Multi30k's ``lc.norm.tok``
@@ -86,10 +88,14 @@ class BleuSettings:
     @classmethod
     def from_json(cls, value: Any, source: str) -> "BleuSettings":
         """Settings recorded by :meth:`to_json`.  Raises :class:`InputError` naming ``source``."""
-        if not (isinstance(value, dict) and isinstance(value.get("tokenize"), str)
-                and isinstance(value.get("lowercase", False), bool)):
+        if not (
+            isinstance(value, dict)
+            and isinstance(value.get("tokenize"), str)
+            and isinstance(value.get("lowercase", False), bool)
+        ):
             raise InputError('"bleu" must be {"tokenize": NAME, "lowercase": true|false}', source)
         return cls(value["tokenize"], value.get("lowercase", False))
+
 
 def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool) -> Tuple[np.ndarray, np.ndarray]:
     """Flatten tokenised lines into (ids int64[L], lengths int64[len(lines)]); extends ``vocab``."""
@@ -115,6 +121,7 @@ def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool
     ids = all_ids[~is_end]
     return ids, lengths
 
+
 def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: int = ORDER) -> np.ndarray:
     """int64[orders, L] exact codes of the n-gram starting at each token (-1 where it would
     cross the end of its line).  Token ids are packed ``bit_length(vocab_size)`` bits each
@@ -136,8 +143,10 @@ def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: 
             codes[n, at] = np.unique(raw, return_inverse=True)[1].reshape(-1)
     return codes
 
-def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_index: np.ndarray,
-                 ref_index: np.ndarray, orders: int) -> np.ndarray:
+
+def pair_matches(
+    ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_index: np.ndarray, ref_index: np.ndarray, orders: int
+) -> np.ndarray:
     """Clipped n-gram matches (orders 1..``orders``) of text ``hyp_index[k]`` against text
     ``ref_index[k]`` for every pair k, the texts given flat as token ``ids`` (int[L]) and
     ``lengths`` (int[T]).  Clipped matches are symmetric (sum of min counts), so each
@@ -154,8 +163,10 @@ def pair_matches(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, hyp_inde
     matches = clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
     return matches[where.reshape(-1)]
 
-def pair_bleu_stats(texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray,
-                    tokenize: str = "none", lowercase: bool = False) -> np.ndarray:
+
+def pair_bleu_stats(
+    texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray, tokenize: str = "none", lowercase: bool = False
+) -> np.ndarray:
     """BLEU statistics of ``texts[hyp_index[k]]`` against ``texts[ref_index[k]]`` for every
     pair k (e.g. all ordered pairs of each n-best list, for consensus / MBR features).
 
@@ -180,8 +191,14 @@ def pair_bleu_stats(texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.n
             stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
     return stats
 
-def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray,
-               tokenize: str = "none", lowercase: bool = False) -> np.ndarray:
+
+def bleu_stats(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    segment: np.ndarray,
+    tokenize: str = "none",
+    lowercase: bool = False,
+) -> np.ndarray:
     """Per-hypothesis BLEU sufficient statistics.
 
     Args:
@@ -218,6 +235,7 @@ def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], segment: np
     for n in range(1, ORDER + 1):
         stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
     return stats
+
 
 def bleu_from_stats(stats: np.ndarray, effective_order: bool = False) -> np.ndarray:
     """BLEU (0-100) of summed statistics rows, vectorised over leading axes.
@@ -256,11 +274,18 @@ def bleu_from_stats(stats: np.ndarray, effective_order: bool = False) -> np.ndar
         dead |= np.any(~present, axis=-1)
     return np.where(dead, 0.0, score)
 
+
 def sacrebleu_score(stats_sum: np.ndarray, tokenize: str = "none", lowercase: bool = False):
     """sacrebleu ``BLEUScore`` (with its ``format()``) for one summed statistics row."""
     s = np.asarray(stats_sum, dtype=np.float64)
-    return BLEU.compute_bleu(correct=[int(x) for x in s[0:REF_LEN:2]], total=[int(x) for x in s[1:REF_LEN:2]],
-                             sys_len=int(s[1]), ref_len=int(s[REF_LEN]), smooth_method="exp")
+    return BLEU.compute_bleu(
+        correct=[int(x) for x in s[0:REF_LEN:2]],
+        total=[int(x) for x in s[1:REF_LEN:2]],
+        sys_len=int(s[1]),
+        ref_len=int(s[REF_LEN]),
+        smooth_method="exp",
+    )
+
 
 def background_sentence_bleu(stats: np.ndarray, background: np.ndarray) -> np.ndarray:
     """kbmira's sentence BLEU against a background pseudo-document, vectorised.
@@ -275,6 +300,7 @@ def background_sentence_bleu(stats: np.ndarray, background: np.ndarray) -> np.nd
     log_bleu = (np.log(s[..., 0:REF_LEN:2]) - np.log(s[..., 1:REF_LEN:2])).mean(axis=-1)
     log_bleu += np.minimum(0.0, 1.0 - s[..., REF_LEN] / s[..., 1])
     return np.exp(log_bleu) * s[..., REF_LEN]
+
 
 def bleu_plus_one(stats: np.ndarray) -> np.ndarray:
     """Sentence-BLEU+1 (0-1) of statistics rows float[..., 9], vectorised: Moses

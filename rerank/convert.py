@@ -51,8 +51,9 @@ def _assemble(by_id: Dict[int, List[Tuple[str, List[float]]]], names: List[str],
             hypotheses.append(text)
             rows.append(values)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return NBestList(offsets, hypotheses, np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), len(names)),
-                     list(names))
+    return NBestList(
+        offsets, hypotheses, np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), len(names)), list(names)
+    )
 
 
 def read_fairseq(path: str, text: str = "h") -> NBestList:
@@ -135,8 +136,9 @@ def read_jsonl(path: str) -> NBestList:
             for name in names:
                 values = scores[name]
                 if not isinstance(values, list) or len(values) != len(hyps):
-                    raise InputError(f'scores["{name}"] must hold {len(hyps)} numbers, one per hypothesis', path,
-                                     lineno)
+                    raise InputError(
+                        f'scores["{name}"] must hold {len(hyps)} numbers, one per hypothesis', path, lineno
+                    )
                 columns.append([finite_number(str(v), f'scores["{name}"]', path, lineno) for v in values])
             for k, hyp in enumerate(hyps):
                 if "\n" in hyp or "|||" in hyp:
@@ -158,18 +160,29 @@ def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = No
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    nbest = {"fairseq": lambda: read_fairseq(path, text), "jsonl": lambda: read_jsonl(path),
-             "marian": lambda: read_nbest(path)}[fmt]()
+    nbest = {
+        "fairseq": lambda: read_fairseq(path, text),
+        "jsonl": lambda: read_jsonl(path),
+        "marian": lambda: read_nbest(path),
+    }[fmt]()
     beam = beam_feature or ("Fairseq" if fmt == "fairseq" else None)
     if beam is not None and beam not in nbest.feature_names:
-        raise InputError(f"--beam-feature {beam!r} is not a column (the list has {' '.join(nbest.feature_names)})",
-                         path)
+        raise InputError(
+            f"--beam-feature {beam!r} is not a column (the list has {' '.join(nbest.feature_names)})", path
+        )
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle:
             NBestWriter(handle).write(nbest, 0, nbest.totals)
         if beam is not None:
             info = ListInfo(beam, {"beam": list(dict.fromkeys(nbest.feature_names))}, True)
-            write_list_info(outputs.stage(out + ".json"), info,
-                            {"converted_from": path, "format": fmt, "segments": nbest.num_segments,
-                             "hypotheses": len(nbest.hypotheses)})
+            write_list_info(
+                outputs.stage(out + ".json"),
+                info,
+                {
+                    "converted_from": path,
+                    "format": fmt,
+                    "segments": nbest.num_segments,
+                    "hypotheses": len(nbest.hypotheses),
+                },
+            )
     return nbest

@@ -10,10 +10,14 @@ from typing import Any, Tuple
 
 from rerank.errors import InputError
 
-DEVICE_HELP = ("where models run: auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:N "
-               "(default: auto), e.g. --device cuda:1")
-DTYPE_HELP = ("floating-point type of the model's weights and activations: float32, float16, bfloat16 (default: "
-              "float32; half types need CUDA), e.g. --dtype float16")
+DEVICE_HELP = (
+    "where models run: auto (CUDA when torch sees a GPU, else the CPU), cpu, cuda, cuda:N "
+    "(default: auto), e.g. --device cuda:1"
+)
+DTYPE_HELP = (
+    "floating-point type of the model's weights and activations: float32, float16, bfloat16 (default: "
+    "float32; half types need CUDA), e.g. --dtype float16"
+)
 DTYPES = ("float32", "float16", "bfloat16")
 
 

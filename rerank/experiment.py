@@ -55,15 +55,19 @@ class Experiment:
 
     def to_json(self, exp_dir: str) -> Dict:
         """The manifest object, paths relative to ``exp_dir`` where they lie inside it."""
+
         def rel(path: str) -> str:
             full = os.path.abspath(path)
             inside = os.path.commonpath([full, os.path.abspath(exp_dir)]) == os.path.abspath(exp_dir)
             return os.path.relpath(full, exp_dir) if inside else full
 
-        manifest = {"reference": rel(self.reference), "baseline": [rel(f) for f in self.baseline],
-                    "nbest": rel(self.nbest) if self.nbest else None,
-                    "bleu": {"tokenize": self.bleu.tokenize, "lowercase": self.bleu.lowercase},
-                    "systems": [[name, [rel(f) for f in files]] for name, files in self.systems]}
+        manifest = {
+            "reference": rel(self.reference),
+            "baseline": [rel(f) for f in self.baseline],
+            "nbest": rel(self.nbest) if self.nbest else None,
+            "bleu": {"tokenize": self.bleu.tokenize, "lowercase": self.bleu.lowercase},
+            "systems": [[name, [rel(f) for f in files]] for name, files in self.systems],
+        }
         if self.caption:
             manifest["caption"] = self.caption
         if self.paper:
@@ -134,8 +138,7 @@ class Experiment:
             caption = manifest.get("caption")
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise InputError(f"not an experiment manifest ({type(err).__name__}: {err})", path) from None
-        experiment = cls(ref, baseline, systems, os.path.join(exp_dir, nbest) if nbest else None, bleu, paper,
-                         caption)
+        experiment = cls(ref, baseline, systems, os.path.join(exp_dir, nbest) if nbest else None, bleu, paper, caption)
         experiment.check(path)
         if partial:
             experiment.left_out = [name for name, files in systems if not all(os.path.exists(f) for f in files)]
@@ -144,13 +147,20 @@ class Experiment:
                 raise InputError("no system has all its replica files yet", path)
         for needed in experiment.files():
             if not os.path.exists(needed):
-                raise InputError(f"missing file named in {path}" + ("" if partial else " (--partial leaves out "
-                                                                         "systems not run yet)"), needed)
+                raise InputError(
+                    f"missing file named in {path}"
+                    + ("" if partial else " (--partial leaves out systems not run yet)"),
+                    needed,
+                )
         if paper is not None and not os.path.exists(paper["table"]):
             raise InputError("missing published table", paper["table"])
         return experiment
 
     def files(self) -> List[str]:
         """Every file the experiment reads: reference, baseline, replicas, n-best list."""
-        return ([self.reference] + list(self.baseline) + [f for _, files in self.systems for f in files]
-                + ([self.nbest] if self.nbest else []))
+        return (
+            [self.reference]
+            + list(self.baseline)
+            + [f for _, files in self.systems for f in files]
+            + ([self.nbest] if self.nbest else [])
+        )

@@ -70,7 +70,7 @@ class PackedStrings(Sequence[str]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        return self.data[self.offsets[index]:self.offsets[index + 1]].tobytes().decode("utf-8")
+        return self.data[self.offsets[index] : self.offsets[index + 1]].tobytes().decode("utf-8")
 
     def __iter__(self):
         data, offsets = self.data.tobytes(), self.offsets.tolist()
@@ -100,7 +100,7 @@ class ListInfo:
             1-best (1 on it, 0 elsewhere).  None: the list declares no such column.
         feature_sets: {set name: column names}: ``beam`` for the decoder's columns, and
             each scorer's set (its name, e.g. ``R2L``, ``MBR``, ``MLMME``; parts such as
-            ``MLMME/ss``), as :class:`features.scorer.Scorer` declares them.  ``rerank tune
+            ``MLMME/ss``), as :class:`rerank.features.scorer.Scorer` declares them.  ``rerank tune
             --feature-sets beam,R2L`` selects columns by set, so no script spells a column.
         declared: True when the settings were read from (or are to be written to) a
             signature; False for a list without one (a Moses list from elsewhere), whose
@@ -126,12 +126,18 @@ class ListInfo:
                 or a set it does not have.
         """
         if not self.declared:
-            raise InputError(f"no signature {source}.json beside the list, so no feature sets are known: name the "
-                             "columns with --features instead", source)
+            raise InputError(
+                f"no signature {source}.json beside the list, so no feature sets are known: name the "
+                "columns with --features instead",
+                source,
+            )
         unknown = [name for name in names if name not in self.feature_sets]
         if unknown:
-            raise InputError(f"no feature set {unknown[0]!r} in the list's signature (it has: "
-                             f"{', '.join(self.feature_sets) or 'none'})", source)
+            raise InputError(
+                f"no feature set {unknown[0]!r} in the list's signature (it has: "
+                f"{', '.join(self.feature_sets) or 'none'})",
+                source,
+            )
         return list(dict.fromkeys(c for name in names for c in self.feature_sets[name]))
 
 
@@ -149,10 +155,15 @@ def read_list_info(path: str) -> ListInfo:
     data = read_json(sidecar)
     beam = data.get("beam_feature") if isinstance(data, dict) else None
     sets = data.get("feature_sets", {}) if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or not (beam is None or isinstance(beam, str)) or not isinstance(sets, dict)
-            or not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in sets.values())):
-        raise InputError("not an n-best signature (beam_feature: a name or null; feature_sets: {name: [columns]})",
-                         sidecar)
+    if (
+        not isinstance(data, dict)
+        or not (beam is None or isinstance(beam, str))
+        or not isinstance(sets, dict)
+        or not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in sets.values())
+    ):
+        raise InputError(
+            "not an n-best signature (beam_feature: a name or null; feature_sets: {name: [columns]})", sidecar
+        )
     return ListInfo(beam, {str(k): list(v) for k, v in sets.items()}, True)
 
 
@@ -190,7 +201,9 @@ class NBestList:
 
     def __post_init__(self):
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
-        self.features = np.asarray(self.features, dtype=np.float64).reshape(len(self.hypotheses), len(self.feature_names))
+        self.features = np.asarray(self.features, dtype=np.float64).reshape(
+            len(self.hypotheses), len(self.feature_names)
+        )
         if self.offsets[0] != 0 or self.offsets[-1] != len(self.hypotheses) or np.any(np.diff(self.offsets) < 1):
             raise ValueError("offsets must start at 0, end at M and give each segment at least one hypothesis")
 
@@ -224,8 +237,14 @@ class NBestList:
             raise ValueError(f"feature {name!r} is already in the n-best list")
         values = np.asarray(values, dtype=np.float64)
         values = values.reshape(len(self.hypotheses), -1)
-        return NBestList(self.offsets, self.hypotheses, np.hstack([self.features, values]),
-                         self.feature_names + [name] * values.shape[1], self.totals, self.info)
+        return NBestList(
+            self.offsets,
+            self.hypotheses,
+            np.hstack([self.features, values]),
+            self.feature_names + [name] * values.shape[1],
+            self.totals,
+            self.info,
+        )
 
     def select(self, scores: np.ndarray) -> np.ndarray:
         """Per-segment argmax of ``scores`` (float[M]); see :func:`select_best`."""
@@ -243,20 +262,31 @@ class NBestList:
         order; rows are :meth:`rows_of` ``(segments)``."""
         rows = self.rows_of(segments)
         counts = np.diff(self.offsets)[np.asarray(segments, dtype=np.int64)]
-        return NBestList(np.concatenate([[0], np.cumsum(counts)]), _take(self.hypotheses, rows),
-                         self.features[rows], list(self.feature_names),
-                         None if self.totals is None else self.totals[rows], self.info)
+        return NBestList(
+            np.concatenate([[0], np.cumsum(counts)]),
+            _take(self.hypotheses, rows),
+            self.features[rows],
+            list(self.feature_names),
+            None if self.totals is None else self.totals[rows],
+            self.info,
+        )
 
     def head(self, size: int) -> "NBestList":
         """The first ``size`` (≥ 1) hypotheses of every segment, e.g. a 20-best list from the
         50-best list of the same beam (Calixto & Liu 2017's Tables 3 and 4 share their
         1-best baseline this way)."""
         counts = np.minimum(np.diff(self.offsets), size)
-        rows = np.repeat(self.offsets[:-1], counts) + (np.arange(int(counts.sum()))
-                                                       - np.repeat(np.cumsum(counts) - counts, counts))
-        return NBestList(np.concatenate([[0], np.cumsum(counts)]), _take(self.hypotheses, rows),
-                         self.features[rows], list(self.feature_names),
-                         None if self.totals is None else self.totals[rows], self.info)
+        rows = np.repeat(self.offsets[:-1], counts) + (
+            np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        return NBestList(
+            np.concatenate([[0], np.cumsum(counts)]),
+            _take(self.hypotheses, rows),
+            self.features[rows],
+            list(self.feature_names),
+            None if self.totals is None else self.totals[rows],
+            self.info,
+        )
 
 
 def finite_scores(scores: np.ndarray, nbest_path: str, weights_path: str) -> np.ndarray:
@@ -264,8 +294,11 @@ def finite_scores(scores: np.ndarray, nbest_path: str, weights_path: str) -> np.
     :class:`InputError` naming ``weights_path`` when a weighted score overflowed (feature
     or weight magnitudes beyond the float range)."""
     if not np.all(np.isfinite(scores)):
-        raise InputError(f"weighted scores of {nbest_path} are not finite numbers: its feature values times "
-                         "these weights exceed the float range", weights_path)
+        raise InputError(
+            f"weighted scores of {nbest_path} are not finite numbers: its feature values times "
+            "these weights exceed the float range",
+            weights_path,
+        )
     return scores
 
 
@@ -366,8 +399,9 @@ class _BlockParser:
                 self.current, self.current_text = sid, fields[0]
                 new = True
             elif sid != self.current or self.current_text is None:  # " 3" or "03" for the current id are accepted
-                raise InputError(f"segment id {sid} follows {self.current}: ids must be 0, 1, 2, ... in order",
-                                 self.path, lineno)
+                raise InputError(
+                    f"segment id {sid} follows {self.current}: ids must be 0, 1, 2, ... in order", self.path, lineno
+                )
         if "\x00" in line:
             raise InputError("NUL byte in the line (a binary file?)", self.path, lineno)
         tokens = fields[2].split()
@@ -375,8 +409,9 @@ class _BlockParser:
             self.set_layout(fields[2], lineno)
         if len(tokens) != self.width or self.names_of(tokens) != self.expected:
             groups, _ = _parse_features(fields[2], self.path, lineno)  # raises on malformed values
-            raise InputError(f"features {_describe(groups)} differ from the first line's {_describe(self.layout)}",
-                             self.path, lineno)
+            raise InputError(
+                f"features {_describe(groups)} differ from the first line's {_describe(self.layout)}", self.path, lineno
+            )
         if new:
             self.starts.append(len(self.hypotheses))
         self.value_tokens.extend(self.values_of(tokens))
@@ -389,13 +424,13 @@ class _BlockParser:
         upto = len(self.hypotheses) if upto is None else upto
         starts = [s for s in self.starts if s < upto]
         try:
-            features = np.array(self.value_tokens[:upto * self.num_values], dtype=np.float64)
+            features = np.array(self.value_tokens[: upto * self.num_values], dtype=np.float64)
             ok = bool(np.isfinite(features).all())
         except ValueError:
             ok = False
         if not ok:  # name the first bad line
             for row in range(upto):
-                tokens = self.value_tokens[row * self.num_values:(row + 1) * self.num_values]
+                tokens = self.value_tokens[row * self.num_values : (row + 1) * self.num_values]
                 if not all(_is_float(t) and math.isfinite(float(t)) for t in tokens):
                     line = " ".join(f"{n}= {t}" for n, t in zip(self.names, tokens))
                     _parse_features(line, self.path, self.first_line + row)
@@ -403,10 +438,16 @@ class _BlockParser:
             totals = np.array(self.total_tokens[:upto], dtype=np.float64)
         except ValueError:
             bad = next(k for k, t in enumerate(self.total_tokens[:upto]) if not _is_float(t))
-            raise InputError(f"total {self.total_tokens[bad]!r} is not a number", self.path,
-                             self.first_line + bad) from None
-        return NBestList(np.asarray(starts + [upto]), self.hypotheses[:upto],
-                         features.reshape(upto, len(self.names)), list(self.names), totals)
+            raise InputError(
+                f"total {self.total_tokens[bad]!r} is not a number", self.path, self.first_line + bad
+            ) from None
+        return NBestList(
+            np.asarray(starts + [upto]),
+            self.hypotheses[:upto],
+            features.reshape(upto, len(self.names)),
+            list(self.names),
+            totals,
+        )
 
 
 def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[int, NBestList]]:
@@ -432,8 +473,11 @@ def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[in
                 block.info = info
                 yield first_segment, block
                 first_segment += block.num_segments
-                rest = (parser.hypotheses[cut:], parser.value_tokens[cut * parser.num_values:],
-                        parser.total_tokens[cut:])
+                rest = (
+                    parser.hypotheses[cut:],
+                    parser.value_tokens[cut * parser.num_values :],
+                    parser.total_tokens[cut:],
+                )
                 parser.first_line += cut
                 parser.hypotheses, parser.value_tokens, parser.total_tokens = map(list, rest)
                 parser.starts = [0]
@@ -478,9 +522,14 @@ def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
     counts = np.concatenate([np.diff(b.offsets) for b in blocks])
     hypotheses = [h for b in blocks for h in b.hypotheses]
     totals = None if any(b.totals is None for b in blocks) else np.concatenate([b.totals for b in blocks])
-    return NBestList(np.concatenate([[0], np.cumsum(counts)]), hypotheses,
-                     np.concatenate([b.features for b in blocks]), list(blocks[0].feature_names), totals,
-                     blocks[0].info)
+    return NBestList(
+        np.concatenate([[0], np.cumsum(counts)]),
+        hypotheses,
+        np.concatenate([b.features for b in blocks]),
+        list(blocks[0].feature_names),
+        totals,
+        blocks[0].info,
+    )
 
 
 def _is_float(text: str) -> bool:
@@ -515,15 +564,18 @@ def check_writable(nbest: NBestList, totals: np.ndarray) -> None:
     seen = set()
     for name, _ in nbest.groups():
         if not name or any(ch.isspace() for ch in name) or "|||" in name or "\x00" in name:
-            raise InputError(f"feature name {name!r} cannot be written in Moses format "
-                             "(empty, whitespace, '|||' or a NUL byte)")
+            raise InputError(
+                f"feature name {name!r} cannot be written in Moses format (empty, whitespace, '|||' or a NUL byte)"
+            )
         if name in seen:
             raise InputError(f"feature name {name!r} names two separate groups of columns")
         seen.add(name)
     for row, hyp in enumerate(nbest.hypotheses):
         if hyp != hyp.strip() or "\n" in hyp or "\r" in hyp or "|||" in hyp or "\x00" in hyp:
-            raise InputError(f"hypothesis {row} ({hyp!r}) cannot be written in Moses format "
-                             "(outer whitespace, a line break, '|||' or a NUL byte)")
+            raise InputError(
+                f"hypothesis {row} ({hyp!r}) cannot be written in Moses format "
+                "(outer whitespace, a line break, '|||' or a NUL byte)"
+            )
     if not np.all(np.isfinite(nbest.features)) or not np.all(np.isfinite(totals)):
         raise InputError("feature values and totals must be finite numbers")
 
@@ -558,17 +610,20 @@ class NBestWriter:
         check_writable(nbest, totals)
         if self.names is None:
             self.names = list(nbest.feature_names)
-            self.template = " ".join(name.replace("{", "{{").replace("}", "}}") + "=" + " {}" * count
-                                     for name, count in nbest.groups())
+            self.template = " ".join(
+                name.replace("{", "{{").replace("}", "}}") + "=" + " {}" * count for name, count in nbest.groups()
+            )
         elif nbest.feature_names != self.names:
             raise InputError("a block of the list has other columns than the first")
         columns = [format_column(nbest.features[:, c]) for c in range(nbest.features.shape[1])]
         segments = map(str, (nbest.segment + first_segment).tolist())
         template = self.template
-        lines = [f"{seg} ||| {hyp} ||| {template.format(*values)} ||| {total}\n"
-                 for seg, hyp, values, total in zip(segments, nbest.hypotheses,
-                                                    zip(*columns) if columns else iter(tuple, None),
-                                                    format_column(totals))]
+        lines = [
+            f"{seg} ||| {hyp} ||| {template.format(*values)} ||| {total}\n"
+            for seg, hyp, values, total in zip(
+                segments, nbest.hypotheses, zip(*columns) if columns else iter(tuple, None), format_column(totals)
+            )
+        ]
         self.handle.write("".join(lines))
 
 
@@ -601,8 +656,9 @@ def read_weights(path: str) -> Dict[str, object]:
     for name, value in weights.items():
         values = value if isinstance(value, list) else [value]
         if not values or not all(number(v) for v in values):
-            raise InputError(f"weight of {name!r} must be a finite number or a list of them, not {json.dumps(value)}",
-                             path)
+            raise InputError(
+                f"weight of {name!r} must be a finite number or a list of them, not {json.dumps(value)}", path
+            )
     return weights
 
 
@@ -627,8 +683,9 @@ def weights_vector(weights: Dict[str, object], nbest: NBestList, source: str = "
         value = weights[name]
         values = list(value) if isinstance(value, (list, tuple)) else [value]
         if len(values) != count:
-            raise InputError(f"feature {name!r} has {count} value(s) in the n-best list but {len(values)} weight(s)",
-                             source)
+            raise InputError(
+                f"feature {name!r} has {count} value(s) in the n-best list but {len(values)} weight(s)", source
+            )
         vector.extend(float(v) for v in values)
     return np.asarray(vector, dtype=np.float64)
 
@@ -638,7 +695,7 @@ def weights_dict(vector: np.ndarray, nbest: NBestList) -> Dict[str, object]:
     out: Dict[str, object] = {}
     col = 0
     for name, count in nbest.groups():
-        vals = [float(v) for v in vector[col:col + count]]
+        vals = [float(v) for v in vector[col : col + count]]
         out[name] = vals[0] if count == 1 else vals
         col += count
     return out

@@ -15,8 +15,9 @@ from rerank.nbest import select_best, write_lines
 from rerank.tuning_data import load_tuning_data
 
 
-def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5,
-                  metric: Optional[Metric] = None) -> np.ndarray:
+def oracle_select(
+    stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5, metric: Optional[Metric] = None
+) -> np.ndarray:
     """Approximate corpus oracle by greedy coordinate ascent on ``metric``'s gain
     (default BLEU).
 
@@ -55,8 +56,9 @@ def oracle_select(stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5,
     return choice
 
 
-def oracle_file(nbest_path: str, ref_path: str, out_path: str, bleu: BleuSettings = BleuSettings(),
-                metric: Optional[Metric] = None) -> np.ndarray:
+def oracle_file(
+    nbest_path: str, ref_path: str, out_path: str, bleu: BleuSettings = BleuSettings(), metric: Optional[Metric] = None
+) -> np.ndarray:
     """Write the oracle selection (:func:`oracle_select`) of an n-best list under
     ``metric`` (default BLEU under ``bleu``) to ``out_path``.  Returns its summed
     statistics float64[K]."""

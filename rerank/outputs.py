@@ -44,8 +44,19 @@ from rerank.errors import InputError
 
 PARTIAL_SUFFIX = ".rerank-partial"
 #: write errors that are the user's environment, not our bug: named with the user's path
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EACCES, errno.EPERM,
-                 errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.EPIPE}
+_WRITE_ERRNOS = {
+    errno.ENOSPC,
+    errno.EROFS,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EIO,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENAMETOOLONG,
+    errno.EPIPE,
+}
 
 Paths = Dict[str, Union[None, str, Sequence[Optional[str]]]]
 
@@ -136,8 +147,9 @@ def check_paths(inputs: Paths, outputs: Paths) -> None:
 
 def _remove_stale(target: str) -> None:
     """Remove the temporaries of ``target`` whose writer is gone (their lock is free)."""
-    pattern = os.path.join(glob.escape(os.path.dirname(target)), "." + glob.escape(os.path.basename(target))
-                           + ".*" + PARTIAL_SUFFIX)
+    pattern = os.path.join(
+        glob.escape(os.path.dirname(target)), "." + glob.escape(os.path.basename(target)) + ".*" + PARTIAL_SUFFIX
+    )
     for tmp in glob.glob(pattern):
         try:
             fd = os.open(tmp, os.O_RDONLY)
@@ -174,8 +186,9 @@ class _Target:
             os.makedirs(directory, exist_ok=True)
             _remove_stale(self.real)
             while True:
-                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(self.real) + ".", suffix=PARTIAL_SUFFIX,
-                                           dir=directory)
+                fd, tmp = tempfile.mkstemp(
+                    prefix="." + os.path.basename(self.real) + ".", suffix=PARTIAL_SUFFIX, dir=directory
+                )
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held until committed or removed: marks the temporary as live
                 if os.fstat(fd).st_nlink:  # not swept by another run between creation and lock
                     break
@@ -227,12 +240,12 @@ def _signals_deferred():
     Python) the block runs as it is."""
     deferred = (signal.SIGINT, signal.SIGTERM)
     if threading.current_thread() is not threading.main_thread() or any(
-            signal.getsignal(signum) is None for signum in deferred):  # a handler set outside Python: left alone
+        signal.getsignal(signum) is None for signum in deferred
+    ):  # a handler set outside Python: left alone
         yield
         return
     held: List[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum))
-                for signum in deferred}
+    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum)) for signum in deferred}
     try:
         yield
     finally:

@@ -1,5 +1,5 @@
 """Name -> class registries, one shape for every pluggable component (metrics in
-``rerank/metrics/``, feature scorers in ``features/``), after mbrs' registries.
+``rerank/metrics/``, feature scorers in ``rerank/features/``), after mbrs' registries.
 
 A module adds a component with the ``@REGISTRY.register("name")`` decorator; a second
 class under the same name is a programming error (``ValueError`` at import time); an
@@ -28,12 +28,15 @@ class Registry:
 
     def register(self, name: str) -> Callable[[T], T]:
         """Class decorator adding the class under ``name``.  Raises ValueError if taken."""
+
         def wrap(cls):
             if name in self._classes and self._classes[name] is not cls:
-                raise ValueError(f"{self.kind} {name!r} is registered twice ({self._classes[name].__module__}, "
-                                 f"{cls.__module__})")
+                raise ValueError(
+                    f"{self.kind} {name!r} is registered twice ({self._classes[name].__module__}, {cls.__module__})"
+                )
             self._classes[name] = cls
             return cls
+
         return wrap
 
     def _load(self) -> None:

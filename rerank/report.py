@@ -41,11 +41,20 @@ FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
 
 
-def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence[Tuple[str, Sequence[str]]],
-                       metrics: Sequence[str] = ("bleu", "ter"), bleu: BleuSettings = BleuSettings(),
-                       lang: str = "de", shuffles: int = 10000, resamples: int = 10000,
-                       seed: int = DEFAULT_SEED, compare_to: Optional[str] = None,
-                       baseline_name: str = "baseline", progress: bool = False) -> Dict:
+def significance_table(
+    ref_path: str,
+    baseline: Sequence[str],
+    systems: Sequence[Tuple[str, Sequence[str]]],
+    metrics: Sequence[str] = ("bleu", "ter"),
+    bleu: BleuSettings = BleuSettings(),
+    lang: str = "de",
+    shuffles: int = 10000,
+    resamples: int = 10000,
+    seed: int = DEFAULT_SEED,
+    compare_to: Optional[str] = None,
+    baseline_name: str = "baseline",
+    progress: bool = False,
+) -> Dict:
     """Score the baseline and each system (lists of replica files) on every metric.
 
     Returns ``{"rows": [...], "meta": {...}}``; each row has system, metric, score,
@@ -92,34 +101,62 @@ def significance_table(ref_path: str, baseline: Sequence[str], systems: Sequence
             p_compare = None
             if compare_to is not None and name not in (baseline_name, compare_to):
                 p_compare = compare(metric, stats[compare_to], stats[name], shuffles, seed)
-            rows.append({"system": name, "metric": metric_name, "score": r.score, "s_sel": r.s_sel,
-                         "s_opt": r.s_opt, "p_value": r.p_value, "delta": r.score - scored[baseline_name].score,
-                         "p_compare": p_compare,
-                         "delta_compare": None if p_compare is None else r.score - scored[compare_to].score,
-                         "higher_is_better": metric.higher_is_better, "replicas": len(r.replica_scores),
-                         "replica_scores": r.replica_scores, "files": files[name]})
+            rows.append(
+                {
+                    "system": name,
+                    "metric": metric_name,
+                    "score": r.score,
+                    "s_sel": r.s_sel,
+                    "s_opt": r.s_opt,
+                    "p_value": r.p_value,
+                    "delta": r.score - scored[baseline_name].score,
+                    "p_compare": p_compare,
+                    "delta_compare": None if p_compare is None else r.score - scored[compare_to].score,
+                    "higher_is_better": metric.higher_is_better,
+                    "replicas": len(r.replica_scores),
+                    "replica_scores": r.replica_scores,
+                    "files": files[name],
+                }
+            )
     if bar is not None:
         bar.close()
-    meta = {"reference": ref_path, "shuffles": shuffles, "resamples": resamples, "seed": seed,
-            "compare_to": compare_to, "baseline": baseline_name, "signatures": signatures,
-            "rerank": __version__, "alpha": ALPHA, "unavailable": unavailable}
+    meta = {
+        "reference": ref_path,
+        "shuffles": shuffles,
+        "resamples": resamples,
+        "seed": seed,
+        "compare_to": compare_to,
+        "baseline": baseline_name,
+        "signatures": signatures,
+        "rerank": __version__,
+        "alpha": ALPHA,
+        "unavailable": unavailable,
+    }
     if "meteor" in signatures:
         meta["meteor_note"] = METEOR_NOTE
     return {"rows": rows, "meta": meta}
 
 
-def _shared_stats(metric, texts: Dict[str, List[List[str]]], refs: List[str], files: Dict[str, List[str]]
-                  ) -> Dict[str, List[np.ndarray]]:
+def _shared_stats(
+    metric, texts: Dict[str, List[List[str]]], refs: List[str], files: Dict[str, List[str]]
+) -> Dict[str, List[np.ndarray]]:
     """Per-segment statistics of every replica of every system, each distinct
     (hypothesis, reference) pair computed once: re-ranked outputs and replicas share
     most of their sentences, and TER / METEOR statistics are the slow part.  Metrics
     not computed from text (``seg:``) read each replica file's sidecar."""
     if not metric.from_text:
-        return {name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
-                for name, replicas in texts.items()}
+        return {
+            name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
+            for name, replicas in texts.items()
+        }
     index: Dict[Tuple[str, str], int] = {}
-    rows = {name: [np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, refs)], dtype=np.int64)
-                   for hyps in replicas] for name, replicas in texts.items()}
+    rows = {
+        name: [
+            np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, refs)], dtype=np.int64)
+            for hyps in replicas
+        ]
+        for name, replicas in texts.items()
+    }
     unique = list(index)
     table = metric.stats([h for h, _ in unique], [r for _, r in unique])
     return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}
@@ -135,7 +172,10 @@ def marks(row: Dict) -> str:
     if direction is None:
         return ""
     mark = ""
-    for key, p, diff in (("baseline", row["p_value"], row["delta"]), ("compare", row["p_compare"], row.get("delta_compare"))):
+    for key, p, diff in (
+        ("baseline", row["p_value"], row["delta"]),
+        ("compare", row["p_compare"], row.get("delta_compare")),
+    ):
         if p is not None and p < ALPHA and diff:
             better = (diff > 0) == bool(direction)
             mark += MARKS[key][0 if better else 1]
@@ -206,13 +246,20 @@ def attach_paper(result: Dict, paper: Dict[Tuple[str, str], Dict], source: str) 
 def _footer(meta: Dict) -> List[str]:
     alpha = meta["alpha"]
     lines = [meta["caption"]] if meta.get("caption") else []
-    lines += [f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
-             f"† significantly better than {meta['baseline']}, ↓ significantly worse (p < {alpha})"
-             + (f"; ‡ significantly better than {meta['compare_to']}, ⇓ significantly worse"
-                if meta.get("compare_to") else "")
-             + "; better = higher BLEU/METEOR/chrF, lower TER; length has no marks"]
-    lines.append(f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
-                 f"resamples; seed {meta['seed']}; rerank {meta['rerank']}")
+    lines += [
+        f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
+        f"† significantly better than {meta['baseline']}, ↓ significantly worse (p < {alpha})"
+        + (
+            f"; ‡ significantly better than {meta['compare_to']}, ⇓ significantly worse"
+            if meta.get("compare_to")
+            else ""
+        )
+        + "; better = higher BLEU/METEOR/chrF, lower TER; length has no marks"
+    ]
+    lines.append(
+        f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
+        f"resamples; seed {meta['seed']}; rerank {meta['rerank']}"
+    )
     lines.extend(f"{m.upper()}: {sig}" for m, sig in meta["signatures"].items())
     if meta.get("paper"):
         lines.append(f"paper: the published value of the same row and metric with its marks: {meta['paper']}")
@@ -246,10 +293,18 @@ def format_table(result: Dict, fmt: str = "text") -> str:
         lines += ["| " + " | ".join(r) + " |" for r in body]
         return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta)) + "\n"
     if fmt == "latex":
+
         def tex(text: str) -> str:
-            return (text.replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$").replace("↓", r"$^\downarrow$")
-                    .replace("⇓", r"$^\Downarrow$").replace("_", r"\_")
-                    .replace("%", r"\%").replace("#", r"\#"))
+            return (
+                text.replace("†", r"$^\dagger$")
+                .replace("‡", r"$^\ddagger$")
+                .replace("↓", r"$^\downarrow$")
+                .replace("⇓", r"$^\Downarrow$")
+                .replace("_", r"\_")
+                .replace("%", r"\%")
+                .replace("#", r"\#")
+            )
+
         lines = [r"\begin{tabular}{l" + "r" * len(metrics) + "}", r"\hline", " & ".join(header) + r" \\", r"\hline"]
         lines += [" & ".join(tex(c) for c in r) + r" \\" for r in body]
         lines += [r"\hline", r"\end{tabular}"]
@@ -262,8 +317,14 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta)) + "\n"
 
 
-def plot_report(result: Dict, ref_path: str, paths: Dict[str, str], bleu: BleuSettings = BleuSettings(),
-                seed: int = DEFAULT_SEED, shuffles: int = 10000) -> None:
+def plot_report(
+    result: Dict,
+    ref_path: str,
+    paths: Dict[str, str],
+    bleu: BleuSettings = BleuSettings(),
+    seed: int = DEFAULT_SEED,
+    shuffles: int = 10000,
+) -> None:
     """Two PNG plots, written to ``paths["gains"]`` and ``paths["null"]``: per-sentence
     BLEU gains (under ``bleu``, the tables' settings) of each system's first replica over
     the baseline (sorted), and the distribution of |ΔBLEU| under the null (AR shuffles)
@@ -308,16 +369,26 @@ def report_files(exp_dir: str, out_dir: Optional[str] = None) -> Dict[str, str]:
     manifest names an n-best list)."""
     out_dir = out_dir or os.path.join(exp_dir, "report")
     written = {name: os.path.join(out_dir, name) for name in ("gains.png", "null.png")}
-    written.update({fmt: os.path.join(out_dir, f"table.{ext}")
-                    for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt"))})
+    written.update(
+        {
+            fmt: os.path.join(out_dir, f"table.{ext}")
+            for fmt, ext in (("markdown", "md"), ("latex", "tex"), ("json", "json"), ("text", "txt"))
+        }
+    )
     written["oracle"] = os.path.join(out_dir, "test.oracle")
     return written
 
 
-def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
-                      metrics: Sequence[str] = ("bleu", "meteor", "ter", "length"),
-                      shuffles: int = 10000, resamples: int = 10000, seed: int = DEFAULT_SEED,
-                      compare_to: Optional[str] = None, partial: bool = False) -> Dict[str, str]:
+def experiment_report(
+    exp_dir: str,
+    out_dir: Optional[str] = None,
+    metrics: Sequence[str] = ("bleu", "meteor", "ter", "length"),
+    shuffles: int = 10000,
+    resamples: int = 10000,
+    seed: int = DEFAULT_SEED,
+    compare_to: Optional[str] = None,
+    partial: bool = False,
+) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
     plus the plots of :func:`plot_report`.  Returns {kind: path}.
@@ -335,9 +406,18 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
             computed = os.path.join(tmp, "test.oracle")
             oracle_file(nbest, ref, computed, experiment.bleu)
             systems = systems + [("oracle", [computed])]
-        result = significance_table(ref, baseline, systems, metrics=metrics, bleu=experiment.bleu,
-                                    shuffles=shuffles,
-                                    resamples=resamples, seed=seed, compare_to=compare_to, progress=True)
+        result = significance_table(
+            ref,
+            baseline,
+            systems,
+            metrics=metrics,
+            bleu=experiment.bleu,
+            shuffles=shuffles,
+            resamples=resamples,
+            seed=seed,
+            compare_to=compare_to,
+            progress=True,
+        )
         if experiment.paper is not None:
             published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
@@ -345,9 +425,14 @@ def experiment_report(exp_dir: str, out_dir: Optional[str] = None,
             result["meta"]["caption"] = experiment.caption
         if experiment.left_out:
             result["meta"]["left_out"] = experiment.left_out
-        plot_report(result, ref, {"gains": outputs.stage(written["gains.png"]),
-                                  "null": outputs.stage(written["null.png"])}, bleu=experiment.bleu, seed=seed,
-                    shuffles=shuffles)
+        plot_report(
+            result,
+            ref,
+            {"gains": outputs.stage(written["gains.png"]), "null": outputs.stage(written["null.png"])},
+            bleu=experiment.bleu,
+            seed=seed,
+            shuffles=shuffles,
+        )
         if nbest is not None:
             for row in result["rows"]:
                 if row["system"] == "oracle":

@@ -12,13 +12,22 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.folds import read_folds
-from rerank.nbest import (ListInfo, NBestList, NBestWriter, finite_scores, iter_nbest, read_weights, weights_vector,
-                          write_list_info)
+from rerank.nbest import (
+    ListInfo,
+    NBestList,
+    NBestWriter,
+    finite_scores,
+    iter_nbest,
+    read_weights,
+    weights_vector,
+    write_list_info,
+)
 from rerank.outputs import StagedOutputs
 
 
-def apply_file(nbest_path: str, weights_path: str, out: str, out_nbest: Optional[str] = None,
-               folds_path: Optional[str] = None) -> int:
+def apply_file(
+    nbest_path: str, weights_path: str, out: str, out_nbest: Optional[str] = None, folds_path: Optional[str] = None
+) -> int:
     """Write the best hypothesis of every segment of ``nbest_path`` under the weights of
     ``weights_path`` to ``out`` (and, with ``out_nbest``, the list with totals = weighted
     scores).  With ``folds_path`` (:mod:`rerank.folds`), fold k's segments use the weights
@@ -53,8 +62,10 @@ def apply_file(nbest_path: str, weights_path: str, out: str, out_nbest: Optional
                 else:
                     last = first + block.num_segments
                     if last > len(folds.fold):
-                        raise InputError(f"more than {len(folds.fold)} segments in the n-best list "
-                                         "(the folds file's count)", nbest_path)
+                        raise InputError(
+                            f"more than {len(folds.fold)} segments in the n-best list (the folds file's count)",
+                            nbest_path,
+                        )
                     scores = table[np.arange(len(table)), folds.fold[first:last][block.segment]]
                 finite_scores(scores, nbest_path, sources[0] if folds is None else weights_path)
                 best = block.select(scores)
@@ -63,8 +74,9 @@ def apply_file(nbest_path: str, weights_path: str, out: str, out_nbest: Optional
                     writer.write(block, first, scores)
                 segments = first + block.num_segments
         if folds is not None and segments != len(folds.fold):
-            raise InputError(f"{len(folds.fold)} segments in the folds file but {segments} in the n-best list",
-                             folds_path)
+            raise InputError(
+                f"{len(folds.fold)} segments in the folds file but {segments} in the n-best list", folds_path
+            )
     return segments
 
 
@@ -79,8 +91,11 @@ def truncate_file(nbest_path: str, size: int, out: str) -> int:
                 block = block.head(size)
                 writer.write(block, first)
                 names, hypotheses, info = block.feature_names, hypotheses + len(block.hypotheses), block.info
-        write_list_info(outputs.stage(out + ".json"), info,
-                        {"input": nbest_path, "head": size, "features": names, "hypotheses": hypotheses})
+        write_list_info(
+            outputs.stage(out + ".json"),
+            info,
+            {"input": nbest_path, "head": size, "features": names, "hypotheses": hypotheses},
+        )
     return hypotheses
 
 
@@ -131,8 +146,9 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
                 for k, lists in enumerate(chunk):
                     short = next((i for i, texts_of in enumerate(lists) if texts_of is missing), None)
                     if short is not None:
-                        raise InputError(f"{segments + k} segments, but {paths[0 if short else 1]} has more",
-                                         paths[short])
+                        raise InputError(
+                            f"{segments + k} segments, but {paths[0 if short else 1]} has more", paths[short]
+                        )
                     seen = set()
                     for i, texts_of in enumerate(lists):
                         for text in texts_of:
@@ -148,7 +164,15 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
                 hypotheses += len(texts)
         if segments == 0:
             raise InputError("no segments", paths[0])
-        write_list_info(outputs.stage(out + ".json"), ListInfo(None, {}, declared=True),
-                        {"inputs": list(paths), "hypotheses": hypotheses, "segments": segments,
-                         "added": added, "features": ["WordPenalty"]})
+        write_list_info(
+            outputs.stage(out + ".json"),
+            ListInfo(None, {}, declared=True),
+            {
+                "inputs": list(paths),
+                "hypotheses": hypotheses,
+                "segments": segments,
+                "added": added,
+                "features": ["WordPenalty"],
+            },
+        )
     return added

@@ -85,13 +85,13 @@ def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
     Cached: every system, replica and metric of a table resamples the same segment
     indices, so the draws are made once and only re-summed afterwards — a resample then
     costs what a shuffle of the approximate randomisation costs."""
-    if n >= 2 ** 31 // DRAW_BLOCK:
+    if n >= 2**31 // DRAW_BLOCK:
         raise ValueError(f"{n} segments are too many for int32 draw offsets")
     rng = np.random.default_rng(seed)
     out = np.empty((resamples, n), dtype=np.float32)
     for start in range(0, resamples, DRAW_BLOCK):
         rows = min(DRAW_BLOCK, resamples - start)
-        out[start:start + rows] = _draw_counts(rng, rows, n)
+        out[start : start + rows] = _draw_counts(rng, rows, n)
     out.flags.writeable = False
     return out
 
@@ -110,14 +110,14 @@ def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, see
     counts = resample_counts(n, resamples, seed) if resamples * n <= CACHE_CELLS else None
     # integer statistics whose resampled sums (at most n · max |stat|) stay below 2^24 are
     # summed exactly in float32 (twice as fast, no conversion of the counts); others in float64
-    exact32 = bool(n and np.all(stats == np.round(stats)) and n * np.abs(stats).max() < 2 ** 24)
+    exact32 = bool(n and np.all(stats == np.round(stats)) and n * np.abs(stats).max() < 2**24)
     rows_of = stats.astype(np.float32) if exact32 else stats
     rng = np.random.default_rng(seed)
     scores = []
     step = CHUNK if counts is not None else DRAW_BLOCK
     for start in range(0, resamples, step):
         rows = min(step, resamples - start)
-        block = counts[start:start + rows] if counts is not None else _draw_counts(rng, rows, n).astype(np.float32)
+        block = counts[start : start + rows] if counts is not None else _draw_counts(rng, rows, n).astype(np.float32)
         summed = block @ rows_of if exact32 else block.astype(np.float64) @ stats
         scores.append(metric.score(summed.astype(np.float64)))
     return float(np.std(np.concatenate(scores), ddof=1))
@@ -137,8 +137,14 @@ def swap_matrix(units: int, shuffles: int, seed: int) -> np.ndarray:
     return out
 
 
-def approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray, shuffles: int = 10000,
-                              seed: int = DEFAULT_SEED, null: Optional[list] = None) -> float:
+def approximate_randomization(
+    metric: Metric,
+    stats_a: np.ndarray,
+    stats_b: np.ndarray,
+    shuffles: int = 10000,
+    seed: int = DEFAULT_SEED,
+    null: Optional[list] = None,
+) -> float:
     """Two-sided paired AR p-value of the difference between systems A and B.
 
     Args:
@@ -169,7 +175,7 @@ def approximate_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.n
     count = 0
     for start in range(0, shuffles, CHUNK):
         rows = min(CHUNK, shuffles - start)
-        keep = swaps[start:start + rows] if whole else _swap_matrix(rng, rows, units)
+        keep = swaps[start : start + rows] if whole else _swap_matrix(rng, rows, units)
         shuf_a = base + keep.astype(np.float64) @ delta
         diff = np.abs(metric.score(shuf_a) - metric.score(total - shuf_a))
         count += int(np.sum(diff > observed))
@@ -195,7 +201,7 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
     n = len(stats_a)
     if n > EXACT_MAX:
         raise ValueError(f"exact enumeration is limited to {EXACT_MAX} units, got {n}")
-    patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.float64)
+    patterns = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.float64)
     shuf_a = stats_b.sum(0) + patterns @ (stats_a - stats_b)
     total = stats_a.sum(0) + stats_b.sum(0)
     diff = np.abs(metric.score(shuf_a) - metric.score(total - shuf_a))
@@ -203,8 +209,9 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
     return float(np.mean(diff >= observed * (1 - 1e-12)))
 
 
-def score_system(metric: Metric, replica_stats: Sequence[np.ndarray], resamples: int = 10000,
-                 seed: int = DEFAULT_SEED) -> SystemScore:
+def score_system(
+    metric: Metric, replica_stats: Sequence[np.ndarray], resamples: int = 10000, seed: int = DEFAULT_SEED
+) -> SystemScore:
     """Score, s_sel and s_opt of one system from its replicas' statistics (float[N, K] each)."""
     scores = [float(metric.score(s.sum(0))) for s in replica_stats]
     s_sel = float(np.mean([bootstrap_std(metric, s, resamples, seed) for s in replica_stats])) if resamples else 0.0
@@ -212,8 +219,13 @@ def score_system(metric: Metric, replica_stats: Sequence[np.ndarray], resamples:
     return SystemScore(float(np.mean(scores)), scores, s_sel, s_opt)
 
 
-def compare(metric: Metric, baseline: Sequence[np.ndarray], system: Sequence[np.ndarray], shuffles: int = 10000,
-            seed: int = DEFAULT_SEED) -> float:
+def compare(
+    metric: Metric,
+    baseline: Sequence[np.ndarray],
+    system: Sequence[np.ndarray],
+    shuffles: int = 10000,
+    seed: int = DEFAULT_SEED,
+) -> float:
     """AR p-value of ``system`` against ``baseline`` (lists of replica statistics).
 
     Replica r of the system is paired with replica r of the baseline; with one replica

@@ -22,8 +22,9 @@ from rerank.nbest import NBestList, PackedStrings, iter_nbest
 from rerank.textio import read_lines
 
 
-def load_tuning_data(nbest_path: str, ref_path: str, bleu: BleuSettings = BleuSettings(),
-                     metric: Optional[Metric] = None) -> Tuple[NBestList, List[str], np.ndarray]:
+def load_tuning_data(
+    nbest_path: str, ref_path: str, bleu: BleuSettings = BleuSettings(), metric: Optional[Metric] = None
+) -> Tuple[NBestList, List[str], np.ndarray]:
     """(n-best list with packed hypotheses, no totals and its :class:`~rerank.nbest.ListInfo`,
     references, statistics float64[M, K] of every hypothesis) of a tuning, oracle or
     cross-fitting run: ``metric``'s statistics (bound to the list, so ``seg:NAME`` reads
@@ -68,6 +69,6 @@ def _concat(arrays: List[np.ndarray]) -> np.ndarray:
     row = 0
     while arrays:
         part = arrays.pop(0)
-        out[row:row + len(part)] = part
+        out[row : row + len(part)] = part
         row += len(part)
     return out

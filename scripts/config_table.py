@@ -89,8 +89,14 @@ def stage_seconds(out: str, index: Dict) -> Tuple[Dict[str, int], List[str]]:
     for name, path in skipped_stages(out).items():
         if name in seconds:
             continue
-        holders = [key for key in index if isinstance(key, tuple) and key[1] == name
-                   and not name.startswith("train") and path.startswith(key[0] + os.sep)]
+        holders = [
+            key
+            for key in index
+            if isinstance(key, tuple)
+            and key[1] == name
+            and not name.startswith("train")
+            and path.startswith(key[0] + os.sep)
+        ]
         if path in index:
             seconds[name] = index[path]
         elif holders:
@@ -147,15 +153,27 @@ def config_row(out: str, system: str, index: Dict) -> Dict:
         row = rows.get((name, metric))
         return None if row is None else row.get(key)
 
-    baseline = next((r["system"] for r in rows.values() if r.get("p_value") is None and r["system"] != "oracle"),
-                    "baseline")
-    return {"config": os.path.basename(os.path.normpath(out)), "dir": out, "settings": settings,
-            "beam_bleu": get(baseline, "bleu", "score"), "bleu": get(system, "bleu", "score"),
-            "gain": get(system, "bleu", "delta"), "p": get(system, "bleu", "p_value"),
-            "replicas": get(system, "bleu", "replicas"), "meteor_delta": get(system, "meteor", "delta"),
-            "ter_delta": get(system, "ter", "delta"), "oracle_bleu": get("oracle", "bleu", "score"),
-            "tuning_at_least_beam": [ok, runs], "stage_seconds": seconds, "unknown_stages": unknown,
-            "compute_s": sum(seconds.values()), "wall_estimate_s": wall_estimate(seconds)}
+    baseline = next(
+        (r["system"] for r in rows.values() if r.get("p_value") is None and r["system"] != "oracle"), "baseline"
+    )
+    return {
+        "config": os.path.basename(os.path.normpath(out)),
+        "dir": out,
+        "settings": settings,
+        "beam_bleu": get(baseline, "bleu", "score"),
+        "bleu": get(system, "bleu", "score"),
+        "gain": get(system, "bleu", "delta"),
+        "p": get(system, "bleu", "p_value"),
+        "replicas": get(system, "bleu", "replicas"),
+        "meteor_delta": get(system, "meteor", "delta"),
+        "ter_delta": get(system, "ter", "delta"),
+        "oracle_bleu": get("oracle", "bleu", "score"),
+        "tuning_at_least_beam": [ok, runs],
+        "stage_seconds": seconds,
+        "unknown_stages": unknown,
+        "compute_s": sum(seconds.values()),
+        "wall_estimate_s": wall_estimate(seconds),
+    }
 
 
 def _num(value, fmt: str) -> str:
@@ -202,9 +220,11 @@ def list_sizes(settings: Dict[str, str]) -> str:
 
 def markdown(rows: List[Dict], system: str) -> str:
     """The table as Markdown."""
-    lines = [f"| config | baseline | batch/warm-up | R2L/channel | LM | features | n-best | beam BLEU | "
-             f"{system} BLEU | gain | p | METEOR Δ | TER Δ | oracle | tuning ≥ beam | compute h | wall h (est.) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| config | baseline | batch/warm-up | R2L/channel | LM | features | n-best | beam BLEU | "
+        f"{system} BLEU | gain | p | METEOR Δ | TER Δ | oracle | tuning ≥ beam | compute h | wall h (est.) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         s = r["settings"]
         note = f" ({', '.join(r['unknown_stages'])} unknown)" if r["unknown_stages"] else ""
@@ -215,14 +235,16 @@ def markdown(rows: List[Dict], system: str) -> str:
             f"{_num(r['gain'], '+.2f')} | {_num(r['p'], '.4f')} | {_num(r['meteor_delta'], '+.2f')} | "
             f"{_num(r['ter_delta'], '+.2f')} | {_num(r['oracle_bleu'], '.2f')} | "
             f"{r['tuning_at_least_beam'][0]}/{r['tuning_at_least_beam'][1]} | {r['compute_s'] / 3600:.2f} | "
-            f"{r['wall_estimate_s'] / 3600:.2f}{note} |")
+            f"{r['wall_estimate_s'] / 3600:.2f}{note} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     epilog="example: python scripts/config_table.py out/multi30k out/configs/* "
-                                            "--out out/configs/table")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="example: python scripts/config_table.py out/multi30k out/configs/* --out out/configs/table",
+    )
     parser.add_argument("dirs", nargs="+", help="main-job output directories (run_pipeline.sh's OUT)")
     parser.add_argument("--system", default="+all", help="the re-ranked row to tabulate (default: +all)")
     parser.add_argument("--out", help="write OUT.md and OUT.json (default: print the Markdown only)")

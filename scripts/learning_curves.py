@@ -55,8 +55,7 @@ def read_log(path: str) -> Tuple[Dict[int, Dict[str, float]], List[int]]:
                     seconds.append(wall - last[1])
                 last = (epoch, wall)
     if not epochs:
-        sys.exit(f"learning_curves: error: {path}: no fairseq validation lines "
-                 "('| valid | epoch N | … nll_loss …')")
+        sys.exit(f"learning_curves: error: {path}: no fairseq validation lines ('| valid | epoch N | … nll_loss …')")
     return epochs, seconds
 
 
@@ -75,8 +74,11 @@ def markdown(runs: Dict[str, Dict]) -> str:
     lines.append("")
     for name in names:
         median = runs[name]["median_epoch_s"]
-        lines.append(f"{name}: {runs[name]['log']}, median {median:.0f} s per epoch" if median is not None
-                     else f"{name}: {runs[name]['log']}")
+        lines.append(
+            f"{name}: {runs[name]['log']}, median {median:.0f} s per epoch"
+            if median is not None
+            else f"{name}: {runs[name]['log']}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -95,8 +97,9 @@ def plot(runs: Dict[str, Dict], path: str) -> bool:
         nll_axis.plot(epochs, [run["epochs"][e]["nll"] for e in epochs], marker=".", label=name, color=colour)
         with_bleu = [e for e in epochs if "bleu" in run["epochs"][e]]
         if with_bleu:
-            bleu_axis.plot(with_bleu, [run["epochs"][e]["bleu"] for e in with_bleu], marker=".", label=name,
-                           color=colour)
+            bleu_axis.plot(
+                with_bleu, [run["epochs"][e]["bleu"] for e in with_bleu], marker=".", label=name, color=colour
+            )
     nll_axis.set(xlabel="epoch", ylabel="valid NLL (bits per token)", title="validation loss")
     bleu_axis.set(xlabel="epoch", ylabel="valid BLEU (beam 5)", title="validation BLEU")
     nll_axis.legend()
@@ -107,10 +110,12 @@ def plot(runs: Dict[str, Dict], path: str) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     epilog="example: python scripts/learning_curves.py "
-                                            "default=out/multi30k-transformer/train.log fast=out/fast/train.log "
-                                            "--out out/configs/curves")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="example: python scripts/learning_curves.py "
+        "default=out/multi30k-transformer/train.log fast=out/fast/train.log "
+        "--out out/configs/curves",
+    )
     parser.add_argument("logs", nargs="+", metavar="NAME=LOG", help="a run's name and its fairseq training log")
     parser.add_argument("--out", help="write OUT.md, OUT.json and OUT.png (default: print the Markdown only)")
     args = parser.parse_args()
@@ -124,8 +129,12 @@ def main() -> None:
         if not os.path.isfile(path):
             sys.exit(f"learning_curves: error: {path}: no such file")
         epochs, seconds = read_log(path)
-        runs[name] = {"log": path, "epochs": epochs, "epoch_seconds": seconds,
-                      "median_epoch_s": statistics.median(seconds) if seconds else None}
+        runs[name] = {
+            "log": path,
+            "epochs": epochs,
+            "epoch_seconds": seconds,
+            "median_epoch_s": statistics.median(seconds) if seconds else None,
+        }
     text = markdown(runs)
     if not args.out:
         sys.stdout.write(text)
@@ -133,8 +142,14 @@ def main() -> None:
     with open(args.out + ".md", "w", encoding="utf-8") as handle:
         handle.write(text)
     with open(args.out + ".json", "w", encoding="utf-8") as handle:
-        json.dump({name: {**run, "epochs": {str(e): v for e, v in sorted(run["epochs"].items())}}
-                   for name, run in runs.items()}, handle, indent=1)
+        json.dump(
+            {
+                name: {**run, "epochs": {str(e): v for e, v in sorted(run["epochs"].items())}}
+                for name, run in runs.items()
+            },
+            handle,
+            indent=1,
+        )
     plotted = plot(runs, args.out + ".png")
     print(f"wrote {args.out}.md, {args.out}.json" + (f", {args.out}.png" if plotted else " (no matplotlib: no plot)"))
 

@@ -14,11 +14,15 @@ import json
 import os
 
 from config_table import read_timings  # scripts/: one reader of timings.tsv
+
 from rerank.report import marks
 
 METRICS = ("bleu", "meteor", "ter", "chrf", "length")
-TITLES = {"crossfit": "cross-fitted over test_2016 folds (s_s and s_i)",
-          "val": "tuned on val (s_s only)", "paper": "the paper's protocol (tuned on val, s_s and s_i)"}
+TITLES = {
+    "crossfit": "cross-fitted over test_2016 folds (s_s and s_i)",
+    "val": "tuned on val (s_s only)",
+    "paper": "the paper's protocol (tuned on val, s_s and s_i)",
+}
 
 
 def cell(row):
@@ -50,14 +54,26 @@ def ablation_table(size: str, view: str, found: list) -> list:
     without s_i, from :func:`ablation_rows`: does the embedding add anything to the NMT features?"""
     if not found:
         return []
-    lines = [(f"#### {size}-best, {TITLES.get(view, view)}: difference to +nmt (the NMT features alone, tuned the "
-              "same way)"), "",
-             ("cells: BLEU / METEOR difference to +nmt; ‡ / ⇓ significantly better / worse than +nmt (AR, p < 0.05); "
-              "rows '(s_s only)' are the same models and tuning without s_i"), "",
-             "| system | " + " | ".join(f["variant"] for f in found) + " |", "|---|" + "---|" * len(found)]
+    lines = [
+        (
+            f"#### {size}-best, {TITLES.get(view, view)}: difference to +nmt (the NMT features alone, tuned the "
+            "same way)"
+        ),
+        "",
+        (
+            "cells: BLEU / METEOR difference to +nmt; ‡ / ⇓ significantly better / worse than +nmt (AR, p < 0.05); "
+            "rows '(s_s only)' are the same models and tuning without s_i"
+        ),
+        "",
+        "| system | " + " | ".join(f["variant"] for f in found) + " |",
+        "|---|" + "---|" * len(found),
+    ]
     by = [{(r["system"], r["metric"]): r for r in f["rows"]} for f in found]
-    systems = [s for s in dict.fromkeys(r["system"] for f in found for r in f["rows"])
-               if s not in ("baseline", "+nmt", "oracle")]
+    systems = [
+        s
+        for s in dict.fromkeys(r["system"] for f in found for r in f["rows"])
+        if s not in ("baseline", "+nmt", "oracle")
+    ]
 
     def diff(row):  # the difference to +nmt with only its mark (the baseline's left out)
         if row is None or row.get("delta_compare") is None:
@@ -65,8 +81,11 @@ def ablation_table(size: str, view: str, found: list) -> list:
         return f"{row['delta_compare']:+.2f}{marks(dict(row, p_value=None))}"
 
     for system in systems:
-        lines.append(f"| {system} | " + " | ".join(
-            f"{diff(b.get((system, 'bleu')))} / {diff(b.get((system, 'meteor')))}" for b in by) + " |")
+        lines.append(
+            f"| {system} | "
+            + " | ".join(f"{diff(b.get((system, 'bleu')))} / {diff(b.get((system, 'meteor')))}" for b in by)
+            + " |"
+        )
     return lines + [""]
 
 
@@ -82,9 +101,13 @@ def isr_summary(out: str) -> dict:
                 with open(path, encoding="utf-8") as handle:
                     found.append(json.load(handle))
         if found:
-            summary[name] = {"folds": len(found), **{d: {k: sum(f[d][k] for f in found) / len(found)
-                                                          for k in ("r@1", "r@5", "r@10")}
-                                                      for d in ("image_to_sentence", "sentence_to_image")}}
+            summary[name] = {
+                "folds": len(found),
+                **{
+                    d: {k: sum(f[d][k] for f in found) / len(found) for k in ("r@1", "r@5", "r@10")}
+                    for d in ("image_to_sentence", "sentence_to_image")
+                },
+            }
     return summary
 
 
@@ -99,12 +122,17 @@ def main() -> None:
     for size in args.sizes.split():
         number = {"20": 3, "50": 4}.get(size, "")
         for view in args.views.split():
-            lines += [f"### Table {number}: {size}-best, {TITLES.get(view, view)}", "",
-                      "cells: ours with † (better than the baseline) / ‡ (better than "
-                      + ("+nmt" if view == "val" else "+VSE") + "), p < 0.05, ↓ ⇓ significantly worse; "
-                      "(the paper's value and marks)", "",
-                      "| variant | system | " + " | ".join(m.upper() for m in METRICS) + " |",
-                      "|---|---|" + "---|" * len(METRICS)]
+            lines += [
+                f"### Table {number}: {size}-best, {TITLES.get(view, view)}",
+                "",
+                "cells: ours with † (better than the baseline) / ‡ (better than "
+                + ("+nmt" if view == "val" else "+VSE")
+                + "), p < 0.05, ↓ ⇓ significantly worse; "
+                "(the paper's value and marks)",
+                "",
+                "| variant | system | " + " | ".join(m.upper() for m in METRICS) + " |",
+                "|---|---|" + "---|" * len(METRICS),
+            ]
             for variant in args.variants.split():
                 path = os.path.join(args.out, "rerank", f"{variant}.{size}.{view}", "report", "table.json")
                 if not os.path.exists(path):
@@ -115,10 +143,19 @@ def main() -> None:
                 by = {(r["system"], r["metric"]): r for r in table["rows"]}
                 systems = [name for name in dict.fromkeys(r["system"] for r in table["rows"]) if not ablation(name)]
                 for system in systems:
-                    lines.append(f"| {variant} | {system} | "
-                                 + " | ".join(cell(by.get((system, m))) for m in METRICS) + " |")
-                collected.append({"variant": variant, "nbest": int(size), "view": view, "caption":
-                                  table["meta"].get("caption"), "rows": table["rows"], "meta": table["meta"]})
+                    lines.append(
+                        f"| {variant} | {system} | " + " | ".join(cell(by.get((system, m))) for m in METRICS) + " |"
+                    )
+                collected.append(
+                    {
+                        "variant": variant,
+                        "nbest": int(size),
+                        "view": view,
+                        "caption": table["meta"].get("caption"),
+                        "rows": table["rows"],
+                        "meta": table["meta"],
+                    }
+                )
             lines.append("")
     ablations, versus = [], []
     for size in args.sizes.split():
@@ -131,19 +168,30 @@ def main() -> None:
         lines += ["### What the embedding features add to the NMT features (and what s_i adds)", ""] + versus
     isr = isr_summary(args.out)
     if isr:
-        lines += ["### ISR of the cross-fitted embedding models (German, each fold's own held-out images)", "",
-                  "| model | folds | image→sentence r@1 | r@5 | r@10 | sentence→image r@1 | r@5 | r@10 |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "### ISR of the cross-fitted embedding models (German, each fold's own held-out images)",
+            "",
+            "| model | folds | image→sentence r@1 | r@5 | r@10 | sentence→image r@1 | r@5 | r@10 |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name, row in isr.items():
-            lines.append(f"| {name} | {row['folds']} | " + " | ".join(
-                f"{row[d][k]:.1f}" for d in ("image_to_sentence", "sentence_to_image") for k in ("r@1", "r@5", "r@10"))
-                + " |")
+            lines.append(
+                f"| {name} | {row['folds']} | "
+                + " | ".join(
+                    f"{row[d][k]:.1f}"
+                    for d in ("image_to_sentence", "sentence_to_image")
+                    for k in ("r@1", "r@5", "r@10")
+                )
+                + " |"
+            )
         lines.append("")
     timings = os.path.join(args.out, "timings.tsv")
     if os.path.exists(timings):
         seconds = {name: value for name, value, _ in read_timings(args.out)}
-        lines.append(f"stage time (wall, summed over stages; two chains ran side by side): "
-                     f"{sum(seconds.values()) / 3600:.2f} h in {len(seconds)} stages ({timings})")
+        lines.append(
+            f"stage time (wall, summed over stages; two chains ran side by side): "
+            f"{sum(seconds.values()) / 3600:.2f} h in {len(seconds)} stages ({timings})"
+        )
     with open(os.path.join(args.out, "tables.md.tmp"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
     os.replace(os.path.join(args.out, "tables.md.tmp"), os.path.join(args.out, "tables.md"))

@@ -14,6 +14,7 @@ run (``ADDITIVE``) may change between sittings.
 Exit status 1 with one line naming the file and the first differing setting; a
 ``settings.json`` that is not one of ours is refused the same way.
 """
+
 import json
 import os
 import sys
@@ -41,8 +42,14 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
-    return {"FEATURES": " ".join(sets), "MAX_TOKENS": "4000", "LR": "0", "WARMUP": "0", "BF16_AUTOCAST": "0",
-            "R2L_NBEST": "0"}
+    return {
+        "FEATURES": " ".join(sets),
+        "MAX_TOKENS": "4000",
+        "LR": "0",
+        "WARMUP": "0",
+        "BF16_AUTOCAST": "0",
+        "R2L_NBEST": "0",
+    }
 
 
 def conflicts(previous: Dict[str, str], current: Dict[str, str]) -> List[str]:
@@ -51,8 +58,11 @@ def conflicts(previous: Dict[str, str], current: Dict[str, str]) -> List[str]:
     pipeline later is compared with what older pipelines did (``recorded_later``), any other
     the earlier run did not record is not compared."""
     previous = {**recorded_later(previous), **previous}
-    return [f"{key}={previous[key]} (this run: {value})" for key, value in current.items()
-            if key not in ADDITIVE and key in previous and previous[key] != value]
+    return [
+        f"{key}={previous[key]} (this run: {value})"
+        for key, value in current.items()
+        if key not in ADDITIVE and key in previous and previous[key] != value
+    ]
 
 
 def main(argv: List[str]) -> int:
@@ -72,22 +82,30 @@ def main(argv: List[str]) -> int:
             if not isinstance(previous, dict):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
-            print(f"pipeline_settings: error: {path}: not a pipeline settings file; "
-                  "use another OUT= or remove it", file=sys.stderr)
+            print(
+                f"pipeline_settings: error: {path}: not a pipeline settings file; use another OUT= or remove it",
+                file=sys.stderr,
+            )
             return 1
         differ = conflicts({str(k): str(v) for k, v in previous.items()}, current)
         if differ:
-            print(f"pipeline_settings: error: {path}: this directory holds a run with {differ[0]}"
-                  + (f" and {len(differ) - 1} more" if len(differ) > 1 else "")
-                  + "; its outputs would be reused as this run's: use another OUT= "
-                  "(scripts/run_configs.sh runs configurations side by side), or remove the file "
-                  "to go on with the new settings anyway", file=sys.stderr)
+            print(
+                f"pipeline_settings: error: {path}: this directory holds a run with {differ[0]}"
+                + (f" and {len(differ) - 1} more" if len(differ) > 1 else "")
+                + "; its outputs would be reused as this run's: use another OUT= "
+                "(scripts/run_configs.sh runs configurations side by side), or remove the file "
+                "to go on with the new settings anyway",
+                file=sys.stderr,
+            )
             return 1
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from rerank.signature import write_signed
 
-    write_signed(path, {"script": "scripts/run_pipeline.sh", "settings": current},
-                 ("numpy", "sacrebleu", "torch", "fairseq-fixed"))
+    write_signed(
+        path,
+        {"script": "scripts/run_pipeline.sh", "settings": current},
+        ("numpy", "sacrebleu", "torch", "fairseq-fixed"),
+    )
     return 0
 
 

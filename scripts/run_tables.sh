@@ -36,6 +36,11 @@
 # folds' images select the embedding model), METRICS, JOBS (2 chains, one thread each).
 # Every stage skips when its output exists; timings.tsv records each stage's seconds.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
+[ $# -eq 0 ] || { echo "run_tables.sh: error: no arguments are taken (settings are environment variables; --help)" >&2; exit 2; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/out/tables}
 OUT_MAIN=${OUT_MAIN:-$ROOT/out/multi30k}

@@ -2,7 +2,7 @@
 # Create (once) the virtual environment .venv and install rerank into it.
 #   scripts/setup_env.sh core [PIN]  # numpy, sacrebleu, pytest: enough for the core and its tests;
 #                               # PIN (e.g. sacrebleu==2.3.1) is installed on top (VENV=... for another venv)
-#   scripts/setup_env.sh nmt    # everything ([all]): + torch 2.13.0 (CPU), fairseq-fixed 0.12.3.1, sacremoses,
+#   scripts/setup_env.sh nmt    # everything ([all], [test], [dev]: ruff, mkdocs): + torch 2.13.0 (CPU), fairseq-fixed 0.12.3.1, sacremoses,
 #                               # subword-nmt, pycocoevalcap (METEOR jar), matplotlib
 # torch is installed first and pinned to 2.13.0 so that pip takes the local CPU build and
 # never resolves a CUDA build; fairseq-fixed builds from source once (~5 min), then pip's
@@ -22,7 +22,7 @@ stamp="$VENV/.rerank-$WHAT-$(cat "$ROOT/setup.py" <(echo "$PIN") | sha1sum | cut
 if [ ! -f "$stamp" ]; then
   if [ "$WHAT" = nmt ] || [ "$WHAT" = all ]; then
     "$PIP" install -q torch==2.13.0
-    "$PIP" install -q -e "$ROOT[all,test]"
+    "$PIP" install -q -e "$ROOT[all,test,dev]"
   else
     "$PIP" install -q -e "$ROOT[test]" $PIN
   fi

@@ -18,8 +18,10 @@ def main() -> None:
         metric = t.get("metric", "bleu")  # records before issue 19 hold BLEU only
         start, tuned = t.get("initial_score", t.get("initial_bleu")), t.get("score", t.get("bleu"))
         ratio = "" if t.get("length_ratio") is None else f"  length ratio {t['length_ratio']:.3f}"
-        print(f"{os.path.relpath(path, args.rerank_dir):32s} {t['algorithm']:5s} {metric:5s} {t['init']} {start:6.2f}  "
-              f"tuned {tuned:6.2f}{ratio}")
+        print(
+            f"{os.path.relpath(path, args.rerank_dir):32s} {t['algorithm']:5s} {metric:5s} {t['init']} {start:6.2f}  "
+            f"tuned {tuned:6.2f}{ratio}"
+        )
 
 
 if __name__ == "__main__":

@@ -7,44 +7,25 @@ import re
 
 import numpy as np
 import pytest
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import CHRF
 
 import rerank
 from rerank.cli import main
 from rerank.errors import InputError
-from rerank.nbest import ListInfo, NBestList, write_list_info, write_nbest, write_lines
-from tests.conftest import random_corpus
+from rerank.nbest import NBestList
+from tests.conftest import write_split
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
-
-
-def _split(directory, name, segments, seed):
-    """NAME.nbest (+ its signature: beam feature NMT), NAME.de, NAME.1best: 8-best lists
-    whose NMT feature sees sentence quality through noise."""
-    refs, hyps, segment = random_corpus(segments, 8, seed=seed)
-    bleu = BLEU(tokenize="none", effective_order=True)
-    quality = np.array([bleu.sentence_score(h, [refs[s]]).score for h, s in zip(hyps, segment)])
-    nmt = quality / 20 + np.random.default_rng(seed).normal(scale=2.0, size=len(hyps))
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
-    nbest = NBestList(offsets, hyps, nmt[:, None], ["NMT"],
-                      info=ListInfo("NMT", {"beam": ["NMT"]}, declared=True))
-    path = str(directory / f"{name}.nbest")
-    write_nbest(nbest, path)
-    write_list_info(path + ".json", nbest.info, {"made_by": "tests/test_api.py"})
-    write_lines(refs, str(directory / f"{name}.de"))
-    write_lines([hyps[i] for i in nbest.select(nmt)], str(directory / f"{name}.1best"))
-    return nbest, refs
+PYTHON_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "usage", "python.md")
 
 
-def test_the_readmes_from_python_example_runs(tmp_path, monkeypatch, capsys):
-    text = open(README, encoding="utf-8").read()
-    section = text[text.index("## From Python"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    _split(tmp_path, "val", 40, seed=1)
-    _split(tmp_path, "test", 30, seed=2)
+def test_the_docs_from_python_example_runs(tmp_path, monkeypatch, capsys):
+    text = open(PYTHON_PAGE, encoding="utf-8").read()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    write_split(tmp_path, "val", 40, seed=1)
+    write_split(tmp_path, "test", 30, seed=2)
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    exec(compile(code, "README.md (From Python)", "exec"), namespace)
+    exec(compile(code, "docs/usage/python.md", "exec"), namespace)
     tuned, best, table = namespace["tuned"], namespace["best"], namespace["table"]
     assert tuned.metric == "bleu" and tuned.score >= tuned.initial_score
     assert set(tuned.weights) == {"NMT", "MBRBLEU", "MBRchrF"}
@@ -59,14 +40,43 @@ def test_the_readmes_from_python_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_api_calls_equal_the_command_line(tmp_path, capsys):
-    nbest, refs = _split(tmp_path, "val", 30, seed=3)
+    nbest, refs = write_split(tmp_path, "val", 30, seed=3)
     weights = tmp_path / "w.json"
-    assert main(["tune", "--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.de"), "--out",
-                 str(weights), "--tokenize", "none", "--algorithm", "mert", "--restarts", "3", "--seed", "4",
-                 "--quiet", "--metric", "chrf"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(tmp_path / "val.nbest"),
+                "--ref",
+                str(tmp_path / "val.de"),
+                "--out",
+                str(weights),
+                "--tokenize",
+                "none",
+                "--algorithm",
+                "mert",
+                "--restarts",
+                "3",
+                "--seed",
+                "4",
+                "--quiet",
+                "--metric",
+                "chrf",
+            ]
+        )
+        == 0
+    )
     record = json.loads(weights.read_text())
-    tuned = rerank.tune(rerank.read_nbest(str(tmp_path / "val.nbest")), refs, algorithm="mert", restarts=3, seed=4,
-                        tokenize="none", metric="chrf")
+    tuned = rerank.tune(
+        rerank.read_nbest(str(tmp_path / "val.nbest")),
+        refs,
+        algorithm="mert",
+        restarts=3,
+        seed=4,
+        tokenize="none",
+        metric="chrf",
+    )
     assert tuned.weights == pytest.approx(record["weights"]) and tuned.score == pytest.approx(record["tuning"]["score"])
     out = tmp_path / "best.txt"
     assert main(["apply", "--nbest", str(tmp_path / "val.nbest"), "--weights", str(weights), "--out", str(out)]) == 0

@@ -39,14 +39,17 @@ def test_corpus_bleu_equals_sacrebleu_for_every_selection():
         assert sacrebleu_score(stats[pick].sum(0)).score == pytest.approx(expected, abs=1e-9)
 
 
-@pytest.mark.parametrize("hyp,ref", [
-    ("a b c d", "a b c d"),          # perfect
-    ("x y z", "a b c d"),            # no match at all -> 0
-    ("a b", "a b c d"),              # no 3-grams in the hypothesis -> 0
-    ("a x b y c", "a b c d e f"),    # unigram matches only: exp smoothing of 2,3,4-grams
-    ("a b x c d", "a b c d"),        # longer than the reference
-    ("", "a b"),                     # empty hypothesis
-])
+@pytest.mark.parametrize(
+    "hyp,ref",
+    [
+        ("a b c d", "a b c d"),  # perfect
+        ("x y z", "a b c d"),  # no match at all -> 0
+        ("a b", "a b c d"),  # no 3-grams in the hypothesis -> 0
+        ("a x b y c", "a b c d e f"),  # unigram matches only: exp smoothing of 2,3,4-grams
+        ("a b x c d", "a b c d"),  # longer than the reference
+        ("", "a b"),  # empty hypothesis
+    ],
+)
 def test_edge_cases_match_sacrebleu_compute_bleu(hyp, ref):
     stats = bleu_stats([hyp], [ref], np.array([0]))
     expected = BLEU(tokenize="none", force=True).corpus_score([hyp], [[ref]]).score

@@ -26,8 +26,28 @@ def tuning_files(tmp_path):
 def test_tune_then_apply_round_trip(tuning_files, capsys):
     tmp, refs, hyps, nbest, good = tuning_files
     weights = tmp / "weights.json"
-    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"),
-                 "--out", str(weights), "--seed", "2", "--iterations", "10", "--tokenize", "none"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--out",
+                str(weights),
+                "--seed",
+                "2",
+                "--iterations",
+                "10",
+                "--tokenize",
+                "none",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert err.count("tuning BLEU") == 10
     data = json.loads(weights.read_text())
@@ -53,8 +73,20 @@ def test_apply_rejects_missing_and_unknown_features(tuning_files, capsys):
     tmp = tuning_files[0]
     for weights in ({"Good": 1.0}, {"Good": 1.0, "Bad": 0.0, "MLMMEss": 1.0}):
         (tmp / "w.json").write_text(json.dumps({"weights": weights}))
-        assert main(["apply", "--nbest", str(tmp / "dev.nbest"), "--weights", str(tmp / "w.json"),
-                     "--out", str(tmp / "x.txt")]) == 1
+        assert (
+            main(
+                [
+                    "apply",
+                    "--nbest",
+                    str(tmp / "dev.nbest"),
+                    "--weights",
+                    str(tmp / "w.json"),
+                    "--out",
+                    str(tmp / "x.txt"),
+                ]
+            )
+            == 1
+        )
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and ("no weight for n-best feature(s) Bad" in err or "MLMMEss" in err)
         assert not (tmp / "x.txt").exists()
@@ -63,8 +95,22 @@ def test_apply_rejects_missing_and_unknown_features(tuning_files, capsys):
 def test_tune_rejects_reference_count_mismatch(tuning_files, capsys):
     tmp, refs = tuning_files[0], tuning_files[1]
     write_lines(refs[:-1], str(tmp / "short.ref"))
-    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "short.ref"),
-                 "--out", str(tmp / "w.json")]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "short.ref"),
+                "--out",
+                str(tmp / "w.json"),
+            ]
+        )
+        == 1
+    )
     assert "60 segments in the n-best list but 59 references" in capsys.readouterr().err
     assert not (tmp / "w.json").exists()
 
@@ -76,8 +122,23 @@ def test_eval_json_equals_sacrebleu(tmp_path, capsys):
     write_lines(refs, str(tmp_path / "ref"))
     write_lines(sys_a, str(tmp_path / "a"))
     write_lines(sys_b, str(tmp_path / "b"))
-    assert main(["eval", "--ref", str(tmp_path / "ref"), "--hyp", f"A={tmp_path / 'a'}", "--hyp",
-                 f"B={tmp_path / 'b'}", "--tokenize", "none", "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--ref",
+                str(tmp_path / "ref"),
+                "--hyp",
+                f"A={tmp_path / 'a'}",
+                "--hyp",
+                f"B={tmp_path / 'b'}",
+                "--tokenize",
+                "none",
+                "--json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     got = {(r["system"], r["metric"]): r["score"] for r in rows}
     for name, hyp in (("A", sys_a), ("B", sys_b)):
@@ -96,8 +157,21 @@ def test_eval_rejects_length_mismatch(tmp_path, capsys):
 
 def test_oracle_cli_beats_first_best(tuning_files, capsys):
     tmp, refs, hyps, nbest, _ = tuning_files
-    assert main(["oracle", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"),
-                 "--out", str(tmp / "oracle.txt"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "oracle",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--out",
+                str(tmp / "oracle.txt"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     chosen = (tmp / "oracle.txt").read_text().splitlines()
     score = BLEU(tokenize="none", force=True).corpus_score(chosen, [refs]).score
@@ -106,7 +180,7 @@ def test_oracle_cli_beats_first_best(tuning_files, capsys):
     assert score > first
 
 
-@pytest.mark.parametrize("algorithm", ["mira", "mert", "pro"])
+@pytest.mark.parametrize("algorithm", ["mira", "mert", pytest.param("pro", marks=pytest.mark.pro)])
 def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, capsys, algorithm):
     tmp, refs, hyps, nbest, good = tuning_files
     # the "beam" ranked by Bad (scaled down so that MIRA's BLEU-sized margins can move
@@ -115,16 +189,29 @@ def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, ca
     write_nbest(nbest, str(tmp / "dev.nbest"))
     (tmp / "dev.nbest.json").write_text(json.dumps({"beam_feature": "Bad"}))
     weights = tmp / f"{algorithm}.json"
-    args = ["tune", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
-            "--algorithm", algorithm, "--quiet"]
+    args = [
+        "tune",
+        "--nbest",
+        str(tmp / "dev.nbest"),
+        "--ref",
+        str(tmp / "dev.ref"),
+        "--out",
+        str(weights),
+        "--algorithm",
+        algorithm,
+        "--quiet",
+    ]
     if algorithm == "mert":
         args += ["--restarts", "3"]
     assert main(args) == 0
     data = json.loads(weights.read_text())
     tuning = data["tuning"]
     assert tuning["algorithm"] == algorithm and tuning["init"] == "beam"
-    beam = BLEU(tokenize="none", force=True).corpus_score(
-        [hyps[i] for i in nbest.select(nbest.features[:, 0])], [refs]).score
+    beam = (
+        BLEU(tokenize="none", force=True)
+        .corpus_score([hyps[i] for i in nbest.select(nbest.features[:, 0])], [refs])
+        .score
+    )
     assert tuning["initial_bleu"] == pytest.approx(beam)
     assert tuning["bleu"] >= tuning["initial_bleu"] and tuning["bleu"] > beam + 5
     assert 0.5 < tuning["length_ratio"] < 1.5
@@ -135,21 +222,78 @@ def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, ca
 def test_tune_a_feature_subset(tuning_files):
     tmp = tuning_files[0]
     weights = tmp / "subset.json"
-    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
-                 "--features", "Bad", "--iterations", "3", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--out",
+                str(weights),
+                "--features",
+                "Bad",
+                "--iterations",
+                "3",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     data = json.loads(weights.read_text())
     assert data["weights"]["Good"] == 0.0 and data["tuning"]["features"] == ["Bad"]
-    assert main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(weights),
-                 "--features", "Bad,LM"]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--out",
+                str(weights),
+                "--features",
+                "Bad,LM",
+            ]
+        )
+        == 1
+    )
 
 
-@pytest.mark.parametrize("option,value", [("--iterations", "-5"), ("--C", "-1"), ("--C", "nan"), ("--decay", "5"),
-                                          ("--restarts", "0"), ("--algorithm", "sgd")])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("--iterations", "-5"),
+        ("--C", "-1"),
+        ("--C", "nan"),
+        ("--decay", "5"),
+        ("--restarts", "0"),
+        ("--algorithm", "sgd"),
+    ],
+)
 def test_tune_options_are_range_checked(tuning_files, capsys, option, value):
     tmp = tuning_files[0]
     with pytest.raises(SystemExit) as exit_info:
-        main(["tune", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--out", str(tmp / "w.json"),
-              option, value])
+        main(
+            [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--out",
+                str(tmp / "w.json"),
+                option,
+                value,
+            ]
+        )
     assert exit_info.value.code == 2
     assert option in capsys.readouterr().err
     assert not (tmp / "w.json").exists()

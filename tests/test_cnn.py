@@ -1,4 +1,4 @@
-"""embed/cnn.py: torchvision-style preprocessing, feature extraction in split order,
+"""rerank/embed/cnn.py: torchvision-style preprocessing, feature extraction in split order,
 errors for missing images, and the real EfficientNet-Lite0 network on generated images."""
 
 import json
@@ -7,11 +7,14 @@ import os
 import numpy as np
 import pytest
 
-PIL = pytest.importorskip("PIL")
-torch = pytest.importorskip("torch")
+from tests.conftest import needs
+
+pytestmark = needs("cnn")
+
+import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from embed.cnn import IMAGENET_MEAN, IMAGENET_STD, Backbone, extract_features, extract_split, preprocess_image  # noqa: E402
+from rerank.embed.cnn import IMAGENET_MEAN, IMAGENET_STD, Backbone, extract_features, extract_split, preprocess_image  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 
 
@@ -25,8 +28,11 @@ class ChannelMean(torch.nn.Module):
 def test_preprocess_solid_colour_is_normalised_per_channel():
     out = preprocess_image(Image.new("RGB", (300, 200), (255, 0, 128)))
     assert out.shape == (3, 224, 224) and out.dtype == np.float32
-    expected = [(1.0 - IMAGENET_MEAN[0]) / IMAGENET_STD[0], (0.0 - IMAGENET_MEAN[1]) / IMAGENET_STD[1],
-                (128 / 255 - IMAGENET_MEAN[2]) / IMAGENET_STD[2]]
+    expected = [
+        (1.0 - IMAGENET_MEAN[0]) / IMAGENET_STD[0],
+        (0.0 - IMAGENET_MEAN[1]) / IMAGENET_STD[1],
+        (128 / 255 - IMAGENET_MEAN[2]) / IMAGENET_STD[2],
+    ]
     np.testing.assert_allclose(out.mean(axis=(1, 2)), expected, rtol=1e-5)
 
 
@@ -55,8 +61,9 @@ def test_extract_split_rows_follow_the_split_file(tmp_path):
     names = _write_images(tmp_path, [(255, 0, 0), (0, 255, 0), (0, 0, 255)])
     split = tmp_path / "split.txt"
     split.write_text("\n".join([names[2], names[0], names[1]]) + "\n")
-    got_names, matrix = extract_split(str(tmp_path), str(split), Backbone(ChannelMean(), 3, (0, 0, 0), (1, 1, 1)),
-                                      batch_size=2)
+    got_names, matrix = extract_split(
+        str(tmp_path), str(split), Backbone(ChannelMean(), 3, (0, 0, 0), (1, 1, 1)), batch_size=2
+    )
     assert got_names == [names[2], names[0], names[1]]
     np.testing.assert_allclose(matrix, [[0, 0, 1], [1, 0, 0], [0, 1, 0]], atol=1e-6)
 
@@ -80,8 +87,7 @@ def test_wrong_backbone_output_shape_is_an_error(tmp_path):
 
 
 def test_real_efficientnet_lite0_on_generated_images(tmp_path):
-    pytest.importorskip("efficientnet_lite_pytorch")
-    from embed.cnn import load_backbone
+    from rerank.embed.cnn import load_backbone
 
     rng = np.random.default_rng(0)
     paths = []
@@ -100,21 +106,52 @@ def test_real_efficientnet_lite0_on_generated_images(tmp_path):
 
 
 def test_cli_extract_writes_matrix_and_signature(tmp_path):
-    pytest.importorskip("efficientnet_lite_pytorch")
-    from embed.data import load_image_features
     from rerank.cli import main
+    from rerank.embed.data import load_image_features
 
     names = _write_images(tmp_path, [(200, 10, 10), (10, 200, 10)])
     split = tmp_path / "split.txt"
     split.write_text("\n".join(names) + "\n")
     out = tmp_path / "feats.npy"
-    assert main(["features", "extract", "--images-dir", str(tmp_path), "--image-split", str(split),
-                 "--cnn", "efficientnet-lite0", "--dtype", "float16", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "features",
+                "extract",
+                "--images-dir",
+                str(tmp_path),
+                "--image-split",
+                str(split),
+                "--cnn",
+                "efficientnet-lite0",
+                "--dtype",
+                "float16",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     got_names, matrix = load_image_features(str(out), str(split))
     assert got_names == names and matrix.shape == (2, 1280)
     assert np.load(out).dtype == np.float16
     meta = json.loads((tmp_path / "feats.json").read_text())
     assert meta["cnn"] == "efficientnet-lite0" and meta["rows"] == 2 and "torch" in meta["signature"]
-    assert main(["features", "extract", "--images-dir", str(tmp_path), "--image-split", str(split),
-                 "--cnn", "alexnet", "--out", str(tmp_path / "x.npy")]) == 1
+    assert (
+        main(
+            [
+                "features",
+                "extract",
+                "--images-dir",
+                str(tmp_path),
+                "--image-split",
+                str(split),
+                "--cnn",
+                "alexnet",
+                "--out",
+                str(tmp_path / "x.npy"),
+            ]
+        )
+        == 1
+    )
     assert not (tmp_path / "x.npy").exists()

@@ -6,17 +6,19 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from features.consensus import ConsensusScorer, list_pairs, list_softmax
-from features.length import LengthScorer, mean_log_ratio
-from features.scorer import make_scorer
 from rerank.bleu import bleu_from_stats, pair_bleu_stats
 from rerank.errors import InputError
+from rerank.features.consensus import ConsensusScorer, list_pairs, list_softmax
+from rerank.features.length import LengthScorer, mean_log_ratio
+from rerank.features.scorer import make_scorer
 from rerank.metrics.chrf import ChrfMetric
 from rerank.nbest import NBestList
 from tests.conftest import random_corpus
 
-LISTS = [["ein mann fährt rad .", "ein mann fährt ein rad .", "mann rad", "eine frau läuft ."],
-         ["zwei hunde spielen im schnee .", "zwei hunde spielen .", "hunde"]]
+LISTS = [
+    ["ein mann fährt rad .", "ein mann fährt ein rad .", "mann rad", "eine frau läuft ."],
+    ["zwei hunde spielen im schnee .", "zwei hunde spielen .", "hunde"],
+]
 
 
 def _nbest(lists, nmt):
@@ -28,8 +30,9 @@ def _nbest(lists, nmt):
 
 def test_pairs_cover_every_ordered_pair_grouped_by_reference():
     hyp, ref = list_pairs(np.array([0, 2, 5]))
-    assert list(zip(ref.tolist(), hyp.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)] + \
-        [(r, h) for r in range(2, 5) for h in range(2, 5)]
+    assert list(zip(ref.tolist(), hyp.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)] + [
+        (r, h) for r in range(2, 5) for h in range(2, 5)
+    ]
 
 
 def test_softmax_within_lists():
@@ -58,8 +61,9 @@ def test_pair_chrf_equals_sacrebleu_sentence_chrf():
     metric = ChrfMetric()
     stats = metric.pair_stats(texts, hyp_index, ref_index)
     chrf = CHRF()
-    expected = np.asarray(chrf._extract_corpus_statistics([texts[h] for h in hyp_index],
-                                                          [[texts[r] for r in ref_index]]), dtype=float)
+    expected = np.asarray(
+        chrf._extract_corpus_statistics([texts[h] for h in hyp_index], [[texts[r] for r in ref_index]]), dtype=float
+    )
     assert stats.tolist() == expected.tolist()
     theirs = [chrf.sentence_score(texts[h], [texts[r]]).score for h, r in zip(hyp_index, ref_index)]
     assert metric.score(stats) == pytest.approx(theirs, abs=1e-9)
@@ -73,7 +77,7 @@ def test_expected_utility_by_hand(metric):
     sentence = (BLEU(tokenize="none", effective_order=True) if metric == "bleu" else CHRF()).sentence_score
     expected = []
     for start, lst in ((0, LISTS[0]), (4, LISTS[1])):
-        logits = nmt[start:start + len(lst)]
+        logits = nmt[start : start + len(lst)]
         p = np.exp(logits - logits.max())
         p /= p.sum()
         for h in lst:
@@ -116,8 +120,8 @@ def test_length_features_by_hand(tmp_path):
 
 
 def test_mbr_uniform_weighs_samples_alike():
-    from features.consensus import ConsensusScorer
     from rerank.bleu import bleu_from_stats, pair_bleu_stats
+    from rerank.features.consensus import ConsensusScorer
     from rerank.nbest import NBestList
 
     hyps = ["a b c d", "a b c e", "x y z w"]

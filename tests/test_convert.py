@@ -41,16 +41,22 @@ def test_fairseq_generate_output(tmp_path):
 
 def test_jsonl_and_marian(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"id": 1, "hypotheses": ["b", "c"], "scores": {"lp": [-1, -2], "len": [1, 1]}}) + "\n"
-                   + json.dumps({"id": 0, "hypotheses": ["a"], "scores": {"lp": [-0.5], "len": [1]}}) + "\n")
+    src.write_text(
+        json.dumps({"id": 1, "hypotheses": ["b", "c"], "scores": {"lp": [-1, -2], "len": [1, 1]}})
+        + "\n"
+        + json.dumps({"id": 0, "hypotheses": ["a"], "scores": {"lp": [-0.5], "len": [1]}})
+        + "\n"
+    )
     out = tmp_path / "j.nbest"
     assert main(["convert", "--from", "jsonl", str(src), "--out", str(out), "--beam-feature", "lp"]) == 0
     nbest = read_nbest(str(out))
     assert list(nbest.hypotheses) == ["a", "b", "c"] and nbest.features.tolist() == [[-0.5, 1], [-1, 1], [-2, 1]]
     assert read_list_info(str(out)).beam_feature == "lp"
     marian = tmp_path / "m.nbest"
-    marian.write_text("0 ||| ein haus ||| F0= -1.5 F1= -0.2 ||| -1.7\n0 ||| das haus ||| F0= -2 F1= -0.1 ||| -2.1\n"
-                      "1 ||| ja ||| F0= -0.1 F1= 0 ||| -0.1\n")
+    marian.write_text(
+        "0 ||| ein haus ||| F0= -1.5 F1= -0.2 ||| -1.7\n0 ||| das haus ||| F0= -2 F1= -0.1 ||| -2.1\n"
+        "1 ||| ja ||| F0= -0.1 F1= 0 ||| -0.1\n"
+    )
     assert main(["convert", "--from", "marian", str(marian), "--out", str(tmp_path / "m2.nbest")]) == 0
     back = read_nbest(str(tmp_path / "m2.nbest"))
     assert back.feature_names == ["F0", "F1"] and list(back.totals) == [-1.7, -2.1, -0.1]
@@ -58,16 +64,23 @@ def test_jsonl_and_marian(tmp_path, capsys):
     assert "2 segments" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("fmt, text, needle", [
-    ("jsonl", '{"id": 0, "hypotheses": ["a"], "scores": {"x": [1]}}\n{"id": 0, "hypotheses": ["b"], '
-              '"scores": {"x": [1]}}\n', "in.txt:2: id 0 seen twice"),
-    ("jsonl", '{"id": 0, "hypotheses": ["a"], "scores": {"x": [1, 2]}}\n', "in.txt:1: "),
-    ("jsonl", '{"id": 0, "hypotheses": ["a"]\n', "in.txt:1: invalid JSON"),
-    ("jsonl", '{"id": 1, "hypotheses": ["a"]}\n', "0 is missing"),
-    ("fairseq", "H-0\tx\thallo\n", "in.txt:1: score: non-numeric value 'x'"),
-    ("fairseq", "H-0\t-1\thallo\nP-0\t-1\nP-0\t-2\n", "1 hypotheses but 2 P- lines"),
-    ("marian", "0 ||| a ||| F= 1 ||| 0\n2 ||| b ||| F= 1 ||| 0\n", "in.txt:2"),
-])
+@pytest.mark.parametrize(
+    "fmt, text, needle",
+    [
+        (
+            "jsonl",
+            '{"id": 0, "hypotheses": ["a"], "scores": {"x": [1]}}\n{"id": 0, "hypotheses": ["b"], '
+            '"scores": {"x": [1]}}\n',
+            "in.txt:2: id 0 seen twice",
+        ),
+        ("jsonl", '{"id": 0, "hypotheses": ["a"], "scores": {"x": [1, 2]}}\n', "in.txt:1: "),
+        ("jsonl", '{"id": 0, "hypotheses": ["a"]\n', "in.txt:1: invalid JSON"),
+        ("jsonl", '{"id": 1, "hypotheses": ["a"]}\n', "0 is missing"),
+        ("fairseq", "H-0\tx\thallo\n", "in.txt:1: score: non-numeric value 'x'"),
+        ("fairseq", "H-0\t-1\thallo\nP-0\t-1\nP-0\t-2\n", "1 hypotheses but 2 P- lines"),
+        ("marian", "0 ||| a ||| F= 1 ||| 0\n2 ||| b ||| F= 1 ||| 0\n", "in.txt:2"),
+    ],
+)
 def test_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys, fmt, text, needle):
     (tmp_path / "in.txt").write_text(text)
     assert main(["convert", "--from", fmt, str(tmp_path / "in.txt"), "--out", str(tmp_path / "o.nbest")]) == 1

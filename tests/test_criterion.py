@@ -1,25 +1,21 @@
-"""The fused label-smoothed cross-entropy (nmt/criterion.py) against fairseq's own loss
+"""The fused label-smoothed cross-entropy (rerank/nmt/criterion.py) against fairseq's own loss
 and a hand-computed case; its bf16 autocast; how nmt.train asks fairseq for it."""
 
 import math
-import os
 import types
 
 import pytest
 
 from rerank.errors import InputError
+from tests.conftest import needs  # noqa: E402
 
-if os.environ.get("RERANK_REQUIRE_NMT"):  # CI: a missing fairseq is a failure, not a skip
-    import fairseq  # noqa: F401
-else:
-    pytest.importorskip("fairseq", reason="the [nmt] extra is not installed")
+pytestmark = needs("nmt")
 
 import torch  # noqa: E402
-from fairseq.criterions.label_smoothed_cross_entropy import (LabelSmoothedCrossEntropyCriterion,  # noqa: E402
-                                                             label_smoothed_nll_loss)
+from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion, label_smoothed_nll_loss  # noqa: E402
 
-from nmt.criterion import FusedLabelSmoothedCE, FusedLabelSmoothedCrossEntropyCriterion  # noqa: E402
-from nmt.train import TrainConfig, train_command  # noqa: E402
+from rerank.nmt.criterion import FusedLabelSmoothedCE, FusedLabelSmoothedCrossEntropyCriterion  # noqa: E402
+from rerank.nmt.train import TrainConfig, train_command  # noqa: E402
 
 PAD = 1
 
@@ -34,8 +30,11 @@ def test_hand_computed_uniform_logits():
     assert nll.item() == pytest.approx(2 * math.log(3), rel=1e-6)
     loss.backward()
     other, on_target = 1 / 3 - 0.05, 1 / 3 - 0.05 - 0.85
-    assert logits.grad.tolist() == [pytest.approx([on_target, other, other], abs=1e-6),
-                                    pytest.approx([other, other, on_target], abs=1e-6), [0.0, 0.0, 0.0]]
+    assert logits.grad.tolist() == [
+        pytest.approx([on_target, other, other], abs=1e-6),
+        pytest.approx([other, other, on_target], abs=1e-6),
+        [0.0, 0.0, 0.0],
+    ]
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
@@ -85,8 +84,11 @@ class _TinyDecoderModel(torch.nn.Module):
 
 
 def _loss_and_grads(criterion, model):
-    sample = {"net_input": {"prev_output_tokens": torch.tensor([[2, 5, 7, 3], [2, 4, PAD, PAD]])},
-              "target": torch.tensor([[5, 7, 3, 9], [4, 2, PAD, PAD]]), "ntokens": 6}
+    sample = {
+        "net_input": {"prev_output_tokens": torch.tensor([[2, 5, 7, 3], [2, 4, PAD, PAD]])},
+        "target": torch.tensor([[5, 7, 3, 9], [4, 2, PAD, PAD]]),
+        "ntokens": 6,
+    }
     model.zero_grad()
     loss, sample_size, log = criterion(model, sample)
     loss.backward()
@@ -103,8 +105,9 @@ def test_criterion_equals_fairseqs_and_autocasts_in_bf16():
     assert all(torch.allclose(grads[n], ref_grads[n], atol=1e-6) for n in grads)
     assert model.autocast_seen == [False, False]
 
-    bf16, _, bf16_grads = _loss_and_grads(FusedLabelSmoothedCrossEntropyCriterion(task, False, 0.1,
-                                                                                 bf16_autocast=True), model)
+    bf16, _, bf16_grads = _loss_and_grads(
+        FusedLabelSmoothedCrossEntropyCriterion(task, False, 0.1, bf16_autocast=True), model
+    )
     assert model.autocast_seen[-1] is True
     assert bf16.dtype == torch.float32 and all(g.dtype == torch.float32 for g in bf16_grads.values())
     assert bf16.item() != ref_loss.item() and bf16.item() == pytest.approx(ref_loss.item(), rel=2e-2)

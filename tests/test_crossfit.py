@@ -51,10 +51,13 @@ def test_folds_file_round_trip_and_errors(tmp_path):
     assert back.images == folds.images and back.fold.tolist() == folds.fold.tolist() and back.k == 3
     with pytest.raises(InputError, match="11 in the n-best"):
         read_folds(str(tmp_path / "f.tsv"), 11)
-    for text, message in (("a\t0\nb\tx\n", "f.tsv:2: fold 'x' is not an integer"),
-                          ("a\t0\na\t1\n", "f.tsv:2: image a is in folds 0 and 1"),
-                          ("a\t0\nb\t2\n", "missing \\[1\\]"), ("a\t0\nb\t0\n", "missing"),
-                          ("a 0\n", "f.tsv:1: expected image<TAB>fold")):
+    for text, message in (
+        ("a\t0\nb\tx\n", "f.tsv:2: fold 'x' is not an integer"),
+        ("a\t0\na\t1\n", "f.tsv:2: image a is in folds 0 and 1"),
+        ("a\t0\nb\t2\n", "missing \\[1\\]"),
+        ("a\t0\nb\t0\n", "missing"),
+        ("a 0\n", "f.tsv:1: expected image<TAB>fold"),
+    ):
         (tmp_path / "f.tsv").write_text(text)
         with pytest.raises(InputError, match=message):
             read_folds(str(tmp_path / "f.tsv"))
@@ -66,12 +69,36 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
     tmp, refs, hyps, nbest, good = tuning_files
     images = [f"img{s // 2}.jpg" for s in range(nbest.num_segments)]  # two segments per image
     write_lines(images, str(tmp / "images.txt"))
-    assert main(["folds", "--segment-images", str(tmp / "images.txt"), "--k", "3", "--out", str(tmp / "folds.tsv")]) == 0
+    assert (
+        main(["folds", "--segment-images", str(tmp / "images.txt"), "--k", "3", "--out", str(tmp / "folds.tsv")]) == 0
+    )
     folds = read_folds(str(tmp / "folds.tsv"))
     out, weights_out = tmp / "test.crossfit", tmp / "weights.crossfit.json"
-    assert main(["crossfit", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--folds",
-                 str(tmp / "folds.tsv"), "--out", str(out), "--weights-out", str(weights_out), "--seed", "2",
-                 "--iterations", "5", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "crossfit",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--folds",
+                str(tmp / "folds.tsv"),
+                "--out",
+                str(out),
+                "--weights-out",
+                str(weights_out),
+                "--seed",
+                "2",
+                "--iterations",
+                "5",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     data = json.loads(weights_out.read_text())
     chosen = out.read_text().splitlines()
     assert len(chosen) == nbest.num_segments and data["crossfit"]["k"] == 3
@@ -82,8 +109,27 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
         # the fold's weights are exactly what `rerank tune` finds on the other folds alone
         write_nbest(nbest.subset(seen), str(tmp / f"part{k}.nbest"))
         write_lines([refs[s] for s in seen], str(tmp / f"part{k}.ref"))
-        assert main(["tune", "--init", "zeros", "--nbest", str(tmp / f"part{k}.nbest"), "--ref", str(tmp / f"part{k}.ref"), "--out",
-                     str(tmp / f"part{k}.json"), "--seed", "2", "--iterations", "5", "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "tune",
+                    "--init",
+                    "zeros",
+                    "--nbest",
+                    str(tmp / f"part{k}.nbest"),
+                    "--ref",
+                    str(tmp / f"part{k}.ref"),
+                    "--out",
+                    str(tmp / f"part{k}.json"),
+                    "--seed",
+                    "2",
+                    "--iterations",
+                    "5",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         alone = json.loads((tmp / f"part{k}.json").read_text())
         assert fold["weights"] == alone["weights"] and fold["bleu"] == pytest.approx(alone["tuning"]["bleu"])
         # and fold k's segments are selected with them
@@ -95,8 +141,26 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
 def test_crossfit_refuses_a_folds_file_of_another_test_set(tuning_files, capsys):  # noqa: F811
     tmp = tuning_files[0]
     (tmp / "folds.tsv").write_text("a\t0\nb\t1\n")
-    assert main(["crossfit", "--init", "zeros", "--nbest", str(tmp / "dev.nbest"), "--ref", str(tmp / "dev.ref"), "--folds",
-                 str(tmp / "folds.tsv"), "--out", str(tmp / "o.txt"), "--weights-out", str(tmp / "w.json")]) == 1
+    assert (
+        main(
+            [
+                "crossfit",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--ref",
+                str(tmp / "dev.ref"),
+                "--folds",
+                str(tmp / "folds.tsv"),
+                "--out",
+                str(tmp / "o.txt"),
+                "--weights-out",
+                str(tmp / "w.json"),
+            ]
+        )
+        == 1
+    )
     assert "2 segments in the folds file but 60" in capsys.readouterr().err
     assert not (tmp / "o.txt").exists() and not (tmp / "w.json").exists()
 
@@ -116,12 +180,40 @@ def test_apply_with_one_weights_file_per_fold(tuning_files, capsys):  # noqa: F8
     write_folds(folds, str(tmp / "folds.tsv"))
     (tmp / "w.fold0.json").write_text(json.dumps({"weights": {"Bad": 1.0, "Good": 0.0}}))
     (tmp / "w.fold1.json").write_text(json.dumps({"weights": {"Bad": 0.0, "Good": 1.0}}))
-    assert main(["apply", "--nbest", str(tmp / "dev.nbest"), "--weights", str(tmp / "w.fold{fold}.json"),
-                 "--folds", str(tmp / "folds.tsv"), "--out", str(tmp / "out.txt")]) == 0
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--weights",
+                str(tmp / "w.fold{fold}.json"),
+                "--folds",
+                str(tmp / "folds.tsv"),
+                "--out",
+                str(tmp / "out.txt"),
+            ]
+        )
+        == 0
+    )
     chosen = (tmp / "out.txt").read_text().splitlines()
     by_bad, by_good = nbest.select(nbest.features[:, 0]), nbest.select(nbest.features[:, 1])
     for s in range(nbest.num_segments):
         assert chosen[s] == hyps[(by_bad if folds.fold[s] == 0 else by_good)[s]]
-    assert main(["apply", "--nbest", str(tmp / "dev.nbest"), "--weights", str(tmp / "w.fold0.json"),
-                 "--folds", str(tmp / "folds.tsv"), "--out", str(tmp / "o2.txt")]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(tmp / "dev.nbest"),
+                "--weights",
+                str(tmp / "w.fold0.json"),
+                "--folds",
+                str(tmp / "folds.tsv"),
+                "--out",
+                str(tmp / "o2.txt"),
+            ]
+        )
+        == 1
+    )
     assert "needs {fold}" in capsys.readouterr().err and not (tmp / "o2.txt").exists()

@@ -4,6 +4,7 @@ hand-made pipeline directory, checked against rerank eval of its own outputs."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,20 +28,39 @@ def _pipeline_out(tmp_path):
     lines = []
     for h, s in zip(hyps, segment):
         # Noise: a random column; Good: the hypothesis's own sentence BLEU (an oracle column)
-        lines.append(f"{s} ||| {h} ||| Noise= {rng.normal():.4f} Good= {bleu.sentence_score(h, [refs[s]]).score:.4f}"
-                     f" ||| 0\n")
+        lines.append(
+            f"{s} ||| {h} ||| Noise= {rng.normal():.4f} Good= {bleu.sentence_score(h, [refs[s]]).score:.4f} ||| 0\n"
+        )
     (out / "nbest" / "raw.nbest").write_text("".join(lines))
     # features add writes the list's signature, which rerank tune/crossfit want
-    assert main(["features", "add", "--nbest", str(out / "nbest" / "raw.nbest"), "--scorer", "len:1.0",
-                 "--source", str(out / "data" / "tok" / "val.en"), "--out", str(out / "nbest" / "val.full.nbest")]) == 0
+    assert (
+        main(
+            [
+                "features",
+                "add",
+                "--nbest",
+                str(out / "nbest" / "raw.nbest"),
+                "--scorer",
+                "len:1.0",
+                "--source",
+                str(out / "data" / "tok" / "val.en"),
+                "--out",
+                str(out / "nbest" / "val.full.nbest"),
+            ]
+        )
+        == 0
+    )
     images = tmp_path / "val_images.txt"
     images.write_text("".join(f"{i}.jpg\n" for i in range(60)))
     return out, images, refs
 
 
 def _run(*args, **env):
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          env={**os.environ, **env})
+    # the rerank command of the Python running the tests first on PATH (a venv's bin/)
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, env={**os.environ, "PATH": path, **env}
+    )
 
 
 def test_cross_fitted_bleu_of_two_subsets(tmp_path):
@@ -53,8 +73,10 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     means = {}
     for line in lines:
         name, mean, seeds, columns = line.split("\t")
-        want = [bleu.corpus_score((out / "crossfit" / name / f"val.seed{s}.txt").read_text().splitlines(),
-                                  [refs]).score for s in (1, 2)]
+        want = [
+            bleu.corpus_score((out / "crossfit" / name / f"val.seed{s}.txt").read_text().splitlines(), [refs]).score
+            for s in (1, 2)
+        ]
         assert seeds == "seeds " + " ".join(f"{w:.2f}" for w in want)
         means[name] = float(mean.split()[1])
         assert abs(means[name] - np.mean([round(w, 2) for w in want])) < 0.006
@@ -68,8 +90,9 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     assert again.stdout.splitlines() == lines[1:]
     assert (out / "crossfit" / "good" / "val.seed1.txt").stat().st_mtime_ns == stamp
     other = _run(str(out), "good=Good", IMAGES=str(images), K="3", REPLICAS="2")
-    assert other.returncode == 1 and other.stderr.strip().endswith("holds a run of other columns or folds; "
-                                                                    "give another NAME")
+    assert other.returncode == 1 and other.stderr.strip().endswith(
+        "holds a run of other columns or folds; give another NAME"
+    )
 
 
 def test_bad_arguments_are_refused_in_one_line(tmp_path):
@@ -78,7 +101,10 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
     run = _run(str(tmp_path), "justcolumns")
     assert run.returncode == 1 and run.stderr.strip() == "crossfit_val: error: 'justcolumns' is not NAME=COLUMNS"
     run = _run(str(tmp_path), "a=NMT")
-    assert run.returncode == 1 and run.stderr.strip() == \
-        f"crossfit_val: error: {tmp_path}/nbest/val.full.nbest: no such file (a run_pipeline.sh OUT?)"
+    assert (
+        run.returncode == 1
+        and run.stderr.strip()
+        == f"crossfit_val: error: {tmp_path}/nbest/val.full.nbest: no such file (a run_pipeline.sh OUT?)"
+    )
     assert not (tmp_path / "crossfit").exists()
     assert _run("--help").returncode == 0 and "cross-fitted" in _run("--help").stdout

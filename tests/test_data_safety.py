@@ -15,18 +15,17 @@ import time
 
 import numpy as np
 import pytest
+from conftest import one_line_error as _one_line_error
+from conftest import random_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import rerank.reranking
 import rerank.nbest
+import rerank.reranking
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_nbest, write_lines, write_nbest
 from rerank.outputs import PARTIAL_SUFFIX, StagedOutputs, atomic_write, check_paths
-
-from conftest import one_line_error as _one_line_error
-from conftest import random_corpus
 
 NBEST = "0 ||| ein mann ||| F= 1 G= 2 ||| 0\n0 ||| eine frau ||| F= 0 G= 1 ||| 0\n1 ||| ein hund ||| F= 3 G= 0 ||| 0\n"
 RERANK = [sys.executable, "-m", "rerank.cli"]
@@ -42,27 +41,60 @@ def files(tmp_path):
 
 
 def _snapshot(directory):
-    return {p: open(os.path.join(directory, p), "rb").read() for p in sorted(os.listdir(directory))
-            if os.path.isfile(os.path.join(directory, p))}
+    return {
+        p: open(os.path.join(directory, p), "rb").read()
+        for p in sorted(os.listdir(directory))
+        if os.path.isfile(os.path.join(directory, p))
+    }
 
 
 # 1. Inputs are never touched --------------------------------------------------------------
 
 VERBS = {  # verb -> (argv with {name} placeholders, its input names, its output options)
     "apply": (["apply", "--nbest", "{nbest}", "--weights", "{w}", "--out", "{out}"], ["nbest", "w"], ["--out"]),
-    "apply-nbest": (["apply", "--nbest", "{nbest}", "--weights", "{w}", "--out", "{o1}", "--out-nbest", "{out}"],
-                    ["nbest", "w"], ["--out-nbest"]),
+    "apply-nbest": (
+        ["apply", "--nbest", "{nbest}", "--weights", "{w}", "--out", "{o1}", "--out-nbest", "{out}"],
+        ["nbest", "w"],
+        ["--out-nbest"],
+    ),
     "oracle": (["oracle", "--nbest", "{nbest}", "--ref", "{ref}", "--out", "{out}"], ["nbest", "ref"], ["--out"]),
     "eval": (["eval", "--ref", "{ref}", "--hyp", "{hyp}", "--out", "{out}"], ["ref", "hyp"], ["--out"]),
-    "signif": (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "A={hyp2}", "--metrics", "bleu",
-                "--shuffles", "10", "--resamples", "0", "--out", "{out}"], ["ref", "hyp", "hyp2"], ["--out"]),
-    "tune": (["tune", "--nbest", "{nbest}", "--ref", "{ref}", "--init", "{w}", "--quiet", "--out", "{out}"],
-             ["nbest", "ref", "w"], ["--out"]),
+    "signif": (
+        [
+            "signif",
+            "--ref",
+            "{ref}",
+            "--baseline",
+            "{hyp}",
+            "--system",
+            "A={hyp2}",
+            "--metrics",
+            "bleu",
+            "--shuffles",
+            "10",
+            "--resamples",
+            "0",
+            "--out",
+            "{out}",
+        ],
+        ["ref", "hyp", "hyp2"],
+        ["--out"],
+    ),
+    "tune": (
+        ["tune", "--nbest", "{nbest}", "--ref", "{ref}", "--init", "{w}", "--quiet", "--out", "{out}"],
+        ["nbest", "ref", "w"],
+        ["--out"],
+    ),
     "truncate": (["truncate", "--nbest", "{nbest}", "--size", "1", "--out", "{out}"], ["nbest"], ["--out"]),
     "union": (["union", "--nbest", "{nbest}", "--nbest", "{nbest}", "--out", "{out}"], ["nbest"], ["--out"]),
 }
-INPUTS = {"nbest": NBEST, "ref": "ein mann\nein hund\n", "hyp": "ein mann\nein hund\n", "hyp2": "ein hund\nein\n",
-          "w": json.dumps({"weights": {"F": 1.0, "G": 0.5}})}
+INPUTS = {
+    "nbest": NBEST,
+    "ref": "ein mann\nein hund\n",
+    "hyp": "ein mann\nein hund\n",
+    "hyp2": "ein hund\nein\n",
+    "w": json.dumps({"weights": {"F": 1.0, "G": 0.5}}),
+}
 
 
 def _alias(tmp_path, target: str, how: str) -> str:
@@ -77,8 +109,11 @@ def _alias(tmp_path, target: str, how: str) -> str:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(verb=st.sampled_from(sorted(VERBS)), pick=st.integers(0, 10),
-       how=st.sampled_from(["same", "spelling", "symlink", "hardlink"]))
+@given(
+    verb=st.sampled_from(sorted(VERBS)),
+    pick=st.integers(0, 10),
+    how=st.sampled_from(["same", "spelling", "symlink", "hardlink"]),
+)
 def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path_factory, capsys, verb, pick, how):
     tmp_path = tmp_path_factory.mktemp("alias")
     (tmp_path / "sub").mkdir()
@@ -98,8 +133,22 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path_factory,
 
 def test_two_outputs_that_are_one_file_are_refused(files, capsys):
     out = str(files / "o")
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", out, "--out-nbest", out]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "dev.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                out,
+                "--out-nbest",
+                out,
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "--out-nbest is the same file as output --out")
     assert not os.path.exists(out)
     (files / "t.json").write_text(NBEST)  # an n-best list that happens to be named like a signature
@@ -111,8 +160,22 @@ def test_two_outputs_that_are_one_file_are_refused(files, capsys):
 def test_standard_input_or_output_twice_is_refused(files, capsys):
     assert main(["oracle", "--nbest", "-", "--ref", "-", "--out", str(files / "o")]) == 1
     _one_line_error(capsys, "'-' (standard input) given for both --nbest and --ref")
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", "-", "--out-nbest", "-"]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "dev.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                "-",
+                "--out-nbest",
+                "-",
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "standard output")
 
 
@@ -132,8 +195,22 @@ def test_an_unwritable_directory_is_refused_before_the_work(files, capsys):
     locked.mkdir()
     locked.chmod(0o500)
     try:
-        assert main(["tune", "--init", "zeros", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"),
-                     "--out", str(locked / "w.json")]) == 1
+        assert (
+            main(
+                [
+                    "tune",
+                    "--init",
+                    "zeros",
+                    "--nbest",
+                    str(files / "dev.nbest"),
+                    "--ref",
+                    str(files / "dev.ref"),
+                    "--out",
+                    str(locked / "w.json"),
+                ]
+            )
+            == 1
+        )
         _one_line_error(capsys, "cannot write in", "permission denied")
     finally:
         locked.chmod(0o700)
@@ -141,20 +218,37 @@ def test_an_unwritable_directory_is_refused_before_the_work(files, capsys):
 
 def test_the_output_check_comes_before_reading_inputs(files, capsys):
     (files / "broken.nbest").write_text("not an n-best list\n")
-    assert main(["tune", "--init", "zeros", "--nbest", str(files / "broken.nbest"), "--ref", str(files / "dev.ref"),
-                 "--out", str(files / "hyp" / "w.json")]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(files / "broken.nbest"),
+                "--ref",
+                str(files / "dev.ref"),
+                "--out",
+                str(files / "hyp" / "w.json"),
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "--out", "is not a directory")
 
 
 # 2. Outputs go where the user pointed ----------------------------------------------------
+
 
 def test_a_symlink_is_followed_and_its_target_replaced(files):
     target = files / "real.txt"
     target.write_text("old\n")
     link = files / "link.txt"
     link.symlink_to(target)
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", str(link)]) == 0
+    assert (
+        main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"), "--out", str(link)])
+        == 0
+    )
     assert link.is_symlink() and target.read_text() == "ein mann\nein hund\n"
 
 
@@ -164,8 +258,10 @@ def test_a_fifo_is_written_not_replaced(files):
     received = []
     reader = threading.Thread(target=lambda: received.append(open(fifo).read()))
     reader.start()
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", str(fifo)]) == 0
+    assert (
+        main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"), "--out", str(fifo)])
+        == 0
+    )
     reader.join(10)
     assert received == ["ein mann\nein hund\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
 
@@ -174,8 +270,9 @@ def test_a_fifo_is_written_not_replaced(files):
 def test_a_character_device_is_written_not_replaced(files):
     null = files / "null"
     os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
-    assert main(["oracle", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"),
-                 "--out", str(null)]) == 0
+    assert (
+        main(["oracle", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"), "--out", str(null)]) == 0
+    )
     assert stat.S_ISCHR(os.stat(null).st_mode)
     assert [p for p in os.listdir(files) if PARTIAL_SUFFIX in p] == []
 
@@ -187,28 +284,39 @@ def test_dash_is_standard_output(files, capsys):
 
 # 3. Names are unique ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv,needle", [
-    (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "A={hyp}", "--system", "A={hyp}"],
-     "'A' is given to two systems"),
-    (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "baseline={hyp}"], "the baseline's name"),
-    (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "oracle={hyp}", "--nbest", "{nbest}"],
-     "'oracle' is given to two systems"),
-    (["eval", "--ref", "{ref}", "--hyp", "X={hyp}", "--hyp", "X={ref}"], "'X' is given to two systems"),
-    (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "A="], "at least one file"),
-])
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (
+            ["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "A={hyp}", "--system", "A={hyp}"],
+            "'A' is given to two systems",
+        ),
+        (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "baseline={hyp}"], "the baseline's name"),
+        (
+            ["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "oracle={hyp}", "--nbest", "{nbest}"],
+            "'oracle' is given to two systems",
+        ),
+        (["eval", "--ref", "{ref}", "--hyp", "X={hyp}", "--hyp", "X={ref}"], "'X' is given to two systems"),
+        (["signif", "--ref", "{ref}", "--baseline", "{hyp}", "--system", "A="], "at least one file"),
+    ],
+)
 def test_two_rows_of_one_name_are_an_error(files, capsys, argv, needle):
     values = {"ref": str(files / "dev.ref"), "hyp": str(files / "hyp"), "nbest": str(files / "dev.nbest")}
     assert main([a.format(**values) for a in argv] + (["--metrics", "bleu"] if argv[0] == "signif" else [])) == 1
     _one_line_error(capsys, needle)
 
 
-@pytest.mark.parametrize("manifest,needle", [
-    ({"systems": [["A", ["hyp"]], ["A", ["hyp"]]]}, "'A' is given to two systems"),
-    ({"systems": [["baseline", ["hyp"]]]}, "the baseline's name"),
-    ({"systems": [["A", ["hyp"]]], "baseline": []}, '"baseline" lists no file'),
-    ({"systems": [["A", []]]}, "lists no replica file"),
-    ({"systems": [["A", ["hyp"]]], "nbest": "missing.nbest"}, "missing.nbest"),
-])
+@pytest.mark.parametrize(
+    "manifest,needle",
+    [
+        ({"systems": [["A", ["hyp"]], ["A", ["hyp"]]]}, "'A' is given to two systems"),
+        ({"systems": [["baseline", ["hyp"]]]}, "the baseline's name"),
+        ({"systems": [["A", ["hyp"]]], "baseline": []}, '"baseline" lists no file'),
+        ({"systems": [["A", []]]}, "lists no replica file"),
+        ({"systems": [["A", ["hyp"]]], "nbest": "missing.nbest"}, "missing.nbest"),
+    ],
+)
 def test_report_manifests_are_checked(files, capsys, manifest, needle):
     data = {"reference": "dev.ref", "baseline": ["hyp"], "tokenize": "none", **manifest}
     (files / "experiment.json").write_text(json.dumps(data))
@@ -219,23 +327,54 @@ def test_report_manifests_are_checked(files, capsys, manifest, needle):
 
 def test_duplicate_json_keys_are_an_error(files, capsys):
     (files / "w.json").write_text('{"weights": {"F": 1.0, "G": 0.5, "F": 2.0}}')
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", str(files / "o")]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "dev.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                str(files / "o"),
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "w.json", "key 'F' occurs twice")
 
 
 # 4. Compression by name ---------------------------------------------------------------------
 
+
 def test_gz_outputs_are_compressed_and_read_back(files):
     out, nbest = str(files / "o.txt.gz"), str(files / "o.nbest.gz")
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", out, "--out-nbest", nbest]) == 0
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "dev.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                out,
+                "--out-nbest",
+                nbest,
+            ]
+        )
+        == 0
+    )
     assert gzip.decompress(open(out, "rb").read()).decode() == "ein mann\nein hund\n"
     assert read_nbest(nbest).hypotheses == ["ein mann", "eine frau", "ein hund"]
     assert main(["truncate", "--nbest", nbest, "--size", "1", "--out", str(files / "t.nbest.gz")]) == 0
     assert read_nbest(str(files / "t.nbest.gz")).hypotheses == ["ein mann", "ein hund"]
-    assert main(["features", "add", "--nbest", nbest, "--scorer", "mbr:bleu,feature=F",
-                 "--out", str(files / "f.nbest.gz")]) == 0
+    assert (
+        main(
+            ["features", "add", "--nbest", nbest, "--scorer", "mbr:bleu,feature=F", "--out", str(files / "f.nbest.gz")]
+        )
+        == 0
+    )
     assert read_nbest(str(files / "f.nbest.gz")).feature_names == ["F", "G", "MBRBLEU"]
     assert main(["eval", "--ref", str(files / "dev.ref"), "--hyp", out]) == 0
 
@@ -258,8 +397,20 @@ def test_a_byte_order_mark_is_not_text(files):
 
 def test_nul_bytes_are_refused_with_their_line(files, capsys):
     (files / "nul.nbest").write_text(NBEST.replace("ein hund", "ein\x00hund"))
-    assert main(["apply", "--nbest", str(files / "nul.nbest"), "--weights", str(files / "w.json"),
-                 "--out", str(files / "o")]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "nul.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                str(files / "o"),
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "nul.nbest:3:", "NUL byte")
     (files / "nul.ref").write_text("ein mann\nein\x00hund\n")
     assert main(["eval", "--ref", str(files / "nul.ref"), "--hyp", str(files / "hyp")]) == 1
@@ -268,11 +419,28 @@ def test_nul_bytes_are_refused_with_their_line(files, capsys):
 
 # 5. No traceback for anything a user can do ---------------------------------------------
 
+
 def test_zero_features_cannot_be_tuned(files, capsys):
     (files / "none.nbest").write_text("0 ||| ein mann |||  ||| 0\n1 ||| ein hund |||  ||| 0\n")
     for algorithm in ("mira", "mert", "pro"):
-        assert main(["tune", "--init", "zeros", "--nbest", str(files / "none.nbest"), "--ref", str(files / "dev.ref"),
-                     "--algorithm", algorithm, "--out", str(files / "w2.json")]) == 1
+        assert (
+            main(
+                [
+                    "tune",
+                    "--init",
+                    "zeros",
+                    "--nbest",
+                    str(files / "none.nbest"),
+                    "--ref",
+                    str(files / "dev.ref"),
+                    "--algorithm",
+                    algorithm,
+                    "--out",
+                    str(files / "w2.json"),
+                ]
+            )
+            == 1
+        )
         _one_line_error(capsys, "no feature columns: nothing to tune")
     assert not (files / "w2.json").exists()
 
@@ -280,17 +448,46 @@ def test_zero_features_cannot_be_tuned(files, capsys):
 def test_huge_feature_values_are_refused_by_the_tuners_without_hanging(files):
     (files / "huge.nbest").write_text(NBEST.replace("F= 3", "F= 1e307").replace("F= 0", "F= -1e307"))
     for algorithm in ("mert", "mira", "pro"):
-        done = subprocess.run(RERANK + ["tune", "--init", "zeros", "--nbest", str(files / "huge.nbest"), "--ref", str(files / "dev.ref"),
-                                        "--algorithm", algorithm, "--out", str(files / "w2.json")],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            RERANK
+            + [
+                "tune",
+                "--init",
+                "zeros",
+                "--nbest",
+                str(files / "huge.nbest"),
+                "--ref",
+                str(files / "dev.ref"),
+                "--algorithm",
+                algorithm,
+                "--out",
+                str(files / "w2.json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert "huge.nbest" in done.stderr and "magnitude 1e+307" in done.stderr
 
 
 def test_weights_that_overflow_the_scores_are_named(files):
     (files / "big.json").write_text(json.dumps({"weights": {"F": 1e308, "G": 1e308}}))
-    done = subprocess.run(RERANK + ["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "big.json"),
-                                    "--out", str(files / "o")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        RERANK
+        + [
+            "apply",
+            "--nbest",
+            str(files / "dev.nbest"),
+            "--weights",
+            str(files / "big.json"),
+            "--out",
+            str(files / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert "big.json" in done.stderr and "not finite" in done.stderr and "Warning" not in done.stderr
     assert not (files / "o").exists()
@@ -301,8 +498,20 @@ def test_out_of_memory_names_the_largest_input(files, capsys, monkeypatch):
         raise MemoryError
 
     monkeypatch.setattr(rerank.reranking, "iter_nbest", exhausted)
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", str(files / "o")]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "dev.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                str(files / "o"),
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "dev.nbest is too large to hold in memory", "stream")
     assert not (files / "o").exists()
 
@@ -312,7 +521,7 @@ def _big_list(path, segments=4000, size=50, seed=0):
     words = np.array("ein mann eine frau hund rennt über die wiese im park".split())
     with open(path, "w") as out:
         for i in range(segments):
-            for k in range(size):
+            for _k in range(size):
                 hyp = " ".join(words[rng.randint(0, len(words), 6)])
                 out.write(f"{i} ||| {hyp} ||| F= {rng.randn():.4f} G= {rng.randn():.4f} ||| 0\n")
 
@@ -321,9 +530,22 @@ def _big_list(path, segments=4000, size=50, seed=0):
 def test_an_interrupted_run_says_so_and_leaves_nothing(files, signum, code):
     _big_list(files / "big.nbest", segments=8000)
     out = files / "o"
-    proc = subprocess.Popen(RERANK + ["apply", "--nbest", str(files / "big.nbest"), "--weights",
-                                      str(files / "w.json"), "--out", str(out), "--out-nbest", str(files / "o.nbest")],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        RERANK
+        + [
+            "apply",
+            "--nbest",
+            str(files / "big.nbest"),
+            "--weights",
+            str(files / "w.json"),
+            "--out",
+            str(out),
+            "--out-nbest",
+            str(files / "o.nbest"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60  # signal while it writes: its temporaries exist
     while not any(PARTIAL_SUFFIX in p for p in os.listdir(files)) and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
@@ -369,11 +591,14 @@ def test_a_signal_while_an_output_is_staged_is_raised_after_it_is_recorded(tmp_p
 
 # 6. Errors name the user's path -------------------------------------------------------------
 
+
 def test_disk_full_names_the_output(files, capsys):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    assert main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"),
-                 "--out", "/dev/full"]) == 1
+    assert (
+        main(["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"), "--out", "/dev/full"])
+        == 1
+    )
     _one_line_error(capsys, "/dev/full", "No space left on device")
 
 
@@ -384,8 +609,20 @@ def test_a_failed_rename_names_the_users_path_not_the_temporary(files, capsys, m
         raise OSError(errno.ENOSPC, "No space left on device", src)
 
     monkeypatch.setattr(os, "replace", full)
-    assert main(["oracle", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"),
-                 "--out", str(files / "o.txt")]) == 1
+    assert (
+        main(
+            [
+                "oracle",
+                "--nbest",
+                str(files / "dev.nbest"),
+                "--ref",
+                str(files / "dev.ref"),
+                "--out",
+                str(files / "o.txt"),
+            ]
+        )
+        == 1
+    )
     err = _one_line_error(capsys, str(files / "o.txt"), "No space left on device")
     assert PARTIAL_SUFFIX not in err
     monkeypatch.undo()
@@ -394,12 +631,22 @@ def test_a_failed_rename_names_the_users_path_not_the_temporary(files, capsys, m
 
 # 7. No litter --------------------------------------------------------------------------------
 
+
 def test_a_killed_run_leaves_the_old_file_or_the_new_and_no_litter(files):
     _big_list(files / "big.nbest", segments=2000)
     out = files / "o.nbest"
     out.write_text("old\n")
-    argv = RERANK + ["apply", "--nbest", str(files / "big.nbest"), "--weights", str(files / "w.json"),
-                     "--out", str(files / "o"), "--out-nbest", str(out)]
+    argv = RERANK + [
+        "apply",
+        "--nbest",
+        str(files / "big.nbest"),
+        "--weights",
+        str(files / "w.json"),
+        "--out",
+        str(files / "o"),
+        "--out-nbest",
+        str(out),
+    ]
     whole = subprocess.run(argv, capture_output=True, timeout=120)
     assert whole.returncode == 0
     new = out.read_bytes()
@@ -413,14 +660,25 @@ def test_a_killed_run_leaves_the_old_file_or_the_new_and_no_litter(files):
         assert out.read_bytes() in (b"old\n", new)  # never a truncated output
     subprocess.run(argv, capture_output=True, timeout=120, check=True)  # the next run sweeps what kills left
     assert out.read_bytes() == new
-    assert sorted(os.listdir(files)) == sorted(["dev.nbest", "dev.ref", "hyp", "w.json", "big.nbest", "o",
-                                                "o.nbest"])
+    assert sorted(os.listdir(files)) == sorted(["dev.nbest", "dev.ref", "hyp", "w.json", "big.nbest", "o", "o.nbest"])
 
 
 def test_a_failed_run_leaves_no_directory_it_made(files, capsys):
     (files / "bad.nbest").write_text(NBEST + "2 ||| x ||| F= nope G= 1 ||| 0\n")
-    assert main(["apply", "--nbest", str(files / "bad.nbest"), "--weights", str(files / "w.json"),
-                 "--out", str(files / "new" / "deeper" / "o")]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(files / "bad.nbest"),
+                "--weights",
+                str(files / "w.json"),
+                "--out",
+                str(files / "new" / "deeper" / "o"),
+            ]
+        )
+        == 1
+    )
     _one_line_error(capsys, "bad.nbest:4:")
     assert not (files / "new").exists()
 
@@ -438,6 +696,7 @@ def test_a_live_writers_temporary_is_not_swept(tmp_path):
 
 
 # 8. Streaming --------------------------------------------------------------------------------
+
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12), block=st.integers(1, 20))
@@ -471,10 +730,33 @@ def test_streamed_verbs_equal_the_whole_list(files, monkeypatch):
     write_lines([" ".join(r.split()[:3]) for r in refs], str(files / "c.src"))
     (files / "c.json").write_text(json.dumps({"weights": {"NMT": 1.0, "G": -0.3}}))
     argv = {
-        "apply": ["apply", "--nbest", str(files / "c.nbest"), "--weights", str(files / "c.json"), "--out", "{o}",
-                  "--out-nbest", "{o}.nbest"],
-        "features": ["features", "add", "--nbest", str(files / "c.nbest"), "--source", str(files / "c.src"),
-                     "--scorer", "mbr:bleu", "--scorer", "mbr:chrf", "--scorer", "len:1.1", "--out", "{o}"],
+        "apply": [
+            "apply",
+            "--nbest",
+            str(files / "c.nbest"),
+            "--weights",
+            str(files / "c.json"),
+            "--out",
+            "{o}",
+            "--out-nbest",
+            "{o}.nbest",
+        ],
+        "features": [
+            "features",
+            "add",
+            "--nbest",
+            str(files / "c.nbest"),
+            "--source",
+            str(files / "c.src"),
+            "--scorer",
+            "mbr:bleu",
+            "--scorer",
+            "mbr:chrf",
+            "--scorer",
+            "len:1.1",
+            "--out",
+            "{o}",
+        ],
         "truncate": ["truncate", "--nbest", str(files / "c.nbest"), "--size", "2", "--out", "{o}"],
         "oracle": ["oracle", "--nbest", str(files / "c.nbest"), "--ref", str(files / "c.ref"), "--out", "{o}"],
     }
@@ -488,7 +770,7 @@ def test_streamed_verbs_equal_the_whole_list(files, monkeypatch):
 
 
 def test_mbr_in_pair_groups_equals_all_pairs_at_once(corpus):
-    from features.consensus import ConsensusScorer, pair_groups
+    from rerank.features.consensus import ConsensusScorer, pair_groups
 
     refs, hyps, segment = corpus
     offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])

@@ -1,16 +1,17 @@
 """--device / --dtype: resolved once (rerank/devices.py), passed to fairseq as its own flags;
 CUDA cases are skipped (not failed) without CUDA."""
 
-import importlib.util
-
 import pytest
 
 from rerank.cli import main
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
-from tests.conftest import one_line_error
+from tests.conftest import needs, one_line_error
 
-torch = pytest.importorskip("torch")
+pytestmark = needs("nmt")
+
+import torch  # noqa: E402
+
 CUDA = torch.cuda.is_available()
 
 
@@ -18,8 +19,11 @@ def test_auto_is_the_cpu_without_cuda_and_half_types_need_cuda():
     device, dtype = DeviceSettings().resolve()
     assert device.type == ("cuda" if CUDA else "cpu") and dtype == torch.float32
     if not CUDA:
-        for settings, needle in ((DeviceSettings("cuda"), "no CUDA"), (DeviceSettings("cuda:1"), "no CUDA"),
-                                 (DeviceSettings("cpu", "float16"), "needs a CUDA device")):
+        for settings, needle in (
+            (DeviceSettings("cuda"), "no CUDA"),
+            (DeviceSettings("cuda:1"), "no CUDA"),
+            (DeviceSettings("cpu", "float16"), "needs a CUDA device"),
+        ):
             with pytest.raises(InputError, match=needle):
                 settings.resolve()
     for bad in ("gpu", "cuda:x", "CPU"):
@@ -27,9 +31,8 @@ def test_auto_is_the_cpu_without_cuda_and_half_types_need_cuda():
             DeviceSettings(bad)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("fairseq") is None, reason="the [nmt] extra is not installed")
 def test_fairseq_flags():
-    from nmt import fairseq_device
+    from rerank.nmt import fairseq_device
 
     if not CUDA:
         assert fairseq_device("cpu") == (["--cpu"], {}) and fairseq_device("auto") == (["--cpu"], {})
@@ -41,12 +44,14 @@ def test_fairseq_flags():
 
 
 @pytest.mark.skipif(CUDA, reason="checks the error without CUDA")
-@pytest.mark.parametrize("argv", [
-    ["nmt", "train", "--data-bin", "{tmp}", "--save-dir", "{tmp}/m", "--device", "cuda"],
-    ["embed", "train", "--out", "{tmp}/e", "--device", "cpu", "--dtype", "bfloat16"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["nmt", "train", "--data-bin", "{tmp}", "--save-dir", "{tmp}/m", "--device", "cuda"],
+        ["embed", "train", "--out", "{tmp}/e", "--device", "cpu", "--dtype", "bfloat16"],
+    ],
+)
 def test_verbs_refuse_a_device_they_cannot_have(tmp_path, capsys, argv):
-    pytest.importorskip("fairseq")
     (tmp_path / "dict.de.txt").write_text("a 1\n")
     (tmp_path / "dict.en.txt").write_text("a 1\n")
     code = main([a.format(tmp=tmp_path) for a in argv])

@@ -3,12 +3,10 @@ import json
 import os
 
 import numpy as np
-import pytest
 
-if os.environ.get("RERANK_REQUIRE_NMT"):
-    import torch  # noqa: F401
-else:
-    pytest.importorskip("torch")
+from tests.conftest import needs  # noqa: E402
+
+pytestmark = needs("nmt")
 
 from rerank.cli import main  # noqa: E402
 
@@ -38,9 +36,33 @@ def test_embed_train_isr_sts(tmp_path, capsys):
     root = str(tmp_path / "m30k")
     _corpus(root, np.random.default_rng(0))
     model = str(tmp_path / "model")
-    assert main(["embed", "train", "--data", root, "--image-features", os.path.join(root, "feats.npy"),
-                 "--image-split", os.path.join(root, "feat_split.txt"), "--heldout-images", "3", "--valid-images", "2",
-                 "--epochs", "2", "--batch-size", "16", "--image-rows", "4", "--out", model]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "train",
+                "--data",
+                root,
+                "--image-features",
+                os.path.join(root, "feats.npy"),
+                "--image-split",
+                os.path.join(root, "feat_split.txt"),
+                "--heldout-images",
+                "3",
+                "--valid-images",
+                "2",
+                "--epochs",
+                "2",
+                "--batch-size",
+                "16",
+                "--image-rows",
+                "4",
+                "--out",
+                model,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "images: 5 for training, 2 for validation, 3 held out (test_2016)" in out
     held = json.load(open(os.path.join(model, "heldout.json")))
@@ -50,14 +72,30 @@ def test_embed_train_isr_sts(tmp_path, capsys):
     # model selection ranked the 2 validation images against their 10 descriptions
     assert config["history"][0]["image_to_sentence/r@10"] == 100.0
     assert config["config"]["lr"] == 2e-3 and config["config"]["model"]["init"] == "default"  # the cpu preset's
-    assert main(["embed", "isr", "--model", model, "--data", root, "--image-features",
-                 os.path.join(root, "feats.npy"), "--image-split", os.path.join(root, "feat_split.txt"),
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "isr",
+                "--model",
+                model,
+                "--data",
+                root,
+                "--image-features",
+                os.path.join(root, "feats.npy"),
+                "--image-split",
+                os.path.join(root, "feat_split.txt"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     isr = json.loads(capsys.readouterr().out)
     assert isr["images"] == 3 and isr["sentences"] == 15 and isr["lang"] == "de"
     assert set(isr["image_to_sentence"]) == {"r@1", "r@5", "r@10", "mrank"}
-    (tmp_path / "sts.tsv").write_text("4.5\tA red thing.\tA red thing.\n0.5\tA red thing.\tA blue thing.\n"
-                                      "2.0\tA green thing.\tA black thing.\n")
+    (tmp_path / "sts.tsv").write_text(
+        "4.5\tA red thing.\tA red thing.\n0.5\tA red thing.\tA blue thing.\n2.0\tA green thing.\tA black thing.\n"
+    )
     assert main(["embed", "sts", "--model", model, "--data", str(tmp_path / "sts.tsv"), "--json"]) == 0
     sts = json.loads(capsys.readouterr().out)
     assert sts["n"] == 3 and -1.0 <= sts["pearson"] <= 1.0
@@ -67,9 +105,29 @@ def test_embed_train_isr_sts(tmp_path, capsys):
 
 
 def _train(root, out, *extra):
-    return main(["embed", "train", "--data", root, "--image-features", os.path.join(root, "feats.npy"),
-                 "--image-split", os.path.join(root, "feat_split.txt"), "--epochs", "2", "--batch-size", "16",
-                 "--image-rows", "4", "--threads", "1", "--out", out, *extra])
+    return main(
+        [
+            "embed",
+            "train",
+            "--data",
+            root,
+            "--image-features",
+            os.path.join(root, "feats.npy"),
+            "--image-split",
+            os.path.join(root, "feat_split.txt"),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--image-rows",
+            "4",
+            "--threads",
+            "1",
+            "--out",
+            out,
+            *extra,
+        ]
+    )
 
 
 def test_cross_fitted_training_never_uses_the_held_out_fold(tmp_path, capsys):
@@ -85,7 +143,9 @@ def test_cross_fitted_training_never_uses_the_held_out_fold(tmp_path, capsys):
     held = [name for name, f in zip(images, folds.fold) if f == 1]
     args = ["--folds", str(tmp_path / "folds.tsv"), "--fold", "1", "--valid-images", "1", "--beta", "0.5"]
     assert _train(root, str(tmp_path / "a"), *args) == 0
-    assert f"images: {10 - len(held) - 1} for training, 1 for validation, fold 1 of 2 held out" in capsys.readouterr().out
+    assert (
+        f"images: {10 - len(held) - 1} for training, 1 for validation, fold 1 of 2 held out" in capsys.readouterr().out
+    )
     assert json.load(open(tmp_path / "a" / "heldout.json"))["images"] == held
     # other features for the held-out images (and only for them): the same model, bit for bit
     feats = np.load(os.path.join(root, "feats.npy"))
@@ -106,24 +166,76 @@ def test_warm_start_keeps_the_start_models_vocabularies_and_weights(tmp_path, ca
 
     root = str(tmp_path / "m30k")
     _corpus(root, np.random.default_rng(0))
-    assert main(["embed", "train", "--data", root, "--beta", "0", "--epochs", "1", "--batch-size", "16",
-                 "--threads", "1", "--out", str(tmp_path / "text")]) == 0
-    assert _train(root, str(tmp_path / "ft"), "--init-model", str(tmp_path / "text"), "--beta", "0.75",
-                  "--heldout-images", "3", "--max-steps", "1", "--lr", "1e-9") == 0
+    assert (
+        main(
+            [
+                "embed",
+                "train",
+                "--data",
+                root,
+                "--beta",
+                "0",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--threads",
+                "1",
+                "--out",
+                str(tmp_path / "text"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        _train(
+            root,
+            str(tmp_path / "ft"),
+            "--init-model",
+            str(tmp_path / "text"),
+            "--beta",
+            "0.75",
+            "--heldout-images",
+            "3",
+            "--max-steps",
+            "1",
+            "--lr",
+            "1e-9",
+        )
+        == 0
+    )
     history = json.load(open(tmp_path / "ft" / "config.json"))["history"]
     assert [row["step"] for row in history] == [1]
     for lang in ("en", "de"):
-        assert (tmp_path / "ft" / f"vocab.{lang}.json").read_text() == (tmp_path / "text" / f"vocab.{lang}.json").read_text()
+        assert (tmp_path / "ft" / f"vocab.{lang}.json").read_text() == (
+            tmp_path / "text" / f"vocab.{lang}.json"
+        ).read_text()
     start = torch.load(tmp_path / "text" / "model.pt", weights_only=True)
     tuned = torch.load(tmp_path / "ft" / "model.pt", weights_only=True)
     for key, value in start.items():
         if key.startswith("encoders."):
             assert torch.allclose(tuned[key], value, atol=1e-6), key  # one step of lr 1e-9
     # VSE (one language) from the bilingual start: only its German encoder is taken
-    assert _train(root, str(tmp_path / "vse"), "--init-model", str(tmp_path / "text"), "--langs", "de", "--beta",
-                  "1", "--heldout-images", "3", "--max-steps", "1") == 0
+    assert (
+        _train(
+            root,
+            str(tmp_path / "vse"),
+            "--init-model",
+            str(tmp_path / "text"),
+            "--langs",
+            "de",
+            "--beta",
+            "1",
+            "--heldout-images",
+            "3",
+            "--max-steps",
+            "1",
+        )
+        == 0
+    )
     assert set(torch.load(tmp_path / "vse" / "model.pt", weights_only=True)) == {
-        k for k in start if not k.startswith("encoders.en.")}
+        k for k in start if not k.startswith("encoders.en.")
+    }
 
 
 def test_papers_protocol_features_for_every_split(tmp_path, capsys):
@@ -139,9 +251,33 @@ def test_papers_protocol_features_for_every_split(tmp_path, capsys):
     np.save(os.path.join(root, "all.npy"), np.concatenate(rows).astype(np.float32))
     with open(os.path.join(root, "all.txt"), "w") as out:
         out.write("\n".join(names) + "\n")
-    assert main(["embed", "train", "--data", root, "--image-features", os.path.join(root, "all.npy"),
-                 "--image-split", os.path.join(root, "all.txt"), "--image-task2-split", "none", "--beta", "1",
-                 "--epochs", "1", "--batch-size", "16", "--threads", "1", "--out", str(tmp_path / "m")]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "train",
+                "--data",
+                root,
+                "--image-features",
+                os.path.join(root, "all.npy"),
+                "--image-split",
+                os.path.join(root, "all.txt"),
+                "--image-task2-split",
+                "none",
+                "--beta",
+                "1",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--threads",
+                "1",
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "images: 40 training images with features (train)" in out
     assert "images: 8 validation images with features (val)" in out and "test_2016" not in out

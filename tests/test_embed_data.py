@@ -4,9 +4,9 @@ import os
 import numpy as np
 import pytest
 
-from embed.data import PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2
-from nmt.data import preprocess_lines
+from rerank.embed.data import PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2
 from rerank.errors import InputError
+from rerank.nmt.data import preprocess_lines
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k")
 
@@ -22,6 +22,7 @@ def _task2(root, n=3):
                 out.write("".join(f"{word} {k}-{i}, runs.\n" for i in range(n)))
 
 
+@pytest.mark.nmt
 def test_read_task2_uses_the_shared_text_convention(tmp_path):
     _task2(str(tmp_path))
     split = read_task2(str(tmp_path), "val")
@@ -31,6 +32,7 @@ def test_read_task2_uses_the_shared_text_convention(tmp_path):
     assert split.sentences["en"][0] == split.sentences["en"][0].lower()
 
 
+@pytest.mark.nmt
 def test_read_task2_rejects_misaligned_descriptions(tmp_path):
     _task2(str(tmp_path))
     with gzip.open(os.path.join(tmp_path, "task2", "raw", "val.3.de.gz"), "wt") as out:
@@ -67,8 +69,10 @@ def test_image_features_alignment_and_errors(tmp_path):
 
 @pytest.mark.skipif(not os.path.isdir(SHARED), reason="no ../shared/data copy")
 def test_the_real_resnet_features_align_with_task2_test_images():
-    names, matrix = load_image_features(os.path.join(SHARED, "features", "test_2016_flickr-resnet50-avgpool.npy"),
-                                        os.path.join(SHARED, "task1", "image_splits", "test_2016_flickr.txt"))
+    names, matrix = load_image_features(
+        os.path.join(SHARED, "features", "test_2016_flickr-resnet50-avgpool.npy"),
+        os.path.join(SHARED, "task1", "image_splits", "test_2016_flickr.txt"),
+    )
     assert matrix.shape == (1000, 2048)
     with open(os.path.join(SHARED, "task2", "image_splits", "test_2016_images.txt")) as handle:
         task2 = [line.strip() for line in handle]
@@ -76,10 +80,11 @@ def test_the_real_resnet_features_align_with_task2_test_images():
     assert has.all() and np.abs(feats).sum() > 0
 
 
+@pytest.mark.nmt
 def test_task1_pairs_merge_with_task2_images(tmp_path):
     import gzip
 
-    from embed.data import merge_splits, read_task1, read_task2
+    from rerank.embed.data import merge_splits, read_task1, read_task2
 
     root = tmp_path
     (root / "task1" / "raw").mkdir(parents=True)
@@ -114,16 +119,19 @@ SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "task2", "raw")), reason="no local Multi30k copy")
+@pytest.mark.nmt
 def test_download_fetches_every_file_the_pipeline_reads(tmp_path, monkeypatch):
     # the public repository's layout, served from the local copy through file:// URLs
-    import nmt.data as nd
+    import rerank.nmt.data as nd
 
     monkeypatch.setattr(nd, "MULTI30K_BASE", "file://" + os.path.abspath(SHARED) + "/")
     monkeypatch.setattr(nd, "DEFAULT_LOCAL", str(tmp_path / "nowhere"))
     cache = tmp_path / "cache"
     assert nd.resolve_data_dir(None, str(cache)) == str(cache)
-    assert sorted(p.name for p in (cache / "task1" / "raw").iterdir())[:2] == ["test_2016_flickr.de.gz",
-                                                                                 "test_2016_flickr.en.gz"]
+    assert sorted(p.name for p in (cache / "task1" / "raw").iterdir())[:2] == [
+        "test_2016_flickr.de.gz",
+        "test_2016_flickr.en.gz",
+    ]
     assert not (cache / "task2").exists()  # task 2 only when asked for
     nd.resolve_data_dir(None, str(cache), task2=True)
     assert len(list((cache / "task2" / "raw").iterdir())) == 30
@@ -136,7 +144,7 @@ def test_download_fetches_every_file_the_pipeline_reads(tmp_path, monkeypatch):
 
 
 def test_resolve_data_dir_task2_only_copy(tmp_path):
-    import nmt.data as nd
+    import rerank.nmt.data as nd
 
     (tmp_path / "t2" / "task2" / "raw").mkdir(parents=True)
     (tmp_path / "t2" / "task2" / "image_splits").mkdir(parents=True)

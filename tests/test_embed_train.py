@@ -1,18 +1,15 @@
 """A tiny MLMME training run on a planted signal beats chance on held-out images."""
 
-import os
-
 import numpy as np
 import pytest
 
-if os.environ.get("RERANK_REQUIRE_NMT"):
-    import torch  # noqa: F401
-else:
-    pytest.importorskip("torch")
+from tests.conftest import needs  # noqa: E402
 
-from embed.evaluation import image_sentence_ranking  # noqa: E402
-from embed.model import MLMMEConfig  # noqa: E402
-from embed.train import EmbedData, EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
+pytestmark = needs("nmt")
+
+from rerank.embed.evaluation import image_sentence_ranking  # noqa: E402
+from rerank.embed.model import MLMMEConfig  # noqa: E402
+from rerank.embed.train import EmbedData, EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
 
 
 def planted(n_images, seed, feature_dim=24, with_images=True):
@@ -23,14 +20,18 @@ def planted(n_images, seed, feature_dim=24, with_images=True):
     concept = rng.integers(0, 12, size=n_images)
     feats = (proto[concept] + 0.3 * rng.normal(size=(n_images, feature_dim))).astype(np.float32)
     en, de, image_of = [], [], []
-    for rep in range(2):
+    for _rep in range(2):
         for i, k in enumerate(concept):
             filler = " ".join(f"f{x}" for x in rng.integers(0, 30, size=3))
             en.append(f"{filler} c{k} {filler}")
             de.append(f"{filler} k{k}")
             image_of.append(i)
-    return EmbedData({"en": en, "de": de}, np.array(image_of), feats if with_images else None,
-                     np.ones(n_images, dtype=bool) if with_images else None), concept
+    return EmbedData(
+        {"en": en, "de": de},
+        np.array(image_of),
+        feats if with_images else None,
+        np.ones(n_images, dtype=bool) if with_images else None,
+    ), concept
 
 
 def test_tiny_training_beats_chance_on_held_out_images():
@@ -54,8 +55,9 @@ def test_tiny_training_beats_chance_on_held_out_images():
 
 def test_encode_sentences_encodes_each_distinct_sentence_once_in_input_order():
     train, _ = planted(40, seed=4)
-    config = EmbedTrainConfig(model=MLMMEConfig(word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0), epochs=1,
-                              min_count=1)
+    config = EmbedTrainConfig(
+        model=MLMMEConfig(word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0), epochs=1, min_count=1
+    )
     model, vocabs, _ = train_embeddings(train, train, config)
     sents = ["f1 c3 f1", "f2 c1", "f1 c3 f1", "unknown words here"]
     out = encode_sentences(model, vocabs["en"], "en", sents, batch_size=2)
@@ -65,7 +67,7 @@ def test_encode_sentences_encodes_each_distinct_sentence_once_in_input_order():
 
 
 def test_epoch_batches_top_up_image_rows_and_cover_text_once():
-    from embed.train import epoch_batches
+    from rerank.embed.train import epoch_batches
 
     has = np.zeros(1000, dtype=bool)
     has[[3, 500, 999, 10, 20]] = True
@@ -87,12 +89,24 @@ def test_random_contrastive_sampling_trains_too():
     valid, _ = planted(60, seed=2)
     test, _ = planted(60, seed=3)
     model_config = MLMMEConfig(beta=0.5, word_dim=16, hidden_dim=32, embed_dim=16, dropout=0.0)
-    config = EmbedTrainConfig(model=model_config, epochs=8, batch_size=32, lr=5e-3, min_count=1, seed=1,
-                              contrastive="random", validate_every=5, patience=100)
+    config = EmbedTrainConfig(
+        model=model_config,
+        epochs=8,
+        batch_size=32,
+        lr=5e-3,
+        min_count=1,
+        seed=1,
+        contrastive="random",
+        validate_every=5,
+        patience=100,
+    )
     model, vocabs, history = train_embeddings(train, valid, config)
     assert any(h["step"] == 5 for h in history)  # validated mid-epoch
-    result = image_sentence_ranking(encode_images(model, test.image_features),
-                                    encode_sentences(model, vocabs["en"], "en", test.sentences["en"]), test.image_of)
+    result = image_sentence_ranking(
+        encode_images(model, test.image_features),
+        encode_sentences(model, vocabs["en"], "en", test.sentences["en"]),
+        test.image_of,
+    )
     assert result["sentence_to_image"]["r@5"] > 40
     with pytest.raises(ValueError, match="contrastive"):
         train_embeddings(train, valid, EmbedTrainConfig(model=model_config, epochs=1, contrastive="hard"))

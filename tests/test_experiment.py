@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from mira.tuning import TuningSetup, tune_file
 from rerank.bleu import BleuSettings
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.experiment import Experiment
+from rerank.mira.tuning import TuningSetup, tune_file
 from rerank.nbest import ListInfo, NBestList, read_list_info, read_nbest, write_lines, write_list_info, write_nbest
 from tests.conftest import one_line_error
 
@@ -39,7 +39,9 @@ def test_the_signature_travels_with_the_list(listed):
     assert nbest.info.beam_feature == "NMTNorm" and nbest.info.feature_sets["R2L"] == ["R2L"]
     assert nbest.subset(np.array([1])).info is nbest.info and nbest.head(1).info is nbest.info
     assert nbest.info.columns_of(["R2L", "beam"], "x") == ["R2L", "NMT", "WordPenalty", "NMTNorm"]
-    assert main(["truncate", "--nbest", str(listed / "dev.nbest"), "--size", "1", "--out", str(listed / "h.nbest")]) == 0
+    assert (
+        main(["truncate", "--nbest", str(listed / "dev.nbest"), "--size", "1", "--out", str(listed / "h.nbest")]) == 0
+    )
     assert read_list_info(str(listed / "h.nbest")) == nbest.info
     assert read_list_info(str(listed / "missing.nbest")) == ListInfo()  # no signature: undeclared
 
@@ -49,46 +51,141 @@ def test_an_unreadable_signature_is_an_error_not_an_empty_one(listed, capsys):
     with pytest.raises(InputError, match="not an n-best signature"):
         read_list_info(str(listed / "dev.nbest"))
     (listed / "dev.nbest.json").write_text('{"beam_feature": "NMTNorm",')
-    assert main(["tune", "--nbest", str(listed / "dev.nbest"), "--ref", str(listed / "dev.ref"),
-                 "--out", str(listed / "w.json")]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--out",
+                str(listed / "w.json"),
+            ]
+        )
+        == 1
+    )
     one_line_error(capsys, "dev.nbest.json", "not JSON")
     assert not (listed / "w.json").exists()
 
 
 def test_tuning_without_a_signature_says_where_to_start(listed, capsys):
     (listed / "dev.nbest.json").unlink()
-    assert main(["tune", "--nbest", str(listed / "dev.nbest"), "--ref", str(listed / "dev.ref"),
-                 "--out", str(listed / "w.json")]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--out",
+                str(listed / "w.json"),
+            ]
+        )
+        == 1
+    )
     one_line_error(capsys, "dev.nbest", "--init zeros")
-    assert main(["tune", "--nbest", str(listed / "dev.nbest"), "--ref", str(listed / "dev.ref"), "--init", "zeros",
-                 "--out", str(listed / "w.json"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--init",
+                "zeros",
+                "--out",
+                str(listed / "w.json"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert json.loads((listed / "w.json").read_text())["tuning"]["init"] == "zeros"
     capsys.readouterr()
-    assert main(["tune", "--nbest", str(listed / "dev.nbest"), "--ref", str(listed / "dev.ref"),
-                 "--feature-sets", "beam", "--init", "zeros", "--out", str(listed / "x.json")]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--feature-sets",
+                "beam",
+                "--init",
+                "zeros",
+                "--out",
+                str(listed / "x.json"),
+            ]
+        )
+        == 1
+    )
     one_line_error(capsys, "no feature sets are known", "--features")
 
 
 def test_feature_sets_choose_the_columns_and_the_start_is_the_beam(listed):
-    record, result = tune_file(str(listed / "dev.nbest"), str(listed / "dev.ref"),
-                               TuningSetup("mert", feature_sets=["beam", "R2L"], bleu=BleuSettings("none")))
-    assert record["tuning"]["init"] == "beam" and record["tuning"]["features"] == ["NMT", "WordPenalty", "NMTNorm",
-                                                                                    "R2L"]
+    record, result = tune_file(
+        str(listed / "dev.nbest"),
+        str(listed / "dev.ref"),
+        TuningSetup("mert", feature_sets=["beam", "R2L"], bleu=BleuSettings("none")),
+    )
+    assert record["tuning"]["init"] == "beam" and record["tuning"]["features"] == [
+        "NMT",
+        "WordPenalty",
+        "NMTNorm",
+        "R2L",
+    ]
     assert result.initial_score < 50 and result.score == pytest.approx(100.0)  # R2L finds every reference
     assert record["bleu_settings"]["tokenize"] == "none" and "tok:none" in record["bleu_signature"]
-    record, _ = tune_file(str(listed / "dev.nbest"), str(listed / "dev.ref"),
-                          TuningSetup("mira", feature_sets=["beam"]))
+    record, _ = tune_file(
+        str(listed / "dev.nbest"), str(listed / "dev.ref"), TuningSetup("mira", feature_sets=["beam"])
+    )
     assert record["weights"]["R2L"] == 0.0 and record["tuning"]["features"] == ["NMT", "WordPenalty", "NMTNorm"]
     with pytest.raises(InputError, match="no feature set 'LM'"):
         tune_file(str(listed / "dev.nbest"), str(listed / "dev.ref"), TuningSetup(feature_sets=["LM"]))
 
 
+@pytest.mark.pro
 def test_an_option_of_another_tuner_is_refused(listed, capsys):
-    assert main(["tune", "--nbest", str(listed / "dev.nbest"), "--ref", str(listed / "dev.ref"),
-                 "--restarts", "3", "--out", str(listed / "w.json")]) == 1
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--restarts",
+                "3",
+                "--out",
+                str(listed / "w.json"),
+            ]
+        )
+        == 1
+    )
     one_line_error(capsys, "--restarts is an option of mert, not of mira")
-    assert main(["tune", "--nbest", str(listed / "dev.nbest"), "--ref", str(listed / "dev.ref"), "--algorithm", "pro",
-                 "--pro-threshold", "0.2", "--out", str(listed / "w.json"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--algorithm",
+                "pro",
+                "--pro-threshold",
+                "0.2",
+                "--out",
+                str(listed / "w.json"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     config = json.loads((listed / "w.json").read_text())["config"]
     assert config["threshold"] == 0.2 and config["samples"] == 5000 and config["seed"] == 12345
 
@@ -100,9 +197,23 @@ def test_rerank_experiment_writes_the_manifest_that_report_reads(tmp_path, capsy
     write_lines(["a b c x", "e f g x"], str(exp / "base.txt"))
     for k in (1, 2):
         write_lines(["a b c d", "e f g x"], str(exp / "rerank" / "b1" / f"test.seed{k}.txt"))
-    args = ["experiment", str(exp), "--reference", str(exp / "ref.txt"), "--baseline", str(exp / "base.txt"),
-            "--tokenize", "none", "--replicas", "2", "--caption", "tiny",
-            "--system", "+MLMME beta=1", str(exp / "rerank" / "b1" / "test.seed{replica}.txt")]
+    args = [
+        "experiment",
+        str(exp),
+        "--reference",
+        str(exp / "ref.txt"),
+        "--baseline",
+        str(exp / "base.txt"),
+        "--tokenize",
+        "none",
+        "--replicas",
+        "2",
+        "--caption",
+        "tiny",
+        "--system",
+        "+MLMME beta=1",
+        str(exp / "rerank" / "b1" / "test.seed{replica}.txt"),
+    ]
     assert main(args) == 0
     assert "written" in capsys.readouterr().err
     manifest = json.loads((exp / "experiment.json").read_text())

@@ -42,13 +42,25 @@ def test_top_level_and_features_add_help_name_formats_and_scorers():
     for needle in ("id ||| hypothesis ||| name= value", "weights", "fairseq:", "hf:", "ct2:", "mbr:", "nmt:"):
         assert needle in top, needle
     add = dict(VERBS)[("features", "add")].format_help()
-    for needle in ("nmt:", "lm:", "fairseq:", "hf:", "hf-lm:", "ct2:", "mbr:", "e5:", "len:", "mlmme:", "vse:",
-                   "id ||| hypothesis"):
+    for needle in (
+        "nmt:",
+        "lm:",
+        "fairseq:",
+        "hf:",
+        "hf-lm:",
+        "ct2:",
+        "mbr:",
+        "e5:",
+        "len:",
+        "mlmme:",
+        "vse:",
+        "id ||| hypothesis",
+    ):
         assert needle in add, needle
 
 
 def test_the_scorer_summary_names_every_registered_scorer():
-    from features.scorer import SCORER_SUMMARY, SCORERS
+    from rerank.features.scorer import SCORER_SUMMARY, SCORERS
 
     assert sorted(SCORER_SUMMARY) == SCORERS.names()
     assert all(line.startswith(name + ":") for name, line in SCORER_SUMMARY.items())

@@ -1,30 +1,34 @@
 """hf:, hf-lm: and ct2: scorers on tiny models built in the test (tests/tiny_models.py):
 equal to transformers' own cross-entropy, padding-invariant, CTranslate2 within 0.05 nats."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 # transformers itself is imported by features.hf_scorer.import_transformers (after hiding a
 # broken torchaudio), never before it
-if any(importlib.util.find_spec(m) is None for m in ("transformers", "ctranslate2", "sentencepiece")):
-    pytest.skip("the [hf] extra is not installed", allow_module_level=True)
+from tests.conftest import needs  # noqa: E402
+
+pytestmark = needs("hf")
 
 import torch  # noqa: E402
 
-from features.scorer import make_scorer  # noqa: E402
 from rerank.cli import main  # noqa: E402
 from rerank.devices import DeviceSettings  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
-from rerank.nbest import NBestList, read_list_info, read_nbest, write_nbest, write_lines  # noqa: E402
+from rerank.features.scorer import make_scorer  # noqa: E402
+from rerank.nbest import NBestList, read_list_info, read_nbest, write_lines, write_nbest  # noqa: E402
 from tests.conftest import one_line_error  # noqa: E402
 from tests.tiny_models import build_gpt2, build_marian, convert_ct2  # noqa: E402
 
 SOURCES = ["a man in a blue shirt is standing on a ladder .", "two dogs play in the snow ."]
-HYPS = [["ein mann in einem blauen hemd steht auf einer leiter .", "ein mann steht .",
-         "ein mann , der auf einer leiter steht , trägt ein blaues hemd ."],
-        ["zwei hunde spielen im schnee .", "hunde im schnee ."]]
+HYPS = [
+    [
+        "ein mann in einem blauen hemd steht auf einer leiter .",
+        "ein mann steht .",
+        "ein mann , der auf einer leiter steht , trägt ein blaues hemd .",
+    ],
+    ["zwei hunde spielen im schnee .", "hunde im schnee ."],
+]
 CPU = DeviceSettings("cpu")
 
 
@@ -45,7 +49,7 @@ def _nbest():
 
 def _transformers_seq2seq(path, source, target):
     """log P(target | source) from transformers' own loss (mean cross-entropy × tokens)."""
-    from features.hf_scorer import import_transformers
+    from rerank.features.hf_scorer import import_transformers
 
     tf = import_transformers()
     tok, model = tf.AutoTokenizer.from_pretrained(path), tf.AutoModelForSeq2SeqLM.from_pretrained(path).eval()
@@ -91,7 +95,7 @@ def test_scores_do_not_depend_on_the_batch(models):
 
 
 def test_hf_lm_equals_transformers_cross_entropy(models):
-    from features.hf_scorer import import_transformers
+    from rerank.features.hf_scorer import import_transformers
 
     tf = import_transformers()
     tok = tf.AutoTokenizer.from_pretrained(models["gpt2"])
@@ -122,8 +126,9 @@ def test_detok_gives_the_model_detokenised_text(models):
     nbest = _nbest()
     got = scorer.score(nbest, SOURCES, None)["HF"]
     de, en = MosesDetokenizer(lang="de"), MosesDetokenizer(lang="en")
-    expected, _ = plain.score_pairs([en.detokenize(SOURCES[s].split()) for s in nbest.segment],
-                                    [de.detokenize(h.split()) for h in nbest.hypotheses])
+    expected, _ = plain.score_pairs(
+        [en.detokenize(SOURCES[s].split()) for s in nbest.segment], [de.detokenize(h.split()) for h in nbest.hypotheses]
+    )
     assert np.allclose(got, expected, atol=1e-6)
     assert not np.allclose(got, plain.score(nbest, SOURCES, None)["HF"])  # "hemd ." -> "hemd."
 
@@ -133,26 +138,65 @@ def test_features_add_with_hf_ct2_and_their_errors(models, tmp_path, capsys):
     write_nbest(_nbest(), nbest_path)
     write_lines(SOURCES, src)
     out = str(tmp_path / "out.nbest")
-    assert main(["features", "add", "--nbest", nbest_path, "--source", src, "--device", "cpu", "--out", out,
-                 "--scorer", f"hf:{models['marian']},direction=backward,name=Ch", "--scorer", f"ct2:{models['ct2']}",
-                 "--scorer", f"hf-lm:{models['gpt2']}"]) == 0
+    assert (
+        main(
+            [
+                "features",
+                "add",
+                "--nbest",
+                nbest_path,
+                "--source",
+                src,
+                "--device",
+                "cpu",
+                "--out",
+                out,
+                "--scorer",
+                f"hf:{models['marian']},direction=backward,name=Ch",
+                "--scorer",
+                f"ct2:{models['ct2']}",
+                "--scorer",
+                f"hf-lm:{models['gpt2']}",
+            ]
+        )
+        == 0
+    )
     result = read_nbest(out)
     assert result.feature_names == ["NMT", "Ch", "ChNorm", "CT2", "CT2Norm", "HFLM", "HFLMNorm"]
     assert read_list_info(out).feature_sets["Ch"] == ["Ch", "ChNorm"]
     assert "Loading weights" not in capsys.readouterr().err  # transformers' own bars are off
-    for argv, needle in ((["--dtype", "float16", "--device", "cpu"], "needs a CUDA device"),
-                         (["--scorer", f"hf:{models['marian']},direction=up"], "direction must be forward"),
-                         (["--scorer", f"hf:{tmp_path}"], "no config.json"),
-                         (["--scorer", f"hf:{models['gpt2']}"], "not a Hugging Face sequence-to-sequence"),
-                         (["--scorer", f"hf-lm:{models['gpt2']},direction=backward"], "unknown setting"),
-                         (["--scorer", f"ct2:{models['ct2']},threads=0"], "threads")):
+    for argv, needle in (
+        (["--dtype", "float16", "--device", "cpu"], "needs a CUDA device"),
+        (["--scorer", f"hf:{models['marian']},direction=up"], "direction must be forward"),
+        (["--scorer", f"hf:{tmp_path}"], "no config.json"),
+        (["--scorer", f"hf:{models['gpt2']}"], "not a Hugging Face sequence-to-sequence"),
+        (["--scorer", f"hf-lm:{models['gpt2']},direction=backward"], "unknown setting"),
+        (["--scorer", f"ct2:{models['ct2']},threads=0"], "threads"),
+    ):
         base = ["features", "add", "--nbest", nbest_path, "--source", src, "--out", str(tmp_path / "x.nbest")]
         scorers = [] if "--scorer" in argv else ["--scorer", f"hf:{models['marian']}"]
         assert main(base + scorers + argv) == 1
         one_line_error(capsys, needle)
     if not torch.cuda.is_available():
-        assert main(["features", "add", "--nbest", nbest_path, "--source", src, "--out", str(tmp_path / "x.nbest"),
-                     "--scorer", f"hf:{models['marian']}", "--device", "cuda"]) == 1
+        assert (
+            main(
+                [
+                    "features",
+                    "add",
+                    "--nbest",
+                    nbest_path,
+                    "--source",
+                    src,
+                    "--out",
+                    str(tmp_path / "x.nbest"),
+                    "--scorer",
+                    f"hf:{models['marian']}",
+                    "--device",
+                    "cuda",
+                ]
+            )
+            == 1
+        )
         one_line_error(capsys, "torch sees no CUDA device")
 
 
@@ -181,8 +225,23 @@ def test_generate_writes_a_list_that_its_scorer_agrees_with(models, tmp_path, ca
     path = models["marian"] if kind == "hf" else models["ct2"]
     spec = f"{kind}:{path}" + (",compute_type=float32" if kind == "ct2" else "")
     out = str(tmp_path / "gen.nbest")
-    argv = ["generate", "--model", spec, "--input", src, "--nbest", "3", "--max-length", "12", "--device", "cpu",
-            "--out-nbest", out, "--out-1best", str(tmp_path / "gen.1best")] + how
+    argv = [
+        "generate",
+        "--model",
+        spec,
+        "--input",
+        src,
+        "--nbest",
+        "3",
+        "--max-length",
+        "12",
+        "--device",
+        "cpu",
+        "--out-nbest",
+        out,
+        "--out-1best",
+        str(tmp_path / "gen.1best"),
+    ] + how
     assert main(argv) == 0
     listing = read_nbest(out)
     name = "HF" if kind == "hf" else "CT2"
@@ -191,9 +250,9 @@ def test_generate_writes_a_list_that_its_scorer_agrees_with(models, tmp_path, ca
     assert info.beam_feature == f"{name}Norm" and info.feature_sets == {"beam": [name, f"{name}Norm"]}
     norm = listing.features[:, 1]
     for s in range(2):  # best first
-        assert list(norm[listing.offsets[s]:listing.offsets[s + 1]]) == sorted(norm[listing.offsets[s]:
-                                                                                     listing.offsets[s + 1]],
-                                                                                reverse=True)
+        assert list(norm[listing.offsets[s] : listing.offsets[s + 1]]) == sorted(
+            norm[listing.offsets[s] : listing.offsets[s + 1]], reverse=True
+        )
     best = (tmp_path / "gen.1best").read_text().splitlines()
     assert best == [listing.hypotheses[o] for o in listing.offsets[:-1]]
     # the columns are what features add --scorer computes on the same list
@@ -207,11 +266,14 @@ def test_generate_writes_a_list_that_its_scorer_agrees_with(models, tmp_path, ca
 
 def test_ct2_epsilon_sampling_keeps_only_tokens_above_epsilon(models, tmp_path):
     """With ε = 0.5 at most one token can pass each step: sampling becomes greedy search."""
-    from features.generate import Sampling, _ct2_candidates
+    from rerank.features.generate import Sampling, _ct2_candidates
 
     scorer = make_scorer(f"ct2:{models['ct2']},compute_type=float32", CPU)
-    greedy = scorer.model.translate_batch([scorer.tokenizer.convert_ids_to_tokens(ids) for ids in
-                                           scorer.tokenizer(SOURCES)["input_ids"]], beam_size=1, max_decoding_length=12)
+    greedy = scorer.model.translate_batch(
+        [scorer.tokenizer.convert_ids_to_tokens(ids) for ids in scorer.tokenizer(SOURCES)["input_ids"]],
+        beam_size=1,
+        max_decoding_length=12,
+    )
     expected = [scorer.tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in greedy]
     sampled = _ct2_candidates(scorer, SOURCES, 2, 1, Sampling(0.5, 1), 12)
     assert [set(c) for c in sampled] == [{e} for e in expected]

@@ -7,10 +7,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from features.lexical import NULL, Model1, pair_index
-from features.scorer import make_scorer
 from rerank.cli import main
 from rerank.errors import InputError
+from rerank.features.lexical import NULL, Model1, pair_index
+from rerank.features.scorer import make_scorer
 from rerank.nbest import NBestList, read_nbest
 from tests.conftest import one_line_error, random_corpus
 
@@ -21,8 +21,14 @@ DE = [["das", "haus"], ["das", "buch"], ["ein", "buch"]]
 def test_pair_index_lists_every_source_target_position():
     # two pairs sharing source 0 (positions 0-2), one with source 1 (positions 3-4)
     src_pos, tgt_pos = pair_index(np.array([0, 0, 3]), np.array([3, 3, 2]), np.array([1, 2, 1]))
-    assert list(zip(src_pos.tolist(), tgt_pos.tolist())) == \
-        [(0, 0), (1, 0), (2, 0)] + [(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)] + [(3, 3), (4, 3)]
+    assert list(zip(src_pos.tolist(), tgt_pos.tolist())) == [(0, 0), (1, 0), (2, 0)] + [
+        (0, 1),
+        (0, 2),
+        (1, 1),
+        (1, 2),
+        (2, 1),
+        (2, 2),
+    ] + [(3, 3), (4, 3)]
 
 
 def test_one_em_pass_by_hand():
@@ -35,8 +41,9 @@ def test_one_em_pass_by_hand():
         return t[model.src_vocab.index[src] * len(model.tgt_vocab) + model.tgt_vocab.index[tgt]]
 
     assert (prob("the", "das"), prob("the", "haus"), prob("the", "buch")) == pytest.approx((0.5, 0.25, 0.25))
-    assert (prob(NULL, "das"), prob(NULL, "haus"), prob(NULL, "buch"), prob(NULL, "ein")) == \
-        pytest.approx((1 / 3, 1 / 6, 1 / 3, 1 / 6))
+    assert (prob(NULL, "das"), prob(NULL, "haus"), prob(NULL, "buch"), prob(NULL, "ein")) == pytest.approx(
+        (1 / 3, 1 / 6, 1 / 3, 1 / 6)
+    )
     assert (prob("book", "buch"), prob("book", "das"), prob("book", "ein")) == pytest.approx((0.5, 0.25, 0.25))
     assert len(model.keys) == 4 + 3 + 3 + 2 + 2  # NULL, the, book, house, a: the pairs that co-occur
     # log p(das buch | the book) = 2 log(1/3 + 1/2 + 1/4) - 2 log 3 (NULL, the, book for each word)
@@ -65,8 +72,9 @@ def _loop_em(sources, targets, iterations):
 
 def _loop_log_prob(t, source, target, floor):
     src = [NULL] + source
-    return sum(math.log(sum(max(t.get((f, e), 0.0), floor) for f in src)) for e in target) \
-        - len(target) * math.log(len(src))
+    return sum(math.log(sum(max(t.get((f, e), 0.0), floor) for f in src)) for e in target) - len(target) * math.log(
+        len(src)
+    )
 
 
 def test_vectorised_em_and_scores_equal_the_loops():
@@ -92,8 +100,10 @@ def test_em_never_lowers_the_training_likelihood():
     refs, _, _ = random_corpus(40, 1, seed=9)
     sources = [r.split()[1:] + ["x"] for r in refs]
     targets = [r.split() for r in refs]
-    likelihood = [Model1.train(sources, targets, iterations=k).log_prob(sources, np.arange(40), targets).sum()
-                  for k in range(1, 6)]
+    likelihood = [
+        Model1.train(sources, targets, iterations=k).log_prob(sources, np.arange(40), targets).sum()
+        for k in range(1, 6)
+    ]
     assert all(b >= a - 1e-9 for a, b in zip(likelihood, likelihood[1:]))
     assert likelihood[-1] > likelihood[0]
 
@@ -116,8 +126,11 @@ def test_the_scorer_gives_both_directions_and_their_per_word_forms(tmp_path):
     assert out["IBM1Norm"] == pytest.approx(out["IBM1"] / np.array([2, 1, 2]))
     # the inverse direction: p(the book | das buch) under t(en | de), trained with the roles swapped
     inverse = Model1.train(DE, EN, iterations=1)
-    assert out["IBM1Inv"] == pytest.approx(inverse.log_prob(
-        [["das", "buch"], ["buch"], ["das", "haus"]], np.arange(3), [["the", "book"]] * 2 + [["the", "house"]]))
+    assert out["IBM1Inv"] == pytest.approx(
+        inverse.log_prob(
+            [["das", "buch"], ["buch"], ["das", "haus"]], np.arange(3), [["the", "book"]] * 2 + [["the", "house"]]
+        )
+    )
     assert out["IBM1InvNorm"] == pytest.approx(out["IBM1Inv"] / 2)
     # t(house | haus) after one pass: haus is seen once, with the and house
     assert out["IBM1Inv"][2] > out["IBM1Inv"][1]
@@ -133,39 +146,76 @@ def test_the_scorer_gives_both_directions_and_their_per_word_forms(tmp_path):
 
 def test_features_add_with_ibm1_writes_the_columns_and_the_set(tmp_path):
     prepared = _prepared(tmp_path / "data")
-    (tmp_path / "l.nbest").write_text("0 ||| das buch ||| NMT= -1 ||| -1\n0 ||| das haus ||| NMT= -2 ||| -2\n"
-                                      "1 ||| ein buch ||| NMT= -1 ||| -1\n")
+    (tmp_path / "l.nbest").write_text(
+        "0 ||| das buch ||| NMT= -1 ||| -1\n0 ||| das haus ||| NMT= -2 ||| -2\n1 ||| ein buch ||| NMT= -1 ||| -1\n"
+    )
     (tmp_path / "src.en").write_text("the book\na book\n")
-    assert main(["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--scorer", f"ibm1:{prepared},form=both",
-                 "--source", str(tmp_path / "src.en"), "--out", str(tmp_path / "o.nbest")]) == 0
+    assert (
+        main(
+            [
+                "features",
+                "add",
+                "--nbest",
+                str(tmp_path / "l.nbest"),
+                "--scorer",
+                f"ibm1:{prepared},form=both",
+                "--source",
+                str(tmp_path / "src.en"),
+                "--out",
+                str(tmp_path / "o.nbest"),
+            ]
+        )
+        == 0
+    )
     nbest = read_nbest(str(tmp_path / "o.nbest"))
     assert nbest.feature_names == ["NMT", "IBM1", "IBM1Norm", "IBM1Inv", "IBM1InvNorm"]
     direct = Model1.train(EN, DE, iterations=5)
-    assert nbest.features[:, 1] == pytest.approx(direct.log_prob(
-        [["the", "book"], ["a", "book"]], np.array([0, 0, 1]), [["das", "buch"], ["das", "haus"], ["ein", "buch"]]),
-        rel=1e-9)
+    assert nbest.features[:, 1] == pytest.approx(
+        direct.log_prob(
+            [["the", "book"], ["a", "book"]], np.array([0, 0, 1]), [["das", "buch"], ["das", "haus"], ["ein", "buch"]]
+        ),
+        rel=1e-9,
+    )
     # the right translation beats the wrong noun under both directions
     assert nbest.features[0, 1] > nbest.features[1, 1] and nbest.features[0, 3] > nbest.features[1, 3]
     info = json.loads((tmp_path / "o.nbest.json").read_text())
     assert info["feature_sets"]["IBM1"] == ["IBM1", "IBM1Norm", "IBM1Inv", "IBM1InvNorm"]
 
 
-@pytest.mark.parametrize("spec, needle", [
-    ("ibm1:", "needs the training corpus"),
-    ("ibm1:{tmp}/nowhere", "no prepare.json"),
-    ("ibm1:{data},iterations=0", "iterations must be >= 1"),
-    ("ibm1:{data},iterations=two", "must be an integer"),
-    ("ibm1:{data},floor=1.5", "floor in (0, 1)"),
-    ("ibm1:{data},smoothing=1", "unknown setting"),
-    ("ibm1:{data},form=mean", "form must be one of word, sum, both"),
-])
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("ibm1:", "needs the training corpus"),
+        ("ibm1:{tmp}/nowhere", "no prepare.json"),
+        ("ibm1:{data},iterations=0", "iterations must be >= 1"),
+        ("ibm1:{data},iterations=two", "must be an integer"),
+        ("ibm1:{data},floor=1.5", "floor in (0, 1)"),
+        ("ibm1:{data},smoothing=1", "unknown setting"),
+        ("ibm1:{data},form=mean", "form must be one of word, sum, both"),
+    ],
+)
 def test_bad_settings_are_refused_in_one_line(tmp_path, capsys, spec, needle):
     prepared = _prepared(tmp_path / "data")
     (tmp_path / "l.nbest").write_text("0 ||| das buch ||| NMT= -1 ||| -1\n")
     (tmp_path / "src.en").write_text("the book\n")
     spec = spec.format(tmp=tmp_path, data=prepared)
-    assert main(["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--scorer", spec,
-                 "--source", str(tmp_path / "src.en"), "--out", str(tmp_path / "o.nbest")]) != 0
+    assert (
+        main(
+            [
+                "features",
+                "add",
+                "--nbest",
+                str(tmp_path / "l.nbest"),
+                "--scorer",
+                spec,
+                "--source",
+                str(tmp_path / "src.en"),
+                "--out",
+                str(tmp_path / "o.nbest"),
+            ]
+        )
+        != 0
+    )
     one_line_error(capsys, needle)
     assert not (tmp_path / "o.nbest").exists()
 
@@ -200,11 +250,17 @@ def test_a_corpus_without_words_is_refused(tmp_path):
         Model1.train(EN, [[], [], []])
 
 
-@pytest.mark.parametrize("meta, needle", [
-    ('{"config": {"src": "en"}}', "prepare.json: not a 'rerank nmt prepare' signature (no config.src / config.tgt)"),
-    ('["en", "de"]', "prepare.json: not a 'rerank nmt prepare' signature"),
-    ('{"config": ', "prepare.json:1"),  # not JSON: file and line
-])
+@pytest.mark.parametrize(
+    "meta, needle",
+    [
+        (
+            '{"config": {"src": "en"}}',
+            "prepare.json: not a 'rerank nmt prepare' signature (no config.src / config.tgt)",
+        ),
+        ('["en", "de"]', "prepare.json: not a 'rerank nmt prepare' signature"),
+        ('{"config": ', "prepare.json:1"),  # not JSON: file and line
+    ],
+)
 def test_a_prepare_signature_without_the_languages_is_refused_in_one_line(tmp_path, meta, needle):
     prepared = _prepared(tmp_path)
     (prepared / "prepare.json").write_text(meta)

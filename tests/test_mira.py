@@ -2,15 +2,16 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from mira.kbmira import Mira, MiraConfig
-from mira.tuner import corpus_score as corpus_bleu_of_weights
 from rerank.bleu import background_sentence_bleu, bleu_from_stats, bleu_stats
+from rerank.mira.kbmira import Mira, MiraConfig
+from rerank.mira.tuner import corpus_score as corpus_bleu_of_weights
 from rerank.oracle import oracle_select
 from tests.conftest import random_corpus
 
 
 def tune(features, stats, offsets, config=MiraConfig(), init=None):
     return Mira(config).tune(features, stats, offsets, init)
+
 
 # one sentence, two hypotheses: "a b c d" (= reference) and "x y z w"
 FEATURES = np.array([[1.0, 0.0], [0.0, 1.0]])
@@ -47,8 +48,13 @@ def test_later_epoch_with_equal_bleu_is_not_kept():
 def test_averaging_follows_kbmira_with_initial_weights():
     # kbmira's MiraWeightVector starts its running total at the initial weights:
     # after one update the average is init + w_1 = (1, 0) + (1.01, -0.01)
-    result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, kbmira_selection=True),
-                  init=np.array([1.0, 0.0]))
+    result = tune(
+        FEATURES,
+        STATS,
+        OFFSETS,
+        MiraConfig(iterations=1, shuffle=False, kbmira_selection=True),
+        init=np.array([1.0, 0.0]),
+    )
     assert result.weights.tolist() == pytest.approx([2.01, -0.01])
 
 
@@ -100,8 +106,9 @@ def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
     refs, hyps, segment = random_corpus(150, 8, seed=5)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
     stats = bleu_stats(hyps, refs, segment)
-    sent_bleu = np.array([BLEU(tokenize="none", effective_order=True).sentence_score(h, [refs[s]]).score
-                          for h, s in zip(hyps, segment)])
+    sent_bleu = np.array(
+        [BLEU(tokenize="none", effective_order=True).sentence_score(h, [refs[s]]).score for h, s in zip(hyps, segment)]
+    )
     rng = np.random.default_rng(0)
     noise = rng.normal(size=len(hyps))
     length = -stats[:, 1]
@@ -150,7 +157,11 @@ def test_oracle_is_at_least_sentence_level_choice_and_first_best():
     assert oracle > first and oracle > float(bleu_from_stats(stats[random_pick].sum(0)))
     # exhaustive check on 3 segments: greedy ascent reaches the true optimum here
     small = offsets[:4]
-    best = max(float(bleu_from_stats(stats[[i, j, k]].sum(0)))
-               for i in range(0, 6) for j in range(6, 12) for k in range(12, 18))
+    best = max(
+        float(bleu_from_stats(stats[[i, j, k]].sum(0)))
+        for i in range(0, 6)
+        for j in range(6, 12)
+        for k in range(12, 18)
+    )
     got = float(bleu_from_stats(stats[oracle_select(stats[:18], small)].sum(0)))
     assert got == pytest.approx(best)

@@ -1,15 +1,14 @@
-"""MLMME / VSE model and losses (embed/model.py) on tiny hand-checkable tensors."""
-
-import os
+"""MLMME / VSE model and losses (rerank/embed/model.py) on tiny hand-checkable tensors."""
 
 import pytest
 
-if os.environ.get("RERANK_REQUIRE_NMT"):
-    import torch
-else:
-    torch = pytest.importorskip("torch")
+from tests.conftest import needs  # noqa: E402
 
-from embed.model import MLMME, MLMMEConfig, SentenceEncoder, ranking_loss, vse_config  # noqa: E402
+pytestmark = needs("nmt")
+
+import torch  # noqa: E402
+
+from rerank.embed.model import MLMME, MLMMEConfig, SentenceEncoder, ranking_loss, vse_config  # noqa: E402
 
 
 def test_ranking_loss_by_hand():
@@ -124,10 +123,10 @@ def test_sampled_contrastive_terms_by_hand():
     # one pair (a, b) = (e0, e0); sampled items neg_a = [e1], neg_b = [e1 * 0.5 + e0 * sqrt(.75)]
     a = torch.tensor([[1.0, 0.0]])
     b = torch.tensor([[1.0, 0.0]])
-    neg_b = torch.tensor([[0.75 ** 0.5, 0.5]])
+    neg_b = torch.tensor([[0.75**0.5, 0.5]])
     neg_a = torch.tensor([[0.0, 1.0]])
     # a·neg_b = 0.866 -> 0.2 - 1 + 0.866 = 0.066; b·neg_a = 0 -> 0.2 - 1 + 0 < 0
-    assert ranking_loss(a, b, 0.2, neg_a=neg_a, neg_b=neg_b).item() == pytest.approx(0.2 - 1 + 0.75 ** 0.5)
+    assert ranking_loss(a, b, 0.2, neg_a=neg_a, neg_b=neg_b).item() == pytest.approx(0.2 - 1 + 0.75**0.5)
     # a sampled item of the same image is left out
     assert ranking_loss(a, b, 0.2, torch.tensor([[True]]), neg_a, neg_b).item() == 0.0
     with pytest.raises(ValueError):

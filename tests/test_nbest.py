@@ -49,25 +49,28 @@ def test_gzip_input(tmp_path):
     assert len(read_nbest(str(path)).hypotheses) == 3
 
 
-@pytest.mark.parametrize("text,line,message", [
-    ("0 ||| a ||| F= 1\n", 1, "expected 4 fields"),
-    ("0 ||| a ||| F= 1 ||| 0 ||| extra\n", 1, "expected 4 fields"),
-    ("0 ||| a ||| F= x ||| 0\n", 1, "non-numeric"),
-    ("0 ||| a ||| F= nan ||| 0\n", 1, "not finite"),
-    ("0 ||| a ||| F= inf ||| 0\n", 1, "not finite"),
-    ("0 ||| a ||| F= 1 ||| 0\n2 ||| b ||| F= 1 ||| 0\n", 2, "ids must be 0, 1, 2"),
-    ("1 ||| a ||| F= 1 ||| 0\n", 1, "ids must be 0, 1, 2"),
-    ("0 ||| a ||| F= 1 ||| 0\n1 ||| b ||| F= 1 ||| 0\n0 ||| c ||| F= 1 ||| 0\n", 3, "ids must be 0, 1, 2"),
-    ("0 ||| a ||| F= 1 G= 2 ||| 0\n0 ||| b ||| F= 1 ||| 0\n", 2, "differ from the first line"),
-    ("0 ||| a ||| F= 1 G= 2 ||| 0\n0 ||| b ||| G= 2 F= 1 ||| 0\n", 2, "differ from the first line"),
-    ("0 ||| a ||| F= 1 2 ||| 0\n0 ||| b ||| F= 1 ||| 0\n", 2, "differ from the first line"),
-    ("0 ||| a ||| F= ||| 0\n", 1, "has no value"),
-    ("0 ||| a ||| 3 F= 1 ||| 0\n", 1, "before any feature name"),
-    ("x ||| a ||| F= 1 ||| 0\n", 1, "not an integer"),
-    ("0 ||| a ||| F= 1 ||| zero\n", 1, "total"),
-    ("0 ||| a ||| F= 1 F= 2 ||| 0\n", 1, "occurs twice"),
-    ("0 ||| a ||| F= 1 ||| 0\n\n", 2, "empty line"),
-])
+@pytest.mark.parametrize(
+    "text,line,message",
+    [
+        ("0 ||| a ||| F= 1\n", 1, "expected 4 fields"),
+        ("0 ||| a ||| F= 1 ||| 0 ||| extra\n", 1, "expected 4 fields"),
+        ("0 ||| a ||| F= x ||| 0\n", 1, "non-numeric"),
+        ("0 ||| a ||| F= nan ||| 0\n", 1, "not finite"),
+        ("0 ||| a ||| F= inf ||| 0\n", 1, "not finite"),
+        ("0 ||| a ||| F= 1 ||| 0\n2 ||| b ||| F= 1 ||| 0\n", 2, "ids must be 0, 1, 2"),
+        ("1 ||| a ||| F= 1 ||| 0\n", 1, "ids must be 0, 1, 2"),
+        ("0 ||| a ||| F= 1 ||| 0\n1 ||| b ||| F= 1 ||| 0\n0 ||| c ||| F= 1 ||| 0\n", 3, "ids must be 0, 1, 2"),
+        ("0 ||| a ||| F= 1 G= 2 ||| 0\n0 ||| b ||| F= 1 ||| 0\n", 2, "differ from the first line"),
+        ("0 ||| a ||| F= 1 G= 2 ||| 0\n0 ||| b ||| G= 2 F= 1 ||| 0\n", 2, "differ from the first line"),
+        ("0 ||| a ||| F= 1 2 ||| 0\n0 ||| b ||| F= 1 ||| 0\n", 2, "differ from the first line"),
+        ("0 ||| a ||| F= ||| 0\n", 1, "has no value"),
+        ("0 ||| a ||| 3 F= 1 ||| 0\n", 1, "before any feature name"),
+        ("x ||| a ||| F= 1 ||| 0\n", 1, "not an integer"),
+        ("0 ||| a ||| F= 1 ||| zero\n", 1, "total"),
+        ("0 ||| a ||| F= 1 F= 2 ||| 0\n", 1, "occurs twice"),
+        ("0 ||| a ||| F= 1 ||| 0\n\n", 2, "empty line"),
+    ],
+)
 def test_malformed_input_names_file_and_line(tmp_path, text, line, message):
     path = write(tmp_path, text)
     with pytest.raises(InputError) as err:

@@ -9,12 +9,16 @@ from hypothesis import strategies as st
 from rerank.errors import InputError
 from rerank.nbest import NBestList, read_nbest, write_nbest
 
-NAME = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="|\x00"), min_size=1, max_size=8) \
-    .filter(lambda s: not any(ch.isspace() for ch in s))
-HYPOTHESIS_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r|\x00"), max_size=20) \
-    .filter(lambda s: s == s.strip())
-VALUE = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
-                  st.sampled_from([5e-324, -5e-324, 2.2250738585072014e-308, 1e308, -1e308, -0.0, 0.0, 1e15, -1e16]))
+NAME = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="|\x00"), min_size=1, max_size=8
+).filter(lambda s: not any(ch.isspace() for ch in s))
+HYPOTHESIS_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r|\x00"), max_size=20
+).filter(lambda s: s == s.strip())
+VALUE = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([5e-324, -5e-324, 2.2250738585072014e-308, 1e308, -1e308, -0.0, 0.0, 1e15, -1e16]),
+)
 
 
 @st.composite
@@ -44,8 +48,34 @@ def test_write_then_read_is_the_identity(tmp_path, nbest):
     assert [math.copysign(1, t) * abs(t) for t in back.totals] == [math.copysign(1, t) * abs(t) for t in nbest.totals]
 
 
-LINE_PIECES = st.sampled_from(["0", "1", "2", "-1", " ||| ", "|||", "F=", "G=", " ", "\t", "x", "1.5", "nan",
-                               "inf", "-0", "1e999", "=", "é", "\x1d", "\u2028", "\x00", "0x1", "", "\n"])
+LINE_PIECES = st.sampled_from(
+    [
+        "0",
+        "1",
+        "2",
+        "-1",
+        " ||| ",
+        "|||",
+        "F=",
+        "G=",
+        " ",
+        "\t",
+        "x",
+        "1.5",
+        "nan",
+        "inf",
+        "-0",
+        "1e999",
+        "=",
+        "é",
+        "\x1d",
+        "\u2028",
+        "\x00",
+        "0x1",
+        "",
+        "\n",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

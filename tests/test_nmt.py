@@ -9,14 +9,11 @@ import numpy as np
 import pytest
 
 from rerank.errors import InputError
+from tests.conftest import needs  # noqa: E402
 
-if os.environ.get("RERANK_REQUIRE_NMT"):  # CI: a missing fairseq is a failure, not a skip
-    import fairseq  # noqa: F401
-else:
-    pytest.importorskip("fairseq", reason="the [nmt] extra is not installed")
+pytestmark = needs("nmt")
 
-from nmt.generate import (GenerateConfig, generate_nbest, model_direction, parse_generate_output,  # noqa: E402
-                          reading_order)
+from rerank.nmt.generate import GenerateConfig, generate_nbest, model_direction, parse_generate_output, reading_order  # noqa: E402
 
 GENERATE_OUTPUT = """S-1\tsecond source
 H-1\t-0.5\tzweite quelle
@@ -71,9 +68,24 @@ def test_the_decoding_direction_is_the_models(tmp_path):
         model_direction(ckpt, "sideways")
 
 
-EN_DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "runs": "rennt", "sits": "sitzt",
-         "on": "auf", "the": "der", "grass": "wiese", "red": "rote", "ball": "ball", "with": "mit",
-         "plays": "spielt", "child": "kind", "big": "große", "small": "kleine"}
+EN_DE = {
+    "a": "ein",
+    "man": "mann",
+    "woman": "frau",
+    "dog": "hund",
+    "runs": "rennt",
+    "sits": "sitzt",
+    "on": "auf",
+    "the": "der",
+    "grass": "wiese",
+    "red": "rote",
+    "ball": "ball",
+    "with": "mit",
+    "plays": "spielt",
+    "child": "kind",
+    "big": "große",
+    "small": "kleine",
+}
 
 
 def _write_corpus(root, n_train=300, n_val=16, n_test=10, seed=0):
@@ -93,20 +105,29 @@ def _write_corpus(root, n_train=300, n_val=16, n_test=10, seed=0):
 
 
 def test_tiny_pipeline_prepare_train_nbest(tmp_path):
-    from nmt.data import PrepareConfig, prepare
-    from nmt.train import TrainConfig, train
     from rerank.nbest import read_nbest
+    from rerank.nmt.data import PrepareConfig, prepare
+    from rerank.nmt.train import TrainConfig, train
     from rerank.textio import read_lines
 
     _write_corpus(str(tmp_path / "m30k"))
     bin_dir = prepare(str(tmp_path / "m30k"), str(tmp_path / "data"), PrepareConfig(bpe_merges=40), workers=1)
     tok = read_lines(str(tmp_path / "data" / "tok" / "val.de"))
     assert tok[0] == tok[0].lower() and tok[0].endswith(" .")  # lowercased, Moses-tokenised
-    ckpt = train(bin_dir, str(tmp_path / "model"),
-                 TrainConfig(max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0, valid_beam=2))
+    ckpt = train(
+        bin_dir,
+        str(tmp_path / "model"),
+        TrainConfig(max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0, valid_beam=2),
+    )
     assert os.path.exists(ckpt)
-    nb = generate_nbest(bin_dir, ckpt, "test", str(tmp_path / "test.nbest"), str(tmp_path / "test.1best"),
-                        GenerateConfig(nbest=3, batch_size=4))
+    nb = generate_nbest(
+        bin_dir,
+        ckpt,
+        "test",
+        str(tmp_path / "test.nbest"),
+        str(tmp_path / "test.1best"),
+        GenerateConfig(nbest=3, batch_size=4),
+    )
     again = read_nbest(str(tmp_path / "test.nbest"), num_segments=10)
     assert again.num_segments == 10 and np.all(np.diff(again.offsets) == 3)
     assert again.feature_names == ["NMT", "WordPenalty", "NMTNorm"]
@@ -120,17 +141,25 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
     assert os.path.exists(str(tmp_path / "test.nbest.json"))
     # any test set: the raw test file, preprocessed by the model's own convention, decodes
     # to the same lists as the binarised test subset
-    from nmt.generate import generate_nbest_from_text
+    from rerank.nmt.generate import generate_nbest_from_text
 
     raw = tmp_path / "raw.en"
     with gzip.open(str(tmp_path / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz"), "rt") as handle:
         raw.write_text(handle.read())
-    from_text = generate_nbest_from_text(bin_dir, ckpt, str(raw), str(tmp_path / "raw.nbest"),
-                                         str(tmp_path / "raw.1best"), str(tmp_path / "raw.tok.en"),
-                                         GenerateConfig(nbest=3, batch_size=4))
+    from_text = generate_nbest_from_text(
+        bin_dir,
+        ckpt,
+        str(raw),
+        str(tmp_path / "raw.nbest"),
+        str(tmp_path / "raw.1best"),
+        str(tmp_path / "raw.tok.en"),
+        GenerateConfig(nbest=3, batch_size=4),
+    )
     assert from_text.hypotheses == nb.hypotheses
     assert np.allclose(from_text.features, nb.features, atol=1e-6)
-    assert read_lines(str(tmp_path / "raw.tok.en")) == read_lines(str(tmp_path / "data" / "tok" / "test_2016_flickr.en"))
+    assert read_lines(str(tmp_path / "raw.tok.en")) == read_lines(
+        str(tmp_path / "data" / "tok" / "test_2016_flickr.en")
+    )
     raw.write_text("a man .\n\nthe dog .\n")
     with pytest.raises(InputError, match="raw.en:2: empty source line"):
         generate_nbest_from_text(bin_dir, ckpt, str(raw), str(tmp_path / "x.nbest"), str(tmp_path / "x.1best"))
@@ -138,12 +167,12 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
 
 def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path):
     # fairseq 0.12 alone builds a resumed process's batches under seed + (its first epoch):
-    # other batches, another model. nmt/fairseq_user_dir builds them as in epoch 1, so 2
+    # other batches, another model. rerank/nmt/fairseq_user_dir builds them as in epoch 1, so 2
     # epochs + a resumed 3rd give the weights of 3 epochs in one go, bit for bit.
     import torch
 
-    from nmt.data import PrepareConfig, prepare
-    from nmt.train import TrainConfig, train
+    from rerank.nmt.data import PrepareConfig, prepare
+    from rerank.nmt.train import TrainConfig, train
 
     _write_corpus(str(tmp_path / "m30k"))
     bin_dir = prepare(str(tmp_path / "m30k"), str(tmp_path / "data"), PrepareConfig(bpe_merges=40), workers=1)
@@ -152,8 +181,10 @@ def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path):
     train(bin_dir, str(tmp_path / "resumed"), TrainConfig(max_epoch=2, **config))
     train(bin_dir, str(tmp_path / "resumed"), TrainConfig(max_epoch=3, **config))
 
-    straight, resumed = (torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu", weights_only=False)
-                         for run in ("straight", "resumed"))
+    straight, resumed = (
+        torch.load(str(tmp_path / run / "checkpoint_last.pt"), map_location="cpu", weights_only=False)
+        for run in ("straight", "resumed")
+    )
     assert sorted(straight["model"]) == sorted(resumed["model"])
     assert all(torch.equal(straight["model"][k], resumed["model"][k]) for k in straight["model"])
     assert resumed["extra_state"]["train_iterator"] == straight["extra_state"]["train_iterator"]

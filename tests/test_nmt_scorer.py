@@ -8,13 +8,12 @@ import os
 import numpy as np
 import pytest
 
-if os.environ.get("RERANK_REQUIRE_NMT"):  # CI: a missing fairseq is a failure, not a skip
-    import fairseq  # noqa: F401
-else:
-    pytest.importorskip("fairseq", reason="the [nmt] extra is not installed")
+from tests.conftest import needs  # noqa: E402
 
-from features.scorer import make_scorer  # noqa: E402
+pytestmark = needs("nmt")
+
 from rerank.errors import InputError  # noqa: E402
+from rerank.features.scorer import make_scorer  # noqa: E402
 from rerank.nbest import NBestList  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
 from tests.test_nmt import EN_DE, _write_corpus  # noqa: E402
@@ -36,9 +35,9 @@ def _write_task2(root, n=60, seed=1):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from nmt.data import PrepareConfig, prepare
-    from nmt.lm import LMConfig, train_lm
-    from nmt.train import TrainConfig, train
+    from rerank.nmt.data import PrepareConfig, prepare
+    from rerank.nmt.lm import LMConfig, train_lm
+    from rerank.nmt.train import TrainConfig, train
 
     root = tmp_path_factory.mktemp("tiny")
     _write_corpus(str(root / "m30k"), n_train=200, n_val=12, n_test=6)
@@ -48,15 +47,31 @@ def tiny(tmp_path_factory):
     models = {}
     for direction in ("forward", "backward", "r2l"):
         models[direction] = str(root / direction)
-        train(bin_dir, models[direction], TrainConfig(max_update=6, max_epoch=2, max_tokens=1000, dropout=0.0,
-                                                      direction=direction, role="L2R2" if direction == "forward"
-                                                      else "", threads=1))
+        train(
+            bin_dir,
+            models[direction],
+            TrainConfig(
+                max_update=6,
+                max_epoch=2,
+                max_tokens=1000,
+                dropout=0.0,
+                direction=direction,
+                role="L2R2" if direction == "forward" else "",
+                threads=1,
+            ),
+        )
     models["backward-own"] = str(root / "backward-own")  # the channel model with an English-only output layer
-    train(bin_dir, models["backward-own"], TrainConfig(max_update=6, max_epoch=2, max_tokens=1000, dropout=0.0,
-                                                       direction="backward", target_vocab="own", threads=1))
+    train(
+        bin_dir,
+        models["backward-own"],
+        TrainConfig(
+            max_update=6, max_epoch=2, max_tokens=1000, dropout=0.0, direction="backward", target_vocab="own", threads=1
+        ),
+    )
     models["lm"] = str(root / "lm")
-    train_lm(data, models["lm"], LMConfig(embed_dim=16, hidden_size=16, max_epoch=2, threads=1),
-             data_dir=str(root / "m30k"))
+    train_lm(
+        data, models["lm"], LMConfig(embed_dim=16, hidden_size=16, max_epoch=2, threads=1), data_dir=str(root / "m30k")
+    )
     return {"data": data, "bin": bin_dir, "models": models}
 
 
@@ -69,8 +84,9 @@ def _nbest_of(lines):
     return NBestList(np.arange(len(lines) + 1), list(lines), np.zeros((len(lines), 1)), ["NMT"])
 
 
-@pytest.mark.parametrize("direction,feature", [("forward", "L2R2"), ("backward", "Channel"), ("r2l", "R2L"),
-                                               ("backward-own", "Channel")])
+@pytest.mark.parametrize(
+    "direction,feature", [("forward", "L2R2"), ("backward", "Channel"), ("r2l", "R2L"), ("backward-own", "Channel")]
+)
 def test_translation_scorer_equals_fairseq(tiny, direction, feature):
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
@@ -85,7 +101,7 @@ def test_translation_scorer_equals_fairseq(tiny, direction, feature):
 
 
 def test_scorer_batches_do_not_change_scores(tiny):
-    from features.nmt_scorer import ForcedDecodingScorer
+    from rerank.features.nmt_scorer import ForcedDecodingScorer
 
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
@@ -95,14 +111,20 @@ def test_scorer_batches_do_not_change_scores(tiny):
 
 
 def test_a_right_to_left_model_decodes_its_own_nbest_in_reading_order(tiny, tmp_path):
-    from nmt.generate import GenerateConfig, generate_nbest
     from rerank.nbest import read_list_info
+    from rerank.nmt.generate import GenerateConfig, generate_nbest
 
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
     r2l = tiny["models"]["r2l"]
     out = str(tmp_path / "r2l.nbest")
-    nb = generate_nbest(tiny["bin"], os.path.join(r2l, "checkpoint_best.pt"), "valid", out,
-                        str(tmp_path / "r2l.1best"), GenerateConfig(nbest=4, batch_size=4))  # direction from train.json
+    nb = generate_nbest(
+        tiny["bin"],
+        os.path.join(r2l, "checkpoint_best.pt"),
+        "valid",
+        out,
+        str(tmp_path / "r2l.1best"),
+        GenerateConfig(nbest=4, batch_size=4),
+    )  # direction from train.json
     assert nb.feature_names == ["R2L", "WordPenalty", "R2LNorm"] and nb.num_segments == len(src)
     assert read_list_info(out).beam_feature == "R2LNorm"
     assert not any("@@" in h for h in nb.hypotheses)
@@ -112,13 +134,20 @@ def test_a_right_to_left_model_decodes_its_own_nbest_in_reading_order(tiny, tmp_
     forced = make_scorer(f"nmt:{r2l}").score(nb, src, None)["R2L"]
     same = np.abs(forced - nb.features[:, 0]) < 1e-3
     assert same.mean() > 0.5, same.mean()
-    backwards = NBestList(nb.offsets, [" ".join(reversed(h.split())) for h in nb.hypotheses], nb.features,
-                          nb.feature_names)
+    backwards = NBestList(
+        nb.offsets, [" ".join(reversed(h.split())) for h in nb.hypotheses], nb.features, nb.feature_names
+    )
     wrong = make_scorer(f"nmt:{r2l}").score(backwards, src, None)["R2L"]
     assert (np.abs(wrong - nb.features[:, 0]) < 1e-3).mean() < same.mean() / 2
     with pytest.raises(InputError, match="direction forward given, but the model was trained r2l"):
-        generate_nbest(tiny["bin"], os.path.join(r2l, "checkpoint_best.pt"), "valid", str(tmp_path / "x.nbest"),
-                       str(tmp_path / "x.1best"), GenerateConfig(nbest=2, direction="forward"))
+        generate_nbest(
+            tiny["bin"],
+            os.path.join(r2l, "checkpoint_best.pt"),
+            "valid",
+            str(tmp_path / "x.nbest"),
+            str(tmp_path / "x.1best"),
+            GenerateConfig(nbest=2, direction="forward"),
+        )
     assert not os.path.exists(tmp_path / "x.nbest")
 
 
@@ -156,8 +185,10 @@ def test_own_target_vocabulary_holds_the_training_types_of_its_language(tiny):
     assert real == train_types and len(own) < len(joint) and len(own) % 8 == 0
     assert [own[i] for i in range(4)] == [joint[i] for i in range(4)]  # <s> <pad> </s> <unk>
     # the model directory scores with the same dictionaries it was trained on
-    assert open(os.path.join(tiny["models"]["backward-own"], "dict.en.txt")).read() == \
-        open(os.path.join(own_dir, "dict.en.txt")).read()
+    assert (
+        open(os.path.join(tiny["models"]["backward-own"], "dict.en.txt")).read()
+        == open(os.path.join(own_dir, "dict.en.txt")).read()
+    )
     for subset in ("train", "valid"):  # re-indexed sentences read back as the same subwords (unseen: <unk>)
         before = data_utils.load_indexed_dataset(os.path.join(tiny["bin"], f"{subset}.en-de.en"), joint)
         after = data_utils.load_indexed_dataset(os.path.join(own_dir, f"{subset}.en-de.en"), own)
@@ -166,8 +197,9 @@ def test_own_target_vocabulary_holds_the_training_types_of_its_language(tiny):
             expected = [w if w in train_types else "<unk>" for w in joint.string(a).split()]
             assert own.string(b).split() == expected
     # the German side is the joint data, linked
-    assert os.path.realpath(os.path.join(own_dir, "train.en-de.de.bin")) == \
-        os.path.realpath(os.path.join(tiny["bin"], "train.en-de.de.bin"))
+    assert os.path.realpath(os.path.join(own_dir, "train.en-de.de.bin")) == os.path.realpath(
+        os.path.join(tiny["bin"], "train.en-de.de.bin")
+    )
 
 
 def test_derived_data_still_reads_after_the_output_folder_is_moved(tiny, tmp_path):
@@ -178,8 +210,12 @@ def test_derived_data_still_reads_after_the_output_folder_is_moved(tiny, tmp_pat
     from fairseq.data import Dictionary, data_utils
 
     data = tiny["data"]
-    linked = [os.path.join(data, d, n) for d in ("bin.r2l", "bin.vocab-en") for n in os.listdir(os.path.join(data, d))
-              if os.path.islink(os.path.join(data, d, n))]
+    linked = [
+        os.path.join(data, d, n)
+        for d in ("bin.r2l", "bin.vocab-en")
+        for n in os.listdir(os.path.join(data, d))
+        if os.path.islink(os.path.join(data, d, n))
+    ]
     assert {os.path.basename(os.path.dirname(p)) for p in linked} == {"bin.r2l", "bin.vocab-en"}
     moved = str(tmp_path / "moved")
     shutil.copytree(data, moved, symlinks=True)  # the links are copied as links, not followed
@@ -194,7 +230,7 @@ def test_derived_data_still_reads_after_the_output_folder_is_moved(tiny, tmp_pat
 
 
 def test_baseline_keeps_the_joint_dictionary():
-    from nmt.train import TrainConfig
+    from rerank.nmt.train import TrainConfig
 
     with pytest.raises(InputError, match="joint dictionary"):
         TrainConfig(target_vocab="own")
@@ -206,7 +242,7 @@ def test_baseline_keeps_the_joint_dictionary():
 def test_only_orders_0_to_n_minus_1_are_narrowed():
     import torch
 
-    from nmt.bahdanau import _is_leading_rows
+    from rerank.nmt.bahdanau import _is_leading_rows
 
     assert _is_leading_rows(torch.tensor([0, 1, 2]), 5) and _is_leading_rows(torch.tensor([0]), 1)
     for order in ([1, 2], [0, 2], [0, 0, 1], [0, 1, 2, 3, 4, 5], []):
@@ -215,7 +251,7 @@ def test_only_orders_0_to_n_minus_1_are_narrowed():
 
 @pytest.mark.parametrize("kind", ["forward", "r2l", "backward", "backward-own", "lm"])
 def test_prefix_tree_equals_whole_sequences(tiny, kind):
-    from features.nmt_scorer import ForcedDecodingScorer
+    from rerank.features.nmt_scorer import ForcedDecodingScorer
 
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))[:6]
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))[:6]
@@ -226,8 +262,9 @@ def test_prefix_tree_equals_whole_sequences(tiny, kind):
         for variant in (words, words[:-1], words[:2] + ["mann"], words + ["hund"], words[:1]):
             hyps.append(" ".join(variant) or "hund")
             inputs.append(s)
-    scorer = ForcedDecodingScorer(tiny["models"][kind], max_tokens=50,
-                                  expect_kind="lm" if kind == "lm" else "translation")
+    scorer = ForcedDecodingScorer(
+        tiny["models"][kind], max_tokens=50, expect_kind="lm" if kind == "lm" else "translation"
+    )
     reverse = scorer.direction == "r2l"
     if kind.startswith("backward"):  # the channel model reads the hypotheses
         inputs, hyps = hyps, inputs
@@ -253,14 +290,43 @@ def _train_fairseq(bin_dir, save_dir, *args):
     import subprocess
     import sys
 
-    from nmt import USER_DIR  # numpy.compat for fairseq 0.12's language-model datasets
+    from rerank.nmt import USER_DIR  # numpy.compat for fairseq 0.12's language-model datasets
 
-    cmd = [sys.executable, "-m", "fairseq_cli.train", bin_dir, "--user-dir", USER_DIR, "--save-dir", save_dir, "--cpu",
-           "--max-update", "4",
-           "--max-tokens", "1000", "--optimizer", "adam", "--lr", "0.001", "--no-epoch-checkpoints",
-           "--dropout", "0.0", "--seed", "1", "--log-format", "none", "--num-workers", "0", *args]
-    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
-                                                              "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairseq_cli.train",
+        bin_dir,
+        "--user-dir",
+        USER_DIR,
+        "--save-dir",
+        save_dir,
+        "--cpu",
+        "--max-update",
+        "4",
+        "--max-tokens",
+        "1000",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--no-epoch-checkpoints",
+        "--dropout",
+        "0.0",
+        "--seed",
+        "1",
+        "--log-format",
+        "none",
+        "--num-workers",
+        "0",
+        *args,
+    ]
+    subprocess.run(
+        cmd,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "OMP_NUM_THREADS": "1"},
+    )
     return os.path.join(save_dir, "checkpoint_last.pt")
 
 
@@ -269,7 +335,7 @@ def _sequence_scorer(checkpoint, data_dir, subset):
     import torch
     from fairseq.sequence_scorer import SequenceScorer
 
-    from features.nmt_scorer import load_checkpoint
+    from rerank.features.nmt_scorer import load_checkpoint
 
     model, task = load_checkpoint(checkpoint, data_dir)
     task.load_dataset(subset)
@@ -283,14 +349,40 @@ def _sequence_scorer(checkpoint, data_dir, subset):
     return [out[k] for k in sorted(out)]
 
 
-TINY_TRANSFORMER = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16",
-                    "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
-                    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
+TINY_TRANSFORMER = [
+    "--encoder-layers",
+    "1",
+    "--decoder-layers",
+    "1",
+    "--encoder-embed-dim",
+    "16",
+    "--decoder-embed-dim",
+    "16",
+    "--encoder-ffn-embed-dim",
+    "32",
+    "--decoder-ffn-embed-dim",
+    "32",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+]
 
 
 def test_fairseq_transformer_checkpoint_equals_fairseqs_own_scores(tiny, tmp_path):
-    ckpt = _train_fairseq(tiny["bin"], str(tmp_path / "tf"), "--arch", "transformer", "--task", "translation",
-                          "--source-lang", "en", "--target-lang", "de", *TINY_TRANSFORMER)
+    ckpt = _train_fairseq(
+        tiny["bin"],
+        str(tmp_path / "tf"),
+        "--arch",
+        "transformer",
+        "--task",
+        "translation",
+        "--source-lang",
+        "en",
+        "--target-lang",
+        "de",
+        *TINY_TRANSFORMER,
+    )
     src = read_lines(os.path.join(tiny["data"], "tok", "val.en"))
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
     bpe = os.path.join(tiny["data"], "bpe.codes")
@@ -301,36 +393,57 @@ def test_fairseq_transformer_checkpoint_equals_fairseqs_own_scores(tiny, tmp_pat
     assert out["TFNorm"] == pytest.approx([s / n for s, n in reference], abs=1e-4)
     # the same checkpoint converted for CTranslate2 (ct2-fairseq-converter) scores alike
     if importlib.util.find_spec("ctranslate2") is not None:
-        from features.hf_scorer import import_transformers
+        from rerank.features.hf_scorer import import_transformers
 
         import_transformers()  # before ctranslate2.converters imports transformers (a broken torchaudio hidden)
         import ctranslate2
 
-        from nmt import USER_DIR
+        from rerank.nmt import USER_DIR
 
         ct2_dir = str(tmp_path / "tf-ct2")
-        ctranslate2.converters.FairseqConverter(ckpt, tiny["bin"], source_lang="en", target_lang="de",
-                                                user_dir=USER_DIR, unsafe_deserialization=True).convert(ct2_dir)
+        ctranslate2.converters.FairseqConverter(
+            ckpt, tiny["bin"], source_lang="en", target_lang="de", user_dir=USER_DIR, unsafe_deserialization=True
+        ).convert(ct2_dir)
         ct2 = make_scorer(f"ct2:{ct2_dir},bpe=subword-nmt:{bpe},compute_type=float32,name=TF").score(
-            _nbest_of(tgt), src, None)
+            _nbest_of(tgt), src, None
+        )
         assert ct2["TF"] == pytest.approx(out["TF"], abs=1e-3)
         assert ct2["TFNorm"] == pytest.approx(out["TFNorm"], abs=1e-4)
     # our own model directory through fairseq: equals its nmt: shorthand
     model_dir = tiny["models"]["forward"]
-    long_form = make_scorer(f"fairseq:{model_dir}/checkpoint_best.pt,bpe=subword-nmt:{model_dir}/bpe.codes,"
-                            "name=L2R2").score(_nbest_of(tgt), src, None)
+    long_form = make_scorer(
+        f"fairseq:{model_dir}/checkpoint_best.pt,bpe=subword-nmt:{model_dir}/bpe.codes,name=L2R2"
+    ).score(_nbest_of(tgt), src, None)
     assert long_form["L2R2"] == pytest.approx(make_scorer(f"nmt:{model_dir}").score(_nbest_of(tgt), src, None)["L2R2"])
 
 
 def test_fairseq_transformer_lm_equals_eval_lm(tiny, tmp_path):
     lm_bin = os.path.join(tiny["models"]["lm"], "bin")
-    ckpt = _train_fairseq(lm_bin, str(tmp_path / "tlm"), "--task", "language_modeling", "--arch", "transformer_lm",
-                          "--decoder-layers", "1", "--decoder-embed-dim", "16", "--decoder-ffn-embed-dim", "32",
-                          "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--sample-break-mode", "eos")
+    ckpt = _train_fairseq(
+        lm_bin,
+        str(tmp_path / "tlm"),
+        "--task",
+        "language_modeling",
+        "--arch",
+        "transformer_lm",
+        "--decoder-layers",
+        "1",
+        "--decoder-embed-dim",
+        "16",
+        "--decoder-ffn-embed-dim",
+        "32",
+        "--decoder-attention-heads",
+        "2",
+        "--tokens-per-sample",
+        "64",
+        "--sample-break-mode",
+        "eos",
+    )
     tgt = read_lines(os.path.join(tiny["data"], "tok", "val.de"))
     bpe = os.path.join(tiny["models"]["lm"], "bpe.codes")
-    out = make_scorer(f"fairseq:{ckpt},dict={lm_bin},bpe=subword-nmt:{bpe},direction=lm").score(_nbest_of(tgt), None,
-                                                                                                None)
+    out = make_scorer(f"fairseq:{ckpt},dict={lm_bin},bpe=subword-nmt:{bpe},direction=lm").score(
+        _nbest_of(tgt), None, None
+    )
     reference = _sequence_scorer(ckpt, lm_bin, "valid")
     assert out["FairseqLM"] == pytest.approx([s for s, _ in reference], abs=1e-4)
 
@@ -338,11 +451,14 @@ def test_fairseq_transformer_lm_equals_eval_lm(tiny, tmp_path):
 def test_fairseq_scorer_settings_are_checked(tiny, tmp_path):
     model_dir = tiny["models"]["forward"]
     ckpt = os.path.join(model_dir, "checkpoint_best.pt")
-    for arg, needle in ((f"{ckpt}", "bpe="), (f"{ckpt},bpe=bytes", "bpe must be"),
-                        (f"{ckpt},bpe=none,direction=sideways", "direction must be"),
-                        (f"{ckpt},bpe=none,direction=lm", "translation model"),
-                        (f"{tmp_path}/none.pt,bpe=none", "no such checkpoint"),
-                        (f"{ckpt},bpe=none,dict={tmp_path}", "cannot load")):
+    for arg, needle in (
+        (f"{ckpt}", "bpe="),
+        (f"{ckpt},bpe=bytes", "bpe must be"),
+        (f"{ckpt},bpe=none,direction=sideways", "direction must be"),
+        (f"{ckpt},bpe=none,direction=lm", "translation model"),
+        (f"{tmp_path}/none.pt,bpe=none", "no such checkpoint"),
+        (f"{ckpt},bpe=none,dict={tmp_path}", "cannot load"),
+    ):
         with pytest.raises(InputError, match=needle):
             make_scorer(f"fairseq:{arg}")
 
@@ -350,11 +466,19 @@ def test_fairseq_scorer_settings_are_checked(tiny, tmp_path):
 def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
     import torch
 
-    from nmt.train import TrainConfig, train, train_command
+    from rerank.nmt.train import TrainConfig, train, train_command
 
     save = str(tmp_path / "tt")
-    config = TrainConfig(arch="transformer-tiny", max_epoch=3, max_tokens=1000, average=2, direction="r2l",
-                         threads=1, warmup=3, bf16_autocast=True)
+    config = TrainConfig(
+        arch="transformer-tiny",
+        max_epoch=3,
+        max_tokens=1000,
+        average=2,
+        direction="r2l",
+        threads=1,
+        warmup=3,
+        bf16_autocast=True,
+    )
     assert config.dropout == 0.3 and config.lr == 5e-3 and config.l2 == 1e-4
     avg = train(tiny["bin"], save, config)
     # the schedule fairseq ran: --warmup, and the architecture's 1000 when it is 0; our
@@ -382,22 +506,23 @@ def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
     assert out["R2L"] == pytest.approx([s for s, _ in reference], abs=1e-4)
     # converted for CTranslate2, the right-to-left model scores the same through features add's path
     if importlib.util.find_spec("ctranslate2") is not None:
-        from features.hf_scorer import import_transformers
+        from rerank.features.hf_scorer import import_transformers
 
         import_transformers()
         import ctranslate2
 
-        from nmt import USER_DIR
+        from rerank.nmt import USER_DIR
 
         ct2_dir = str(tmp_path / "tt-ct2")
-        ctranslate2.converters.FairseqConverter(avg, save, source_lang="en", target_lang="de", user_dir=USER_DIR,
-                                                unsafe_deserialization=True).convert(ct2_dir)
+        ctranslate2.converters.FairseqConverter(
+            avg, save, source_lang="en", target_lang="de", user_dir=USER_DIR, unsafe_deserialization=True
+        ).convert(ct2_dir)
         ct2 = make_scorer(f"ct2:{ct2_dir},bpe=subword-nmt:{save}/bpe.codes,direction=r2l,compute_type=float32")
         assert ct2.score(_nbest_of(tgt), src, None)["CT2R2L"] == pytest.approx(out["R2L"], abs=1e-3)
 
 
 def test_transformer_lm_tiny_trains_and_scores_as_eval_lm(tiny, tmp_path):
-    from nmt.lm import LMConfig, train_lm
+    from rerank.nmt.lm import LMConfig, train_lm
 
     save = str(tmp_path / "tlm")
     m30k = os.path.join(os.path.dirname(tiny["data"]), "m30k")

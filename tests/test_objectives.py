@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mira._native import mert_envelope, mert_line_search
-from mira.kbmira import Mira, MiraConfig
-from mira.mert import Mert, MertConfig, sweep
-from mira.pro import Pro, ProConfig
-from mira.tuner import Problem, corpus_score
 from rerank.bleu import bleu_stats
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.metrics import make_metric, make_objective
 from rerank.metrics.bleu import BleuMetric
+from rerank.mira._native import mert_envelope, mert_line_search
+from rerank.mira.kbmira import Mira, MiraConfig
+from rerank.mira.mert import Mert, MertConfig, sweep
+from rerank.mira.pro import Pro, ProConfig
+from rerank.mira.tuner import Problem, corpus_score
 from rerank.oracle import oracle_select
 from rerank.signif import compare, resample_counts, score_system
 from tests.conftest import one_line_error, random_corpus
@@ -30,9 +30,11 @@ def _nbest(num_segments, nbest, seed, num_features=2):
     rng = np.random.default_rng(seed)
     bleu = bleu_stats(hyps, refs, segment)
     quality = bleu[:, 0] / np.maximum(bleu[:, 1], 1)
-    features = np.stack([quality + rng.normal(scale=0.3, size=len(hyps)),
-                         -bleu[:, 1] / 10.0 + rng.normal(scale=0.3, size=len(hyps))]
-                        + [rng.normal(size=len(hyps)) for _ in range(num_features - 2)], axis=1)
+    features = np.stack(
+        [quality + rng.normal(scale=0.3, size=len(hyps)), -bleu[:, 1] / 10.0 + rng.normal(scale=0.3, size=len(hyps))]
+        + [rng.normal(size=len(hyps)) for _ in range(num_features - 2)],
+        axis=1,
+    )
     return refs, hyps, segment, offsets, features
 
 
@@ -42,8 +44,10 @@ def _stats(metric, hyps, refs, segment):
 
 # --- statistics: summed rows give the reference tools' corpus scores -------------------
 
-@pytest.mark.parametrize("name, reference", [("chrf", CHRF()), ("ter", TER()),
-                                             ("bleu", BLEU(tokenize="none", force=True))])
+
+@pytest.mark.parametrize(
+    "name, reference", [("chrf", CHRF()), ("ter", TER()), ("bleu", BLEU(tokenize="none", force=True))]
+)
 def test_summed_hypothesis_statistics_equal_sacrebleu(name, reference):
     refs, hyps, segment, offsets, _ = _nbest(30, 6, seed=3)
     metric = make_metric(name, tokenize="none")
@@ -55,6 +59,7 @@ def test_summed_hypothesis_statistics_equal_sacrebleu(name, reference):
 
 def test_meteor_hypothesis_statistics_equal_the_jar():
     from rerank.metrics.meteor import MeteorUnavailable
+
     try:
         metric = make_metric("meteor")
     except MeteorUnavailable as err:
@@ -78,9 +83,15 @@ def test_metric_specifications_and_their_errors():
     moses = 0.5 * bleu / 100 + 0.5 * (1 - ter / 100)
     assert float(inter.score(stats)) == pytest.approx(100 * (moses - 0.5))
     assert make_metric("seg:comet").higher_is_better and not make_metric("seg:metricx:lower").higher_is_better
-    for bad, needle in (("0.5*bleu+0.5*ter", "-ter"), ("-bleu", "+bleu"), ("bleu+length", "no better direction"),
-                        ("bleu*2", "cannot read"), ("nope", "unknown metric"), ("seg:a/b", "letters, digits"),
-                        ("seg:x:upper", "seg:NAME:lower")):
+    for bad, needle in (
+        ("0.5*bleu+0.5*ter", "-ter"),
+        ("-bleu", "+bleu"),
+        ("bleu+length", "no better direction"),
+        ("bleu*2", "cannot read"),
+        ("nope", "unknown metric"),
+        ("seg:a/b", "letters, digits"),
+        ("seg:x:upper", "seg:NAME:lower"),
+    ):
         with pytest.raises(InputError) as err:
             make_objective(bad)
         assert needle in str(err.value)
@@ -90,12 +101,13 @@ def test_metric_specifications_and_their_errors():
 
 # --- MERT: the exact optimum under any metric -------------------------------------------
 
+
 def _exact_2d_optimum(metric, features, stats, offsets):
     """The best corpus gain over all 2-feature weight directions (test_tuners' construction):
     the model-best hypotheses change only where two lines of a segment swap order."""
     angles = [0.0]
     for s in range(len(offsets) - 1):
-        h = features[offsets[s]:offsets[s + 1]]
+        h = features[offsets[s] : offsets[s + 1]]
         for i, j in itertools.combinations(range(len(h)), 2):
             d = h[i] - h[j]
             if np.any(d != 0):
@@ -145,6 +157,7 @@ def test_mert_with_random_directions_only_from_enough_features():
 
 # --- MIRA and PRO ---------------------------------------------------------------------
 
+
 def test_mira_numpy_loop_equals_the_c_loop_on_bleu():
     refs, hyps, segment, offsets, features = _nbest(50, 8, seed=7, num_features=3)
     stats = bleu_stats(hyps, refs, segment)
@@ -172,11 +185,15 @@ def _chrf_versus_bleu_list():
     return refs, hyps, segment, offsets, features
 
 
-@pytest.mark.parametrize("tuner", [Mira(MiraConfig()), Mert(MertConfig(restarts=3)),
-                                   pytest.param(Pro(ProConfig()), marks=pytest.mark.filterwarnings("ignore"))])
+@pytest.mark.parametrize(
+    "tuner",
+    [
+        Mira(MiraConfig()),
+        Mert(MertConfig(restarts=3)),
+        pytest.param(Pro(ProConfig()), marks=[pytest.mark.filterwarnings("ignore"), pytest.mark.pro]),
+    ],
+)
 def test_tuning_for_chrf_raises_chrf_where_bleu_tuning_does_not(tuner):
-    if isinstance(tuner, Pro):
-        pytest.importorskip("sklearn")
     refs, hyps, segment, offsets, features = _chrf_versus_bleu_list()
     chrf, bleu = make_objective("chrf"), make_objective("bleu", tokenize="none")
     init = np.array([1.0, 0.0])
@@ -202,6 +219,7 @@ def test_mira_tunes_for_ter_and_never_ends_worse_than_its_start():
 
 # --- oracle -----------------------------------------------------------------------------
 
+
 def test_the_oracle_of_each_metric_maximises_that_metric():
     refs, hyps, segment, offsets, _ = _chrf_versus_bleu_list()
     chrf, bleu = make_objective("chrf"), make_objective("bleu", tokenize="none")
@@ -215,6 +233,7 @@ def test_the_oracle_of_each_metric_maximises_that_metric():
 
 
 # --- seg: external segment scores ---------------------------------------------------------
+
 
 def test_seg_significance_equals_a_hand_computation(tmp_path):
     values = {"base": [0.5, 0.7, 0.2, 0.9, 0.4], "sys": [0.6, 0.9, 0.1, 0.95, 0.8]}
@@ -245,6 +264,7 @@ def test_seg_significance_equals_a_hand_computation(tmp_path):
 
 def test_seg_approximate_randomisation_equals_a_hand_computation():
     from rerank.signif import approximate_randomization, swap_matrix
+
     rng = np.random.default_rng(1)
     a, b = rng.random(30), rng.random(30) + 0.1
     metric = make_metric("seg:x")
@@ -266,12 +286,40 @@ def test_seg_cli_eval_signif_tune_oracle(tmp_path, capsys):
     # an external score that prefers the *last* hypothesis of every segment
     position = np.arange(len(hyps)) - offsets[segment]
     seg_scores = 0.1 * position + 0.01 * np.arange(len(hyps)) / len(hyps)
-    nbest = _write(tmp_path / "dev.nbest", [f"{s} ||| {h} ||| F0= {f[0]:.6f} F1= {f[1]:.6f} P= {p:.1f} ||| 0"
-                                            for s, h, f, p in zip(segment, hyps, features, position)])
+    nbest = _write(
+        tmp_path / "dev.nbest",
+        [
+            f"{s} ||| {h} ||| F0= {f[0]:.6f} F1= {f[1]:.6f} P= {p:.1f} ||| 0"
+            for s, h, f, p in zip(segment, hyps, features, position)
+        ],
+    )
     _write(tmp_path / "dev.nbest.comet", [f"{v:.6f}" for v in seg_scores])
     weights = tmp_path / "w.json"
-    assert main(["tune", "--nbest", nbest, "--ref", ref, "--out", str(weights), "--init", "zeros", "--quiet",
-                 "--metric", "seg:comet", "--algorithm", "mert", "--restarts", "2", "--tokenize", "none"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                nbest,
+                "--ref",
+                ref,
+                "--out",
+                str(weights),
+                "--init",
+                "zeros",
+                "--quiet",
+                "--metric",
+                "seg:comet",
+                "--algorithm",
+                "mert",
+                "--restarts",
+                "2",
+                "--tokenize",
+                "none",
+            ]
+        )
+        == 0
+    )
     tuning = json.loads(weights.read_text())["tuning"]
     best = offsets[1:] - 1
     assert tuning["metric"] == "seg:comet" and tuning["score"] == pytest.approx(seg_scores[best].mean())
@@ -284,16 +332,38 @@ def test_seg_cli_eval_signif_tune_oracle(tmp_path, capsys):
     # eval and signif read FILE.comet beside every system file
     base = _write(tmp_path / "base.txt", [hyps[i] for i in offsets[:-1]])
     _write(tmp_path / "base.txt.comet", [f"{v:.6f}" for v in seg_scores[offsets[:-1]]])
-    assert main(["eval", "--ref", ref, "--hyp", f"O={out}", "--hyp", f"B={base}", "--metrics", "seg:comet,chrf",
-                 "--json"]) == 1  # oracle.txt has no sidecar yet
+    assert (
+        main(["eval", "--ref", ref, "--hyp", f"O={out}", "--hyp", f"B={base}", "--metrics", "seg:comet,chrf", "--json"])
+        == 1
+    )  # oracle.txt has no sidecar yet
     one_line_error(capsys, "oracle.txt.comet")
     _write(tmp_path / "oracle.txt.comet", [f"{v:.6f}" for v in seg_scores[best]])
-    assert main(["eval", "--ref", ref, "--hyp", f"O={out}", "--hyp", f"B={base}", "--metrics", "seg:comet,chrf",
-                 "--json"]) == 0
+    assert (
+        main(["eval", "--ref", ref, "--hyp", f"O={out}", "--hyp", f"B={base}", "--metrics", "seg:comet,chrf", "--json"])
+        == 0
+    )
     rows = {(r["system"], r["metric"]): r["score"] for r in json.loads(capsys.readouterr().out)}
     assert rows[("O", "seg:comet")] == pytest.approx(seg_scores[best].mean(), abs=1e-4)
-    assert main(["signif", "--ref", ref, "--baseline", base, "--system", f"O={out}", "--metrics", "seg:comet",
-                 "--format", "json", "--resamples", "20"]) == 0
+    assert (
+        main(
+            [
+                "signif",
+                "--ref",
+                ref,
+                "--baseline",
+                base,
+                "--system",
+                f"O={out}",
+                "--metrics",
+                "seg:comet",
+                "--format",
+                "json",
+                "--resamples",
+                "20",
+            ]
+        )
+        == 0
+    )
     table = json.loads(capsys.readouterr().out)
     row = [r for r in table["rows"] if r["system"] == "O"][0]
     assert row["score"] == pytest.approx(seg_scores[best].mean()) and row["p_value"] < 0.05 and row["higher_is_better"]
@@ -321,13 +391,39 @@ def test_seg_sidecar_errors_name_the_file_and_line(tmp_path, capsys):
 def test_crossfit_for_ter_tunes_every_fold_for_ter(tmp_path):
     refs, hyps, segment, offsets, features = _nbest(30, 5, seed=12)
     ref = _write(tmp_path / "ref", refs)
-    nbest = _write(tmp_path / "t.nbest", [f"{s} ||| {h} ||| A= {f[0]:.6f} B= {f[1]:.6f} ||| 0"
-                                          for s, h, f in zip(segment, hyps, features)])
+    nbest = _write(
+        tmp_path / "t.nbest",
+        [f"{s} ||| {h} ||| A= {f[0]:.6f} B= {f[1]:.6f} ||| 0" for s, h, f in zip(segment, hyps, features)],
+    )
     folds = _write(tmp_path / "folds.tsv", [f"img{s}.jpg\t{s % 3}" for s in range(30)])
     weights = tmp_path / "w.json"
-    assert main(["crossfit", "--nbest", nbest, "--ref", ref, "--folds", folds, "--out", str(tmp_path / "out"),
-                 "--weights-out", str(weights), "--init", "zeros", "--metric", "ter", "--algorithm", "mert",
-                 "--restarts", "3", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "crossfit",
+                "--nbest",
+                nbest,
+                "--ref",
+                ref,
+                "--folds",
+                folds,
+                "--out",
+                str(tmp_path / "out"),
+                "--weights-out",
+                str(weights),
+                "--init",
+                "zeros",
+                "--metric",
+                "ter",
+                "--algorithm",
+                "mert",
+                "--restarts",
+                "3",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     record = json.loads(weights.read_text())
     ter = make_objective("ter")
     stats = _stats(ter, hyps, refs, segment)

@@ -1,6 +1,7 @@
 """scripts/pipeline_settings.py: a pipeline run in an OUT that holds a run with other
 settings is refused before any work (its skipped stages would reuse the other run's outputs);
 settings that only add stages may change."""
+
 import json
 import subprocess
 import sys
@@ -20,8 +21,14 @@ def test_first_run_writes_the_settings_and_versions(tmp_path):
     path = tmp_path / "settings.json"
     assert _settings(path, *RUN).returncode == 0
     written = json.loads(path.read_text())
-    assert written["settings"] == {"NBEST": "20", "ARCH": "gru", "MAX_EPOCH": "12", "JOBS": "2",
-                                   "TUNERS": "mira mert", "REPLICAS": "3"}
+    assert written["settings"] == {
+        "NBEST": "20",
+        "ARCH": "gru",
+        "MAX_EPOCH": "12",
+        "JOBS": "2",
+        "TUNERS": "mira mert",
+        "REPLICAS": "3",
+    }
     assert written["script"] == "scripts/run_pipeline.sh" and "sacrebleu" in written["signature"]
 
 
@@ -42,8 +49,9 @@ def test_another_configuration_in_the_same_out_is_refused_and_nothing_written(tm
     assert run.returncode == 1 and path.read_text() == before
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith(f"pipeline_settings: error: {path}: this directory holds a run with "
-                               "NBEST=20 (this run: 50) and 1 more;")
+    assert lines[0].startswith(
+        f"pipeline_settings: error: {path}: this directory holds a run with NBEST=20 (this run: 50) and 1 more;"
+    )
     assert "use another OUT=" in lines[0]
 
 
@@ -58,8 +66,10 @@ def test_a_file_that_is_not_ours_is_refused_in_one_line(tmp_path):
     path.write_text("{not json")
     run = _settings(path, *RUN)
     assert run.returncode == 1 and path.read_text() == "{not json"
-    assert run.stderr.strip() == f"pipeline_settings: error: {path}: not a pipeline settings file; " \
-                                 "use another OUT= or remove it"
+    assert (
+        run.stderr.strip() == f"pipeline_settings: error: {path}: not a pipeline settings file; "
+        "use another OUT= or remove it"
+    )
 
 
 def test_feature_sets_of_an_older_run_that_did_not_record_them_are_all_of_them(tmp_path):
@@ -104,11 +114,17 @@ PIPELINE = SCRIPT.parent / "run_pipeline.sh"
 
 def test_an_unknown_feature_set_is_refused_in_one_line_before_any_work(tmp_path):
     out = tmp_path / "out"
-    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "OUT": str(out), "FEATURES": "r2l+bleurt+len"})
+    run = subprocess.run(
+        ["bash", str(PIPELINE)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "OUT": str(out), "FEATURES": "r2l+bleurt+len"},
+    )
     assert run.returncode == 1 and not out.exists()
-    assert run.stderr.strip() == ("run_pipeline: error: FEATURES: unknown feature set 'bleurt' "
-                                  "(choose from: mlmme r2l channel lm l2r2 mbr e5 len ibm1)")
+    assert run.stderr.strip() == (
+        "run_pipeline: error: FEATURES: unknown feature set 'bleurt' "
+        "(choose from: mlmme r2l channel lm l2r2 mbr e5 len ibm1)"
+    )
 
 
 def test_the_pipeline_and_its_settings_helper_list_the_same_feature_sets():
@@ -123,12 +139,13 @@ def test_the_pipeline_and_its_settings_helper_list_the_same_feature_sets():
     # the table of scorers and tuning sets (a here-document) has one line per set, in that order
     start = next(i for i, l in enumerate(lines) if l.endswith("<<SETS_END"))
     end = lines.index("SETS_END")
-    assert [l.split()[0] for l in lines[start + 1:end]] == list(ALL_FEATURES)
+    assert [l.split()[0] for l in lines[start + 1 : end]] == list(ALL_FEATURES)
 
 
 def _resolved(**env):
-    run = subprocess.run(["bash", str(PIPELINE), "--settings"], capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", **env})
+    run = subprocess.run(
+        ["bash", str(PIPELINE), "--settings"], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env}
+    )
     assert run.returncode == 0, run.stderr
     return dict(line.split("=", 1) for line in run.stdout.splitlines())
 
@@ -136,36 +153,73 @@ def _resolved(**env):
 def test_the_default_system_is_the_transformer_and_gru_is_the_papers(tmp_path):
     # issue 20: the default is the strongest configuration measured within 2 hours
     default = _resolved()
-    keys = ("ARCH", "MAX_EPOCH", "PATIENCE", "AUX_ARCH", "AUX_EPOCH", "LM_ARCH", "FEATURES", "NBEST", "R2L_NBEST",
-            "BF16_AUTOCAST")
+    keys = (
+        "ARCH",
+        "MAX_EPOCH",
+        "PATIENCE",
+        "AUX_ARCH",
+        "AUX_EPOCH",
+        "LM_ARCH",
+        "FEATURES",
+        "NBEST",
+        "R2L_NBEST",
+        "BF16_AUTOCAST",
+    )
     assert {k: default[k] for k in keys} == {
-        "ARCH": "transformer-tiny", "MAX_EPOCH": "27", "PATIENCE": "10", "AUX_ARCH": "transformer-tiny",
-        "AUX_EPOCH": "28", "LM_ARCH": "transformer-tiny", "FEATURES": "r2l mbr len ibm1", "NBEST": "100",
-        "R2L_NBEST": "0", "BF16_AUTOCAST": "1"}
+        "ARCH": "transformer-tiny",
+        "MAX_EPOCH": "27",
+        "PATIENCE": "10",
+        "AUX_ARCH": "transformer-tiny",
+        "AUX_EPOCH": "28",
+        "LM_ARCH": "transformer-tiny",
+        "FEATURES": "r2l mbr len ibm1",
+        "NBEST": "100",
+        "R2L_NBEST": "0",
+        "BF16_AUTOCAST": "1",
+    }
     assert default["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k-transformer")
     gru = _resolved(SYSTEM="gru")
     assert {k: gru[k] for k in keys} == {
-        "ARCH": "gru", "MAX_EPOCH": "12", "PATIENCE": "3", "AUX_ARCH": "gru", "AUX_EPOCH": "16", "LM_ARCH": "lstm",
-        "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len", "NBEST": "20", "R2L_NBEST": "0", "BF16_AUTOCAST": "0"}
+        "ARCH": "gru",
+        "MAX_EPOCH": "12",
+        "PATIENCE": "3",
+        "AUX_ARCH": "gru",
+        "AUX_EPOCH": "16",
+        "LM_ARCH": "lstm",
+        "FEATURES": "mlmme r2l channel lm l2r2 mbr e5 len",
+        "NBEST": "20",
+        "R2L_NBEST": "0",
+        "BF16_AUTOCAST": "0",
+    }
     assert gru["OUT"] == str(PIPELINE.parents[1] / "out" / "multi30k")
     # a variable that is set wins over its system's default; FEATURES in canonical order
     mixed = _resolved(SYSTEM="gru", ARCH="transformer-tiny", FEATURES="len+r2l", OUT=str(tmp_path))
-    assert (mixed["ARCH"], mixed["MAX_EPOCH"], mixed["FEATURES"], mixed["OUT"]) == \
-        ("transformer-tiny", "12", "r2l len", str(tmp_path))
+    assert (mixed["ARCH"], mixed["MAX_EPOCH"], mixed["FEATURES"], mixed["OUT"]) == (
+        "transformer-tiny",
+        "12",
+        "r2l len",
+        str(tmp_path),
+    )
     assert _resolved(AUX_EPOCH="8")["AUX_EPOCH"] == "8"
     # FEATURES=all: every set, also on top of the transformer system
     assert _resolved(FEATURES="all")["FEATURES"] == "mlmme r2l channel lm l2r2 mbr e5 len ibm1"
 
 
-@pytest.mark.parametrize("env,message", [
-    ({"R2L_NBEST": "fifty"}, "run_pipeline: error: R2L_NBEST: 'fifty' is not a number"),
-    ({"R2L_NBEST": "20", "FEATURES": "mbr+len"},
-     "run_pipeline: error: R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
-])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"R2L_NBEST": "fifty"}, "run_pipeline: error: R2L_NBEST: 'fifty' is not a number"),
+        (
+            {"R2L_NBEST": "20", "FEATURES": "mbr+len"},
+            "run_pipeline: error: R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)",
+        ),
+    ],
+)
 def test_an_r2l_list_without_its_model_is_refused_in_one_line_before_any_work(tmp_path, env, message):
     out = tmp_path / "out"
-    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "OUT": str(out), **env})
+    run = subprocess.run(
+        ["bash", str(PIPELINE)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(out), **env}
+    )
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == message
     assert _resolved(FEATURES="mbr", R2L_NBEST="0")["R2L_NBEST"] == "0"
@@ -179,14 +233,16 @@ def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tm
     assert run.stderr.strip() == "run_pipeline: error: SYSTEM: unknown system 'lstm' (choose from: transformer gru)"
     run = subprocess.run(["bash", str(PIPELINE), "--nbest", "50"], capture_output=True, text=True, env=env)
     assert run.returncode == 1 and not out.exists()
-    assert run.stderr.strip() == ("run_pipeline: error: unknown argument '--nbest' "
-                                  "(settings are environment variables: --help)")
+    assert run.stderr.strip() == (
+        "run_pipeline: error: unknown argument '--nbest' (settings are environment variables: --help)"
+    )
     run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, env={**env, "BF16_AUTOCAST": "yes"})
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == "run_pipeline: error: BF16_AUTOCAST: 'yes' is not 0 or 1"
 
 
 # --- a finished model directory shared with a run of other settings ---------------------
+
 
 def _trained(save_dir, config):
     """A model directory as rerank nmt train leaves it, as far as the check reads it."""
@@ -200,21 +256,22 @@ def _trained(save_dir, config):
 def test_a_model_trained_with_other_settings_is_refused_by_name(tmp_path):
     import pytest
 
-    from nmt.lm import LMConfig
-    from nmt.train import TrainConfig, check_settings
     from rerank.errors import InputError
+    from rerank.nmt.lm import LMConfig
+    from rerank.nmt.train import TrainConfig, check_settings
 
     model = tmp_path / "model"
     _trained(model, TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, seed=1, threads=1))
     check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, seed=1))  # agree
     # how a training runs (threads, device) is not part of the model
-    check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, threads=2,
-                                           device="cpu"))
+    check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, threads=2, device="cpu"))
     with pytest.raises(InputError) as caught:
         check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=60, patience=10, seed=2))
-    assert str(caught.value) == (f"{model}: holds a model trained with other settings (max_epoch 30 → 60; "
-                                 "seed 1 → 2): remove its train.done to train it on with these settings, "
-                                 "or use another directory")
+    assert str(caught.value) == (
+        f"{model}: holds a model trained with other settings (max_epoch 30 → 60; "
+        "seed 1 → 2): remove its train.done to train it on with these settings, "
+        "or use another directory"
+    )
     # training on in the same directory may take more epochs, not another model
     check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=60, patience=3), resuming=True)
     with pytest.raises(InputError, match=r"arch transformer-tiny → gru"):
@@ -225,8 +282,10 @@ def test_a_model_trained_with_other_settings_is_refused_by_name(tmp_path):
     (model / "train.json").write_text(json.dumps(stored))
     check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10))
     with pytest.raises(InputError, match=r"target_vocab joint → own"):
-        check_settings(str(model), TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, direction="r2l",
-                                               target_vocab="own"))
+        check_settings(
+            str(model),
+            TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, direction="r2l", target_vocab="own"),
+        )
     # LMs too; no train.json: nothing to compare
     lm = tmp_path / "lm"
     _trained(lm, LMConfig(max_epoch=3))
@@ -257,48 +316,70 @@ def test_the_pipeline_refuses_a_shared_model_of_other_settings_before_any_work(t
     # configuration with MAX_EPOCH=60 must not reuse a 30-epoch baseline as its own
     import pytest
 
-    from nmt.train import TrainConfig
+    from rerank.nmt.train import TrainConfig
 
     if not _nmt_venv_is_set_up():
         pytest.skip("the project's .venv with the [nmt] extra (scripts/setup_env.sh nmt) is not set up")
     out = tmp_path / "out"
     (out / "data").mkdir(parents=True)
     (out / "data" / "prepare.json").write_text("{}")  # prepare: done
-    _trained(out / "model.transformer-tiny", TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10,
-                                                         seed=1, threads=1))
+    _trained(
+        out / "model.transformer-tiny",
+        TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10, seed=1, threads=1),
+    )
     env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "SYSTEM": "transformer", "PATIENCE": "10", "BF16_AUTOCAST": "0"}
     run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, env={**env, "MAX_EPOCH": "60"})
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [
         f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
-        "(max_epoch 30 → 60): remove its train.done to train it on with these settings, or use another directory"]
+        "(max_epoch 30 → 60): remove its train.done to train it on with these settings, or use another directory"
+    ]
     assert not (out / "settings.json").exists() and not (out / "nbest").exists() and not (out / "train.log").exists()
     # the R2L model is checked too (its settings: AUX_EPOCH, patience 2, direction r2l)
-    _trained(out / "models" / "r2l.transformer-tiny",
-             TrainConfig(arch="transformer-tiny", direction="r2l", max_epoch=16, patience=2, seed=1))
-    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
-                         env={**env, "MAX_EPOCH": "30", "AUX_EPOCH": "8", "OUT": str(out)})
-    assert run.returncode == 1 and "r2l.transformer-tiny: holds a model trained with other settings " \
-                                   "(max_epoch 16 → 8)" in run.stderr
+    _trained(
+        out / "models" / "r2l.transformer-tiny",
+        TrainConfig(arch="transformer-tiny", direction="r2l", max_epoch=16, patience=2, seed=1),
+    )
+    run = subprocess.run(
+        ["bash", str(PIPELINE)],
+        capture_output=True,
+        text=True,
+        env={**env, "MAX_EPOCH": "30", "AUX_EPOCH": "8", "OUT": str(out)},
+    )
+    assert (
+        run.returncode == 1
+        and "r2l.transformer-tiny: holds a model trained with other settings (max_epoch 16 → 8)" in run.stderr
+    )
     # and the batch size and warm-up (MAX_TOKENS, WARMUP) of every model
-    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
-                         env={**env, "MAX_EPOCH": "30", "MAX_TOKENS": "2000", "WARMUP": "500", "OUT": str(out)})
+    run = subprocess.run(
+        ["bash", str(PIPELINE)],
+        capture_output=True,
+        text=True,
+        env={**env, "MAX_EPOCH": "30", "MAX_TOKENS": "2000", "WARMUP": "500", "OUT": str(out)},
+    )
     assert run.returncode == 1 and run.stderr.strip().splitlines() == [
         f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
         "(warmup 0 → 500; max_tokens 4000 → 2000): remove its train.done to train it on with these settings, "
-        "or use another directory"]
+        "or use another directory"
+    ]
     # and the precision (BF16_AUTOCAST) of the transformers
-    run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True,
-                         env={**env, "MAX_EPOCH": "30", "BF16_AUTOCAST": "1", "OUT": str(out)})
+    run = subprocess.run(
+        ["bash", str(PIPELINE)],
+        capture_output=True,
+        text=True,
+        env={**env, "MAX_EPOCH": "30", "BF16_AUTOCAST": "1", "OUT": str(out)},
+    )
     assert run.returncode == 1 and run.stderr.strip().splitlines() == [
         f"rerank nmt: error: {out}/model.transformer-tiny: holds a model trained with other settings "
         "(bf16_autocast False → True): remove its train.done to train it on with these settings, "
-        "or use another directory"]
+        "or use another directory"
+    ]
 
 
+@pytest.mark.nmt
 def test_rerank_nmt_train_check_and_resume_refuse_another_model_in_one_line(tmp_path, capsys):
-    from nmt.train import TrainConfig
     from rerank.cli import main
+    from rerank.nmt.train import TrainConfig
 
     model = tmp_path / "model"
     _trained(model, TrainConfig(arch="transformer-tiny", max_epoch=30, patience=10))
@@ -307,15 +388,23 @@ def test_rerank_nmt_train_check_and_resume_refuse_another_model_in_one_line(tmp_
     capsys.readouterr()
     assert main([*common, "--check", "--arch", "transformer-tiny", "--max-epoch", "20", "--patience", "10"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"rerank nmt: error: {model}: holds a model trained with other settings (max_epoch 30 → 20): "
-                   "remove its train.done to train it on with these settings, or use another directory"]
+    assert err == [
+        f"rerank nmt: error: {model}: holds a model trained with other settings (max_epoch 30 → 20): "
+        "remove its train.done to train it on with these settings, or use another directory"
+    ]
     # resuming (training on) in it with another architecture: refused before fairseq runs
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "dict.de.txt").write_text("ein 1\n")
     before = (model / "train.json").read_text()
     assert main([*common, "--arch", "gru", "--max-epoch", "30", "--patience", "10"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "holds a model trained with other settings (" in err[0] and \
-        "arch transformer-tiny → gru" in err[0] and err[0].endswith("): use another directory")
-    assert (model / "train.json").read_text() == before and sorted(p.name for p in model.iterdir()) == \
-        ["train.done", "train.json"]
+    assert (
+        len(err) == 1
+        and "holds a model trained with other settings (" in err[0]
+        and "arch transformer-tiny → gru" in err[0]
+        and err[0].endswith("): use another directory")
+    )
+    assert (model / "train.json").read_text() == before and sorted(p.name for p in model.iterdir()) == [
+        "train.done",
+        "train.json",
+    ]

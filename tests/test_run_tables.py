@@ -9,15 +9,13 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-if os.environ.get("RERANK_REQUIRE_NMT"):
-    import torch  # noqa: F401
-else:
-    pytest.importorskip("torch")
+from tests.conftest import needs  # noqa: E402
+
+pytestmark = needs("nmt")
 
 from rerank.cli import main  # noqa: E402
 from rerank.nbest import NBestList, read_nbest, write_lines, write_nbest  # noqa: E402
@@ -73,15 +71,41 @@ def _main_job(main_dir, data, rng):
             for rank, c in enumerate(order):
                 hyps.append(f"ein {WORDS[c][1]} hund rennt .")
                 features.append([-1.0 - rank, -5, -0.2 - rank / 5, rng.normal()])
-        nbest = NBestList(np.arange(0, len(hyps) + 1, 4), hyps, np.array(features),
-                          ["NMT", "WordPenalty", "NMTNorm", "R2L"])
+        nbest = NBestList(
+            np.arange(0, len(hyps) + 1, 4), hyps, np.array(features), ["NMT", "WordPenalty", "NMTNorm", "R2L"]
+        )
         write_nbest(nbest, os.path.join(main_dir, "nbest", f"{split}.full.nbest"))
         with open(os.path.join(main_dir, "nbest", f"{split}.full.nbest.json"), "w") as out:
-            json.dump({"beam_feature": "NMTNorm", "feature_sets": {"beam": ["NMT", "WordPenalty", "NMTNorm"],
-                                                                   "R2L": ["R2L"]}}, out)
+            json.dump(
+                {
+                    "beam_feature": "NMTNorm",
+                    "feature_sets": {"beam": ["NMT", "WordPenalty", "NMTNorm"], "R2L": ["R2L"]},
+                },
+                out,
+            )
         write_lines(hyps[::4], os.path.join(main_dir, "nbest", f"{split}.1best"))
-    assert main(["embed", "train", "--data", data, "--task1", "--beta", "0", "--epochs", "1", "--batch-size", "16",
-                 "--threads", "1", "--out", os.path.join(main_dir, "embed")]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                "train",
+                "--data",
+                data,
+                "--task1",
+                "--beta",
+                "0",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--threads",
+                "1",
+                "--out",
+                os.path.join(main_dir, "embed"),
+            ]
+        )
+        == 0
+    )
 
 
 @pytest.mark.parametrize("protocol", ["crossfit", "paper"])
@@ -93,18 +117,36 @@ def test_run_tables_on_a_tiny_corpus(tmp_path, protocol, capsys):
     _main_job(main_dir, data, rng)
     (tmp_path / "paper.tsv").write_text(
         "# published\nnbest\tvariant\tsystem\tBLEU\tBLEU_marks\tTER\tTER_marks\n"
-        "4\tregular\tbaseline\t32.4\t\t51.9\t\n4\tregular\t+MLMME beta=1\t33.8\t†‡\t49.0\t‡\n")
+        "4\tregular\tbaseline\t32.4\t\t51.9\t\n4\tregular\t+MLMME beta=1\t33.8\t†‡\t49.0\t‡\n"
+    )
     out = tmp_path / "tables"
-    env = {**os.environ, "OUT": str(out), "OUT_MAIN": main_dir, "DATA": data, "PROTOCOL": protocol,
-           "PAPER_TABLE": str(tmp_path / "paper.tsv"), "VARIANTS": "regular", "SIZES": "4", "MAIN_NBEST": "4",
-           "BETAS": "1 0.5", "K": "2", "REPLICAS": "2", "EMBED_STEPS": "2", "VSE_EPOCHS": "2", "VALID_IMAGES": "1",
-           "METRICS": "bleu,ter", "MAIN_JOB": "0", "JOBS": "1"}
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "OUT_MAIN": main_dir,
+        "DATA": data,
+        "PROTOCOL": protocol,
+        "PAPER_TABLE": str(tmp_path / "paper.tsv"),
+        "VARIANTS": "regular",
+        "SIZES": "4",
+        "MAIN_NBEST": "4",
+        "BETAS": "1 0.5",
+        "K": "2",
+        "REPLICAS": "2",
+        "EMBED_STEPS": "2",
+        "VSE_EPOCHS": "2",
+        "VALID_IMAGES": "1",
+        "METRICS": "bleu,ter",
+        "MAIN_JOB": "0",
+        "JOBS": "1",
+    }
     if protocol == "crossfit":
         env.update(FEATS=os.path.join(data, "test.npy"), FEAT_SPLIT=os.path.join(data, "test.txt"))
     else:
         env.update(IMAGES=os.path.join(data, "all.npy"), IMAGE_NAMES=os.path.join(data, "all.txt"))
-    run = subprocess.run(["bash", os.path.join(ROOT, "scripts", "run_tables.sh")], env=env, capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        ["bash", os.path.join(ROOT, "scripts", "run_tables.sh")], env=env, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     tables = (out / "tables.md").read_text()
     views = ["crossfit", "val"] if protocol == "crossfit" else ["paper"]

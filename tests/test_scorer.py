@@ -1,18 +1,16 @@
 import json
-import os
 
 import numpy as np
 import pytest
 
-if os.environ.get("RERANK_REQUIRE_NMT"):
-    import torch  # noqa: F401
-else:
-    pytest.importorskip("torch")
+from tests.conftest import needs  # noqa: E402
 
-from embed.model import MLMMEConfig  # noqa: E402
-from features.scorer import make_scorer  # noqa: E402
-from embed.train import EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
+pytestmark = needs("nmt")
+
+from rerank.embed.model import MLMMEConfig  # noqa: E402
+from rerank.embed.train import EmbedTrainConfig, encode_images, encode_sentences, train_embeddings  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
+from rerank.features.scorer import make_scorer  # noqa: E402
 from rerank.nbest import NBestList  # noqa: E402
 from tests.test_embed_train import planted  # noqa: E402
 
@@ -21,8 +19,9 @@ from tests.test_embed_train import planted  # noqa: E402
 def model_dir(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("mlmme"))
     train, _ = planted(120, seed=1)
-    config = EmbedTrainConfig(model=MLMMEConfig(word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0), epochs=2,
-                              min_count=1, lr=5e-3)
+    config = EmbedTrainConfig(
+        model=MLMMEConfig(word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0), epochs=2, min_count=1, lr=5e-3
+    )
     train_embeddings(train, train, config, out_dir=out)
     return out
 
@@ -46,7 +45,10 @@ def test_scorer_columns_align_with_nbest_rows(model_dir):
 
 
 def test_scorer_errors(model_dir, tmp_path):
-    with pytest.raises(InputError, match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, ibm1, len, lm, mbr, mlmme, nmt, vse"):
+    with pytest.raises(
+        InputError,
+        match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, ibm1, len, lm, mbr, mlmme, nmt, vse",
+    ):
         make_scorer("bogus:whatever")
     with pytest.raises(InputError, match="no 'fr' encoder"):
         make_scorer(f"mlmme:{model_dir},target=fr")
@@ -66,17 +68,35 @@ def test_features_add_cli_appends_columns_without_touching_existing_ones(model_d
     from rerank.cli import main
     from rerank.nbest import read_nbest, write_lines, write_nbest
 
-    nbest = NBestList(np.array([0, 2, 3]), ["k1 f2", "k3", "k2"], np.array([[-1.25, -2.0], [-3.5, -1.0],
-                                                                          [-0.5, -1.0]]), ["NMT", "WordPenalty"])
+    nbest = NBestList(
+        np.array([0, 2, 3]),
+        ["k1 f2", "k3", "k2"],
+        np.array([[-1.25, -2.0], [-3.5, -1.0], [-0.5, -1.0]]),
+        ["NMT", "WordPenalty"],
+    )
     write_nbest(nbest, str(tmp_path / "in.nbest"))
     write_lines(["c1 f2", "c2"], str(tmp_path / "src"))
     write_lines(["a.jpg", "b.jpg"], str(tmp_path / "segment_images"))
     write_lines(["b.jpg", "a.jpg"], str(tmp_path / "split"))
     np.save(tmp_path / "feats.npy", np.random.default_rng(1).normal(size=(2, 24)).astype(np.float16))
-    args = ["features", "add", "--nbest", str(tmp_path / "in.nbest"), "--scorer", f"mlmme:{model_dir}",
-            "--source", str(tmp_path / "src"), "--images", str(tmp_path / "feats.npy"), "--image-split",
-            str(tmp_path / "split"), "--segment-images", str(tmp_path / "segment_images"), "--out",
-            str(tmp_path / "out.nbest")]
+    args = [
+        "features",
+        "add",
+        "--nbest",
+        str(tmp_path / "in.nbest"),
+        "--scorer",
+        f"mlmme:{model_dir}",
+        "--source",
+        str(tmp_path / "src"),
+        "--images",
+        str(tmp_path / "feats.npy"),
+        "--image-split",
+        str(tmp_path / "split"),
+        "--segment-images",
+        str(tmp_path / "segment_images"),
+        "--out",
+        str(tmp_path / "out.nbest"),
+    ]
     assert main(args) == 0
     out = read_nbest(str(tmp_path / "out.nbest"))
     assert out.feature_names == ["NMT", "WordPenalty", "MLMMEss", "MLMMEsi"]
@@ -98,13 +118,15 @@ def test_features_add_cli_appends_columns_without_touching_existing_ones(model_d
 
 
 def test_registries_reject_a_second_class_under_one_name():
-    from features.scorer import SCORERS, Scorer
+    from rerank.features.scorer import SCORERS, Scorer
     from rerank.metrics import METRICS
 
     for registry in (SCORERS, METRICS):
         with pytest.raises(ValueError, match="registered twice"):
+
             @registry.register(registry.names()[0])
             class Impostor(Scorer):  # noqa: F841
                 pass
+
     with pytest.raises(TypeError):  # abstract interfaces cannot be instantiated half-done
         type("Half", (Scorer,), {"names": lambda self, h: []})()

@@ -32,8 +32,8 @@ def test_exact_enumeration_small_p():
     # 10 segments, B always one edit worse: only the identity and the full swap reach |Δ| = 10
     a = np.tile([[0.0, 5.0]], (10, 1))
     b = np.tile([[1.0, 5.0]], (10, 1))
-    assert exact_randomization(TerMetric(), a, b) == pytest.approx(2 / 2 ** 10)
-    assert compare(TerMetric(), [a], [b]) == pytest.approx(2 / 2 ** 10)  # <= 20 units: exact
+    assert exact_randomization(TerMetric(), a, b) == pytest.approx(2 / 2**10)
+    assert compare(TerMetric(), [a], [b]) == pytest.approx(2 / 2**10)  # <= 20 units: exact
 
 
 def test_identical_systems_have_p_one():
@@ -48,8 +48,10 @@ def test_bootstrap_and_s_opt():
     metric = BleuMetric("none")
     replicas = [metric.stats([hyps[3 * i + k] for i in range(80)], refs) for k in range(3)]
     result = score_system(metric, replicas, resamples=500, seed=3)
-    scores = [BLEU(tokenize="none", force=True).corpus_score([hyps[3 * i + k] for i in range(80)], [refs]).score
-              for k in range(3)]
+    scores = [
+        BLEU(tokenize="none", force=True).corpus_score([hyps[3 * i + k] for i in range(80)], [refs]).score
+        for k in range(3)
+    ]
     assert result.replica_scores == pytest.approx(scores)
     assert result.score == pytest.approx(np.mean(scores))
     assert result.s_opt == pytest.approx(np.std(scores, ddof=1))
@@ -70,7 +72,9 @@ def test_bootstrap_std_matches_explicit_resampling():
     assert bootstrap_std(metric, stats, 300, 7) == pytest.approx(np.std(explicit, ddof=1))
 
 
-@pytest.mark.parametrize("metric,reference", [(BleuMetric("13a"), BLEU()), (TerMetric(), TER()), (ChrfMetric(), CHRF())])
+@pytest.mark.parametrize(
+    "metric,reference", [(BleuMetric("13a"), BLEU()), (TerMetric(), TER()), (ChrfMetric(), CHRF())]
+)
 def test_corpus_scores_equal_sacrebleu(metric, reference):
     refs, hyps, segment = random_corpus(60, 1, seed=5)
     hyps = [h.capitalize() + "." for h in hyps]
@@ -84,8 +88,24 @@ def _sacrebleu_paired_ar(tmp_path, refs, base, systems, trials):
     for k, sys_lines in enumerate(systems):
         write_lines(sys_lines, str(tmp_path / f"sys{k}"))
         files.append(str(tmp_path / f"sys{k}"))
-    cmd = [sys.executable, "-m", "sacrebleu", str(tmp_path / "ref"), "-i", *files, "-m", "bleu", "ter",
-           "--paired-ar", "--paired-ar-n", str(trials), "--format", "json", "--tokenize", "none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sacrebleu",
+        str(tmp_path / "ref"),
+        "-i",
+        *files,
+        "-m",
+        "bleu",
+        "ter",
+        "--paired-ar",
+        "--paired-ar-n",
+        str(trials),
+        "--format",
+        "json",
+        "--tokenize",
+        "none",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "SACREBLEU_SEED": "12345"})
     return json.loads(out.stdout)
 
@@ -95,10 +115,32 @@ def test_single_replica_p_values_equal_sacrebleu_paired_ar(tmp_path, capsys):
     base = [hyps[3 * i] for i in range(150)]
     systems = [[hyps[3 * i + k] for i in range(150)] for k in (1, 2)]
     theirs = _sacrebleu_paired_ar(tmp_path, refs, base, systems, 2000)
-    assert main(["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "base"),
-                 "--system", f"sys0={tmp_path / 'sys0'}", "--system", f"sys1={tmp_path / 'sys1'}",
-                 "--metrics", "bleu,ter", "--tokenize", "none", "--shuffles", "2000", "--resamples", "100",
-                 "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "signif",
+                "--ref",
+                str(tmp_path / "ref"),
+                "--baseline",
+                str(tmp_path / "base"),
+                "--system",
+                f"sys0={tmp_path / 'sys0'}",
+                "--system",
+                f"sys1={tmp_path / 'sys1'}",
+                "--metrics",
+                "bleu,ter",
+                "--tokenize",
+                "none",
+                "--shuffles",
+                "2000",
+                "--resamples",
+                "100",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     ours = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
     for k, entry in enumerate(theirs[1:]):
         name = f"sys{k}"
@@ -115,9 +157,27 @@ def test_signif_cli_formats_and_replicas(tmp_path, capsys):
     for k in range(4):
         write_lines([hyps[4 * i + k] for i in range(40)], str(tmp_path / f"r{k}"))
         files.append(str(tmp_path / f"r{k}"))
-    args = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", files[0], "--system", f"A={files[1]},{files[2]}",
-            "--system", f"B={files[3]}", "--compare-to", "B", "--metrics", "bleu,ter,chrf", "--tokenize", "none",
-            "--shuffles", "300", "--resamples", "100"]
+    args = [
+        "signif",
+        "--ref",
+        str(tmp_path / "ref"),
+        "--baseline",
+        files[0],
+        "--system",
+        f"A={files[1]},{files[2]}",
+        "--system",
+        f"B={files[3]}",
+        "--compare-to",
+        "B",
+        "--metrics",
+        "bleu,ter,chrf",
+        "--tokenize",
+        "none",
+        "--shuffles",
+        "300",
+        "--resamples",
+        "100",
+    ]
     assert main(args + ["--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     rows = result["rows"]
@@ -127,8 +187,12 @@ def test_signif_cli_formats_and_replicas(tmp_path, capsys):
     assert [r["p_value"] for r in rows if r["system"] == "baseline"] == [None, None, None]
     a_bleu = next(r for r in rows if r["system"] == "A" and r["metric"] == "bleu")
     assert a_bleu["replicas"] == 2 and a_bleu["s_opt"] is not None and a_bleu["p_compare"] is not None
-    for fmt, needle in (("text", "s_sel/s_opt/p"), ("markdown", "| system |"), ("latex", r"\begin{tabular}"),
-                        ("csv", "system,metric,score")):
+    for fmt, needle in (
+        ("text", "s_sel/s_opt/p"),
+        ("markdown", "| system |"),
+        ("latex", r"\begin{tabular}"),
+        ("csv", "system,metric,score"),
+    ):
         assert main(args + ["--format", fmt]) == 0
         out = capsys.readouterr().out
         assert needle in out
@@ -149,22 +213,44 @@ def test_signif_rejects_bad_input(tmp_path, capsys):
     assert main(base + ["--system", f"S={tmp_path / 'ok'}", "--compare-to", "VSE"]) == 1
     assert "not one of the systems" in capsys.readouterr().err
     three = ",".join([str(tmp_path / "ok")] * 3)
-    assert main(["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "ok"), str(tmp_path / "ok"),
-                 "--system", f"S={three}", "--metrics", "bleu"]) == 1
+    assert (
+        main(
+            [
+                "signif",
+                "--ref",
+                str(tmp_path / "ref"),
+                "--baseline",
+                str(tmp_path / "ok"),
+                str(tmp_path / "ok"),
+                "--system",
+                f"S={three}",
+                "--metrics",
+                "bleu",
+            ]
+        )
+        == 1
+    )
     assert "2 baseline replicas but 3 system replicas" in capsys.readouterr().err
 
 
+@pytest.mark.meteor
 def test_meteor_statistics_recombine_to_the_jars_corpus_score(tmp_path):
     from rerank.metrics.meteor import METEOR_NOTE, MeteorMetric, find_jar
 
-    if not os.environ.get("RERANK_REQUIRE_NMT"):
-        pytest.importorskip("pycocoevalcap")
     metric = MeteorMetric(lang="de")
     assert (metric.alpha, metric.beta, metric.gamma, metric.delta) == (0.95, 1.0, 0.55, 0.55)  # the jar's 'de'
-    refs = ["ein mann fährt rad .", "zwei hunde spielen im schnee", "zwei kinder spielen im großen park",
-            "eine frau mit roten haaren läuft"]
-    hyps = ["ein mann fährt fahrrad .", "zwei hunde spielen", "kinder spielen im park mit einem ball",
-            "eine frau mit roten haaren läuft"]
+    refs = [
+        "ein mann fährt rad .",
+        "zwei hunde spielen im schnee",
+        "zwei kinder spielen im großen park",
+        "eine frau mit roten haaren läuft",
+    ]
+    hyps = [
+        "ein mann fährt fahrrad .",
+        "zwei hunde spielen",
+        "kinder spielen im park mit einem ball",
+        "eine frau mit roten haaren läuft",
+    ]
     stats = metric.stats(hyps, refs)
     assert stats.shape == (4, 23)
     # per segment and for every subset, our formula equals the jar's EVAL of the summed statistics
@@ -173,15 +259,31 @@ def test_meteor_statistics_recombine_to_the_jars_corpus_score(tmp_path):
     # and the corpus score equals the jar's own file-mode "Final score"
     write_lines(hyps, str(tmp_path / "h"))
     write_lines(refs, str(tmp_path / "r"))
-    out = subprocess.run(["java", "-jar", find_jar(), str(tmp_path / "h"), str(tmp_path / "r"), "-l", "de",
-                          "-m", "exact stem", "-w", "1.0 0.8"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "java",
+            "-jar",
+            find_jar(),
+            str(tmp_path / "h"),
+            str(tmp_path / "r"),
+            "-l",
+            "de",
+            "-m",
+            "exact stem",
+            "-w",
+            "1.0 0.8",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     final = float(out.split("Final score:")[1].split()[0])
     assert metric.corpus_score(hyps, refs) == pytest.approx(100 * final, abs=1e-9)
     assert "exact stem" in METEOR_NOTE and "paraphrase" in METEOR_NOTE
 
 
+@pytest.mark.report
 def test_report_from_a_pipeline_directory(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
     from rerank.nbest import NBestList, write_nbest
 
     refs, hyps, segment = random_corpus(30, 4, seed=12)
@@ -198,10 +300,20 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
     assert main(args) == 1  # no manifest: the report knows no directory layout
     assert "experiment.json" in capsys.readouterr().err
     assert not (exp / "report").exists()
-    (exp / "experiment.json").write_text(json.dumps({
-        "reference": "data/tok/test_2016_flickr.de", "baseline": ["nbest/test.1best"], "nbest": "nbest/test.nbest",
-        "tokenize": "none", "systems": [["+nmt", [f"rerank/nmt/test.seed{k}.txt" for k in (1, 2, 3)]],
-                                        ["+later", ["rerank/later/test.seed1.txt"]]]}))  # not run yet
+    (exp / "experiment.json").write_text(
+        json.dumps(
+            {
+                "reference": "data/tok/test_2016_flickr.de",
+                "baseline": ["nbest/test.1best"],
+                "nbest": "nbest/test.nbest",
+                "tokenize": "none",
+                "systems": [
+                    ["+nmt", [f"rerank/nmt/test.seed{k}.txt" for k in (1, 2, 3)]],
+                    ["+later", ["rerank/later/test.seed1.txt"]],
+                ],
+            }
+        )
+    )  # not run yet
     assert main(args) == 1  # a system named in the manifest is never left out silently
     assert "rerank/later/test.seed1.txt" in capsys.readouterr().err and not (exp / "report").exists()
     assert main(args + ["--partial"]) == 0  # ... only when asked, and then named in the table
@@ -218,8 +330,8 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
     assert oracle_bleu > max(r["score"] for r in data["rows"] if r["metric"] == "bleu" and r["system"] != "oracle")
 
 
+@pytest.mark.report
 def test_report_prints_the_papers_value_beside_ours(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
     from rerank.errors import InputError
     from rerank.report import read_paper_table
 
@@ -233,17 +345,31 @@ def test_report_prints_the_papers_value_beside_ours(tmp_path, capsys):
         "# Calixto & Liu (2017), Tables 3 and 4\n"
         "nbest\tvariant\tsystem\tBLEU\tBLEU_marks\tTER\tTER_marks\n"
         "20\tweak\tbaseline\t25.7\t\t56.1\t\n20\tweak\t+VSE\t25.8\t†\t56.1\n"
-        "20\tregular\t+VSE\t32.2\t\t52.6\t‡\n")
+        "20\tregular\t+VSE\t32.2\t\t52.6\t‡\n"
+    )
     published, source = read_paper_table(str(tmp_path / "paper.tsv"), {"nbest": "20", "variant": "weak"})
-    assert published == {("baseline", "bleu"): {"score": 25.7, "marks": ""}, ("baseline", "ter"): {"score": 56.1, "marks": ""},
-                         ("+VSE", "bleu"): {"score": 25.8, "marks": "†"}, ("+VSE", "ter"): {"score": 56.1, "marks": ""}}
+    assert published == {
+        ("baseline", "bleu"): {"score": 25.7, "marks": ""},
+        ("baseline", "ter"): {"score": 56.1, "marks": ""},
+        ("+VSE", "bleu"): {"score": 25.8, "marks": "†"},
+        ("+VSE", "ter"): {"score": 56.1, "marks": ""},
+    }
     assert source == "Calixto & Liu (2017), Tables 3 and 4"
     with pytest.raises(InputError, match="no column 'beam'"):
         read_paper_table(str(tmp_path / "paper.tsv"), {"beam": "20"})
-    (exp / "experiment.json").write_text(json.dumps({
-        "reference": "ref", "baseline": ["base"], "nbest": None, "tokenize": "none",
-        "systems": [["+VSE", ["vse"]]], "caption": "protocol: cross-fitted, 5 folds",
-        "paper": {"table": str(tmp_path / "paper.tsv"), "select": {"nbest": 20, "variant": "weak"}}}))
+    (exp / "experiment.json").write_text(
+        json.dumps(
+            {
+                "reference": "ref",
+                "baseline": ["base"],
+                "nbest": None,
+                "tokenize": "none",
+                "systems": [["+VSE", ["vse"]]],
+                "caption": "protocol: cross-fitted, 5 folds",
+                "paper": {"table": str(tmp_path / "paper.tsv"), "select": {"nbest": 20, "variant": "weak"}},
+            }
+        )
+    )
     assert main(["report", str(exp), "--metrics", "bleu,ter", "--shuffles", "100", "--resamples", "20"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("system")
@@ -252,14 +378,17 @@ def test_report_prints_the_papers_value_beside_ours(tmp_path, capsys):
     assert "· paper 56.1" in next(line for line in lines if line.startswith("baseline"))
     assert "protocol: cross-fitted, 5 folds" in text and "paper: the published value" in text
     rows = json.loads((exp / "report/table.json").read_text())["rows"]
-    assert next(r for r in rows if r["system"] == "+VSE" and r["metric"] == "bleu")["paper"] == {"score": 25.8, "marks": "†"}
+    assert next(r for r in rows if r["system"] == "+VSE" and r["metric"] == "bleu")["paper"] == {
+        "score": 25.8,
+        "marks": "†",
+    }
 
 
 def test_ter_edit_counts_equal_sacrebleu_including_long_and_degenerate_lines():
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(12)]  # few types: many repeated words, many shift candidates
     hyps, refs = [], []
-    for k in range(400):
+    for _k in range(400):
         ref = list(rng.choice(words, size=rng.integers(0, 90)))
         hyp = list(ref)
         for _ in range(rng.integers(0, 12)):
@@ -267,8 +396,8 @@ def test_ter_edit_counts_equal_sacrebleu_including_long_and_degenerate_lines():
             choice = rng.random()
             if choice < 0.3 and hyp:
                 j = int(rng.integers(0, len(hyp)))
-                block = hyp[j:j + int(rng.integers(1, 6))]
-                del hyp[j:j + len(block)]
+                block = hyp[j : j + int(rng.integers(1, 6))]
+                del hyp[j : j + len(block)]
                 hyp[i:i] = block  # a block shift
             elif choice < 0.6 and hyp:
                 del hyp[min(i, len(hyp) - 1)]
@@ -300,8 +429,26 @@ def test_meteor_unavailable_is_reported_and_other_metrics_still_run(tmp_path, ca
     write_lines(["a b c", "d e f"], str(tmp_path / "ref"))
     write_lines(["a b c", "d e"], str(tmp_path / "b"))
     write_lines(["a b", "d e f"], str(tmp_path / "s"))
-    assert main(["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "b"), "--system",
-                 f"S={tmp_path / 's'}", "--metrics", "bleu,meteor,ter", "--resamples", "10", "--format", "text"]) == 0
+    assert (
+        main(
+            [
+                "signif",
+                "--ref",
+                str(tmp_path / "ref"),
+                "--baseline",
+                str(tmp_path / "b"),
+                "--system",
+                f"S={tmp_path / 's'}",
+                "--metrics",
+                "bleu,meteor,ter",
+                "--resamples",
+                "10",
+                "--format",
+                "text",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "METEOR unavailable: no 'java' on PATH" in captured.err
     assert "BLEU" in captured.out and "TER" in captured.out and "METEOR unavailable" in captured.out

@@ -1,5 +1,6 @@
 """scripts/stage.sh: a stage's recorded wall time covers all its sittings, including one that
 failed or was killed, and a finished stage is skipped."""
+
 import os
 import signal
 import subprocess
@@ -18,8 +19,7 @@ stage work out work "$@"
 
 
 def _run(tmp_path, *args):
-    return subprocess.run(["bash", "-c", SCRIPT, "stage-test", *args], cwd=tmp_path,
-                          capture_output=True, text=True)
+    return subprocess.run(["bash", "-c", SCRIPT, "stage-test", *args], cwd=tmp_path, capture_output=True, text=True)
 
 
 def _table(path):
@@ -48,8 +48,13 @@ def test_a_failed_sitting_counts_when_the_stage_is_resumed(tmp_path):
 
 
 def test_a_killed_sitting_counts_and_its_heartbeat_ends(tmp_path):
-    process = subprocess.Popen(["bash", "-c", SCRIPT, "stage-test", "30", "ok"], cwd=tmp_path,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        ["bash", "-c", SCRIPT, "stage-test", "30", "ok"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     partial = tmp_path / "timings.tsv.partial"
     deadline = time.monotonic() + 20
     while int(_table(partial).get("work", ["0"])[0]) < 2 and time.monotonic() < deadline:

@@ -3,12 +3,11 @@
 import numpy as np
 import pytest
 
-from mira._native import mert_line_search, model_best_stats
-from mira.tuner import corpus_score as corpus_bleu_of_weights
-from mira.mert import Mert, MertConfig
-from mira.pro import Pro, ProConfig, sample_pairs
-from rerank.bleu import bleu_plus_one
-from rerank.bleu import bleu_from_stats, bleu_stats
+from rerank.bleu import bleu_from_stats, bleu_plus_one, bleu_stats
+from rerank.mira._native import mert_line_search, model_best_stats
+from rerank.mira.mert import Mert, MertConfig
+from rerank.mira.pro import Pro, ProConfig, sample_pairs
+from rerank.mira.tuner import corpus_score as corpus_bleu_of_weights
 from rerank.oracle import oracle_select
 from tests.conftest import random_corpus
 
@@ -28,9 +27,11 @@ def _list(num_segments, nbest, seed, num_features=2):
     rng = np.random.default_rng(seed)
     sent = bleu_plus_one(stats)
     # features: noisy views of sentence quality and of length, so the optimum is a mixture
-    features = np.stack([sent + rng.normal(scale=0.15, size=len(hyps)), -stats[:, 1] / 10.0
-                         + rng.normal(scale=0.3, size=len(hyps))] +
-                        [rng.normal(size=len(hyps)) for _ in range(num_features - 2)], axis=1)
+    features = np.stack(
+        [sent + rng.normal(scale=0.15, size=len(hyps)), -stats[:, 1] / 10.0 + rng.normal(scale=0.3, size=len(hyps))]
+        + [rng.normal(size=len(hyps)) for _ in range(num_features - 2)],
+        axis=1,
+    )
     return features, stats, offsets
 
 
@@ -40,7 +41,7 @@ def _exact_2d_optimum(features, stats, offsets):
     midpoints between consecutive critical angles visit every distinct selection."""
     angles = [0.0]
     for s in range(len(offsets) - 1):
-        h = features[offsets[s]:offsets[s + 1]]
+        h = features[offsets[s] : offsets[s + 1]]
         for i in range(len(h)):
             for j in range(i + 1, len(h)):
                 d = h[i] - h[j]  # (cos t, sin t) . d = 0
@@ -83,8 +84,10 @@ def test_line_search_agrees_with_brute_force_on_a_corpus():
 def test_mert_finds_the_exact_two_feature_optimum():
     features, stats, offsets = _list(40, 8, seed=11)
     optimum = _exact_2d_optimum(features, stats, offsets)
-    grid = max(corpus_bleu_of_weights(features, stats, offsets, np.array([np.cos(t), np.sin(t)]))
-               for t in np.linspace(0, 2 * np.pi, 3601))
+    grid = max(
+        corpus_bleu_of_weights(features, stats, offsets, np.array([np.cos(t), np.sin(t)]))
+        for t in np.linspace(0, 2 * np.pi, 3601)
+    )
     assert optimum >= grid - 1e-9  # the grid search confirms: nothing beats the exact optimum
     result = tune_mert(features, stats, offsets, MertConfig(restarts=5, seed=1))
     assert result.score == pytest.approx(optimum)
@@ -116,7 +119,7 @@ def test_bleu_plus_one_by_hand():
 
 
 def test_pro_sampler_keeps_the_largest_differences_above_the_threshold():
-    sentence_bleu = np.array([0.0, 0.5, 0.52, 1.0,   0.3, 0.31])
+    sentence_bleu = np.array([0.0, 0.5, 0.52, 1.0, 0.3, 0.31])
     offsets = np.array([0, 4, 6])
     better, worse = sample_pairs(sentence_bleu, offsets, ProConfig(samples=200, keep=2, threshold=0.05, seed=3))
     diffs = sentence_bleu[better] - sentence_bleu[worse]
@@ -126,6 +129,7 @@ def test_pro_sampler_keeps_the_largest_differences_above_the_threshold():
     assert set(zip(better.tolist(), worse.tolist())) == {(3, 0)}
 
 
+@pytest.mark.pro
 def test_pro_learns_the_quality_feature():
     features, stats, offsets = _list(80, 10, seed=7, num_features=3)
     result = tune_pro(features, stats, offsets, ProConfig(seed=1))
@@ -136,6 +140,7 @@ def test_pro_learns_the_quality_feature():
     assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
 
 
+@pytest.mark.pro
 def test_pro_keeps_a_better_start():
     features, stats, offsets = _list(40, 8, seed=3)
     onehot = np.zeros(len(features))
@@ -146,5 +151,6 @@ def test_pro_keeps_a_better_start():
     assert result.score >= result.initial_score
     if result.details["kept_initial"]:
         assert result.weights.tolist() == init.tolist()
-    assert result.score == pytest.approx(float(bleu_from_stats(model_best_stats(features, stats, offsets,
-                                                                                       result.weights))))
+    assert result.score == pytest.approx(
+        float(bleu_from_stats(model_best_stats(features, stats, offsets, result.weights)))
+    )

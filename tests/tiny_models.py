@@ -7,10 +7,11 @@ import gzip
 import json
 import os
 
-from features.hf_scorer import import_transformers
+from rerank.features.hf_scorer import import_transformers
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "multi30k",
-                    "task1", "raw")
+DATA = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "multi30k", "task1", "raw"
+)
 
 
 def training_text(directory: str, lines: int = 2000) -> str:
@@ -36,8 +37,16 @@ def _save(model_class, config, tokenizer, out: str, seed: int) -> str:
     return out
 
 
-def build_marian(directory: str, seed: int = 0, d_model: int = 32, layers: int = 1, heads: int = 2,
-                 ffn: int = 64, vocab_size: int = 800, lines: int = 2000) -> str:
+def build_marian(
+    directory: str,
+    seed: int = 0,
+    d_model: int = 32,
+    layers: int = 1,
+    heads: int = 2,
+    ffn: int = 64,
+    vocab_size: int = 800,
+    lines: int = 2000,
+) -> str:
     """A random Marian en->de model with its tokenizer in ``directory/marian``: tiny by
     default (the tests); ``benchmarks/bench_scorer.py --random-marian`` builds one the size
     of ``transformer-tiny`` (d_model 128, 4 layers, 4 heads, FFN 256, 8,000 pieces) to time
@@ -47,20 +56,40 @@ def build_marian(directory: str, seed: int = 0, d_model: int = 32, layers: int =
     transformers = import_transformers()
     text = training_text(directory, lines)
     prefix = os.path.join(directory, "sp")
-    spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, vocab_size=vocab_size, character_coverage=1.0,
-                                   pad_id=-1, bos_id=-1, eos_id=1, unk_id=2, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        input=text,
+        model_prefix=prefix,
+        vocab_size=vocab_size,
+        character_coverage=1.0,
+        pad_id=-1,
+        bos_id=-1,
+        eos_id=1,
+        unk_id=2,
+        minloglevel=2,
+    )
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
     vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
     vocab["<pad>"] = len(vocab)
     with open(os.path.join(directory, "vocab.json"), "w", encoding="utf-8") as handle:
         json.dump(vocab, handle)
-    tokenizer = transformers.MarianTokenizer(source_spm=prefix + ".model", target_spm=prefix + ".model",
-                                             vocab=os.path.join(directory, "vocab.json"))
-    config = transformers.MarianConfig(vocab_size=len(vocab), d_model=d_model, encoder_layers=layers,
-                                       decoder_layers=layers, encoder_attention_heads=heads,
-                                       decoder_attention_heads=heads, encoder_ffn_dim=ffn, decoder_ffn_dim=ffn,
-                                       max_position_embeddings=256, pad_token_id=vocab["<pad>"],
-                                       eos_token_id=1, decoder_start_token_id=vocab["<pad>"], forced_eos_token_id=1)
+    tokenizer = transformers.MarianTokenizer(
+        source_spm=prefix + ".model", target_spm=prefix + ".model", vocab=os.path.join(directory, "vocab.json")
+    )
+    config = transformers.MarianConfig(
+        vocab_size=len(vocab),
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        max_position_embeddings=256,
+        pad_token_id=vocab["<pad>"],
+        eos_token_id=1,
+        decoder_start_token_id=vocab["<pad>"],
+        forced_eos_token_id=1,
+    )
     return _save(transformers.MarianMTModel, config, tokenizer, os.path.join(directory, "marian"), seed)
 
 
@@ -73,13 +102,22 @@ def build_gpt2(directory: str, seed: int = 0) -> str:
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Whitespace()
     bpe.decoder = decoders.BPEDecoder()
-    bpe.train([text], trainers.BpeTrainer(vocab_size=600, special_tokens=["<pad>", "</s>", "<unk>"],
-                                          show_progress=False))
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="</s>", bos_token="</s>",
-                                                     pad_token="<pad>", unk_token="<unk>")
-    config = transformers.GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=1, n_head=2, n_positions=256,
-                                     bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                     pad_token_id=tokenizer.pad_token_id)
+    bpe.train(
+        [text], trainers.BpeTrainer(vocab_size=600, special_tokens=["<pad>", "</s>", "<unk>"], show_progress=False)
+    )
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="</s>", bos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    config = transformers.GPT2Config(
+        vocab_size=len(tokenizer),
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        n_positions=256,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return _save(transformers.GPT2LMHeadModel, config, tokenizer, os.path.join(directory, "gpt2"), seed)
 
 
@@ -88,7 +126,10 @@ def convert_ct2(model_dir: str, out: str) -> str:
     its tokenizer files copied beside."""
     import ctranslate2
 
-    files = [f for f in os.listdir(model_dir) if f not in ("model.safetensors", "config.json")
-             and not f.startswith("generation")]
+    files = [
+        f
+        for f in os.listdir(model_dir)
+        if f not in ("model.safetensors", "config.json") and not f.startswith("generation")
+    ]
     ctranslate2.converters.TransformersConverter(model_dir, copy_files=files).convert(out, force=True)
     return out

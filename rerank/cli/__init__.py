@@ -26,9 +26,9 @@ from typing import List, Optional
 
 from rerank import __version__
 from rerank.cli import core, embed, features, generate, nmt, tune
-from features.scorer import SCORER_SUMMARY
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
+from rerank.features.scorer import SCORER_SUMMARY
 from rerank.outputs import check_paths
 
 
@@ -44,19 +44,30 @@ def show_defaults(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 show_defaults(sub)
-        elif (action.option_strings and action.help and action.help != argparse.SUPPRESS and not action.required
-              and action.default not in (None, False, argparse.SUPPRESS) and "default" not in action.help):
+        elif (
+            action.option_strings
+            and action.help
+            and action.help != argparse.SUPPRESS
+            and not action.required
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and "default" not in action.help
+        ):
             value = ",".join(map(str, action.default)) if isinstance(action.default, (list, tuple)) else action.default
             action.help += f" (default: {str(value).replace('%', '%%')})"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rerank`` parser with every layer's verbs."""
-    parser = argparse.ArgumentParser(prog="rerank", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=FORMATS_HELP + "\n\n" + scorers_help()
-                                     + "\n\nexample: rerank tune --nbest val.nbest --ref val.de --out w.json; "
-                                       "rerank VERB --help for each verb")
+    parser = argparse.ArgumentParser(
+        prog="rerank",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=FORMATS_HELP
+        + "\n\n"
+        + scorers_help()
+        + "\n\nexample: rerank tune --nbest val.nbest --ref val.de --out w.json; "
+        "rerank VERB --help for each verb",
+    )
     parser.add_argument("--version", action="version", version=f"rerank {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
     for module in (tune, core, features, generate, embed, nmt):
@@ -100,9 +111,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except MemoryError:
         largest = _largest_input(args)
         what = f"{largest} is too large to hold in memory" if largest else "out of memory"
-        print(f"rerank {args.verb}: error: {what}; apply, truncate, union and features add stream lists of any "
-              "size, tune/oracle/crossfit keep about 0.6 KB per hypothesis (split the list or use a larger machine)",
-              file=sys.stderr)
+        print(
+            f"rerank {args.verb}: error: {what}; apply, truncate, union and features add stream lists of any "
+            "size, tune/oracle/crossfit keep about 0.6 KB per hypothesis (split the list or use a larger machine)",
+            file=sys.stderr,
+        )
         return 1
     except BrokenPipeError:
         return 1

@@ -12,18 +12,20 @@ import tempfile
 import numpy as np
 
 from rerank import DEFAULT_SEED
-from rerank.reranking import apply_file, truncate_file, union_files
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
 from rerank.cli.options import bleu_options, bleu_settings, metric_options, seg_sidecars
-from rerank.convert import FORMATS as CONVERT_FORMATS, convert_file
+from rerank.convert import FORMATS as CONVERT_FORMATS
+from rerank.convert import convert_file
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.folds import assign_folds, write_folds
-from rerank.metrics import METRIC_HELP, evaluate_files, format_table as format_scores, make_objective
+from rerank.metrics import METRIC_HELP, evaluate_files, make_objective
+from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write
 from rerank.report import experiment_report, format_table, report_files, significance_table
+from rerank.reranking import apply_file, truncate_file, union_files
 from rerank.textio import read_lines
 
 
@@ -46,13 +48,23 @@ def cmd_oracle(args) -> None:
     summed = oracle_file(args.nbest, args.ref, args.out, bleu, metric)
     if args.metric == "bleu":
         score = sacrebleu_score(summed)
-        result = {"oracle_bleu": score.score, "bleu": score.format(), "nbest": args.nbest, "out": args.out,
-                  "signature": bleu.signature()}
+        result = {
+            "oracle_bleu": score.score,
+            "bleu": score.format(),
+            "nbest": args.nbest,
+            "out": args.out,
+            "signature": bleu.signature(),
+        }
         print(json.dumps(result) if args.json else f"oracle {score.format()}")
         return
     value = float(metric.score(summed))
-    result = {"metric": metric.name, "oracle_score": value, "nbest": args.nbest, "out": args.out,
-              "signature": metric.signature()}
+    result = {
+        "metric": metric.name,
+        "oracle_score": value,
+        "nbest": args.nbest,
+        "out": args.out,
+        "signature": metric.signature(),
+    }
     print(json.dumps(result) if args.json else f"oracle {metric.name} {value:.2f}")
 
 
@@ -63,14 +75,20 @@ def cmd_folds(args) -> None:
     folds = assign_folds(images, args.k, args.seed)
     write_folds(folds, args.out)
     sizes = np.bincount(folds.fold, minlength=folds.k)
-    print(f"{len(images)} segments, {len(set(images))} images -> {folds.k} folds of {sizes.min()}-{sizes.max()} "
-          f"segments: {args.out}", file=sys.stderr)
+    print(
+        f"{len(images)} segments, {len(set(images))} images -> {folds.k} folds of {sizes.min()}-{sizes.max()} "
+        f"segments: {args.out}",
+        file=sys.stderr,
+    )
 
 
 def cmd_convert(args) -> None:
     nbest = convert_file(args.format, args.input, args.out, args.beam_feature, args.text)
-    print(f"{args.input}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
-          f"{' '.join(dict.fromkeys(nbest.feature_names)) or '(none)'} -> {args.out}", file=sys.stderr)
+    print(
+        f"{args.input}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
+        f"{' '.join(dict.fromkeys(nbest.feature_names)) or '(none)'} -> {args.out}",
+        file=sys.stderr,
+    )
 
 
 def cmd_truncate(args) -> None:
@@ -118,10 +136,19 @@ def cmd_signif(args) -> None:
             path = os.path.join(tmp, f"{name}.txt")
             oracle_file(nbest, args.ref, path, bleu)
             systems.append((name, [path]))
-        result = significance_table(args.ref, args.baseline, systems, metrics=args.metrics.split(","),
-                                    bleu=bleu, lang=args.lang,
-                                    shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
-                                    compare_to=args.compare_to, progress=sys.stderr.isatty())
+        result = significance_table(
+            args.ref,
+            args.baseline,
+            systems,
+            metrics=args.metrics.split(","),
+            bleu=bleu,
+            lang=args.lang,
+            shuffles=args.shuffles,
+            resamples=args.resamples,
+            seed=args.seed,
+            compare_to=args.compare_to,
+            progress=sys.stderr.isatty(),
+        )
     text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
     sys.stdout.write(text)
     if args.out:
@@ -130,9 +157,16 @@ def cmd_signif(args) -> None:
 
 
 def cmd_report(args) -> None:
-    written = experiment_report(args.experiment_dir, args.out, metrics=args.metrics.split(","),
-                                shuffles=args.shuffles, resamples=args.resamples, seed=args.seed,
-                                compare_to=args.compare_to, partial=args.partial)
+    written = experiment_report(
+        args.experiment_dir,
+        args.out,
+        metrics=args.metrics.split(","),
+        shuffles=args.shuffles,
+        resamples=args.resamples,
+        seed=args.seed,
+        compare_to=args.compare_to,
+        partial=args.partial,
+    )
     with open(written["text"], encoding="utf-8") as handle:
         sys.stdout.write(handle.read())
     for kind, path in written.items():
@@ -143,147 +177,247 @@ def _report_paths(args):
     """``report``'s inputs (every file its manifest names) and outputs (its tables and plots)."""
     experiment = Experiment.read(args.experiment_dir, args.partial)
     if experiment.left_out:
-        print(f"rerank report: leaving out systems not run yet (--partial): {', '.join(experiment.left_out)}",
-              file=sys.stderr)
-    inputs = {"manifest": os.path.join(args.experiment_dir, "experiment.json"), "reference": experiment.reference,
-              "baseline": experiment.baseline, "systems": [f for _, files in experiment.systems for f in files],
-              "nbest": experiment.nbest}
+        print(
+            f"rerank report: leaving out systems not run yet (--partial): {', '.join(experiment.left_out)}",
+            file=sys.stderr,
+        )
+    inputs = {
+        "manifest": os.path.join(args.experiment_dir, "experiment.json"),
+        "reference": experiment.reference,
+        "baseline": experiment.baseline,
+        "systems": [f for _, files in experiment.systems for f in files],
+        "nbest": experiment.nbest,
+    }
     return inputs, {"--out": list(report_files(args.experiment_dir, args.out).values())}
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``apply``, ``folds``, ``convert``, ``truncate``, ``eval``, ``oracle``, ``signif``, ``report`` and ``experiment``
     to the ``rerank`` sub-commands."""
-    p = sub.add_parser("apply", help="select the best hypothesis per segment under given weights",
-        epilog="example: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked")
+    p = sub.add_parser(
+        "apply",
+        help="select the best hypothesis per segment under given weights",
+        epilog="example: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked",
+    )
     p.add_argument("--nbest", required=True, help="Moses n-best list to re-rank")
     p.add_argument("--weights", required=True, help="weights JSON (rerank tune --out): one weight per column")
     p.add_argument("--out", required=True, help="1-best output, one line per segment ('-' for stdout)")
     p.add_argument("--out-nbest", help="also write the n-best list with totals = weighted scores")
-    p.add_argument("--folds", help="folds file (rerank folds): fold k's segments use the --weights file whose path "
-                                   "has {fold} replaced by k")
-    p.set_defaults(func=cmd_apply, paths=lambda a: (
-        {"--nbest": a.nbest, "--weights": [a.weights.replace("{fold}", "0")] if a.folds else a.weights,
-         "--folds": a.folds}, {"--out": a.out, "--out-nbest": a.out_nbest}))
+    p.add_argument(
+        "--folds",
+        help="folds file (rerank folds): fold k's segments use the --weights file whose path has {fold} replaced by k",
+    )
+    p.set_defaults(
+        func=cmd_apply,
+        paths=lambda a: (
+            {
+                "--nbest": a.nbest,
+                "--weights": [a.weights.replace("{fold}", "0")] if a.folds else a.weights,
+                "--folds": a.folds,
+            },
+            {"--out": a.out, "--out-nbest": a.out_nbest},
+        ),
+    )
 
-    p = sub.add_parser("folds", help="K-fold split of a test set by image, for cross-fitting (rerank crossfit)",
-        epilog="example: rerank folds --segment-images test_images.txt --k 5 --out folds.tsv")
+    p = sub.add_parser(
+        "folds",
+        help="K-fold split of a test set by image, for cross-fitting (rerank crossfit)",
+        epilog="example: rerank folds --segment-images test_images.txt --k 5 --out folds.tsv",
+    )
     p.add_argument("--segment-images", required=True, help="image file name of each segment, one per line")
     p.add_argument("--k", type=positive_int, default=5, help="number of folds (≥ 2)")
     p.add_argument("--seed", type=int, default=1, help="seed of the fold assignment")
     p.add_argument("--out", required=True, help="folds file: image<TAB>fold per segment")
     p.set_defaults(func=cmd_folds, paths=lambda a: ({"--segment-images": a.segment_images}, {"--out": a.out}))
 
-    p = sub.add_parser("convert", help="import another tool's n-best list (fairseq-generate output, JSON lines, "
-                                       "Marian/Moses n-best) as rerank's n-best list with its signature",
-                       description="fairseq: fairseq-generate --nbest N output (H-/D-/P- lines; columns Fairseq = the "
-                                   "H- score, FairseqSum and FairseqLen from the P- lines; base-2 logs converted to "
-                                   "natural logs; beam feature Fairseq). jsonl: one {\"id\": 0, \"hypotheses\": "
-                                   "[...], \"scores\": {\"NAME\": [...]}} per line. marian: Marian's (Moses') "
-                                   "n-best list. Ids 0..N-1, sorted.",
-                       epilog="example: fairseq-generate data-bin --path model.pt --nbest 20 --beam 20 > gen.out; "
-                              "rerank convert --from fairseq gen.out --out test.nbest")
+    p = sub.add_parser(
+        "convert",
+        help="import another tool's n-best list (fairseq-generate output, JSON lines, "
+        "Marian/Moses n-best) as rerank's n-best list with its signature",
+        description="fairseq: fairseq-generate --nbest N output (H-/D-/P- lines; columns Fairseq = the "
+        "H- score, FairseqSum and FairseqLen from the P- lines; base-2 logs converted to "
+        'natural logs; beam feature Fairseq). jsonl: one {"id": 0, "hypotheses": '
+        '[...], "scores": {"NAME": [...]}} per line. marian: Marian\'s (Moses\') '
+        "n-best list. Ids 0..N-1, sorted.",
+        epilog="example: fairseq-generate data-bin --path model.pt --nbest 20 --beam 20 > gen.out; "
+        "rerank convert --from fairseq gen.out --out test.nbest",
+    )
     p.add_argument("input", help="the file to convert ('-' for standard input)")
     p.add_argument("--from", dest="format", required=True, choices=CONVERT_FORMATS, help="its format")
     p.add_argument("--out", required=True, help="rerank n-best list to write (and OUT.json, its signature)")
-    p.add_argument("--beam-feature", help="the column the producing decoder ranked its beam by, declared in the "
-                                          "signature (default: Fairseq for fairseq; none otherwise, and then no "
-                                          "signature is written), e.g. --beam-feature F0")
-    p.add_argument("--text", default="h", choices=("h", "detok"),
-                   help="fairseq: the H- hypothesis (tokenised) or the D- one (detokenised) (default: h)")
-    p.set_defaults(func=cmd_convert, paths=lambda a: (
-        {"input": a.input}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
+    p.add_argument(
+        "--beam-feature",
+        help="the column the producing decoder ranked its beam by, declared in the "
+        "signature (default: Fairseq for fairseq; none otherwise, and then no "
+        "signature is written), e.g. --beam-feature F0",
+    )
+    p.add_argument(
+        "--text",
+        default="h",
+        choices=("h", "detok"),
+        help="fairseq: the H- hypothesis (tokenised) or the D- one (detokenised) (default: h)",
+    )
+    p.set_defaults(
+        func=cmd_convert, paths=lambda a: ({"input": a.input}, {"--out": a.out, "--out (signature)": a.out + ".json"})
+    )
 
-    p = sub.add_parser("truncate", help="the first N hypotheses of every segment (e.g. 20-best from 50-best)",
-        epilog="example: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest")
+    p = sub.add_parser(
+        "truncate",
+        help="the first N hypotheses of every segment (e.g. 20-best from 50-best)",
+        epilog="example: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest",
+    )
     p.add_argument("--nbest", required=True, help="Moses n-best list")
     p.add_argument("--size", type=positive_int, required=True, help="hypotheses kept per segment")
     p.add_argument("--out", required=True, help="truncated list (and OUT.json, its signature)")
-    p.set_defaults(func=cmd_truncate, paths=lambda a: (
-        {"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
+    p.set_defaults(
+        func=cmd_truncate,
+        paths=lambda a: ({"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}),
+    )
 
-    p = sub.add_parser("union", help="join n-best lists of the same segments (e.g. a left-to-right and a right-to-left "
-                                     "model's), each distinct hypothesis once; to be scored again",
+    p = sub.add_parser(
+        "union",
+        help="join n-best lists of the same segments (e.g. a left-to-right and a right-to-left "
+        "model's), each distinct hypothesis once; to be scored again",
         epilog="example: rerank union --nbest test.l2r.nbest --nbest test.r2l.nbest --out test.union.nbest; then "
-               "rerank features add --nbest test.union.nbest --scorer fairseq:model/checkpoint_avg.pt,dict=model,"
-               "bpe=subword-nmt:model/bpe.codes,name=NMT --beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm "
-               "--source test.en --out test.union.nmt.nbest")
-    p.add_argument("--nbest", required=True, action="append",
-                   help="an n-best list; at least two, each with the same segments; segment i of the union holds "
-                        "the first list's hypotheses, then each later list's not seen before")
-    p.add_argument("--out", required=True, help="the union (and OUT.json, its signature): column WordPenalty only "
-                                                "(model scores of one list do not describe another's hypotheses)")
-    p.set_defaults(func=cmd_union, paths=lambda a: (
-        {"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
+        "rerank features add --nbest test.union.nbest --scorer fairseq:model/checkpoint_avg.pt,dict=model,"
+        "bpe=subword-nmt:model/bpe.codes,name=NMT --beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm "
+        "--source test.en --out test.union.nmt.nbest",
+    )
+    p.add_argument(
+        "--nbest",
+        required=True,
+        action="append",
+        help="an n-best list; at least two, each with the same segments; segment i of the union holds "
+        "the first list's hypotheses, then each later list's not seen before",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the union (and OUT.json, its signature): column WordPenalty only "
+        "(model scores of one list do not describe another's hypotheses)",
+    )
+    p.set_defaults(
+        func=cmd_union, paths=lambda a: ({"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"})
+    )
 
-    p = sub.add_parser("eval", help="BLEU, TER, chrF with sacrebleu (signatures included)",
-        epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter")
+    p = sub.add_parser(
+        "eval",
+        help="BLEU, TER, chrF with sacrebleu (signatures included)",
+        epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter",
+    )
     p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
     bleu_options(p)
-    p.add_argument("--metrics", default="bleu,ter,chrf",
-                   help="comma-separated metrics (default: bleu,ter,chrf); each is " + METRIC_HELP
-                        + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE")
+    p.add_argument(
+        "--metrics",
+        default="bleu,ter,chrf",
+        help="comma-separated metrics (default: bleu,ter,chrf); each is "
+        + METRIC_HELP
+        + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="also write what is printed to this file")
-    p.set_defaults(func=cmd_eval, paths=lambda a: (
-        {"--ref": a.ref, "--hyp": [path for _, path in _hyp_files(a.hyp)],
-         "--metrics": _sidecars(a.metrics, [path for _, path in _hyp_files(a.hyp)])}, {"--out": a.out}))
+    p.set_defaults(
+        func=cmd_eval,
+        paths=lambda a: (
+            {
+                "--ref": a.ref,
+                "--hyp": [path for _, path in _hyp_files(a.hyp)],
+                "--metrics": _sidecars(a.metrics, [path for _, path in _hyp_files(a.hyp)]),
+            },
+            {"--out": a.out},
+        ),
+    )
 
-    p = sub.add_parser("oracle", help="oracle selection from an n-best list (the hypotheses maximising corpus BLEU, "
-                                      "or --metric)",
-                       epilog="example: rerank oracle --nbest test.nbest --ref test.de --tokenize none --metric chrf "
-                              "--out test.oracle")
+    p = sub.add_parser(
+        "oracle",
+        help="oracle selection from an n-best list (the hypotheses maximising corpus BLEU, or --metric)",
+        epilog="example: rerank oracle --nbest test.nbest --ref test.de --tokenize none --metric chrf "
+        "--out test.oracle",
+    )
     p.add_argument("--nbest", required=True, help="Moses n-best list")
     p.add_argument("--ref", required=True, help="reference translations, one per segment")
     p.add_argument("--out", required=True, help="the selected hypothesis of every segment")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line)")
     metric_options(p, "the oracle")
     bleu_options(p)
-    p.set_defaults(func=cmd_oracle, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref,
-                                                      "--metric": seg_sidecars(a.metric, a.nbest)}, {"--out": a.out}))
+    p.set_defaults(
+        func=cmd_oracle,
+        paths=lambda a: (
+            {"--nbest": a.nbest, "--ref": a.ref, "--metric": seg_sidecars(a.metric, a.nbest)},
+            {"--out": a.out},
+        ),
+    )
 
     def signif_options(p):
-        p.add_argument("--metrics", default="bleu,meteor,ter,length",
-                       help="comma-separated (default: bleu,meteor,ter,length): bleu, meteor, ter, chrf, length "
-                            "(100 · hyp/ref length, as MultEval), seg:NAME[:lower] (segment scores computed "
-                            "elsewhere, e.g. COMET: one per line in FILE.NAME beside every replica FILE), or an "
-                            "interpolation such as 0.5*bleu+0.5*chrf")
+        p.add_argument(
+            "--metrics",
+            default="bleu,meteor,ter,length",
+            help="comma-separated (default: bleu,meteor,ter,length): bleu, meteor, ter, chrf, length "
+            "(100 · hyp/ref length, as MultEval), seg:NAME[:lower] (segment scores computed "
+            "elsewhere, e.g. COMET: one per line in FILE.NAME beside every replica FILE), or an "
+            "interpolation such as 0.5*bleu+0.5*chrf",
+        )
         p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
-        p.add_argument("--resamples", type=non_negative_int, default=10000,
-                       help="bootstrap resamples for s_sel (0: none)")
-        p.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                       help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)")
+        p.add_argument(
+            "--resamples", type=non_negative_int, default=10000, help="bootstrap resamples for s_sel (0: none)"
+        )
+        p.add_argument(
+            "--seed",
+            type=int,
+            default=DEFAULT_SEED,
+            help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
+        )
         p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
 
-    p = sub.add_parser("signif", help="MultEval-style significance: score (s_sel/s_opt/p) over replicas",
-        epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter")
+    p = sub.add_parser(
+        "signif",
+        help="MultEval-style significance: score (s_sel/s_opt/p) over replicas",
+        epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter",
+    )
     p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--baseline", required=True, nargs="+", help="baseline replica files")
     p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
     p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
     bleu_options(p)
     p.add_argument("--lang", default="de", help="METEOR language")
-    p.add_argument("--format", default="text", choices=["text", "markdown", "latex", "json", "csv"], help="table format")
+    p.add_argument(
+        "--format", default="text", choices=["text", "markdown", "latex", "json", "csv"], help="table format"
+    )
     p.add_argument("--out", help="also write what is printed to this file")
     signif_options(p)
-    p.set_defaults(func=cmd_signif, paths=lambda a: (
-        {"--ref": a.ref, "--baseline": a.baseline, "--nbest": a.nbest,
-         "--system": [f for item in a.system or [] for f in _parse_system(item)[1]],
-         "--metrics": _sidecars(a.metrics, a.baseline + [f for item in a.system or [] for f in _parse_system(item)[1]])},
-        {"--out": a.out}))
+    p.set_defaults(
+        func=cmd_signif,
+        paths=lambda a: (
+            {
+                "--ref": a.ref,
+                "--baseline": a.baseline,
+                "--nbest": a.nbest,
+                "--system": [f for item in a.system or [] for f in _parse_system(item)[1]],
+                "--metrics": _sidecars(
+                    a.metrics, a.baseline + [f for item in a.system or [] for f in _parse_system(item)[1]]
+                ),
+            },
+            {"--out": a.out},
+        ),
+    )
 
-    p = sub.add_parser("report", help="the paper's Table 3/4 layout, significance and plots from a pipeline directory",
-        epilog="example: rerank report out/multi30k --metrics bleu,meteor,ter,chrf,length --compare-to +nmt")
+    p = sub.add_parser(
+        "report",
+        help="the paper's Table 3/4 layout, significance and plots from a pipeline directory",
+        epilog="example: rerank report out/multi30k --metrics bleu,meteor,ter,chrf,length --compare-to +nmt",
+    )
     p.add_argument("experiment_dir")
     p.add_argument("--out", help="output directory (default EXPERIMENT_DIR/report)")
-    p.add_argument("--partial", action="store_true",
-                   help="leave out systems whose replica files do not all exist yet, naming them (default: an error)")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="leave out systems whose replica files do not all exist yet, naming them (default: an error)",
+    )
     signif_options(p)
     p.set_defaults(func=cmd_report, paths=_report_paths)
 
     _add_experiment_parser(sub)
-
 
 
 def cmd_experiment(args) -> None:
@@ -295,8 +429,9 @@ def cmd_experiment(args) -> None:
     systems = []
     for name, files in args.system or []:
         if not name or not files:
-            raise InputError(f"--system {name!r} {files!r}: expected NAME FILE[,FILE...] or NAME PATTERN with "
-                             "{replica}")
+            raise InputError(
+                f"--system {name!r} {files!r}: expected NAME FILE[,FILE...] or NAME PATTERN with {{replica}}"
+            )
         systems.append((name, replicas(files)))
     paper = None
     if args.paper_table:
@@ -307,30 +442,44 @@ def cmd_experiment(args) -> None:
                 raise InputError(f"--paper-select {item!r}: expected COLUMN=VALUE")
             select[key] = value
         paper = {"table": args.paper_table, "select": select}
-    experiment = Experiment(args.reference, args.baseline, systems, args.nbest, bleu_settings(args), paper,
-                            args.caption)
+    experiment = Experiment(
+        args.reference, args.baseline, systems, args.nbest, bleu_settings(args), paper, args.caption
+    )
     written = experiment.write(args.experiment_dir)
     path = os.path.join(args.experiment_dir, "experiment.json")
     print(f"{path}: {'written' if written else 'unchanged'} ({len(systems)} systems)", file=sys.stderr)
 
 
 def _add_experiment_parser(sub) -> None:
-    p = sub.add_parser("experiment", help="write an experiment's manifest (EXP_DIR/experiment.json) for rerank report",
-                       epilog="example: rerank experiment out/multi30k --reference data/tok/test.de --baseline "
-                              "nbest/test.1best --nbest nbest/test.nbest --tokenize none --replicas 3 "
-                              "--system +nmt 'rerank/nmt/test.seed{replica}.txt'")
+    p = sub.add_parser(
+        "experiment",
+        help="write an experiment's manifest (EXP_DIR/experiment.json) for rerank report",
+        epilog="example: rerank experiment out/multi30k --reference data/tok/test.de --baseline "
+        "nbest/test.1best --nbest nbest/test.nbest --tokenize none --replicas 3 "
+        "--system +nmt 'rerank/nmt/test.seed{replica}.txt'",
+    )
     p.add_argument("experiment_dir", help="the experiment directory; paths inside it are stored relative to it")
     p.add_argument("--reference", required=True, help="reference file of the test set")
     p.add_argument("--baseline", required=True, nargs="+", help="the baseline's replica files (e.g. the beam 1-best)")
-    p.add_argument("--system", action="append", required=True, nargs=2, metavar=("NAME", "FILES"),
-                   help="a row: its name and FILE[,FILE...] or a PATTERN where {replica} runs 1..--replicas "
-                        "(names may hold '=', e.g. '+MLMME beta=1'); repeatable, in row order")
+    p.add_argument(
+        "--system",
+        action="append",
+        required=True,
+        nargs=2,
+        metavar=("NAME", "FILES"),
+        help="a row: its name and FILE[,FILE...] or a PATTERN where {replica} runs 1..--replicas "
+        "(names may hold '=', e.g. '+MLMME beta=1'); repeatable, in row order",
+    )
     p.add_argument("--replicas", type=positive_int, default=3, help="replicas of a {replica} pattern (default: 3)")
     p.add_argument("--nbest", help="the test n-best list: adds the oracle row (default: none)")
     p.add_argument("--caption", help="the protocol, printed above the report's footer (default: none)")
     p.add_argument("--paper-table", help="published scores to print beside ours (TSV, see rerank report)")
     p.add_argument("--paper-select", action="append", help="COLUMN=VALUE choosing the published rows; repeatable")
     bleu_options(p)
-    p.set_defaults(func=cmd_experiment, paths=lambda a: (
-        {"--reference": a.reference, "--paper-table": a.paper_table},
-        {"manifest": os.path.join(a.experiment_dir, "experiment.json")}))
+    p.set_defaults(
+        func=cmd_experiment,
+        paths=lambda a: (
+            {"--reference": a.reference, "--paper-table": a.paper_table},
+            {"manifest": os.path.join(a.experiment_dir, "experiment.json")},
+        ),
+    )

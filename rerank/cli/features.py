@@ -1,5 +1,5 @@
 """``rerank features add|extract``: append scorers' columns to an n-best list
-(:func:`features.add.add_features`); CNN features of image files (:mod:`embed.cnn`)."""
+(:func:`rerank.features.add.add_features`); CNN features of image files (:mod:`rerank.embed.cnn`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 
-from embed.lazy import cnn_module
-from features.add import ScoringInputs, add_features
-from features.scorer import SCORER_SUMMARY
 from rerank.cli.options import FORMATS_HELP, device_options, device_settings
+from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
+from rerank.features.add import ScoringInputs, add_features
+from rerank.features.scorer import SCORER_SUMMARY
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
 
@@ -20,16 +20,22 @@ from rerank.signature import write_signed
 def cmd_features(args) -> None:
     if args.features_verb == "extract":
         return _features_extract(args)
-    add_features(args.nbest, args.scorer, args.out, ScoringInputs(args.source, args.images, args.image_split,
-                                                                  args.segment_images, args.folds),
-                 devices=device_settings(args), beam=_beam(args))
+    add_features(
+        args.nbest,
+        args.scorer,
+        args.out,
+        ScoringInputs(args.source, args.images, args.image_split, args.segment_images, args.folds),
+        devices=device_settings(args),
+        beam=_beam(args),
+    )
 
 
 def _beam(args):
     """(feature, columns) of --beam-feature / --beam-set, or None."""
     if (args.beam_feature is None) != (args.beam_set is None):
-        raise InputError("--beam-feature and --beam-set go together (e.g. --beam-feature NMTNorm "
-                         "--beam-set NMT,WordPenalty,NMTNorm)")
+        raise InputError(
+            "--beam-feature and --beam-set go together (e.g. --beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm)"
+        )
     if args.beam_feature is None:
         return None
     columns = [c for c in args.beam_set.split(",") if c]
@@ -44,9 +50,17 @@ def _features_extract(args) -> None:
     names, matrix = cnn.extract_split(args.images_dir, args.image_split, backbone, args.batch_size, progress=True)
     with atomic_write(args.out, "wb", encoding=None) as out:
         np.save(out, matrix.astype(args.dtype))
-    write_signed(args.out[:-4] + ".json", {"cnn": args.cnn, "dim": backbone.dim, "rows": len(names),
-                                           "image_split": args.image_split, "dtype": args.dtype},
-                 ["torch", "numpy", "pillow"])
+    write_signed(
+        args.out[:-4] + ".json",
+        {
+            "cnn": args.cnn,
+            "dim": backbone.dim,
+            "rows": len(names),
+            "image_split": args.image_split,
+            "dtype": args.dtype,
+        },
+        ["torch", "numpy", "pillow"],
+    )
     print(f"{len(names)} images -> {args.out} ({matrix.shape[1]}-d {args.cnn})", file=sys.stderr)
 
 
@@ -54,39 +68,63 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``features`` to the ``rerank`` sub-commands."""
     p = sub.add_parser("features", help="add feature columns to an n-best list")
     fsub = p.add_subparsers(dest="features_verb", required=True)
-    q = fsub.add_parser("add", help="append the columns of one or more scorers (existing ones untouched)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description=FORMATS_HELP + "\n\nscorers:\n" + "\n".join(f"  {line}" for line in
-                                                                              SCORER_SUMMARY.values()),
-        epilog="example: rerank features add --nbest val.nbest --source val.en --scorer nmt:models/r2l --scorer mbr:bleu --out val.r2l.nbest")
+    q = fsub.add_parser(
+        "add",
+        help="append the columns of one or more scorers (existing ones untouched)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=FORMATS_HELP + "\n\nscorers:\n" + "\n".join(f"  {line}" for line in SCORER_SUMMARY.values()),
+        epilog="example: rerank features add --nbest val.nbest --source val.en --scorer nmt:models/r2l --scorer mbr:bleu --out val.r2l.nbest",
+    )
     q.add_argument("--nbest", required=True, help="Moses n-best list (id ||| hypothesis ||| name= value ... ||| total)")
     q.add_argument("--scorer", required=True, action="append", help="NAME:ARG, e.g. mlmme:MODEL_DIR; repeatable")
     q.add_argument("--source", help="source sentences, one per segment (preprocessed as the n-best text)")
     q.add_argument("--images", help="CNN feature matrix (.npy/.npz), rows = lines of --image-split")
     q.add_argument("--image-split", help="image file names, one per row of --images")
     q.add_argument("--segment-images", help="image file name of each segment")
-    q.add_argument("--folds", help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
-                                   "argument has {fold} replaced by k (cross-fitting)")
-    q.add_argument("--beam-feature", help="declare this column (after scoring) the list's beam feature, the one "
-                                          "rerank tune --init beam starts from; for a list without one, e.g. rerank "
-                                          "union's scored by the first list's model (default: none declared); e.g. "
-                                          "--beam-feature NMTNorm")
-    q.add_argument("--beam-set", help="with --beam-feature: the columns of the list's beam feature set (default: "
-                                      "none), e.g. --beam-set NMT,WordPenalty,NMTNorm")
+    q.add_argument(
+        "--folds",
+        help="folds file (rerank folds): fold k's segments are scored by the --scorer whose "
+        "argument has {fold} replaced by k (cross-fitting)",
+    )
+    q.add_argument(
+        "--beam-feature",
+        help="declare this column (after scoring) the list's beam feature, the one "
+        "rerank tune --init beam starts from; for a list without one, e.g. rerank "
+        "union's scored by the first list's model (default: none declared); e.g. "
+        "--beam-feature NMTNorm",
+    )
+    q.add_argument(
+        "--beam-set",
+        help="with --beam-feature: the columns of the list's beam feature set (default: "
+        "none), e.g. --beam-set NMT,WordPenalty,NMTNorm",
+    )
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     device_options(q)
-    q.set_defaults(paths=lambda a: ({"--nbest": a.nbest, "--source": a.source, "--images": a.images,
-                                     "--image-split": a.image_split, "--segment-images": a.segment_images,
-                                     "--folds": a.folds}, {"--out": a.out, "--out (signature)": a.out + ".json"}))
-    q = fsub.add_parser("extract", help="CNN features of the images of an image-split file (.npy, row i = line i)",
-        epilog="example: rerank features extract --images-dir flickr30k-images --image-split test_images.txt --cnn resnet50 --out test.npy")
+    q.set_defaults(
+        paths=lambda a: (
+            {
+                "--nbest": a.nbest,
+                "--source": a.source,
+                "--images": a.images,
+                "--image-split": a.image_split,
+                "--segment-images": a.segment_images,
+                "--folds": a.folds,
+            },
+            {"--out": a.out, "--out (signature)": a.out + ".json"},
+        )
+    )
+    q = fsub.add_parser(
+        "extract",
+        help="CNN features of the images of an image-split file (.npy, row i = line i)",
+        epilog="example: rerank features extract --images-dir flickr30k-images --image-split test_images.txt --cnn resnet50 --out test.npy",
+    )
     q.add_argument("--images-dir", required=True, help="directory holding the image files")
     q.add_argument("--image-split", required=True, help="image file names, one per line")
     q.add_argument("--cnn", default="resnet50", help="resnet50 | resnet152 | vgg19 | efficientnet-lite0")
     q.add_argument("--batch-size", type=int, default=16, help="images per CNN batch")
     q.add_argument("--dtype", default="float32", choices=["float32", "float16"], help="stored feature type")
     q.add_argument("--out", required=True, help="FEATS.npy (a FEATS.json signature is written beside it)")
-    q.set_defaults(paths=lambda a: ({"--image-split": a.image_split},
-                                    {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"}))
+    q.set_defaults(
+        paths=lambda a: ({"--image-split": a.image_split}, {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"})
+    )
     p.set_defaults(func=cmd_features)
-

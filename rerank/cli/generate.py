@@ -1,47 +1,72 @@
 """``rerank generate``: candidates (n-best lists) from the user's own Hugging Face or
-CTranslate2 model, by beam search or epsilon sampling (:mod:`features.generate`)."""
+CTranslate2 model, by beam search or epsilon sampling (:mod:`rerank.features.generate`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from features.generate import Sampling, generate_file
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options, device_settings
+from rerank.features.generate import Sampling, generate_file
 
 
 def cmd_generate(args) -> None:
     sampling = Sampling.parse(args.sampling) if args.sampling is not None else None
-    listing = generate_file(args.model, args.input, args.out_nbest, args.out_1best, args.nbest, args.beam, sampling,
-                            device_settings(args), args.max_length, progress=sys.stderr.isatty())
-    print(f"{listing.num_segments} segments, {len(listing.hypotheses)} candidates "
-          f"({' '.join(listing.feature_names)}) -> {args.out_nbest}, {args.out_1best}", file=sys.stderr)
+    listing = generate_file(
+        args.model,
+        args.input,
+        args.out_nbest,
+        args.out_1best,
+        args.nbest,
+        args.beam,
+        sampling,
+        device_settings(args),
+        args.max_length,
+        progress=sys.stderr.isatty(),
+    )
+    print(
+        f"{listing.num_segments} segments, {len(listing.hypotheses)} candidates "
+        f"({' '.join(listing.feature_names)}) -> {args.out_nbest}, {args.out_1best}",
+        file=sys.stderr,
+    )
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``generate`` to the ``rerank`` sub-commands."""
     p = sub.add_parser(
-        "generate", help="n-best lists from your own model (hf:PATH, ct2:DIR): beam search or epsilon sampling",
+        "generate",
+        help="n-best lists from your own model (hf:PATH, ct2:DIR): beam search or epsilon sampling",
         description="Writes the same .nbest, .1best and signed .nbest.json as rerank nmt nbest: columns NAME (the "
-                    "model's log-probability with end-of-sentence, natural log) and NAMENorm (per token), candidates "
-                    "of a segment ordered by NAMENorm, the signature's beam feature NAMENorm.",
+        "model's log-probability with end-of-sentence, natural log) and NAMENorm (per token), candidates "
+        "of a segment ordered by NAMENorm, the signature's beam feature NAMENorm.",
         epilog="example: rerank generate --model ct2:models/opus-mt-en-de-ct2 --input test.en --nbest 20 "
-               "--sampling epsilon=0.02,seed=1 --out-nbest test.nbest --out-1best test.1best")
-    p.add_argument("--model", required=True,
-                   help="hf:PATH (AutoModelForSeq2SeqLM with its tokenizer) or ct2:DIR (a CTranslate2 translation "
-                        "model with the tokenizer beside it), with the settings of features add's scorers "
-                        "(name=, src_lang=, tgt_lang=, compute_type=, batch=), e.g. hf:models/opus-mt-en-de")
+        "--sampling epsilon=0.02,seed=1 --out-nbest test.nbest --out-1best test.1best",
+    )
+    p.add_argument(
+        "--model",
+        required=True,
+        help="hf:PATH (AutoModelForSeq2SeqLM with its tokenizer) or ct2:DIR (a CTranslate2 translation "
+        "model with the tokenizer beside it), with the settings of features add's scorers "
+        "(name=, src_lang=, tgt_lang=, compute_type=, batch=), e.g. hf:models/opus-mt-en-de",
+    )
     p.add_argument("--input", required=True, help="source sentences, one per line, as the model expects them")
     p.add_argument("--nbest", type=positive_int, required=True, help="candidates per sentence, e.g. --nbest 20")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--beam", type=positive_int, help="beam size, at least --nbest (default: --nbest)")
-    how.add_argument("--sampling", help="epsilon sampling instead of beam search: epsilon=E,seed=S "
-                                        "(default: none; e.g. --sampling epsilon=0.02,seed=1, Hewitt et al. 2022)")
+    how.add_argument(
+        "--sampling",
+        help="epsilon sampling instead of beam search: epsilon=E,seed=S "
+        "(default: none; e.g. --sampling epsilon=0.02,seed=1, Hewitt et al. 2022)",
+    )
     p.add_argument("--max-length", type=positive_int, default=256, help="longest candidate in tokens (default: 256)")
     device_options(p)
     p.add_argument("--out-nbest", required=True, help="the n-best list (and OUT_NBEST.json, its signature)")
     p.add_argument("--out-1best", required=True, help="the first candidate of every sentence")
-    p.set_defaults(func=cmd_generate, paths=lambda a: (
-        {"--input": a.input}, {"--out-nbest": a.out_nbest, "--out-nbest (signature)": a.out_nbest + ".json",
-                               "--out-1best": a.out_1best}))
+    p.set_defaults(
+        func=cmd_generate,
+        paths=lambda a: (
+            {"--input": a.input},
+            {"--out-nbest": a.out_nbest, "--out-nbest (signature)": a.out_nbest + ".json", "--out-1best": a.out_1best},
+        ),
+    )

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-from nmt.data import PrepareConfig, prepare
-from nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
-from nmt.lm import LMConfig, train_lm
-from nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options
 from rerank.errors import InputError
+from rerank.nmt.data import PrepareConfig, prepare
+from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
+from rerank.nmt.lm import LMConfig, train_lm
+from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
 
 
 def _check(save_dir: str, config) -> str:
@@ -25,29 +25,65 @@ def cmd_nmt(args) -> None:
     if args.nmt_verb == "prepare":
         print(prepare(args.data, args.out, PrepareConfig(bpe_merges=args.bpe_merges), workers=args.workers))
     elif args.nmt_verb == "train":
-        config = TrainConfig(preset=args.preset, variant=args.variant, dropout=args.dropout, l2=args.l2,
-                             max_epoch=args.max_epoch, max_update=args.max_update, patience=args.patience,
-                             max_tokens=args.max_tokens, lr=args.lr, warmup=args.warmup, seed=args.seed,
-                             direction=args.direction, role=args.role, threads=args.threads,
-                             target_vocab=args.target_vocab,
-                             device=args.device, dtype=args.dtype, arch=args.arch, average=args.average,
-                             distributed_world_size=args.distributed_world_size, bf16_autocast=args.bf16_autocast)
+        config = TrainConfig(
+            preset=args.preset,
+            variant=args.variant,
+            dropout=args.dropout,
+            l2=args.l2,
+            max_epoch=args.max_epoch,
+            max_update=args.max_update,
+            patience=args.patience,
+            max_tokens=args.max_tokens,
+            lr=args.lr,
+            warmup=args.warmup,
+            seed=args.seed,
+            direction=args.direction,
+            role=args.role,
+            threads=args.threads,
+            target_vocab=args.target_vocab,
+            device=args.device,
+            dtype=args.dtype,
+            arch=args.arch,
+            average=args.average,
+            distributed_world_size=args.distributed_world_size,
+            bf16_autocast=args.bf16_autocast,
+        )
         print(_check(args.save_dir, config) if args.check else train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
-        config = LMConfig(embed_dim=args.embed_dim, hidden_size=args.hidden_size, layers=args.layers,
-                          dropout=args.dropout, max_epoch=args.max_epoch, patience=args.patience, seed=args.seed,
-                          threads=args.threads, task2=not args.no_task2, device=args.device, dtype=args.dtype,
-                          arch=args.arch)
-        print(_check(args.save_dir, config) if args.check else
-              train_lm(args.prepared, args.save_dir, config, data_dir=args.data))
+        config = LMConfig(
+            embed_dim=args.embed_dim,
+            hidden_size=args.hidden_size,
+            layers=args.layers,
+            dropout=args.dropout,
+            max_epoch=args.max_epoch,
+            patience=args.patience,
+            seed=args.seed,
+            threads=args.threads,
+            task2=not args.no_task2,
+            device=args.device,
+            dtype=args.dtype,
+            arch=args.arch,
+        )
+        print(
+            _check(args.save_dir, config)
+            if args.check
+            else train_lm(args.prepared, args.save_dir, config, data_dir=args.data)
+        )
     elif args.nmt_verb == "nbest":
-        config = GenerateConfig(nbest=args.nbest, beam=args.beam, batch_size=args.batch_size, device=args.device,
-                                dtype=args.dtype, direction=args.direction)
+        config = GenerateConfig(
+            nbest=args.nbest,
+            beam=args.beam,
+            batch_size=args.batch_size,
+            device=args.device,
+            dtype=args.dtype,
+            direction=args.direction,
+        )
         if (args.subset is None) == (args.input is None):
             raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
         if args.input:
-            generate_nbest_from_text(args.data_bin, args.checkpoint, args.input, args.out_nbest, args.out_1best,
-                                     args.out_source, config)
+            generate_nbest_from_text(
+                args.data_bin, args.checkpoint, args.input, args.out_nbest, args.out_1best, args.out_source, config
+            )
         else:
             generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
 
@@ -56,81 +92,160 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``nmt`` and its verbs to the ``rerank`` sub-commands."""
     p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
     nsub = p.add_subparsers(dest="nmt_verb", required=True)
-    q = nsub.add_parser("prepare", help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1",
-        epilog="example: rerank nmt prepare --data ../shared/data/multi30k --out out/data")
+    q = nsub.add_parser(
+        "prepare",
+        help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1",
+        epilog="example: rerank nmt prepare --data ../shared/data/multi30k --out out/data",
+    )
     q.add_argument("--data", default=None, help="Multi30k directory (default ../shared/data/multi30k, else download)")
     q.add_argument("--out", required=True, help="directory to write: tok/, bpe.codes, bpe/, bin/, prepare.json")
-    q.add_argument("--bpe-merges", type=positive_int, default=PrepareConfig.bpe_merges, help="joint BPE merge operations (subword-nmt)")
+    q.add_argument(
+        "--bpe-merges",
+        type=positive_int,
+        default=PrepareConfig.bpe_merges,
+        help="joint BPE merge operations (subword-nmt)",
+    )
     q.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
-    q = nsub.add_parser("train", help="train the Bahdanau GRU model (resumable)",
-        epilog="example: rerank nmt train --data-bin out/data/bin --save-dir out/model --preset cpu --max-epoch 12")
+    q = nsub.add_parser(
+        "train",
+        help="train the Bahdanau GRU model (resumable)",
+        epilog="example: rerank nmt train --data-bin out/data/bin --save-dir out/model --preset cpu --max-epoch 12",
+    )
     q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
-    q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
-                   "resumes in it; refused when its train.json has other settings, but for the epochs and patience)")
-    q.add_argument("--check", action="store_true",
-                   help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
-                        "(epochs and patience included), else 0; e.g. before reusing a finished model")
-    q.add_argument("--arch", default=TrainConfig.arch, choices=["gru"] + list(ARCHS),
-                   help="gru: the Bahdanau GRU model at --preset; transformer-tiny (4 layers, 128 dimensions, 4 heads) "
-                        "or transformer-small (3 layers, 256, 4 heads): fairseq's transformer with dropout 0.3, label "
-                        "smoothing 0.1, inverse-sqrt warm-up, the last --average epochs averaged")
-    q.add_argument("--average", type=int, default=TrainConfig.average,
-                   help="epoch checkpoints averaged into checkpoint_avg.pt (0: the architecture's: transformers 5, "
-                        "GRU none)")
+    q.add_argument(
+        "--save-dir",
+        required=True,
+        help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
+        "resumes in it; refused when its train.json has other settings, but for the epochs and patience)",
+    )
+    q.add_argument(
+        "--check",
+        action="store_true",
+        help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
+        "(epochs and patience included), else 0; e.g. before reusing a finished model",
+    )
+    q.add_argument(
+        "--arch",
+        default=TrainConfig.arch,
+        choices=["gru"] + list(ARCHS),
+        help="gru: the Bahdanau GRU model at --preset; transformer-tiny (4 layers, 128 dimensions, 4 heads) "
+        "or transformer-small (3 layers, 256, 4 heads): fairseq's transformer with dropout 0.3, label "
+        "smoothing 0.1, inverse-sqrt warm-up, the last --average epochs averaged",
+    )
+    q.add_argument(
+        "--average",
+        type=int,
+        default=TrainConfig.average,
+        help="epoch checkpoints averaged into checkpoint_avg.pt (0: the architecture's: transformers 5, GRU none)",
+    )
     q.add_argument("--preset", default=TrainConfig.preset, help="cpu | small (fast re-ranking models) | paper (GRU)")
-    q.add_argument("--variant", default=TrainConfig.variant, help="weak (dropout 0, L2 0) | regular (0.5, 1e-8) | optimised (0.2, 0)")
+    q.add_argument(
+        "--variant",
+        default=TrainConfig.variant,
+        help="weak (dropout 0, L2 0) | regular (0.5, 1e-8) | optimised (0.2, 0)",
+    )
     q.add_argument("--dropout", type=float, default=-1.0, help="override the variant's dropout")
     q.add_argument("--l2", type=float, default=-1.0, help="override the variant's L2 weight")
     q.add_argument("--max-epoch", type=positive_int, default=TrainConfig.max_epoch, help="training epochs at most")
     q.add_argument("--max-update", type=int, default=TrainConfig.max_update, help="updates at most (0: no limit)")
-    q.add_argument("--patience", type=int, default=TrainConfig.patience, help="epochs without a better validation score before stopping")
+    q.add_argument(
+        "--patience",
+        type=int,
+        default=TrainConfig.patience,
+        help="epochs without a better validation score before stopping",
+    )
     q.add_argument("--max-tokens", type=positive_int, default=TrainConfig.max_tokens, help="tokens per batch")
-    q.add_argument("--lr", type=float, default=TrainConfig.lr,
-                   help="Adam learning rate (default: 0, the architecture's: GRU 2e-3, transformer-tiny 5e-3, "
-                        "transformer-small 1e-3)")
-    q.add_argument("--warmup", type=int, default=TrainConfig.warmup,
-                   help="transformers: updates of linear warm-up before the inverse-square-root decay (default: 0, "
-                        "the architecture's: 1000); e.g. --warmup 400 for a short training")
+    q.add_argument(
+        "--lr",
+        type=float,
+        default=TrainConfig.lr,
+        help="Adam learning rate (default: 0, the architecture's: GRU 2e-3, transformer-tiny 5e-3, "
+        "transformer-small 1e-3)",
+    )
+    q.add_argument(
+        "--warmup",
+        type=int,
+        default=TrainConfig.warmup,
+        help="transformers: updates of linear warm-up before the inverse-square-root decay (default: 0, "
+        "the architecture's: 1000); e.g. --warmup 400 for a short training",
+    )
     q.add_argument("--seed", type=int, default=TrainConfig.seed, help="training seed")
-    q.add_argument("--direction", default=TrainConfig.direction, choices=list(DIRECTIONS),
-                   help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)")
+    q.add_argument(
+        "--direction",
+        default=TrainConfig.direction,
+        choices=list(DIRECTIONS),
+        help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)",
+    )
     q.add_argument("--role", default="", help="feature name of the model's scores (default: L2R, Channel, R2L)")
     q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    q.add_argument("--target-vocab", default=TrainConfig.target_vocab, choices=["joint", "own"],
-                   help="output dictionary: the joint BPE one, or the target language's own types "
-                        "(re-ranking models: faster forced decoding)")
-    q.add_argument("--bf16-autocast", action="store_true",
-                   help="transformers: mixed precision, the forward pass under torch.autocast in bfloat16 (weights, "
-                        "Adam and the loss stay float32); on a CPU with AVX-512 BF16 or AMX about 1.25x faster per "
-                        "update (default: off, float32); e.g. --arch transformer-tiny --bf16-autocast")
+    q.add_argument(
+        "--target-vocab",
+        default=TrainConfig.target_vocab,
+        choices=["joint", "own"],
+        help="output dictionary: the joint BPE one, or the target language's own types "
+        "(re-ranking models: faster forced decoding)",
+    )
+    q.add_argument(
+        "--bf16-autocast",
+        action="store_true",
+        help="transformers: mixed precision, the forward pass under torch.autocast in bfloat16 (weights, "
+        "Adam and the loss stay float32); on a CPU with AVX-512 BF16 or AMX about 1.25x faster per "
+        "update (default: off, float32); e.g. --arch transformer-tiny --bf16-autocast",
+    )
     device_options(q)
-    q.add_argument("--distributed-world-size", type=positive_int, default=1,
-                   help="GPUs to train on with fairseq's own distributed training (torch.distributed), e.g. "
-                        "--distributed-world-size 4 (needs that many CUDA devices)")
-    q = nsub.add_parser("train-lm", help="train the target-side LSTM language model (training-split German only)",
-        epilog="example: rerank nmt train-lm --prepared out/data --save-dir out/lm --max-epoch 3")
+    q.add_argument(
+        "--distributed-world-size",
+        type=positive_int,
+        default=1,
+        help="GPUs to train on with fairseq's own distributed training (torch.distributed), e.g. "
+        "--distributed-world-size 4 (needs that many CUDA devices)",
+    )
+    q = nsub.add_parser(
+        "train-lm",
+        help="train the target-side LSTM language model (training-split German only)",
+        epilog="example: rerank nmt train-lm --prepared out/data --save-dir out/lm --max-epoch 3",
+    )
     q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
     q.add_argument("--data", default=None, help="Multi30k directory for task 2 (default as prepare)")
-    q.add_argument("--save-dir", required=True, help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
-                   "resumes in it; refused when its train.json has other settings, but for the epochs and patience)")
-    q.add_argument("--check", action="store_true",
-                   help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
-                        "(epochs and patience included), else 0; e.g. before reusing a finished model")
+    q.add_argument(
+        "--save-dir",
+        required=True,
+        help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
+        "resumes in it; refused when its train.json has other settings, but for the epochs and patience)",
+    )
+    q.add_argument(
+        "--check",
+        action="store_true",
+        help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
+        "(epochs and patience included), else 0; e.g. before reusing a finished model",
+    )
     q.add_argument("--embed-dim", type=positive_int, default=LMConfig.embed_dim, help="word embedding size")
     q.add_argument("--hidden-size", type=positive_int, default=LMConfig.hidden_size, help="LSTM hidden size")
     q.add_argument("--layers", type=positive_int, default=LMConfig.layers, help="LSTM layers")
     q.add_argument("--dropout", type=float, default=LMConfig.dropout, help="dropout")
     q.add_argument("--max-epoch", type=positive_int, default=LMConfig.max_epoch, help="training epochs at most")
-    q.add_argument("--patience", type=int, default=LMConfig.patience, help="epochs without a better validation score before stopping")
+    q.add_argument(
+        "--patience",
+        type=int,
+        default=LMConfig.patience,
+        help="epochs without a better validation score before stopping",
+    )
     q.add_argument("--seed", type=int, default=LMConfig.seed, help="training seed")
     q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument("--no-task2", action="store_true", help="task 1's German only")
-    q.add_argument("--arch", default="lstm", choices=["lstm", "transformer-tiny"],
-                   help="lstm: fairseq's lstm_lm at --embed-dim/--hidden-size/--layers; transformer-tiny: fairseq's "
-                        "transformer_lm, 4 layers, 128 dimensions, 4 heads")
+    q.add_argument(
+        "--arch",
+        default="lstm",
+        choices=["lstm", "transformer-tiny"],
+        help="lstm: fairseq's lstm_lm at --embed-dim/--hidden-size/--layers; transformer-tiny: fairseq's "
+        "transformer_lm, 4 layers, 128 dimensions, 4 heads",
+    )
     device_options(q)
-    q = nsub.add_parser("nbest", help="beam search n-best lists in Moses format",
-        epilog="example: rerank nmt nbest --data-bin out/data/bin --checkpoint out/model/checkpoint_best.pt --subset test --nbest 20 --out-nbest test.nbest --out-1best test.1best")
+    q = nsub.add_parser(
+        "nbest",
+        help="beam search n-best lists in Moses format",
+        epilog="example: rerank nmt nbest --data-bin out/data/bin --checkpoint out/model/checkpoint_best.pt --subset test --nbest 20 --out-nbest test.nbest --out-1best test.1best",
+    )
     q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
     q.add_argument("--checkpoint", required=True, help="the model's checkpoint, e.g. MODEL/checkpoint_best.pt")
     q.add_argument("--subset", help="valid | test (a binarised subset of --data-bin)")
@@ -138,17 +253,31 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--out-source", help="with --input: write the preprocessed source here (for features --source)")
     q.add_argument("--nbest", type=positive_int, default=GenerateConfig.nbest, help="hypotheses per sentence")
     q.add_argument("--beam", type=int, default=GenerateConfig.beam, help="beam size (default: = nbest)")
-    q.add_argument("--batch-size", type=positive_int, default=GenerateConfig.batch_size, help="sentences per decoding batch")
-    q.add_argument("--direction", default=GenerateConfig.direction, choices=["auto", "forward", "r2l"],
-                   help="the model's direction (default: auto, from the train.json beside --checkpoint; forward "
-                        "without one); r2l: a right-to-left model's hypotheses, put back in reading order, columns "
-                        "R2L, WordPenalty, R2LNorm; e.g. --checkpoint models/r2l/checkpoint_avg.pt --direction r2l")
-    q.add_argument("--out-nbest", required=True, help="the n-best list (Moses format; its signature OUT_NBEST.json beside it)")
+    q.add_argument(
+        "--batch-size", type=positive_int, default=GenerateConfig.batch_size, help="sentences per decoding batch"
+    )
+    q.add_argument(
+        "--direction",
+        default=GenerateConfig.direction,
+        choices=["auto", "forward", "r2l"],
+        help="the model's direction (default: auto, from the train.json beside --checkpoint; forward "
+        "without one); r2l: a right-to-left model's hypotheses, put back in reading order, columns "
+        "R2L, WordPenalty, R2LNorm; e.g. --checkpoint models/r2l/checkpoint_avg.pt --direction r2l",
+    )
+    q.add_argument(
+        "--out-nbest", required=True, help="the n-best list (Moses format; its signature OUT_NBEST.json beside it)"
+    )
     device_options(q)
     q.add_argument("--out-1best", required=True, help="the beam's 1-best, one line per sentence")
-    q.set_defaults(paths=lambda a: ({"--checkpoint": a.checkpoint, "--input": a.input},
-                                    {"--out-nbest": a.out_nbest, "--out-1best": a.out_1best, "--out-source": a.out_source,
-                                     "--out-nbest (signature)": a.out_nbest + ".json"}))
+    q.set_defaults(
+        paths=lambda a: (
+            {"--checkpoint": a.checkpoint, "--input": a.input},
+            {
+                "--out-nbest": a.out_nbest,
+                "--out-1best": a.out_1best,
+                "--out-source": a.out_source,
+                "--out-nbest (signature)": a.out_nbest + ".json",
+            },
+        )
+    )
     p.set_defaults(func=cmd_nmt)
-
-

@@ -15,9 +15,12 @@ from rerank.metrics import METRIC_HELP, make_metric
 
 def bleu_options(p: argparse.ArgumentParser) -> None:
     """``--tokenize`` / ``--lowercase``: the :class:`~rerank.bleu.BleuSettings` of a verb."""
-    p.add_argument("--tokenize", default=DEFAULT_TOKENIZE,
-                   help=f"sacrebleu BLEU tokeniser (default: {DEFAULT_TOKENIZE}, sacrebleu's; 'none' for tokenised "
-                        "text such as Multi30k's, e.g. --tokenize none)")
+    p.add_argument(
+        "--tokenize",
+        default=DEFAULT_TOKENIZE,
+        help=f"sacrebleu BLEU tokeniser (default: {DEFAULT_TOKENIZE}, sacrebleu's; 'none' for tokenised "
+        "text such as Multi30k's, e.g. --tokenize none)",
+    )
     p.add_argument("--lowercase", action="store_true", help="lowercase before scoring (default: off)")
 
 
@@ -31,9 +34,12 @@ FORMATS_HELP = """formats:
 
 def metric_options(p: argparse.ArgumentParser, what: str) -> None:
     """``--metric`` (what ``what`` maximises) and ``--lang`` (METEOR's language)."""
-    p.add_argument("--metric", default="bleu",
-                   help=f"what {what} maximises (default: bleu): {METRIC_HELP}; e.g. --metric chrf, "
-                        "--metric 0.5*bleu-0.5*ter, --metric seg:comet")
+    p.add_argument(
+        "--metric",
+        default="bleu",
+        help=f"what {what} maximises (default: bleu): {METRIC_HELP}; e.g. --metric chrf, "
+        "--metric 0.5*bleu-0.5*ter, --metric seg:comet",
+    )
     p.add_argument("--lang", default="de", help="METEOR's language (default: de)")
 
 
@@ -69,10 +75,11 @@ def _dest(owner: str, name: str) -> str:
     return f"{owner}__{name}"
 
 
-def add_config_options(parser: argparse.ArgumentParser, owner: str, config_class: type,
-                       skip: Iterable[str] = ()) -> None:
+def add_config_options(
+    parser: argparse.ArgumentParser, owner: str, config_class: type, skip: Iterable[str] = ()
+) -> None:
     """One option per field of the dataclass ``config_class`` (fields made with
-    :func:`mira.tuner.option`: help, flag, type in their metadata; flag default
+    :func:`rerank.mira.tuner.option`: help, flag, type in their metadata; flag default
     ``--OWNER-FIELD``), in an argument group named after ``owner``.  Booleans become
     switches (a True default is switched off by its flag).  Options not given are absent
     from the namespace, so :func:`config_from_args` can tell which were given."""
@@ -85,16 +92,24 @@ def add_config_options(parser: argparse.ArgumentParser, owner: str, config_class
         help_text = meta.get("help", f.name)
         if f.type in ("bool", bool):
             action = "store_false" if f.default else "store_true"
-            group.add_argument(flag, dest=_dest(owner, f.name), action=action, default=argparse.SUPPRESS,
-                               help=f"{owner}: {help_text}")
+            group.add_argument(
+                flag, dest=_dest(owner, f.name), action=action, default=argparse.SUPPRESS, help=f"{owner}: {help_text}"
+            )
         else:
             kind = meta.get("type") or type(f.default)
-            group.add_argument(flag, dest=_dest(owner, f.name), type=kind, default=argparse.SUPPRESS,
-                               metavar=f.name.upper(), help=f"{owner}: {help_text} (default: {f.default})")
+            group.add_argument(
+                flag,
+                dest=_dest(owner, f.name),
+                type=kind,
+                default=argparse.SUPPRESS,
+                metavar=f.name.upper(),
+                help=f"{owner}: {help_text} (default: {f.default})",
+            )
 
 
-def config_from_args(args, owner: str, config_class: type, shared: Optional[Dict[str, Any]] = None,
-                     others: Iterable[tuple] = ()) -> Any:
+def config_from_args(
+    args, owner: str, config_class: type, shared: Optional[Dict[str, Any]] = None, others: Iterable[tuple] = ()
+) -> Any:
     """``config_class`` from the options of :func:`add_config_options` that were given
     (defaults for the others) and ``shared`` values (e.g. ``seed``).
 
@@ -109,8 +124,11 @@ def config_from_args(args, owner: str, config_class: type, shared: Optional[Dict
             if hasattr(args, _dest(other, f.name)):
                 flag = f.metadata.get("flag") or f"--{other}-{f.name.replace('_', '-')}"
                 raise InputError(f"{flag} is an option of {other}, not of {owner}")
-    values = {f.name: getattr(args, _dest(owner, f.name)) for f in dataclasses.fields(config_class)
-              if hasattr(args, _dest(owner, f.name))}
+    values = {
+        f.name: getattr(args, _dest(owner, f.name))
+        for f in dataclasses.fields(config_class)
+        if hasattr(args, _dest(owner, f.name))
+    }
     names = {f.name for f in dataclasses.fields(config_class)}
     values.update({k: v for k, v in (shared or {}).items() if k in names})
     return config_class(**values)

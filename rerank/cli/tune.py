@@ -1,5 +1,5 @@
 """``rerank tune`` and ``rerank crossfit``: options generated from every registered
-tuner's ``Config`` (:mod:`mira.tuner`), handlers over :mod:`mira.tuning`."""
+tuner's ``Config`` (:mod:`rerank.mira.tuner`), handlers over :mod:`rerank.mira.tuning`."""
 
 from __future__ import annotations
 
@@ -7,11 +7,17 @@ import argparse
 import json
 import sys
 
-from mira.tuner import TUNERS
-from mira.tuning import TuningSetup, crossfit_file, describe, tune_file
 from rerank import DEFAULT_SEED
-from rerank.cli.options import (add_config_options, bleu_options, bleu_settings, config_from_args, metric_options,
-                                seg_sidecars)
+from rerank.cli.options import (
+    add_config_options,
+    bleu_options,
+    bleu_settings,
+    config_from_args,
+    metric_options,
+    seg_sidecars,
+)
+from rerank.mira.tuner import TUNERS
+from rerank.mira.tuning import TuningSetup, crossfit_file, describe, tune_file
 from rerank.nbest import write_lines
 from rerank.outputs import StagedOutputs, atomic_write
 
@@ -24,8 +30,16 @@ def setup_from_args(args) -> TuningSetup:
     """The :class:`TuningSetup` of ``tune``/``crossfit``'s options."""
     tuners = [(name, TUNERS.get(name).Config) for name in TUNERS.names()]
     config = config_from_args(args, args.algorithm, TUNERS.get(args.algorithm).Config, {"seed": args.seed}, tuners)
-    return TuningSetup(args.algorithm, config, args.init, _names(args.features), _names(args.feature_sets),
-                       bleu_settings(args), args.metric, args.lang)
+    return TuningSetup(
+        args.algorithm,
+        config,
+        args.init,
+        _names(args.features),
+        _names(args.feature_sets),
+        bleu_settings(args),
+        args.metric,
+        args.lang,
+    )
 
 
 def _say(args):
@@ -41,8 +55,9 @@ def cmd_tune(args) -> None:
 
 
 def cmd_crossfit(args) -> None:
-    chosen, record = crossfit_file(args.nbest, args.ref, args.folds, setup_from_args(args), _say(args),
-                                   lambda text: print(text, file=sys.stderr))
+    chosen, record = crossfit_file(
+        args.nbest, args.ref, args.folds, setup_from_args(args), _say(args), lambda text: print(text, file=sys.stderr)
+    )
     with StagedOutputs() as outputs:  # the selection and its weights appear together
         write_lines(chosen, outputs.stage(args.out))
         with outputs.open(args.weights_out) as handle:
@@ -56,47 +71,87 @@ def _init_path(init):
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``tune`` and ``crossfit`` to the ``rerank`` sub-commands."""
-    p = sub.add_parser("tune", help="tune feature weights: k-best batch MIRA (default), MERT or PRO",
-                       epilog="example: rerank tune --nbest val.nbest --ref val.de --tokenize none "
-                              "--feature-sets beam,R2L --algorithm mert --seed 2 --out weights.json")
+    p = sub.add_parser(
+        "tune",
+        help="tune feature weights: k-best batch MIRA (default), MERT or PRO",
+        epilog="example: rerank tune --nbest val.nbest --ref val.de --tokenize none "
+        "--feature-sets beam,R2L --algorithm mert --seed 2 --out weights.json",
+    )
     p.add_argument("--nbest", required=True, help="Moses n-best list of the tuning set")
     p.add_argument("--ref", required=True, help="reference translations, one per line")
     p.add_argument("--out", required=True, help="weights JSON to write")
     tuning_options(p)
-    p.set_defaults(func=cmd_tune, paths=lambda a: ({"--nbest": a.nbest, "--ref": a.ref, "--init": _init_path(a.init),
-                                                    "--metric": seg_sidecars(a.metric, a.nbest)}, {"--out": a.out}))
+    p.set_defaults(
+        func=cmd_tune,
+        paths=lambda a: (
+            {
+                "--nbest": a.nbest,
+                "--ref": a.ref,
+                "--init": _init_path(a.init),
+                "--metric": seg_sidecars(a.metric, a.nbest),
+            },
+            {"--out": a.out},
+        ),
+    )
 
-    p = sub.add_parser("crossfit", help="K-fold cross-fitted re-ranking: tune on the other folds, apply to each fold",
-                       epilog="example: rerank crossfit --nbest test.nbest --ref test.de --folds folds.tsv "
-                              "--out test.crossfit.txt --weights-out weights.json")
+    p = sub.add_parser(
+        "crossfit",
+        help="K-fold cross-fitted re-ranking: tune on the other folds, apply to each fold",
+        epilog="example: rerank crossfit --nbest test.nbest --ref test.de --folds folds.tsv "
+        "--out test.crossfit.txt --weights-out weights.json",
+    )
     p.add_argument("--nbest", required=True, help="Moses n-best list of the test set (features out-of-fold)")
     p.add_argument("--ref", required=True, help="its references, one per line")
     p.add_argument("--folds", required=True, help="folds file (rerank folds): image<TAB>fold per segment")
     p.add_argument("--out", required=True, help="re-ranked 1-best of every segment")
     p.add_argument("--weights-out", required=True, help="JSON with every fold's weights and tuning scores")
     tuning_options(p)
-    p.set_defaults(func=cmd_crossfit, paths=lambda a: (
-        {"--nbest": a.nbest, "--ref": a.ref, "--folds": a.folds, "--init": _init_path(a.init),
-         "--metric": seg_sidecars(a.metric, a.nbest)},
-        {"--out": a.out, "--weights-out": a.weights_out}))
+    p.set_defaults(
+        func=cmd_crossfit,
+        paths=lambda a: (
+            {
+                "--nbest": a.nbest,
+                "--ref": a.ref,
+                "--folds": a.folds,
+                "--init": _init_path(a.init),
+                "--metric": seg_sidecars(a.metric, a.nbest),
+            },
+            {"--out": a.out, "--weights-out": a.weights_out},
+        ),
+    )
 
 
 def tuning_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``tune`` and ``crossfit``: tuner, start, columns, metric, BLEU, and each
     registered tuner's own options (generated from its ``Config``)."""
-    p.add_argument("--algorithm", default="mira", choices=TUNERS.names(),
-                   help="tuner (default: mira): " + "; ".join(
-                       f"{name}: {(TUNERS.get(name).__doc__ or '').split(':')[0].strip()}" for name in TUNERS.names()))
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                   help=f"seed of the tuner's random choices (default: {DEFAULT_SEED}), e.g. --seed 2 for a replica")
-    p.add_argument("--init", default="beam",
-                   help="start weights: beam (1 on the beam feature the list's signature names, or zeros when it "
-                        "names none; an error for a list without a signature), zeros, or a weights JSON "
-                        "(default: beam)")
-    p.add_argument("--features", help="comma-separated column names to tune, e.g. NMT,R2L (default: all); "
-                                      "the others get weight 0")
-    p.add_argument("--feature-sets", help="comma-separated feature sets of the list's signature, e.g. beam,R2L,MBR "
-                                          "(added to --features; default: none)")
+    p.add_argument(
+        "--algorithm",
+        default="mira",
+        choices=TUNERS.names(),
+        help="tuner (default: mira): "
+        + "; ".join(f"{name}: {(TUNERS.get(name).__doc__ or '').split(':')[0].strip()}" for name in TUNERS.names()),
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"seed of the tuner's random choices (default: {DEFAULT_SEED}), e.g. --seed 2 for a replica",
+    )
+    p.add_argument(
+        "--init",
+        default="beam",
+        help="start weights: beam (1 on the beam feature the list's signature names, or zeros when it "
+        "names none; an error for a list without a signature), zeros, or a weights JSON "
+        "(default: beam)",
+    )
+    p.add_argument(
+        "--features", help="comma-separated column names to tune, e.g. NMT,R2L (default: all); the others get weight 0"
+    )
+    p.add_argument(
+        "--feature-sets",
+        help="comma-separated feature sets of the list's signature, e.g. beam,R2L,MBR "
+        "(added to --features; default: none)",
+    )
     p.add_argument("--quiet", action="store_true", help="do not print per-epoch / per-run scores")
     metric_options(p, "tuning")
     bleu_options(p)

@@ -16,5 +16,14 @@ from rerank.metrics.base import METRICS, Metric
 from rerank.metrics.evaluate import evaluate_files, format_table, read_system, system_stats
 from rerank.metrics.spec import METRIC_HELP, make_metric, make_objective
 
-__all__ = ["METRICS", "Metric", "make_metric", "make_objective", "METRIC_HELP", "evaluate_files", "format_table",
-           "read_system", "system_stats"]
+__all__ = [
+    "METRICS",
+    "Metric",
+    "make_metric",
+    "make_objective",
+    "METRIC_HELP",
+    "evaluate_files",
+    "format_table",
+    "read_system",
+    "system_stats",
+]

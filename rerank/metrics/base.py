@@ -35,8 +35,16 @@ from rerank.errors import InputError
 from rerank.registry import Registry
 
 #: every metric by name; the modules of this package register themselves
-METRICS = Registry("metric", builtin=("rerank.metrics.bleu", "rerank.metrics.length", "rerank.metrics.ter",
-                                      "rerank.metrics.chrf", "rerank.metrics.meteor"))
+METRICS = Registry(
+    "metric",
+    builtin=(
+        "rerank.metrics.bleu",
+        "rerank.metrics.length",
+        "rerank.metrics.ter",
+        "rerank.metrics.chrf",
+        "rerank.metrics.meteor",
+    ),
+)
 
 
 class Metric(abc.ABC):
@@ -93,15 +101,16 @@ class Metric(abc.ABC):
         scores of that file (:mod:`rerank.metrics.segment`)."""
         return self
 
-    def hypothesis_stats(self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray,
-                         lines: np.ndarray) -> np.ndarray:
+    def hypothesis_stats(
+        self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray, lines: np.ndarray
+    ) -> np.ndarray:
         """float64[M, K] statistics of M hypotheses, hypothesis i of segment
         ``segment[i]`` (an index into ``references``) and line (row) ``lines[i]`` of the
         file the metric is bound to (0-based; used by metrics that read per-line data)."""
         segment = np.asarray(segment, dtype=np.int64)
         return self.stats(hypotheses, [references[s] for s in segment])
 
-    def check_count(self, count: int) -> None:
+    def check_count(self, count: int) -> None:  # noqa: B027 (a hook; text metrics check nothing)
         """Check per-line data of the bound file against its ``count`` lines (nothing for
         metrics computed from text).  Raises :class:`InputError`."""
 

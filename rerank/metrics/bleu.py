@@ -7,7 +7,15 @@ from typing import Optional
 
 import numpy as np
 
-from rerank.bleu import NUM_STATS, REF_LEN, DEFAULT_TOKENIZE, BleuSettings, background_sentence_bleu, bleu_from_stats, bleu_plus_one
+from rerank.bleu import (
+    DEFAULT_TOKENIZE,
+    NUM_STATS,
+    REF_LEN,
+    BleuSettings,
+    background_sentence_bleu,
+    bleu_from_stats,
+    bleu_plus_one,
+)
 from rerank.metrics.base import METRICS, Metric
 
 

@@ -52,8 +52,9 @@ class ChrfMetric(SacrebleuStatsMetric):
         ref_index = np.asarray(ref_index, dtype=np.int64)
         out = np.zeros((len(hyp_index), 3 * order))
         if len(hyp_index):
-            out[:, 2::3] = pair_matches(ids.astype(np.int64).reshape(-1), lengths, len(alphabet), hyp_index,
-                                        ref_index, order)
+            out[:, 2::3] = pair_matches(
+                ids.astype(np.int64).reshape(-1), lengths, len(alphabet), hyp_index, ref_index, order
+            )
             n = np.arange(order)
             ref_counts = np.maximum(lengths[ref_index, None] - n, 0)
             # as sacrebleu: an order the reference has no n-gram of counts no hypothesis n-grams
@@ -65,7 +66,7 @@ class ChrfMetric(SacrebleuStatsMetric):
         stats = np.asarray(stats, dtype=np.float64)
         order = stats.shape[-1] // 3
         n_hyp, n_ref, n_match = stats[..., 0::3], stats[..., 1::3], stats[..., 2::3]
-        factor = self.metric.beta ** 2
+        factor = self.metric.beta**2
         valid = (n_hyp > 0) & (n_ref > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             prec = np.where(valid, n_match / n_hyp, 0.0)

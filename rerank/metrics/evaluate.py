@@ -34,8 +34,9 @@ def system_stats(metric: Metric, path: str, hypotheses: Sequence[str], reference
     return bound.hypothesis_stats(hypotheses, references, index, index)
 
 
-def check_system_names(baseline: Optional[str], systems: Sequence[Tuple[str, object]],
-                       source: Optional[str] = None) -> None:
+def check_system_names(
+    baseline: Optional[str], systems: Sequence[Tuple[str, object]], source: Optional[str] = None
+) -> None:
     """Refuse a table whose rows cannot be told apart (``eval``, ``signif``, ``report``).
 
     Raises:
@@ -52,8 +53,12 @@ def check_system_names(baseline: Optional[str], systems: Sequence[Tuple[str, obj
         seen.add(name)
 
 
-def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], bleu: BleuSettings = BleuSettings(),
-                   metrics: Sequence[str] = ("bleu", "ter", "chrf")) -> List[Dict]:
+def evaluate_files(
+    ref_path: str,
+    systems: Sequence[Tuple[str, str]],
+    bleu: BleuSettings = BleuSettings(),
+    metrics: Sequence[str] = ("bleu", "ter", "chrf"),
+) -> List[Dict]:
     """Score each (name, path) system against one reference file (``bleu``: BLEU's
     tokeniser, and lowercasing for every metric; ``metrics``: specifications as
     :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too).
@@ -73,8 +78,9 @@ def evaluate_files(ref_path: str, systems: Sequence[Tuple[str, str]], bleu: Bleu
         hyps = read_system(path, len(refs))
         for metric, obj in objs.items():
             score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
-            rows.append({"system": name, "metric": metric, "score": round(score, 4),
-                         "signature": obj.signature(), "file": path})
+            rows.append(
+                {"system": name, "metric": metric, "score": round(score, 4), "signature": obj.signature(), "file": path}
+            )
     return rows
 
 

@@ -41,8 +41,10 @@ class InterpolatedMetric(Metric):
                 raise InputError(f"{metric.name} has no better direction and cannot be interpolated")
             if coefficient == 0 or (coefficient > 0) != metric.higher_is_better:
                 sign = "+" if metric.higher_is_better else "-"
-                raise InputError(f"{metric.name} is better {'higher' if metric.higher_is_better else 'lower'}: give it "
-                                 f"a {'positive' if sign == '+' else 'negative'} coefficient ({sign}{metric.name})")
+                raise InputError(
+                    f"{metric.name} is better {'higher' if metric.higher_is_better else 'lower'}: give it "
+                    f"a {'positive' if sign == '+' else 'negative'} coefficient ({sign}{metric.name})"
+                )
         self.terms = list(terms)
         self.name = name or format_terms(self.terms)
         self.from_text = all(metric.from_text for _, metric in self.terms)
@@ -54,7 +56,7 @@ class InterpolatedMetric(Metric):
         stats = np.asarray(stats, dtype=np.float64)
         start = 0
         for coefficient, metric in self.terms:
-            yield abs(coefficient), metric, stats[..., start:start + metric.width]
+            yield abs(coefficient), metric, stats[..., start : start + metric.width]
             start += metric.width
 
     def _join(self, blocks: Sequence[np.ndarray]) -> np.ndarray:
@@ -64,8 +66,7 @@ class InterpolatedMetric(Metric):
         return self._join([metric.stats(hypotheses, references) for _, metric in self.terms])
 
     def hypothesis_stats(self, hypotheses, references, segment, lines):
-        return self._join([metric.hypothesis_stats(hypotheses, references, segment, lines)
-                           for _, metric in self.terms])
+        return self._join([metric.hypothesis_stats(hypotheses, references, segment, lines) for _, metric in self.terms])
 
     def bind(self, path):
         return InterpolatedMetric([(c, metric.bind(path)) for c, metric in self.terms], self.name)
@@ -80,8 +81,10 @@ class InterpolatedMetric(Metric):
         return sum(c * metric.gain(part) for c, metric, part in self._parts(stats))
 
     def background_gain(self, rows, background):
-        return sum(c * metric.background_gain(part, bg)
-                   for (c, metric, part), (_, _, bg) in zip(self._parts(rows), self._parts(background)))
+        return sum(
+            c * metric.background_gain(part, bg)
+            for (c, metric, part), (_, _, bg) in zip(self._parts(rows), self._parts(background))
+        )
 
     def sentence_score(self, rows):
         return sum(c * metric.sentence_score(part) for c, metric, part in self._parts(rows))

@@ -39,8 +39,10 @@ from rerank.metrics.base import METRICS, Metric
 NUM_STATS = 23
 STAGES = 4
 DEFAULT_MODULES = {"de": ("exact stem", "1.0 0.8")}
-METEOR_NOTE = ("METEOR 1.5, German: modules 'exact stem' (weights 1.0 0.8) only, because German paraphrase "
-               "tables are not obtainable here; not comparable with METEOR scores that use paraphrases.")
+METEOR_NOTE = (
+    "METEOR 1.5, German: modules 'exact stem' (weights 1.0 0.8) only, because German paraphrase "
+    "tables are not obtainable here; not comparable with METEOR scores that use paraphrases."
+)
 
 
 class MeteorUnavailable(InputError):
@@ -57,8 +59,10 @@ def find_jar() -> str:
         raise MeteorUnavailable("METEOR unavailable: no 'java' on PATH (install a JRE, e.g. Debian's default-jre)")
     spec = importlib.util.find_spec("pycocoevalcap")
     if spec is None or not spec.submodule_search_locations:
-        raise MeteorUnavailable("METEOR unavailable: the PyPI package pycocoevalcap (which ships meteor-1.5.jar) "
-                                "is not installed: pip install -e .[meteor]")
+        raise MeteorUnavailable(
+            "METEOR unavailable: the PyPI package pycocoevalcap (which ships meteor-1.5.jar) "
+            "is not installed: pip install -e .[meteor]"
+        )
     jar = os.path.join(list(spec.submodule_search_locations)[0], "meteor", "meteor-1.5.jar")
     if not os.path.exists(jar):
         raise MeteorUnavailable("METEOR unavailable: pycocoevalcap has no meteor/meteor-1.5.jar", jar)
@@ -72,8 +76,20 @@ def jar_parameters(jar: str, lang: str, modules: str, weights: str, lowercase: b
         for name in ("h", "r"):
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as out:
                 out.write("a\n")
-        cmd = ["java", "-Xmx1G", "-jar", jar, os.path.join(tmp, "h"), os.path.join(tmp, "r"), "-l", lang,
-               "-m", modules, "-w", weights] + (["-lower"] if lowercase else [])
+        cmd = [
+            "java",
+            "-Xmx1G",
+            "-jar",
+            jar,
+            os.path.join(tmp, "h"),
+            os.path.join(tmp, "r"),
+            "-l",
+            lang,
+            "-m",
+            modules,
+            "-w",
+            weights,
+        ] + (["-lower"] if lowercase else [])
         text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     match = re.search(r"Parameters:\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)", text)
     if not match:
@@ -94,37 +110,59 @@ class MeteorMetric(Metric):
 
     def __init__(self, lang: str = "de", lowercase: bool = False, modules: str = None, weights: str = None):
         self.jar = find_jar()
-        default_modules, default_weights = DEFAULT_MODULES.get(lang, ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5"))
+        default_modules, default_weights = DEFAULT_MODULES.get(
+            lang, ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5")
+        )
         self.lang, self.lowercase = lang, lowercase
         self.modules = modules or default_modules
         self.weights = weights or default_weights
         self.module_weights = np.array([float(w) for w in self.weights.split()])
-        self.alpha, self.beta, self.gamma, self.delta = jar_parameters(self.jar, lang, self.modules, self.weights,
-                                                                       lowercase)
+        self.alpha, self.beta, self.gamma, self.delta = jar_parameters(
+            self.jar, lang, self.modules, self.weights, lowercase
+        )
 
     def _command(self):
-        return ["java", "-Xmx2G", "-jar", self.jar, "-", "-", "-stdio", "-l", self.lang, "-m", self.modules,
-                "-w", self.weights] + (["-lower"] if self.lowercase else [])
+        return [
+            "java",
+            "-Xmx2G",
+            "-jar",
+            self.jar,
+            "-",
+            "-",
+            "-stdio",
+            "-l",
+            self.lang,
+            "-m",
+            self.modules,
+            "-w",
+            self.weights,
+        ] + (["-lower"] if self.lowercase else [])
 
     def stats(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
         """float64[N, 23] statistics, one jar process for the whole system."""
+
         def clean(text: str) -> str:
             return " ".join(text.replace("|||", "| | |").split())
 
         lines = "".join(f"SCORE ||| {clean(r)} ||| {clean(h)}\n" for h, r in zip(hypotheses, references))
         result = subprocess.run(self._command(), input=lines, capture_output=True, text=True)
-        rows = result.stdout.split("\n")[:len(hypotheses)]
+        rows = result.stdout.split("\n")[: len(hypotheses)]
         if result.returncode != 0 or len(rows) != len(hypotheses):
             raise MeteorUnavailable(f"METEOR jar failed: {result.stderr.strip().splitlines()[-1:]}")
         stats = np.array([[float(x) for x in row.split()] for row in rows], dtype=np.float64)
         if stats.shape[1:] != (NUM_STATS,):
-            raise MeteorUnavailable(f"METEOR jar returned {stats.shape[1]} statistics per segment, expected {NUM_STATS}")
+            raise MeteorUnavailable(
+                f"METEOR jar returned {stats.shape[1]} statistics per segment, expected {NUM_STATS}"
+            )
         # The jar's aggregation adds no chunks for a perfectly matched segment (all words
         # matched in one chunk); store it that way so that plain sums reproduce the jar's
         # corpus statistics.  The segment's own score is unchanged (fragmentation 0 either way).
-        stage = stats[:, 4:4 + 4 * STAGES].reshape(-1, STAGES, 4)
-        perfect = ((stage[:, :, 0] + stage[:, :, 2]).sum(1) == stats[:, 0]) & \
-                  ((stage[:, :, 1] + stage[:, :, 3]).sum(1) == stats[:, 1]) & (stats[:, 20] == 1)
+        stage = stats[:, 4 : 4 + 4 * STAGES].reshape(-1, STAGES, 4)
+        perfect = (
+            ((stage[:, :, 0] + stage[:, :, 2]).sum(1) == stats[:, 0])
+            & ((stage[:, :, 1] + stage[:, :, 3]).sum(1) == stats[:, 1])
+            & (stats[:, 20] == 1)
+        )
         stats[perfect, 20] = 0.0
         return stats
 
@@ -138,7 +176,7 @@ class MeteorMetric(Metric):
         s = np.asarray(stats, dtype=np.float64)
         k = len(self.module_weights)
         test_len, ref_len, test_fn, ref_fn = s[..., 0], s[..., 1], s[..., 2], s[..., 3]
-        stage = s[..., 4:4 + 4 * STAGES].reshape(s.shape[:-1] + (STAGES, 4))
+        stage = s[..., 4 : 4 + 4 * STAGES].reshape(s.shape[:-1] + (STAGES, 4))
         tc, rc, tf, rf = stage[..., 0], stage[..., 1], stage[..., 2], stage[..., 3]
         chunks, test_words, ref_words = s[..., 20], s[..., 21], s[..., 22]
         w, d = self.module_weights, self.delta
@@ -161,5 +199,7 @@ class MeteorMetric(Metric):
 
     def signature(self) -> str:
         params = " ".join(f"{x:g}" for x in (self.alpha, self.beta, self.gamma, self.delta))
-        return (f"meteor-1.5|lang:{self.lang}|modules:{self.modules}|weights:{self.weights}|params:{params}"
-                f"|lc:{'yes' if self.lowercase else 'no'}")
+        return (
+            f"meteor-1.5|lang:{self.lang}|modules:{self.modules}|weights:{self.weights}|params:{params}"
+            f"|lc:{'yes' if self.lowercase else 'no'}"
+        )

@@ -82,9 +82,11 @@ class SegmentMetric(Metric):
     def check_count(self, count: int) -> None:
         """Raise :class:`InputError` unless the sidecar has ``count`` scores."""
         if len(self.values()) != count:
-            raise InputError(f"{len(self.values())} scores but {self.path} has {count} "
-                             f"{'hypotheses' if count else 'lines'} (one score per hypothesis or segment, in order)",
-                             self.sidecar)
+            raise InputError(
+                f"{len(self.values())} scores but {self.path} has {count} "
+                f"{'hypotheses' if count else 'lines'} (one score per hypothesis or segment, in order)",
+                self.sidecar,
+            )
 
     def stats(self, hypotheses, references):
         """Rows of the whole bound file (its line count must be ``len(hypotheses)``)."""
@@ -96,8 +98,10 @@ class SegmentMetric(Metric):
         values = self.values()
         lines = np.asarray(lines, dtype=np.int64)
         if len(lines) and lines.max() >= len(values):
-            raise InputError(f"{len(values)} scores but {self.path} has more lines (one score per hypothesis or "
-                             "segment, in order)", self.sidecar)
+            raise InputError(
+                f"{len(values)} scores but {self.path} has more lines (one score per hypothesis or segment, in order)",
+                self.sidecar,
+            )
         return np.column_stack([values[lines], np.ones(len(lines))])
 
     def score(self, stats):

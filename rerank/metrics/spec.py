@@ -13,12 +13,16 @@ from rerank.metrics.base import METRICS, Metric
 from rerank.metrics.interpolated import InterpolatedMetric
 from rerank.metrics.segment import SegmentMetric
 
-_TERM = re.compile(r"\s*([+-]?)\s*(?:(\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*\*\s*)?(seg:[A-Za-z0-9_.]+(?::lower)?|[a-z0-9_]+)\s*")
+_TERM = re.compile(
+    r"\s*([+-]?)\s*(?:(\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*\*\s*)?(seg:[A-Za-z0-9_.]+(?::lower)?|[a-z0-9_]+)\s*"
+)
 
 #: what ``--metric`` accepts, for help texts
-METRIC_HELP = ("a metric: bleu, chrf, ter, meteor; seg:NAME (segment scores computed elsewhere, one per line in the "
-               "sidecar FILE.NAME of each scored file; seg:NAME:lower where lower is better); or an interpolation "
-               "such as 0.5*bleu+0.5*chrf or bleu-ter (lower-is-better metrics enter with a minus sign)")
+METRIC_HELP = (
+    "a metric: bleu, chrf, ter, meteor; seg:NAME (segment scores computed elsewhere, one per line in the "
+    "sidecar FILE.NAME of each scored file; seg:NAME:lower where lower is better); or an interpolation "
+    "such as 0.5*bleu+0.5*chrf or bleu-ter (lower-is-better metrics enter with a minus sign)"
+)
 
 
 def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: str) -> Metric:
@@ -69,6 +73,8 @@ def make_objective(spec: str, tokenize: Optional[str] = None, lowercase: bool = 
     direction (``length`` has none).  Raises :class:`InputError`."""
     metric = make_metric(spec, tokenize, lowercase, lang)
     if not metric.tunable:
-        raise InputError(f"metric {spec!r} has no better direction: it cannot be optimised (choose bleu, chrf, ter, "
-                         "meteor, seg:NAME or an interpolation)")
+        raise InputError(
+            f"metric {spec!r} has no better direction: it cannot be optimised (choose bleu, chrf, ter, "
+            "meteor, seg:NAME or an interpolation)"
+        )
     return metric

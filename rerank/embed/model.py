@@ -1,0 +1,217 @@
+"""MLMME: multilingual multi-modal sentence embeddings (Calixto & Liu 2017, §3 and §5).
+
+K languages, each with its own word embeddings and GRU encoder; the sentence vector
+v^k is the encoder's hidden state after the last real token (padding never enters the
+recurrence: sequences are packed).  An image is embedded as d = W_I · q for a CNN
+feature vector q of any size.  All vectors are unit-normalised; similarities are dot
+products: s_i(d, v^k) = d · v^k and s_s(v^k, v^l) = v^k · v^l.
+
+Loss (margin α, weight β):
+
+    L = β · R_MM + (1 − β) · R_ML
+
+* R_MM (equation 1): for every language k, the pairwise ranking loss between images
+  and their sentences in both directions, over the examples that have an image;
+* R_ML (equation 2): for every pair of languages k < l, the pairwise ranking loss
+  between the two sentences of an example in both directions, over all examples.
+
+The pairwise ranking loss of matched rows a_i, b_i (B × D each) with contrastive terms
+from the other rows of the mini-batch is
+
+    Σ_i Σ_{j≠i} max(0, α − a_i·b_i + a_i·b_j) + max(0, α − a_i·b_i + a_j·b_i)
+
+Rows that describe the same image as row i are not contrastive for it (Multi30k has five
+descriptions per image, so two of them can meet in a batch).  With the paper's random
+contrastive sampling, b_j and a_j come from a separate random sample of training examples
+instead of the batch (:func:`ranking_loss` with ``neg_a`` / ``neg_b``).
+
+VSE (Kiros et al. 2014) is the same model with K = 1 and β = 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Dict, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from rerank.embed.config import MLMMEConfig
+
+
+def ranking_loss(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    margin: float,
+    same: Optional[torch.Tensor] = None,
+    neg_a: Optional[torch.Tensor] = None,
+    neg_b: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Bidirectional pairwise ranking loss (module docstring; paper equations 1 and 2).
+
+    Args:
+        a, b: (B, D) unit vectors, row i of ``a`` matched with row i of ``b``.
+        same: (B, C) bool, True where contrastive item j describes the same image as
+            row i (those terms are left out); C = B, or the sample size with ``neg_*``.
+        neg_a, neg_b: (C, D) contrastive items sampled from the training set (both or
+            neither); without them the other rows of the batch are used (j ≠ i).
+    Returns:
+        scalar tensor: the sum of the hinge terms over both directions (0 for B < 2
+        without a sample).
+    """
+    if (neg_a is None) != (neg_b is None):
+        raise ValueError("neg_a and neg_b go together")
+    positive = (a * b).sum(-1)
+    if neg_a is None:
+        if a.size(0) < 2:
+            return a.new_zeros(())
+        keep = ~torch.eye(a.size(0), dtype=torch.bool, device=a.device)
+        neg_a, neg_b = a, b
+    else:
+        keep = torch.ones(a.size(0), neg_a.size(0), dtype=torch.bool, device=a.device)
+    if same is not None:
+        keep = keep & ~same
+    cost_b = (margin - positive.unsqueeze(1) + a @ neg_b.t()).clamp(min=0)  # a_i against b_j
+    cost_a = (margin - positive.unsqueeze(1) + b @ neg_a.t()).clamp(min=0)  # b_i against a_j
+    return cost_b[keep].sum() + cost_a[keep].sum()
+
+
+class SentenceEncoder(nn.Module):
+    """Word embeddings + GRU of one language; output: the hidden state after the last
+    real token, projected to the joint space and unit-normalised."""
+
+    def __init__(self, vocab_size: int, config: MLMMEConfig, padding_idx: int = 0):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, config.word_dim, padding_idx=padding_idx)
+        self.gru = nn.GRU(config.word_dim, config.hidden_dim, batch_first=True)
+        self.proj = nn.Linear(config.hidden_dim, config.embed_dim)
+        self.dropout = nn.Dropout(config.dropout)
+        if config.init == "paper":
+            self._paper_init(config)
+
+    def _paper_init(self, config: MLMMEConfig) -> None:
+        nn.init.normal_(self.embed.weight, 0.0, 0.01)
+        for name, param in self.gru.named_parameters():
+            if "weight_hh" in name:
+                for k in range(0, param.size(0), config.hidden_dim):
+                    nn.init.orthogonal_(param.data[k : k + config.hidden_dim])
+            elif "weight" in name:
+                nn.init.normal_(param, 0.0, 0.01)
+            else:
+                nn.init.zeros_(param)
+        nn.init.normal_(self.proj.weight, 0.0, 0.01)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) right-padded, lengths (B,) ≥ 1 -> (B, embed_dim) unit vectors."""
+        packed = nn.utils.rnn.pack_padded_sequence(
+            self.embed(tokens), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        _, last = self.gru(packed)  # (1, B, H): state after each sequence's last real token
+        return F.normalize(self.proj(self.dropout(last[0])), dim=-1)
+
+
+class MLMME(nn.Module):
+    """The MLMME model: one :class:`SentenceEncoder` per language and the image projection W_I."""
+
+    def __init__(self, vocab_sizes: Dict[str, int], config: MLMMEConfig):
+        super().__init__()
+        if sorted(vocab_sizes) != sorted(config.langs):
+            raise ValueError(f"vocabularies for {sorted(vocab_sizes)} but languages {config.langs}")
+        self.config = config
+        self.encoders = nn.ModuleDict({lang: SentenceEncoder(vocab_sizes[lang], config) for lang in config.langs})
+        self.image_proj = nn.Linear(config.image_dim, config.embed_dim)
+        if config.init == "paper":
+            nn.init.normal_(self.image_proj.weight, 0.0, 0.01)
+            nn.init.zeros_(self.image_proj.bias)
+        self.image_dropout = nn.Dropout(config.dropout)
+
+    def encode_text(self, lang: str, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """(B, T), (B,) -> (B, embed_dim) unit sentence vectors v^lang."""
+        return self.encoders[lang](tokens, lengths)
+
+    def encode_image(self, features: torch.Tensor) -> torch.Tensor:
+        """(B, image_dim) CNN features -> (B, embed_dim) unit image vectors d = W_I q."""
+        return F.normalize(self.image_proj(self.image_dropout(features)), dim=-1)
+
+    def loss(
+        self,
+        sentences: Dict[str, torch.Tensor],
+        images: Optional[torch.Tensor] = None,
+        has_image: Optional[torch.Tensor] = None,
+        image_ids: Optional[torch.Tensor] = None,
+        negatives: Optional[Dict] = None,
+    ) -> Dict[str, torch.Tensor]:
+        """β·R_MM + (1−β)·R_ML from encoded vectors.
+
+        Args:
+            sentences: lang -> (B, D) unit sentence vectors (row i: example i).
+            images: (B, D) unit image vectors, or None when no example has an image.
+            has_image: (B,) bool; R_MM uses only these rows (all rows if None).
+            image_ids: (B,) int64 image of each example; items of the same image are not
+                contrastive for each other (None: all other items are).
+            negatives: the paper's random contrastive sample, a dict with the same four
+                keys ("sentences", "images", "has_image", "image_ids") over C sampled
+                examples; None: the other rows of the batch.
+        Returns:
+            {"loss", "r_mm", "r_ml"} scalar tensors.
+        """
+        c = self.config
+        first = next(iter(sentences.values()))
+        zero = first.new_zeros(())
+        everyone = torch.ones(first.size(0), dtype=torch.bool)
+        neg = negatives
+        if neg is not None:
+            neg_everyone = torch.ones(next(iter(neg["sentences"].values())).size(0), dtype=torch.bool)
+
+        def same(rows, neg_rows):
+            if image_ids is None:
+                return None
+            other = image_ids if neg is None else neg["image_ids"]
+            return image_ids[rows].unsqueeze(1) == other[neg_rows].unsqueeze(0)
+
+        r_mm = zero
+        if images is not None and c.beta > 0:
+            rows = has_image if has_image is not None else everyone
+            neg_rows = rows
+            if neg is not None:
+                neg_rows = neg["has_image"] if neg.get("has_image") is not None else neg_everyone
+            for lang in c.langs:
+                if neg is None:
+                    r_mm = r_mm + ranking_loss(images[rows], sentences[lang][rows], c.margin, same(rows, rows))
+                elif neg.get("images") is not None and neg_rows.any():
+                    r_mm = r_mm + ranking_loss(
+                        images[rows],
+                        sentences[lang][rows],
+                        c.margin,
+                        same(rows, neg_rows),
+                        neg["images"][neg_rows],
+                        neg["sentences"][lang][neg_rows],
+                    )
+        r_ml = zero
+        if c.beta < 1:
+            neg_rows = everyone if neg is None else neg_everyone
+            for i, k in enumerate(c.langs):
+                for l in c.langs[i + 1 :]:
+                    if neg is None:
+                        r_ml = r_ml + ranking_loss(sentences[k], sentences[l], c.margin, same(everyone, everyone))
+                    else:
+                        r_ml = r_ml + ranking_loss(
+                            sentences[k],
+                            sentences[l],
+                            c.margin,
+                            same(everyone, neg_rows),
+                            neg["sentences"][k],
+                            neg["sentences"][l],
+                        )
+        return {"loss": c.beta * r_mm + (1 - c.beta) * r_ml, "r_mm": r_mm, "r_ml": r_ml}
+
+    def settings(self) -> Dict:
+        """The config as a dict (for signatures)."""
+        return asdict(self.config)
+
+
+def vse_config(lang: str = "de", **kwargs) -> MLMMEConfig:
+    """VSE (Kiros et al. 2014): MLMME with one language and β = 1."""
+    return MLMMEConfig.from_preset(kwargs.pop("preset", "cpu"), langs=[lang], beta=1.0, **kwargs)

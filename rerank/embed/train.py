@@ -1,0 +1,310 @@
+"""Training of MLMME / VSE embeddings (Adam, in-batch contrastive terms, model selection
+on a validation split) and batched sentence / image encoding.
+
+Batches: a permutation of the training examples per epoch.  When only a few examples
+have an image (here: the 800 test_2016 images among 145,000 text-only examples), every
+batch is topped up to ``image_rows`` image-bearing examples drawn from a reshuffled
+stream of them, so that R_MM sees more than the ~3 images a uniform batch would hold;
+with enough images (the official features) batches stay uniform.  Contrastive terms:
+the other rows of the batch (``contrastive='batch'``) or, as in the paper, a separate
+random sample of training examples drawn the same way, resampled every epoch
+(``contrastive='random'``).
+
+Model selection: with validation images, the sum of the six image–sentence ranking
+recalls (r@1/5/10, both directions, first language); without them, the same sum for
+sentence–sentence ranking between the first two languages; with one language and no
+images, the validation loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from rerank.devices import DeviceSettings
+from rerank.embed.config import EmbedTrainConfig, MLMMEConfig
+from rerank.embed.data import EmbedData, Vocabulary, batch_tokens
+from rerank.embed.evaluation import image_sentence_ranking
+from rerank.embed.model import MLMME
+from rerank.errors import InputError
+from rerank.signature import write_signed
+
+
+#: Adam learning rate of each preset (the paper's 2e-4; 2e-3 for the CPU preset, see MLMMEConfig)
+def epoch_batches(has_row: np.ndarray, batch_size: int, image_rows: int, rng: np.random.Generator) -> List[np.ndarray]:
+    """Row indices of the batches of one epoch (module docstring).
+
+    Args:
+        has_row: bool (N,), True for examples with an image.
+        batch_size: rows per batch; image_rows: image-bearing rows guaranteed per batch
+            (0: uniform batches).
+    Returns:
+        list of int64 arrays; every example without an image appears exactly once.
+    """
+    n = len(has_row)
+    with_img, without = np.flatnonzero(has_row), np.flatnonzero(~has_row)
+    if (
+        image_rows <= 0
+        or image_rows >= batch_size
+        or not len(with_img)
+        or not len(without)
+        or len(with_img) * batch_size >= image_rows * n
+    ):
+        order = rng.permutation(n)
+        return [order[s : s + batch_size] for s in range(0, n, batch_size)]
+    text = rng.permutation(without)
+    k = batch_size - image_rows
+    count = -(-len(text) // k)
+    stream = np.concatenate([rng.permutation(with_img) for _ in range(-(-count * image_rows // len(with_img)))])
+    return [
+        np.concatenate([text[t * k : (t + 1) * k], stream[t * image_rows : (t + 1) * image_rows]]) for t in range(count)
+    ]
+
+
+def encode_sentences(
+    model: MLMME, vocab: Vocabulary, lang: str, sentences: List[str], batch_size: int = 512, progress: bool = False
+) -> np.ndarray:
+    """float32 (N, D) unit vectors, in the order of ``sentences``; each distinct sentence
+    is encoded once, in length-sorted batches, under ``torch.no_grad()`` (deterministic:
+    dropout is off).  ``progress``: a tqdm bar on stderr."""
+    unique = list(dict.fromkeys(sentences))
+    order = sorted(range(len(unique)), key=lambda i: len(unique[i].split()))
+    out = np.zeros((len(unique), model.config.embed_dim), dtype=np.float32)
+    was_training = model.training
+    model.eval()
+    starts = range(0, len(order), batch_size)
+    if progress:
+        starts = tqdm(starts, desc=f"encode {lang}", unit="batch", mininterval=2)
+    with torch.no_grad():
+        for start in starts:
+            rows = order[start : start + batch_size]
+            tokens, lengths = batch_tokens(vocab, [unique[i] for i in rows])
+            out[rows] = (
+                model.encode_text(lang, torch.from_numpy(tokens).to(_device(model)), torch.from_numpy(lengths))
+                .float()
+                .cpu()
+                .numpy()
+            )
+    model.train(was_training)
+    index = {s: i for i, s in enumerate(unique)}
+    return out[[index[s] for s in sentences]]
+
+
+def _device(model: MLMME) -> torch.device:
+    return next(model.parameters()).device
+
+
+def encode_images(model: MLMME, features: np.ndarray, batch_size: int = 1024) -> np.ndarray:
+    """float32 (I, D) unit image vectors d = W_I q."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        out = (
+            np.concatenate(
+                [
+                    model.encode_image(
+                        torch.from_numpy(np.asarray(features[s : s + batch_size], dtype=np.float32)).to(_device(model))
+                    )
+                    .float()
+                    .cpu()
+                    .numpy()
+                    for s in range(0, len(features), batch_size)
+                ]
+            )
+            if len(features)
+            else np.zeros((0, model.config.embed_dim), dtype=np.float32)
+        )
+    model.train(was_training)
+    return out
+
+
+def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedData) -> Dict[str, float]:
+    """Sum of recalls used for model selection (module docstring) and its parts."""
+    langs = model.config.langs
+    if data.image_features is not None and data.has_image is not None and data.has_image.any():
+        keep = data.has_image[data.image_of]
+        images = np.flatnonzero(data.has_image)
+        remap = np.full(len(data.has_image), -1)
+        remap[images] = np.arange(len(images))
+        sents = encode_sentences(
+            model, vocabs[langs[0]], langs[0], [s for s, k in zip(data.sentences[langs[0]], keep) if k]
+        )
+        result = image_sentence_ranking(
+            encode_images(model, data.image_features[images]), sents, remap[data.image_of[keep]]
+        )
+    elif len(langs) > 1:
+        a = encode_sentences(model, vocabs[langs[0]], langs[0], data.sentences[langs[0]])
+        b = encode_sentences(model, vocabs[langs[1]], langs[1], data.sentences[langs[1]])
+        result = image_sentence_ranking(a, b, np.arange(len(a)))
+    else:
+        return {"rsum": 0.0}
+    rsum = sum(v for direction in result.values() for k, v in direction.items() if k.startswith("r@"))
+    return {"rsum": rsum, **{f"{d}/{k}": v for d, r in result.items() for k, v in r.items()}}
+
+
+def train_embeddings(
+    train: EmbedData, valid: EmbedData, config: EmbedTrainConfig, out_dir: Optional[str] = None, progress: bool = False
+):
+    """Train an MLMME model; returns (model with the best validation weights, vocabularies,
+    per-epoch history).  ``config.init_model`` starts from a trained model (its vocabularies
+    and sizes, and every weight whose name and shape match: e.g. a VSE or β > 0 model
+    fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With
+    ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and ``config.json`` (settings,
+    history, signature)."""
+    if config.contrastive not in ("batch", "random"):
+        raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device, dtype = DeviceSettings(config.device, config.dtype).resolve()
+    mixed = (
+        torch.autocast(device_type="cuda", dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    )  # half types are CUDA-only (DeviceSettings checks)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    mc = config.model
+    start_state = None
+    if config.init_model:  # warm start: the start model's vocabularies, sizes and matching weights
+        start, start_vocabs = load_model(config.init_model)
+        missing = [lang for lang in mc.langs if lang not in start_vocabs]
+        if missing:
+            raise InputError(f"the start model has no {', '.join(missing)} encoder", config.init_model)
+        vocabs = {lang: start_vocabs[lang] for lang in mc.langs}
+        for key in ("word_dim", "hidden_dim", "embed_dim", "preset", "init"):
+            setattr(mc, key, getattr(start.config, key))
+        start_state = start.state_dict()
+    else:
+        vocabs = {lang: Vocabulary.build(train.sentences[lang], config.min_count) for lang in mc.langs}
+    if train.image_features is not None:
+        mc.image_dim = int(train.image_features.shape[1])
+    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, mc)
+    if start_state is not None:
+        own = model.state_dict()
+        model.load_state_dict(
+            {k: v for k, v in start_state.items() if k in own and own[k].shape == v.shape}, strict=False
+        )
+    model.to(device)
+    optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
+    feats = torch.from_numpy(train.image_features).to(device) if train.image_features is not None else None
+    use_images = feats is not None and mc.beta > 0
+    if mc.beta == 1 and not use_images:
+        raise InputError("beta = 1 trains on images only, but there are no image features")
+    has_row = (
+        train.has_image[train.image_of]
+        if use_images and train.has_image is not None
+        else np.full(len(train.image_of), use_images)
+    )
+    if mc.beta == 1 and not has_row.all():
+        # without R_ML, examples without an image add nothing to the loss: train on the others
+        keep = np.flatnonzero(has_row)
+        train = EmbedData(
+            {lang: [train.sentences[lang][i] for i in keep] for lang in mc.langs},
+            train.image_of[keep],
+            train.image_features,
+            train.has_image,
+        )
+        has_row = has_row[keep]
+    has_image = torch.from_numpy(has_row).to(device)
+    image_of = torch.from_numpy(train.image_of).to(device)
+
+    def encode(rows: np.ndarray) -> Dict:
+        out = {"sentences": {}, "images": None, "has_image": None, "image_ids": image_of[rows]}
+        for lang in mc.langs:
+            tokens, lengths = batch_tokens(vocabs[lang], [train.sentences[lang][i] for i in rows])
+            out["sentences"][lang] = model.encode_text(
+                lang, torch.from_numpy(tokens).to(device), torch.from_numpy(lengths)
+            )
+        if use_images:
+            out["has_image"] = has_image[rows]
+            if out["has_image"].any():
+                out["images"] = model.encode_image(feats[image_of[rows]])
+        return out
+
+    history, best, best_state, bad, step = [], -np.inf, None, 0, 0
+    done = False
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        batches = epoch_batches(has_row, config.batch_size, config.image_rows, rng)
+        negatives = (
+            epoch_batches(has_row, config.batch_size, config.image_rows, rng)
+            if config.contrastive == "random"
+            else None
+        )
+        progress_bar = batches
+        if progress:
+            progress_bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=2)
+        total, count = 0.0, 0
+        for t, rows in enumerate(progress_bar):
+            with mixed:
+                batch = encode(rows)
+                neg = encode(negatives[t % len(negatives)]) if negatives is not None else None
+                loss = model.loss(batch["sentences"], batch["images"], batch["has_image"], batch["image_ids"], neg)[
+                    "loss"
+                ]
+            optimiser.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimiser.step()
+            total, count, step = total + loss.item(), count + 1, step + 1
+            capped = bool(config.max_steps) and step >= config.max_steps
+            last = t == len(batches) - 1 or capped
+            if last or (config.validate_every and step % config.validate_every == 0):
+                score = validation_score(model, vocabs, valid)
+                model.train()
+                history.append({"epoch": epoch, "step": step, "train_loss": total / count, **score})
+                if progress:
+                    print(
+                        f"epoch {epoch} step {step}: train loss {total / count:.2f}, validation rsum "
+                        f"{score['rsum']:.2f}",
+                        flush=True,
+                    )
+                if score["rsum"] > best:
+                    best, bad = score["rsum"], 0
+                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                else:
+                    bad += 1
+                    if bad >= config.patience:
+                        done = True
+                        break
+                if capped:
+                    done = True
+                    break
+        if done:
+            break
+    model.to("cpu")  # the model is returned and saved on the CPU, where the scorers load it
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    if out_dir is not None:
+        os.makedirs(out_dir, exist_ok=True)
+        torch.save(model.state_dict(), os.path.join(out_dir, "model.pt.tmp"))
+        os.replace(os.path.join(out_dir, "model.pt.tmp"), os.path.join(out_dir, "model.pt"))
+        for lang, vocab in vocabs.items():
+            vocab.save(os.path.join(out_dir, f"vocab.{lang}.json"))
+        write_signed(
+            os.path.join(out_dir, "config.json"),
+            {"config": asdict(config), "history": history},
+            ["torch", "numpy", "sacremoses"],
+        )
+    return model, vocabs, history
+
+
+def load_model(model_dir: str):
+    """(MLMME model in eval mode, {lang: Vocabulary}) from a :func:`train_embeddings`
+    output directory.  Raises :class:`InputError` for a directory without ``config.json``."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        raise InputError("not an embedding model directory (no config.json)", model_dir)
+    with open(path, encoding="utf-8") as handle:
+        config = MLMMEConfig(**json.load(handle)["config"]["model"])
+    vocabs = {lang: Vocabulary.load(os.path.join(model_dir, f"vocab.{lang}.json")) for lang in config.langs}
+    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, config)
+    model.load_state_dict(torch.load(os.path.join(model_dir, "model.pt"), map_location="cpu", weights_only=True))
+    model.eval()
+    return model, vocabs

@@ -1,0 +1,289 @@
+"""``rerank features add`` as a library function: append the columns of one or more
+scorers to an n-best list, streamed block by block (:func:`rerank.nbest.iter_nbest`):
+every scorer is per segment, so memory is bounded by a block (and the models), not by
+the list.  The output's signature carries the list settings on and records the new
+columns' feature sets (:meth:`rerank.features.scorer.Scorer.feature_sets`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from tqdm import tqdm
+
+from rerank.devices import DeviceSettings
+from rerank.embed.data import align_images, load_image_features
+from rerank.errors import InputError
+from rerank.features.scorer import Scorer, make_scorer
+from rerank.folds import read_folds
+from rerank.nbest import ListInfo, NBestList, NBestWriter, iter_nbest, write_list_info
+from rerank.outputs import StagedOutputs
+from rerank.textio import read_lines
+
+
+@dataclass
+class ScoringInputs:
+    """What scorers read beside the list (paths; None when not given): ``source`` (one
+    preprocessed source sentence per segment), ``images`` (a CNN feature matrix) with
+    ``image_split`` (its image names) and ``segment_images`` (each segment's image), and
+    ``folds`` (a folds file: fold k's segments are scored by the scorer whose spec has
+    ``{fold}`` replaced by k, cross-fitting)."""
+
+    source: Optional[str] = None
+    images: Optional[str] = None
+    image_split: Optional[str] = None
+    segment_images: Optional[str] = None
+    folds: Optional[str] = None
+
+
+class ScorerCache:
+    """Each scorer built once (loading a model is the expensive part), on first use."""
+
+    def __init__(self, make: Callable[[str], Scorer] = make_scorer):
+        self._make = make
+        self._built: Dict[str, Scorer] = {}
+
+    def get(self, spec: str, progress: bool) -> Scorer:
+        if spec not in self._built:
+            self._built[spec] = self._make(spec)
+        scorer = self._built[spec]
+        scorer.progress = progress
+        return scorer
+
+    def by_fold(
+        self, spec: str, nbest: NBestList, sources, images, fold: np.ndarray, k: int, progress: bool
+    ) -> Dict[str, np.ndarray]:
+        """Cross-fitted scoring (rerank/folds.py): the segments of fold f (``fold``: int[N],
+        the fold of each of ``nbest``'s segments) are scored by the scorer of ``spec`` with
+        ``{fold}`` replaced by f; returns the columns over the whole list."""
+        columns: Dict[str, np.ndarray] = {}
+        for f in range(k):
+            held = np.flatnonzero(fold == f)
+            if not len(held):
+                continue
+            rows = nbest.rows_of(held)
+            part = self.get(spec.replace("{fold}", str(f)), progress).score(
+                nbest.subset(held),
+                None if sources is None else [sources[s] for s in held],
+                None if images is None else images[held],
+            )
+            for name, values in part.items():
+                values = np.asarray(values, dtype=np.float64)
+                if name not in columns:
+                    columns[name] = np.zeros((len(nbest.hypotheses),) + values.shape[1:])
+                columns[name][rows] = values
+        return columns
+
+    def feature_sets(self, spec: str, has_images: bool) -> Dict[str, List[str]]:
+        """The feature sets of ``spec`` (fold 0's scorer for a ``{fold}`` spec)."""
+        return self.get(spec.replace("{fold}", "0"), False).feature_sets(has_images)
+
+
+def score_block(
+    block: NBestList,
+    specs: Sequence[str],
+    scorers: ScorerCache,
+    sources: Optional[Sequence[str]],
+    images: Optional[np.ndarray],
+    fold: Optional[np.ndarray] = None,
+    k: int = 0,
+    progress: bool = False,
+    timings: Optional[Dict[str, float]] = None,
+    source: Optional[str] = None,
+) -> NBestList:
+    """``block`` with the columns of every scorer of ``specs`` appended (``sources``,
+    ``images`` and ``fold`` are the block's segments'; ``{fold}`` specs are scored fold by
+    fold, :meth:`ScorerCache.by_fold`); ``timings[spec]`` accumulates seconds.
+
+    Raises:
+        InputError: naming ``source``, a column already in the list.
+    """
+    for spec in specs:
+        began = time.perf_counter()
+        columns = (
+            scorers.by_fold(spec, block, sources, images, fold, k, progress)
+            if "{fold}" in spec
+            else scorers.get(spec, progress).score(block, sources, images)
+        )
+        for name, values in columns.items():
+            if name in block.feature_names:
+                raise InputError(f"feature {name!r} is already in the n-best list", source)
+            block = block.add_feature(name, values)
+        if timings is not None:
+            timings[spec] = timings.get(spec, 0.0) + time.perf_counter() - began
+    return block
+
+
+def add_columns(
+    nbest: NBestList,
+    specs: Sequence[str],
+    sources: Optional[Sequence[str]] = None,
+    images: Optional[np.ndarray] = None,
+    scorers: Optional[ScorerCache] = None,
+) -> NBestList:
+    """In memory: ``nbest`` with the columns of the scorers ``specs`` appended and their
+    feature sets added to its :class:`~rerank.nbest.ListInfo` (what :func:`add_features`
+    does to a file, for a list that fits in memory; the Python API's ``add_features``).
+
+    Args:
+        sources: N source sentences (scorers that read them: ``nmt:``, ``e5:``, ``mlmme:``…).
+        images: float[N, D] one CNN feature row per segment (``mlmme:``'s s_i).
+    Raises:
+        InputError: an unknown or unbuildable scorer, ``sources``/``images`` of another
+            segment count, a column already in the list.
+    """
+    for name, values in (("sources", sources), ("images", images)):
+        if values is not None and len(values) != nbest.num_segments:
+            raise InputError(f"{len(values)} {name} but the n-best list has {nbest.num_segments} segments")
+    if any("{fold}" in spec for spec in specs):
+        raise InputError("{fold} scorers need a folds file: use rerank features add --folds")
+    scorers = scorers or ScorerCache()
+    out = score_block(nbest, specs, scorers, sources, images)
+    info = out.info
+    for spec in specs:
+        info = info.with_sets(scorers.feature_sets(spec, images is not None))
+    return NBestList(out.offsets, out.hypotheses, out.features, out.feature_names, out.totals, info)
+
+
+def _declare_beam(info: ListInfo, beam: Tuple[str, Sequence[str]], names: Sequence[str], source: str) -> ListInfo:
+    """``info`` with ``beam`` = (feature, columns) as its beam feature and ``beam`` set."""
+    feature, columns = beam[0], list(dict.fromkeys(beam[1]))
+    if info.beam_feature is not None:
+        raise InputError(
+            f"the list already declares beam feature {info.beam_feature!r}: --beam-feature is for "
+            "lists without one (e.g. rerank union's)",
+            source,
+        )
+    unknown = [c for c in [feature] + columns if c not in names]
+    if unknown:
+        raise InputError(
+            f"--beam-feature/--beam-set: {unknown[0]!r} is not a column of the result "
+            f"({' '.join(dict.fromkeys(names))})",
+            source,
+        )
+    if feature not in columns:
+        raise InputError(f"--beam-set must include the beam feature {feature!r}", source)
+    return ListInfo(feature, {**info.feature_sets, "beam": columns}, True)
+
+
+def add_features(
+    nbest_path: str,
+    specs: Sequence[str],
+    out: str,
+    inputs: ScoringInputs = ScoringInputs(),
+    say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    devices: Optional[DeviceSettings] = None,
+    beam: Optional[Tuple[str, Sequence[str]]] = None,
+) -> Dict:
+    """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
+    scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
+    signature ``out.json`` (together or not at all).  Returns the signature's record.
+
+    ``beam`` = (feature, columns) declares, in the signature, ``feature`` the list's beam
+    feature and ``columns`` its ``beam`` feature set: for a list whose decoder's scores
+    are added here, e.g. a union of lists (:func:`rerank.reranking.union_files`) scored
+    by forced decoding under the first list's model, so that ``rerank tune`` starts from
+    that model's ranking again.
+
+    Raises:
+        InputError: an unknown or unbuildable scorer, inputs of another segment count, a
+            column already in the list, ``{fold}`` without folds or folds without ``{fold}``;
+            a ``beam`` whose feature or columns are not columns of the result, whose
+            feature is not among its columns, or on a list that declares a beam feature.
+    """
+    sources = read_lines(inputs.source) if inputs.source else None
+    images = None
+    if inputs.images:
+        if not (inputs.image_split and inputs.segment_images):
+            raise InputError("--images needs --image-split (rows of the matrix) and --segment-images (one per segment)")
+        names, matrix = load_image_features(inputs.images, inputs.image_split)
+        images, _ = align_images(read_lines(inputs.segment_images), names, matrix, require_all=True)
+    folds = read_folds(inputs.folds) if inputs.folds else None
+    for spec in specs:
+        if "{fold}" in spec and folds is None:
+            raise InputError(f"--scorer {spec}: {{fold}} needs --folds")
+    if folds is not None and not any("{fold}" in spec for spec in specs):
+        raise InputError("--folds given but no --scorer has {fold} in its argument")
+    per_segment = [
+        (path, values)
+        for path, values in (
+            (inputs.source, sources),
+            (inputs.segment_images, images),
+            (inputs.folds, None if folds is None else folds.fold),
+        )
+        if values is not None
+    ]
+    scorers = ScorerCache(lambda spec: make_scorer(spec, devices))
+    start = time.perf_counter()
+    timings = {spec: 0.0 for spec in specs}
+    segments, hypotheses, names, info = 0, 0, [], None
+    bar = tqdm(unit=" hyp", desc="features add", disable=not sys.stderr.isatty(), leave=False)
+    with StagedOutputs() as outputs:  # the list and its signature appear together
+        with outputs.open(out) as handle:
+            writer = NBestWriter(handle)
+            for first, block in iter_nbest(nbest_path):
+                last = first + block.num_segments
+                for path, values in per_segment:
+                    if last > len(values):
+                        raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
+                part_sources = None if sources is None else sources[first:last]
+                part_images = None if images is None else images[first:last]
+                block = score_block(
+                    block,
+                    specs,
+                    scorers,
+                    part_sources,
+                    part_images,
+                    None if folds is None else folds.fold[first:last],
+                    0 if folds is None else folds.k,
+                    progress=first == 0,  # the scorers' own bars for the first block only
+                    timings=timings,
+                    source=nbest_path,
+                )
+                if beam is not None and first == 0:  # a beam that does not fit: refused after the first block
+                    _declare_beam(block.info, beam, block.feature_names, nbest_path)
+                writer.write(block, first)
+                segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
+                info = block.info
+                bar.update(len(block.hypotheses))
+        bar.close()
+        for path, values in per_segment:
+            if len(values) != segments:
+                raise InputError(f"{len(values)} lines but {segments} segments in the n-best list", path)
+        seconds = time.perf_counter() - start
+        for spec, took in timings.items():
+            say(
+                f"{spec}: {hypotheses} hypotheses in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s, "
+                "loading included)"
+            )
+        for spec in specs:
+            info = info.with_sets(
+                {
+                    name: [c for c in columns if c in names]
+                    for name, columns in scorers.feature_sets(spec, images is not None).items()
+                }
+            )
+        if beam is not None:
+            info = _declare_beam(info, beam, names, nbest_path)
+        record = {
+            "input": nbest_path,
+            "scorers": list(specs),
+            "devices": None if devices is None else {"device": devices.device, "dtype": devices.dtype},
+            "source": inputs.source,
+            "images": inputs.images,
+            "folds": inputs.folds,
+            "beam": None if beam is None else [beam[0], list(beam[1])],
+            "features": names,
+            "hypotheses": hypotheses,
+            "seconds": round(seconds, 3),
+            "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
+        }
+        write_list_info(outputs.stage(out + ".json"), info, record, ["torch", "numpy"])
+    say(
+        f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "
+        f"features: {' '.join(names)}"
+    )
+    return record

@@ -1,0 +1,130 @@
+"""Consensus features: the expected utility of MBR decoding (Kumar & Byrne 2004,
+"Minimum Bayes-Risk Decoding for Statistical Machine Translation").
+
+``mbr:bleu`` -> ``MBRBLEU``, ``mbr:chrf`` -> ``MBRchrF``: for hypothesis h of a segment's
+list H, ``E(h) = sum_{h' in H} p(h') · u(h, h')`` with ``p = softmax(NMT)`` over the list
+(the model's log-probability column, natural log, temperature 1) and u sentence BLEU
+(sacrebleu's ``BLEU(effective_order=True).sentence_score``, tokenisation 'none': the
+lists are tokenised text) or sentence chrF (sacrebleu's ``CHRF().sentence_score``) of h
+against h' as the reference.  The sum runs over the whole list, h itself included, as
+in MBR decoding (mbrs' expected utility with the hypotheses as pseudo-references).
+Optional settings after the metric: ``mbr:bleu,feature=NMTNorm,temperature=0.5``;
+``feature=uniform`` weighs every candidate alike — the Monte-Carlo estimate for lists of
+samples (``rerank generate --sampling``; Eikema & Aziz 2020).
+
+All ordered pairs of a group of lists (at most ``max_pairs``, see :func:`pair_groups`) come
+from the statistics layer in one vectorised pass (:func:`rerank.bleu.pair_bleu_stats`,
+:meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`); scores are those layers' own formulas,
+so no metric is implemented twice.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+
+from rerank.bleu import bleu_from_stats, pair_bleu_stats
+from rerank.errors import InputError
+from rerank.features.scorer import SCORERS, Scorer, cost_ranges, parse_settings
+from rerank.metrics.chrf import ChrfMetric
+
+
+def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """All ordered pairs (h, r) of rows within each segment, grouped by reference r.
+
+    Args:
+        offsets: int[N + 1] segment boundaries.
+    Returns:
+        (hyp int64[P], ref int64[P]) with P = sum of squared list sizes.
+    """
+    counts = np.diff(offsets)
+    sizes = counts**2
+    seg = np.repeat(np.arange(len(counts)), sizes)
+    local = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    n = counts[seg]
+    ref = offsets[:-1][seg] + local // n
+    hyp = offsets[:-1][seg] + local % n
+    return hyp, ref
+
+
+def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
+    """Consecutive segment ranges ``[(first, last), ...]`` (last exclusive) holding at most
+    ``max_pairs`` ordered pairs each, or one segment where that alone holds more: memory of
+    the pairwise statistics is bounded by the largest group, not by the list."""
+    return cost_ranges(np.cumsum(np.diff(offsets) ** 2), max_pairs)
+
+
+def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Softmax of ``values / temperature`` within each segment (float64[M])."""
+    seg = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    scaled = np.asarray(values, dtype=np.float64) / temperature
+    shifted = np.exp(scaled - np.maximum.reduceat(scaled, offsets[:-1])[seg])
+    return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
+
+
+@SCORERS.register("mbr")
+class ConsensusScorer(Scorer):
+    """Expected sentence-BLEU or chrF of each hypothesis against its list (MBR utility).
+
+    Args:
+        arg: ``bleu`` or ``chrf``, optionally followed by ``,feature=NAME`` (the
+            log-probability column of the distribution, default NMT) and
+            ``,temperature=T`` (default 1).
+    Raises:
+        InputError: unknown metric or setting, non-positive temperature.
+    """
+
+    set_name = "MBR"
+
+    NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
+    #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of segments
+    max_pairs = 1_000_000
+
+    def __init__(self, arg: str):
+        metric, settings = parse_settings(arg, ("feature", "temperature"), f"mbr:{arg}")
+        if metric not in self.NAMES:
+            raise InputError(f"mbr:{arg}: the utility must be one of {', '.join(self.NAMES)}")
+        self.metric, self.feature = metric, settings.get("feature") or "NMT"
+        try:
+            self.temperature = float(settings.get("temperature", 1.0))
+        except ValueError:
+            raise InputError(f"mbr:{arg}: temperature {settings['temperature']!r} is not a number") from None
+        if not (np.isfinite(self.temperature) and self.temperature > 0):
+            raise InputError(f"mbr:{arg}: temperature must be a positive number")
+
+    def names(self, has_images: bool) -> List[str]:
+        return [self.NAMES[self.metric]]
+
+    def utilities(self, hypotheses, hyp, ref) -> np.ndarray:
+        """float64[P] sentence utility (0-100) of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``."""
+        if self.metric == "bleu":
+            return bleu_from_stats(pair_bleu_stats(hypotheses, hyp, ref), effective_order=True)
+
+        chrf = ChrfMetric()
+        return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))
+
+    def score(self, nbest, sources, images):
+        if self.feature == "uniform":  # candidates that are samples: the Monte-Carlo estimate weighs them alike
+            counts = np.diff(nbest.offsets)
+            p = np.repeat(1.0 / counts, counts)
+            return self._expected(nbest, p)
+        if self.feature not in nbest.feature_names:
+            raise InputError(
+                f"mbr: the n-best list has no {self.feature!r} column for the distribution "
+                f"(its features: {' '.join(dict.fromkeys(nbest.feature_names))})"
+            )
+        column = nbest.feature_names.index(self.feature)
+        p = list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
+        return self._expected(nbest, p)
+
+    def _expected(self, nbest, p):
+        """{column: float64[M]} expected utility of every hypothesis under ``p`` (float64[M])."""
+        expected = np.zeros(len(nbest.hypotheses))
+        for first, last in pair_groups(nbest.offsets, self.max_pairs):
+            a, b = nbest.offsets[first], nbest.offsets[last]
+            hyp, ref = list_pairs(nbest.offsets[first : last + 1] - a)
+            expected[a:b] = np.bincount(
+                hyp, weights=p[a:b][ref] * self.utilities(nbest.hypotheses[a:b], hyp, ref), minlength=b - a
+            )
+        return {self.NAMES[self.metric]: expected}

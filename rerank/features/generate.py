@@ -1,0 +1,256 @@
+"""Candidates from the user's own models (``rerank generate``): n-best lists by beam
+search or epsilon sampling with a Hugging Face (``hf:PATH``) or CTranslate2 (``ct2:DIR``)
+translation model, written as ``rerank nmt nbest`` writes them.
+
+* beam search: ``transformers``' ``generate(num_beams=B, num_return_sequences=N)`` or
+  CTranslate2's ``translate_batch(beam_size=B, num_hypotheses=N)``, length penalty 1
+  (hypotheses ranked by per-token log-probability);
+* epsilon sampling (Hewitt et al. 2022, "Truncation Sampling as Language Model
+  Desmoothing"; the candidate generator of MBR and quality-aware decoding, Freitag et al.
+  2023): at every step the tokens of probability below ε are removed, the rest
+  renormalised and one drawn; N independent samples per sentence (duplicates kept: they
+  are Monte-Carlo samples).  Hugging Face: ``generate(do_sample=True, epsilon_cutoff=ε,
+  top_k=0)`` seeded with ``torch.manual_seed``; CTranslate2 has no epsilon sampling, so
+  the steps run here: one ``translate_batch(target_prefix=…, return_logits_vocab=True)``
+  per step gives every sample's next-token logits, the truncation and the draw are
+  numpy's (seeded ``numpy.random.default_rng``).
+
+Every candidate is then scored by forced decoding with the same model and scorer as
+``features add --scorer hf:/ct2:`` (columns ``NAME`` and ``NAMENorm``: the log-probability
+with end-of-sentence and its per-token mean), so a generated list and a scored list agree.
+Within a segment candidates are ordered by ``NAMENorm`` (best first); the ``.1best`` is
+the first; the signature declares ``NAMENorm`` as the beam feature (what beam search with
+length penalty 1 ranks by) and the set ``beam``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from rerank.devices import DeviceSettings
+from rerank.errors import InputError
+from rerank.features.hf_scorer import CT2Scorer, HFSeq2SeqScorer
+from rerank.features.scorer import make_scorer
+from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
+from rerank.outputs import StagedOutputs
+from rerank.textio import read_lines
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Epsilon sampling: ``epsilon`` (0 < ε < 1) and ``seed``."""
+
+    epsilon: float = 0.02
+    seed: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> "Sampling":
+        """``epsilon=0.02,seed=3`` -> Sampling.  Raises :class:`InputError`."""
+        values: Dict[str, str] = {}
+        for item in filter(None, text.split(",")):
+            key, eq, value = item.partition("=")
+            if not eq or key not in ("epsilon", "seed"):
+                raise InputError(f"--sampling {text!r}: expected epsilon=E,seed=S")
+            values[key] = value
+        try:
+            sampling = cls(float(values.get("epsilon", cls.epsilon)), int(values.get("seed", cls.seed)))
+        except ValueError:
+            raise InputError(f"--sampling {text!r}: epsilon must be a number and seed an integer") from None
+        if not 0 < sampling.epsilon < 1:
+            raise InputError(f"--sampling: epsilon must be in (0, 1), not {sampling.epsilon}")
+        return sampling
+
+
+def _hf_candidates(
+    scorer: HFSeq2SeqScorer, sources: List[str], nbest: int, beam: int, sampling: Optional[Sampling], max_length: int
+) -> List[List[str]]:
+    import torch
+
+    tok, model = scorer.tokenizer, scorer.model
+    out: List[List[str]] = []
+    if sampling is not None:
+        torch.manual_seed(sampling.seed)
+    with torch.inference_mode():
+        for start in tqdm(
+            range(0, len(sources), scorer.batch),
+            desc="generate",
+            unit=" batch",
+            leave=False,
+            disable=not scorer.progress,
+        ):
+            enc = tok(sources[start : start + scorer.batch], return_tensors="pt", padding=True).to(scorer.device)
+            if sampling is None:
+                ids = model.generate(
+                    **enc,
+                    num_beams=beam,
+                    num_return_sequences=nbest,
+                    max_new_tokens=max_length,
+                    length_penalty=1.0,
+                    do_sample=False,
+                )
+            else:
+                ids = model.generate(
+                    **enc,
+                    do_sample=True,
+                    epsilon_cutoff=sampling.epsilon,
+                    top_k=0,
+                    top_p=1.0,
+                    temperature=1.0,
+                    num_beams=1,
+                    num_return_sequences=nbest,
+                    max_new_tokens=max_length,
+                )
+            texts = tok.batch_decode(ids, skip_special_tokens=True)
+            out += [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
+    return out
+
+
+def _ct2_vocabulary(path: str) -> List[str]:
+    for name in ("target_vocabulary.json", "shared_vocabulary.json"):
+        if os.path.exists(os.path.join(path, name)):
+            with open(os.path.join(path, name), encoding="utf-8") as handle:
+                return json.load(handle)
+    raise InputError("no target_vocabulary.json or shared_vocabulary.json in the CTranslate2 model", path)
+
+
+def _ct2_candidates(
+    scorer: CT2Scorer, sources: List[str], nbest: int, beam: int, sampling: Optional[Sampling], max_length: int
+) -> List[List[str]]:
+    tok = scorer.tokenizer
+    source_tokens = [tok.convert_ids_to_tokens(ids) for ids in tok(list(sources))["input_ids"]]
+    if sampling is None:
+        results = scorer.model.translate_batch(
+            source_tokens,
+            beam_size=beam,
+            num_hypotheses=nbest,
+            max_decoding_length=max_length,
+            length_penalty=1.0,
+            max_batch_size=scorer.batch,
+        )
+        return [[tok.convert_tokens_to_string(h) for h in r.hypotheses] for r in results]
+    vocabulary = _ct2_vocabulary(scorer.path)
+    eos = tok.eos_token
+    rng = np.random.default_rng(sampling.seed)
+    rows = [s for s in range(len(sources)) for _ in range(nbest)]
+    prefixes: List[List[str]] = [[] for _ in rows]
+    done = np.zeros(len(rows), dtype=bool)
+    for step in tqdm(range(max_length), desc="sampling steps", leave=False, disable=not scorer.progress):
+        live = np.flatnonzero(~done)
+        if not len(live):
+            break
+        results = scorer.model.translate_batch(
+            [source_tokens[rows[i]] for i in live],
+            target_prefix=[prefixes[i] for i in live],
+            max_decoding_length=step + 1,
+            beam_size=1,
+            return_logits_vocab=True,
+            max_batch_size=scorer.batch,
+        )
+        logits = np.stack([np.asarray(r.logits[0][-1], dtype=np.float64) for r in results])
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        kept = np.where(probs >= sampling.epsilon, probs, 0.0)
+        empty = kept.sum(axis=1) == 0  # every token below ε: keep the most probable one
+        kept[empty, probs[empty].argmax(axis=1)] = 1.0
+        kept /= kept.sum(axis=1, keepdims=True)
+        draws = (kept.cumsum(axis=1) > rng.random(len(live))[:, None]).argmax(axis=1)
+        for i, token_id in zip(live, draws):
+            token = vocabulary[token_id]
+            if token == eos:
+                done[i] = True
+            else:
+                prefixes[i].append(token)
+    texts = [tok.convert_tokens_to_string(p) for p in prefixes]
+    return [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
+
+
+def generate_file(
+    model: str,
+    input_path: str,
+    out_nbest: str,
+    out_1best: str,
+    nbest: int,
+    beam: Optional[int] = None,
+    sampling: Optional[Sampling] = None,
+    devices: DeviceSettings = DeviceSettings(),
+    max_length: int = 256,
+    progress: bool = False,
+) -> NBestList:
+    """Write the ``nbest`` candidates of every line of ``input_path`` (text as the model
+    expects it) under ``model`` (``hf:PATH,...`` or ``ct2:DIR,...``, the scorer
+    specifications of ``features add``) to ``out_nbest`` (+ its signature ``.json``) and
+    ``out_1best``, all together or none (module docstring).  ``beam`` (default ``nbest``)
+    or ``sampling``.  Returns the list.
+
+    Raises:
+        InputError: another model kind, ``beam < nbest``, both beam and sampling, an
+            empty input, a model that cannot be loaded.
+    """
+    kind = model.partition(":")[0]
+    if kind not in ("hf", "ct2"):
+        raise InputError(f"--model {model!r}: rerank generate runs hf:PATH or ct2:DIR models")
+    if sampling is not None and beam is not None:
+        raise InputError("--beam and --sampling exclude each other")
+    beam = nbest if beam is None else beam
+    if sampling is None and beam < nbest:
+        raise InputError(f"--beam {beam} is smaller than --nbest {nbest}")
+    sources = read_lines(input_path)
+    if not sources:
+        raise InputError("no source sentences", input_path)
+    began = time.perf_counter()
+    scorer = make_scorer(model, devices)
+    if getattr(scorer, "direction", "forward") != "forward":
+        raise InputError(f"--model {model!r}: candidates come from a forward model (direction=forward)")
+    scorer.progress = progress
+    generate = _hf_candidates if kind == "hf" else _ct2_candidates
+    candidates = generate(scorer, sources, nbest, beam, sampling, max_length)
+    inputs = [sources[s] for s, cands in enumerate(candidates) for _ in cands]
+    outputs = [c for cands in candidates for c in cands]
+    total, length = scorer.score_pairs(inputs, outputs)
+    norm = total / np.maximum(length, 1)
+    counts = np.array([len(c) for c in candidates])
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    order = np.concatenate(
+        [offsets[s] + np.argsort(-norm[offsets[s] : offsets[s + 1]], kind="stable") for s in range(len(candidates))]
+    )
+    names = [scorer.name, f"{scorer.name}Norm"]
+    listing = NBestList(
+        offsets,
+        [outputs[i] for i in order],
+        np.column_stack([total[order], norm[order]]),
+        names,
+        info=ListInfo(names[1], {"beam": names}, True),
+    )
+    record = {
+        "model": model,
+        "input": input_path,
+        "nbest": nbest,
+        "beam": None if sampling else beam,
+        "sampling": None
+        if sampling is None
+        else {"method": "epsilon", "epsilon": sampling.epsilon, "seed": sampling.seed},
+        "max_length": max_length,
+        "devices": {"device": devices.device, "dtype": devices.dtype},
+        "segments": len(sources),
+        "hypotheses": len(outputs),
+        "seconds": round(time.perf_counter() - began, 3),
+    }
+    with StagedOutputs() as staged:
+        with staged.open(out_nbest) as handle:
+            NBestWriter(handle).write(listing)
+        with staged.open(out_1best) as handle:
+            handle.write("".join(listing.hypotheses[o] + "\n" for o in offsets[:-1]))
+        write_list_info(
+            staged.stage(out_nbest + ".json"), listing.info, record, ["torch", "transformers", "ctranslate2", "numpy"]
+        )
+    return listing
+
+
+__all__: Sequence[str] = ["Sampling", "generate_file"]

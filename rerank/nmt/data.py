@@ -1,0 +1,210 @@
+"""Multi30k task 1 preparation: normalise, tokenise, lowercase, joint BPE, binarise.
+
+The text convention follows the official Multi30k ``lc.norm.tok`` files: Moses
+punctuation normalisation, Moses tokenisation (sacremoses, no XML escaping) and
+lowercasing.  :func:`preprocess_lines` is *the* text convention of the project: the
+embedding features use it too, so hypotheses and training text share one vocabulary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, List, Optional
+
+from rerank.errors import InputError
+from rerank.outputs import atomic_write
+from rerank.signature import write_signed
+from rerank.textio import read_lines
+
+#: public location of the Multi30k files, used when no local copy is given
+MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
+#: local copy shipped beside the project in our development and CI machines
+DEFAULT_LOCAL = os.path.join("..", "shared", "data", "multi30k")
+
+#: our split name -> (Multi30k raw file stem, fairseq split name)
+SPLITS = {"train": ("train", "train"), "val": ("val", "valid"), "test_2016_flickr": ("test_2016_flickr", "test")}
+
+
+@dataclass
+class PrepareConfig:
+    """Settings of :func:`prepare`; serialised into ``prepare.json``."""
+
+    src: str = "en"
+    tgt: str = "de"
+    bpe_merges: int = 10000
+    bpe_min_frequency: int = 2
+    splits: List[str] = field(default_factory=lambda: list(SPLITS))
+
+
+def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = None) -> List[str]:
+    """Moses-normalise, Moses-tokenise (no escaping) and lowercase each line.
+
+    Args:
+        lines: raw sentences, one per item (trailing newlines are stripped).
+        lang: ISO code given to the Moses normaliser and tokeniser ("en", "de", ...).
+        progress: if given, a tqdm progress bar with this description.
+    Returns:
+        list of tokenised lowercased strings, tokens separated by single spaces.
+    """
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    normaliser, tokeniser = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+    items = lines
+    if progress:
+        from tqdm import tqdm
+
+        items = tqdm(lines, desc=progress, unit="sent", mininterval=2)
+    out = []
+    for line in items:
+        text = normaliser.normalize(line.rstrip("\n"))
+        out.append(tokeniser.tokenize(text, escape=False, return_str=True).lower())
+    return out
+
+
+def multi30k_files(task2: bool = False) -> List[str]:
+    """Paths (relative to a Multi30k ``data`` directory) that the pipeline reads: task 1's
+    raw en/de files and, with ``task2``, task 2's five descriptions per language and the
+    image-split files of both tasks."""
+    files = [f"task1/raw/{stem}.{lang}.gz" for stem, _ in SPLITS.values() for lang in ("en", "de")]
+    if task2:
+        files += [f"task1/image_splits/{stem}.txt" for stem, _ in SPLITS.values()]
+        files += [
+            f"task2/raw/{split}.{k}.{lang}.gz"
+            for split in ("train", "val", "test_2016")
+            for k in range(1, 6)
+            for lang in ("en", "de")
+        ]
+        files += [f"task2/image_splits/{split}_images.txt" for split in ("train", "val", "test_2016")]
+    return files
+
+
+def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = False, task1: bool = True) -> str:
+    """Return a directory holding the files of :func:`multi30k_files`.
+
+    ``data_dir`` if given (it must exist), else ``../shared/data/multi30k`` if it exists,
+    else the files are downloaded from the public multi30k/dataset repository into
+    ``cache_dir`` (each file once; an interrupted download leaves no partial file).
+    ``task1=False`` with ``task2`` accepts a given directory that holds only task 2.
+    Raises :class:`InputError` if a given directory lacks the task directories.
+    """
+    needed = (["task1/raw"] if task1 else []) + (["task2/raw", "task2/image_splits"] if task2 else [])
+    if data_dir is None and all(os.path.isdir(os.path.join(DEFAULT_LOCAL, d)) for d in needed):
+        data_dir = DEFAULT_LOCAL
+    if data_dir is not None:
+        for d in needed:
+            if not os.path.isdir(os.path.join(data_dir, d)):
+                raise InputError(f"no {d} directory: not a Multi30k copy", data_dir)
+        return data_dir
+    for rel in multi30k_files(task2):
+        target = os.path.join(cache_dir, rel)
+        if not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            url = MULTI30K_BASE + rel
+            print(f"downloading {url}", file=sys.stderr)
+            with urllib.request.urlopen(url, timeout=60) as response, atomic_write(target, "wb") as out:
+                shutil.copyfileobj(response, out)
+    return cache_dir
+
+
+def read_raw(data_dir: str, stem: str, lang: str) -> List[str]:
+    """Read ``task1/raw/{stem}.{lang}.gz`` (or the uncompressed file) as a list of lines."""
+    path = os.path.join(data_dir, "task1", "raw", f"{stem}.{lang}")
+    for candidate in (path + ".gz", path):
+        if os.path.exists(candidate):
+            return read_lines(candidate)
+    raise InputError("missing Multi30k file (neither .gz nor plain)", path)
+
+
+def _write_lines(path: str, lines: Iterable[str]) -> None:
+    with atomic_write(path) as out:
+        for line in lines:
+            out.write(line + "\n")
+
+
+def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = PrepareConfig(), workers: int = 2) -> str:
+    """Prepare Multi30k task 1 for fairseq; returns the binarised data directory.
+
+    Writes ``out_dir/tok/{split}.{lang}`` (tokenised, lowercased: the references of
+    evaluation), ``out_dir/bpe.codes``, ``out_dir/bpe/{split}.{lang}``, ``out_dir/bin``
+    (fairseq-preprocess output) and ``out_dir/prepare.json`` (signature).  Each step is
+    skipped when its output exists.
+    """
+    from subword_nmt.apply_bpe import BPE
+    from subword_nmt.learn_bpe import learn_bpe
+
+    data_dir = resolve_data_dir(data_dir, os.path.join(out_dir, "download"))
+    tok_dir, bpe_dir, bin_dir = (os.path.join(out_dir, d) for d in ("tok", "bpe", "bin"))
+    os.makedirs(tok_dir, exist_ok=True)
+    os.makedirs(bpe_dir, exist_ok=True)
+    for split in config.splits:
+        stem = SPLITS[split][0]
+        counts = {}
+        for lang in (config.src, config.tgt):
+            path = os.path.join(tok_dir, f"{split}.{lang}")
+            if not os.path.exists(path):
+                raw = read_raw(data_dir, stem, lang)
+                _write_lines(path, preprocess_lines(raw, lang, progress=f"tokenise {split}.{lang}"))
+            with open(path, encoding="utf-8") as handle:
+                counts[lang] = sum(1 for _ in handle)
+        if counts[config.src] != counts[config.tgt]:
+            raise InputError(
+                f"{counts[config.src]} {config.src} lines but {counts[config.tgt]} {config.tgt} lines", stem
+            )
+
+    codes = os.path.join(out_dir, "bpe.codes")
+    if not os.path.exists(codes):
+        joint = []
+        for lang in (config.src, config.tgt):
+            with open(os.path.join(tok_dir, f"train.{lang}"), encoding="utf-8") as handle:
+                joint.extend(handle)
+        print(f"learning {config.bpe_merges} joint BPE merges", file=sys.stderr)
+        with atomic_write(codes) as out:
+            learn_bpe(joint, out, config.bpe_merges, min_frequency=config.bpe_min_frequency)
+    with open(codes, encoding="utf-8") as handle:
+        bpe = BPE(handle)
+    for split in config.splits:
+        for lang in (config.src, config.tgt):
+            path = os.path.join(bpe_dir, f"{split}.{lang}")
+            if not os.path.exists(path):
+                with open(os.path.join(tok_dir, f"{split}.{lang}"), encoding="utf-8") as handle:
+                    _write_lines(path, (bpe.process_line(line.rstrip("\n")) for line in handle))
+
+    if not os.path.exists(os.path.join(bin_dir, "preprocess.done")):
+        prefixes = {SPLITS[s][1]: os.path.join(bpe_dir, s) for s in config.splits}
+        tmp_bin = bin_dir + ".tmp"
+        shutil.rmtree(tmp_bin, ignore_errors=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "fairseq_cli.preprocess",
+            "--source-lang",
+            config.src,
+            "--target-lang",
+            config.tgt,
+            "--trainpref",
+            prefixes["train"],
+            "--destdir",
+            tmp_bin,
+            "--workers",
+            str(workers),
+            "--joined-dictionary",
+        ]
+        if "valid" in prefixes:
+            cmd += ["--validpref", prefixes["valid"]]
+        if "test" in prefixes:
+            cmd += ["--testpref", prefixes["test"]]
+        subprocess.run(cmd, check=True)
+        open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
+        shutil.rmtree(bin_dir, ignore_errors=True)
+        os.replace(tmp_bin, bin_dir)
+    write_signed(
+        os.path.join(out_dir, "prepare.json"),
+        {"config": asdict(config), "data_dir": os.path.abspath(data_dir)},
+        ["sacremoses", "subword-nmt", "fairseq-fixed"],
+    )
+    return bin_dir

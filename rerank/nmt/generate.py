@@ -1,0 +1,306 @@
+"""Beam search n-best generation with fairseq-generate, written as Moses n-best lists.
+
+Features of each hypothesis:
+
+* ``NMT=``: the model's log-probability of the hypothesis, natural log, summed over
+  all target tokens *including* the end-of-sentence token (fairseq prints per-token
+  scores in base 2 on its ``P-`` lines; we sum them and multiply by ln 2);
+* ``WordPenalty=``: minus the number of words of the hypothesis after BPE removal
+  (Moses' sign convention: ``WordPenalty0= -7`` for 7 words);
+* ``NMTNorm=``: the beam search's own score, the log-probability divided by the number
+  of target tokens including end-of-sentence (to the power ``lenpen``), natural log
+  (fairseq's ``H-`` score times ln 2).  A linear model over NMT and WordPenalty alone
+  cannot express this length normalisation, so without it re-ranking could not even
+  reproduce the baseline's choice.
+
+Hypotheses are written in the original sentence order, BPE removed, in fairseq's beam
+order (best length-normalised score first); the 1-best file holds the first of each.
+
+A right-to-left model (``direction="r2l"``, trained on targets with their subword tokens
+reversed, :func:`rerank.nmt.train.reverse_targets`) decodes its own n-best list: each hypothesis's
+subword tokens are put back in reading order before BPE removal, and its columns are named
+``R2L``, ``WordPenalty``, ``R2LNorm`` (the same values the ``nmt:`` scorer gives that model's
+forced decoding).  With :func:`rerank.reranking.union_files` such a list joins the
+left-to-right model's into one list of hypotheses from both directions (Liu et al. 2016,
+"Agreement on Target-bidirectional Neural Machine Translation", NAACL).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+
+from rerank.convert import read_fairseq
+from rerank.errors import InputError
+from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
+from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
+from rerank.nmt.data import preprocess_lines
+from rerank.outputs import StagedOutputs
+from rerank.textio import read_json, read_lines
+
+#: direction -> the name of the model's score columns (``NAME``, ``NAMENorm``); ``NAMENorm``,
+#: what fairseq's beam search ranks by, is declared the list's beam feature so that
+#: ``rerank tune`` can start from the weights that reproduce the beam's 1-best
+DIRECTION_COLUMNS = {"forward": "NMT", "r2l": "R2L"}
+
+
+@dataclass
+class GenerateConfig:
+    """Settings of :func:`generate_nbest`; ``beam`` 0 means ``beam = nbest``; ``direction``
+    ``forward``, ``r2l`` or ``auto`` (the model's, as the ``train.json`` beside the
+    checkpoint records it; forward without one)."""
+
+    nbest: int = 20
+    beam: int = 0
+    batch_size: int = 32
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    lenpen: float = 1.0
+    src: str = "en"
+    tgt: str = "de"
+    device: str = "auto"
+    dtype: str = "float32"
+    direction: str = "auto"
+
+
+def model_direction(checkpoint: str, direction: str = "auto") -> str:
+    """The direction to decode ``checkpoint`` in: ``direction`` when given, checked against
+    the ``train.json`` beside the checkpoint (``rerank nmt train``'s record), else that
+    record's (forward when there is none).
+
+    Raises:
+        InputError: a direction other than forward / r2l / auto, one that contradicts
+            ``train.json``, or a model whose direction cannot decode en→de n-best lists
+            (backward: the channel model).
+    """
+    if direction not in ("auto", *DIRECTION_COLUMNS):
+        raise InputError(f"direction {direction!r}: n-best lists are decoded forward or r2l (or auto)")
+    record_path = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), "train.json")
+    trained = None
+    if os.path.exists(record_path):
+        config = read_json(record_path)
+        config = config.get("config") if isinstance(config, dict) else None
+        trained = config.get("direction") if isinstance(config, dict) else None
+    if trained is not None and trained not in DIRECTION_COLUMNS:
+        raise InputError(
+            f"the model was trained {trained}: only forward and r2l models decode n-best lists", record_path
+        )
+    if direction == "auto":
+        return trained or "forward"
+    if trained is not None and trained != direction:
+        raise InputError(f"direction {direction} given, but the model was trained {trained}", record_path)
+    return direction
+
+
+def reading_order(text: str) -> str:
+    """A right-to-left model's output (subword tokens, reversed, ``@@`` continuation marks)
+    in reading order with BPE removed as fairseq's ``--remove-bpe`` does: ``". es haus@@
+    das"`` → ``"das hauses ."``.  A continuation mark left on the last token (the model
+    ended inside a word) is dropped."""
+    words = " ".join(reversed(text.split()))
+    words = (words + " ").replace("@@ ", "").rstrip()
+    return " ".join((words[:-2] if words.endswith("@@") else words).split())
+
+
+def parse_generate_output(path: str, num_segments: int, nbest: int, direction: str = "forward") -> NBestList:
+    """fairseq-generate output (``H-`` and ``P-`` lines; :func:`rerank.convert.read_fairseq`)
+    as our beam's n-best list: columns ``NMT`` (the summed natural-log token scores,
+    end-of-sentence included), ``WordPenalty`` (minus the word count) and ``NMTNorm``
+    (fairseq's length-normalised beam score), totals = ``NMTNorm``; the first ``nbest``
+    hypotheses of each segment, whitespace normalised.  ``direction="r2l"``: the ``H-``
+    texts are subword tokens in reverse (:func:`reading_order`), the columns ``R2L``,
+    ``WordPenalty``, ``R2LNorm``.
+
+    Raises:
+        InputError: no ``P-`` lines, or a segment count other than ``num_segments``.
+    """
+    listing = read_fairseq(path)
+    if "FairseqSum" not in listing.feature_names:
+        raise InputError("fairseq-generate printed no P- lines (positional scores)", path)
+    if listing.num_segments != num_segments:
+        raise InputError(
+            f"fairseq-generate gave no hypotheses for {num_segments - listing.num_segments} "
+            f"segment(s) of {num_segments}",
+            path,
+        )
+    listing = listing.head(nbest)
+    if direction == "r2l":
+        texts = [reading_order(text) for text in listing.hypotheses]
+    else:
+        texts = [" ".join(text.split()) for text in listing.hypotheses]
+    words = np.array([len(text.split()) for text in texts], dtype=np.float64)
+    names = listing.feature_names
+    features = np.column_stack(
+        [listing.features[:, names.index("FairseqSum")], -words, listing.features[:, names.index("Fairseq")]]
+    )
+    role = DIRECTION_COLUMNS[direction]
+    return NBestList(
+        listing.offsets, texts, features, [role, "WordPenalty", role + "Norm"], totals=features[:, 2].copy()
+    )
+
+
+def generate_nbest(
+    bin_dir: str,
+    checkpoint: str,
+    subset: str,
+    out_nbest: str,
+    out_1best: str,
+    config: GenerateConfig = GenerateConfig(),
+) -> NBestList:
+    """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
+    list (Moses format) and the 1-best file.  Returns the n-best list.
+
+    A signature ``out_nbest + '.json'`` records the settings and versions.
+
+    Raises:
+        InputError: no such subset, a beam smaller than the n-best size, a direction
+            :func:`model_direction` refuses.
+    """
+    from fairseq.data import data_utils
+
+    prefix = os.path.join(bin_dir, f"{subset}.{config.src}-{config.tgt}.{config.src}")
+    if not os.path.exists(prefix + ".idx"):
+        raise InputError(f"no binarised subset {subset!r}", bin_dir)
+    num_segments = len(data_utils.load_indexed_dataset(prefix, None))
+    beam = config.beam or config.nbest
+    if beam < config.nbest:
+        raise InputError(f"beam {beam} is smaller than nbest {config.nbest}")
+    direction = model_direction(checkpoint, config.direction)
+    # a right-to-left model's subword tokens are put in reading order before BPE removal
+    bpe_args = ["--remove-bpe"] if direction == "forward" else []
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "generate.txt")
+        cmd = [
+            sys.executable,
+            "-m",
+            "fairseq_cli.generate",
+            bin_dir,
+            "--user-dir",
+            USER_DIR,
+            "--path",
+            checkpoint,
+            "--task",
+            "translation",
+            "--source-lang",
+            config.src,
+            "--target-lang",
+            config.tgt,
+            "--gen-subset",
+            subset,
+            "--beam",
+            str(beam),
+            "--nbest",
+            str(config.nbest),
+            *bpe_args,
+            "--batch-size",
+            str(config.batch_size),
+            "--required-batch-size-multiple",
+            "1",
+            "--max-len-a",
+            str(config.max_len_a),
+            "--max-len-b",
+            str(config.max_len_b),
+            "--lenpen",
+            str(config.lenpen),
+            "--num-workers",
+            "0",
+        ]
+        device_args, device_env = fairseq_device(config.device, config.dtype)
+        with open(raw, "w", encoding="utf-8") as out:
+            subprocess.run(cmd + device_args, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV, **device_env})
+        nbest = parse_generate_output(raw, num_segments, config.nbest, direction)
+    with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
+        write_nbest(nbest, outputs.stage(out_nbest))
+        write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
+        info = ListInfo(nbest.feature_names[2], {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
+        write_list_info(
+            outputs.stage(out_nbest + ".json"),
+            info,
+            {
+                "config": asdict(config),
+                "direction": direction,
+                "subset": subset,
+                "checkpoint": os.path.abspath(checkpoint),
+            },
+            ["torch", "fairseq-fixed"],
+        )
+    return nbest
+
+
+def generate_nbest_from_text(
+    bin_dir: str,
+    checkpoint: str,
+    input_path: str,
+    out_nbest: str,
+    out_1best: str,
+    out_source: Optional[str] = None,
+    config: GenerateConfig = GenerateConfig(),
+) -> NBestList:
+    """n-best lists for any raw source text (one sentence per line), with the model's own
+    preprocessing: the text convention of :func:`rerank.nmt.data.preprocess_lines` (Moses
+    normalisation, tokenisation, lowercasing) and the BPE codes of the prepared data
+    directory (``bin_dir/..``, ``rerank nmt prepare``'s layout), binarised with the
+    model's dictionaries into a temporary directory and decoded as :func:`generate_nbest`.
+    ``out_source`` receives the preprocessed source (what ``rerank features add
+    --source`` expects).
+
+    Raises:
+        InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout.
+    """
+    from subword_nmt.apply_bpe import BPE
+
+    prepared = os.path.dirname(os.path.abspath(bin_dir))
+    codes = os.path.join(prepared, "bpe.codes")
+    dicts = [os.path.join(bin_dir, f"dict.{lang}.txt") for lang in (config.src, config.tgt)]
+    for path in [codes] + dicts:
+        if not os.path.exists(path):
+            raise InputError("missing: --data-bin must be the bin/ directory of 'rerank nmt prepare'", path)
+    raw = read_lines(input_path)
+    if not raw:
+        raise InputError("no sentences", input_path)
+    empty = next((k for k, line in enumerate(raw) if not line.strip()), None)
+    if empty is not None:
+        raise InputError("empty source line (every line must hold a sentence)", input_path, empty + 1)
+    tokenised = preprocess_lines(raw, config.src)
+    with open(codes, encoding="utf-8") as handle:
+        bpe = BPE(handle)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "test")
+        segmented = [bpe.process_line(line) for line in tokenised]
+        for lang in (config.src, config.tgt):  # the target side is a placeholder: decoding ignores it
+            write_lines(segmented, f"{prefix}.{lang}")
+        data = os.path.join(tmp, "bin")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairseq_cli.preprocess",
+                "--source-lang",
+                config.src,
+                "--target-lang",
+                config.tgt,
+                "--testpref",
+                prefix,
+                "--srcdict",
+                dicts[0],
+                "--tgtdict",
+                dicts[1],
+                "--destdir",
+                data,
+                "--workers",
+                "1",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        nbest = generate_nbest(data, checkpoint, "test", out_nbest, out_1best, config)
+    if out_source:
+        write_lines(tokenised, out_source)
+    return nbest

@@ -1,0 +1,254 @@
+"""The target-side language model of re-ranking: an LSTM LM (fairseq ``lstm_lm``) on
+German text of the training split only.
+
+Training text: the German side of Multi30k task 1 train (already tokenised and BPE'd by
+``rerank nmt prepare``) plus the five German descriptions per training image of task 2
+(``task2/raw/train.{1..5}.de.gz``, preprocessed with the project's text convention and
+the same BPE codes), 174,000 sentences; validation: task 1 val.  Neither val's nor
+test_2016's German is trained on.  The dictionary is the translation models' joint one,
+so hypotheses are encoded once for every scorer.  Each sentence is a sample
+(``--sample-break-mode eos``): the LM scores ``tokens + </s>`` given ``</s>`` as the
+first input, which ``rerank/features/nmt_scorer.py`` reproduces.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import List, Optional
+
+from rerank.errors import InputError
+from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
+from rerank.nmt.data import preprocess_lines, resolve_data_dir
+from rerank.nmt.train import check_settings, thread_env
+from rerank.outputs import atomic_write
+from rerank.signature import write_signed
+from rerank.textio import read_lines
+
+
+@dataclass
+class LMConfig:
+    """Settings of :func:`train_lm` (serialised into ``train.json``): LSTM sizes, dropout,
+    Adam ``lr``, batch ``max_tokens``, epochs and ``patience`` (validation loss),
+    ``seed``, CPU ``threads`` (0: torch's default), ``lang``, the feature name ``role``,
+    and whether task 2's descriptions join the training text.  ``arch``: ``lstm`` (fairseq's
+    ``lstm_lm`` at ``embed_dim``/``hidden_size``/``layers``) or ``transformer-tiny``
+    (fairseq's ``transformer_lm``: :data:`TRANSFORMER_LM`, inverse-sqrt warm-up; the sizes
+    above unused)."""
+
+    embed_dim: int = 256
+    hidden_size: int = 512
+    layers: int = 1
+    dropout: float = 0.3
+    lr: float = 2e-3
+    max_tokens: int = 4000
+    max_epoch: int = 3
+    patience: int = 2
+    seed: int = 1
+    threads: int = 0
+    lang: str = "de"
+    device: str = "auto"
+    dtype: str = "float32"
+    role: str = "LM"
+    task2: bool = True
+    arch: str = "lstm"
+
+    def __post_init__(self):
+        if self.arch not in ("lstm",) + tuple(TRANSFORMER_LM):
+            raise InputError(f"unknown LM architecture {self.arch!r}; known: lstm, {', '.join(TRANSFORMER_LM)}")
+
+
+#: the transformer LM (fairseq ``transformer_lm``), the size of the tiny translation model
+TRANSFORMER_LM = {"transformer-tiny": {"layers": 4, "dim": 128, "ffn": 256, "heads": 4, "warmup": 1000}}
+
+
+def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir: Optional[str] = None) -> str:
+    """Build the LM's binarised data in ``out_dir/bin`` (skipped when it exists).
+
+    Args:
+        prepared_dir: a ``rerank nmt prepare`` output (``bpe/``, ``bpe.codes``, ``bin/``).
+        out_dir: the LM model directory.
+        config: :class:`LMConfig` (``lang``, ``task2``).
+        data_dir: Multi30k copy for task 2 (default as ``rerank nmt prepare``).
+    Returns:
+        the binarised directory.
+    Raises:
+        InputError: ``prepared_dir`` lacks prepare's files, or task 2 is missing.
+    """
+    from subword_nmt.apply_bpe import BPE
+
+    lang = config.lang
+    needed = [
+        os.path.join(prepared_dir, "bpe", f"train.{lang}"),
+        os.path.join(prepared_dir, "bpe", f"val.{lang}"),
+        os.path.join(prepared_dir, "bpe.codes"),
+        os.path.join(prepared_dir, "bin", f"dict.{lang}.txt"),
+    ]
+    for path in needed:
+        if not os.path.exists(path):
+            raise InputError("missing: not a 'rerank nmt prepare' output directory", path)
+    bin_dir = os.path.join(out_dir, "bin")
+    if os.path.exists(os.path.join(bin_dir, "preprocess.done")):
+        return bin_dir
+    text_dir = os.path.join(out_dir, "text")
+    os.makedirs(text_dir, exist_ok=True)
+    train_text = os.path.join(text_dir, f"train.{lang}")
+    if not os.path.exists(train_text):
+        with open(needed[0], encoding="utf-8") as handle:
+            lines = [line.rstrip("\n") for line in handle]
+        if config.task2:
+            data_dir = resolve_data_dir(data_dir, os.path.join(prepared_dir, "download"), task2=True, task1=False)
+            with open(needed[2], encoding="utf-8") as handle:
+                bpe = BPE(handle)
+            raw = []
+            for k in range(1, 6):
+                raw += read_lines(os.path.join(data_dir, "task2", "raw", f"train.{k}.{lang}.gz"))
+            lines += [bpe.process_line(line) for line in preprocess_lines(raw, lang, progress="tokenise task 2")]
+        with atomic_write(train_text) as out:
+            out.writelines(line + "\n" for line in lines)
+    tmp = bin_dir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fairseq_cli.preprocess",
+            "--only-source",
+            "--srcdict",
+            needed[3],
+            "--trainpref",
+            train_text,
+            "--validpref",
+            needed[1],
+            "--destdir",
+            tmp,
+            "--workers",
+            "2",
+        ],
+        check=True,
+    )
+    open(os.path.join(tmp, "preprocess.done"), "w").close()
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    os.replace(tmp, bin_dir)
+    return bin_dir
+
+
+def train_lm_command(bin_dir: str, save_dir: str, config: LMConfig, progress: str = "simple") -> List[str]:
+    """The fairseq-train command line of :func:`train_lm`."""
+    if config.arch in TRANSFORMER_LM:
+        a = TRANSFORMER_LM[config.arch]
+        model = [
+            "--arch",
+            "transformer_lm",
+            "--decoder-layers",
+            str(a["layers"]),
+            "--decoder-embed-dim",
+            str(a["dim"]),
+            "--decoder-ffn-embed-dim",
+            str(a["ffn"]),
+            "--decoder-attention-heads",
+            str(a["heads"]),
+            "--adam-betas",
+            "(0.9, 0.98)",
+            "--lr-scheduler",
+            "inverse_sqrt",
+            "--warmup-updates",
+            str(a["warmup"]),
+            "--warmup-init-lr",
+            "1e-07",
+        ]
+    else:
+        model = [
+            "--arch",
+            "lstm_lm",
+            "--decoder-embed-dim",
+            str(config.embed_dim),
+            "--decoder-hidden-size",
+            str(config.hidden_size),
+            "--decoder-layers",
+            str(config.layers),
+            "--decoder-out-embed-dim",
+            str(config.embed_dim),
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "fairseq_cli.train",
+        bin_dir,
+        "--user-dir",
+        USER_DIR,
+        "--task",
+        "language_modeling",
+        "--sample-break-mode",
+        "eos",
+        "--tokens-per-sample",
+        "512",
+        *model,
+        "--share-decoder-input-output-embed",
+        "--dropout",
+        str(config.dropout),
+        "--optimizer",
+        "adam",
+        "--lr",
+        str(config.lr),
+        "--clip-norm",
+        "1.0",
+        "--criterion",
+        "cross_entropy",
+        "--max-tokens",
+        str(config.max_tokens),
+        "--max-epoch",
+        str(config.max_epoch),
+        "--patience",
+        str(config.patience),
+        "--seed",
+        str(config.seed),
+        "--save-dir",
+        save_dir,
+        "--no-epoch-checkpoints",
+        "--num-workers",
+        "0",
+        "--required-batch-size-multiple",
+        "1",
+        "--log-format",
+        progress,
+        "--log-interval",
+        "100",
+    ] + fairseq_device(config.device, config.dtype)[0]
+
+
+def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), data_dir: Optional[str] = None) -> str:
+    """Prepare the LM data (:func:`prepare_lm_data`) and train (or resume); returns
+    ``save_dir/checkpoint_best.pt`` (best validation loss).  The directory also gets the
+    dictionary (``dict.txt``), the BPE codes and ``train.json``.
+
+    Raises:
+        InputError: see :func:`prepare_lm_data`; ``save_dir`` holds a model trained with
+            other settings (:func:`rerank.nmt.train.check_settings`, ``resuming``); no best
+            checkpoint at the end.
+        subprocess.CalledProcessError: fairseq failed.
+    """
+    _, device_env = fairseq_device(config.device, config.dtype)  # before any work
+    check_settings(save_dir, config, resuming=True)
+    os.makedirs(save_dir, exist_ok=True)
+    bin_dir = prepare_lm_data(prepared_dir, save_dir, config, data_dir)
+    shutil.copyfile(os.path.join(bin_dir, "dict.txt"), os.path.join(save_dir, "dict.txt"))
+    shutil.copyfile(os.path.join(prepared_dir, "bpe.codes"), os.path.join(save_dir, "bpe.codes"))
+    write_signed(
+        os.path.join(save_dir, "train.json"),
+        {"config": asdict(config), "kind": "lm", "prepared_dir": os.path.abspath(prepared_dir)},
+        ["torch", "fairseq-fixed", "subword-nmt"],
+    )
+    progress = "tqdm" if sys.stderr.isatty() else "simple"
+    subprocess.run(
+        train_lm_command(bin_dir, save_dir, config, progress),
+        check=True,
+        env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads), **device_env},
+    )
+    best = os.path.join(save_dir, "checkpoint_best.pt")
+    if not os.path.exists(best):
+        raise InputError("fairseq-train ended without a best checkpoint", save_dir)
+    return best

@@ -1,0 +1,178 @@
+"""Every shell and Python block of the documentation runs (README.md and docs/).
+
+A page's blocks run in order in one fresh directory that holds small lists of the kind the
+quick start describes (``val`` and ``test``: ``NAME.nbest`` with its signature, ``NAME.de``,
+``NAME.1best``; ``val.nbest.comet``, one score per hypothesis standing in for a user's own
+metric), in a subprocess: ``python`` blocks share one namespace, ``bash`` blocks run with
+``bash -e -o pipefail``. Blocks in other languages (``text``: syntax, output, file contents)
+are not run. An HTML comment right before a block directs it:
+
+* ``<!-- docs-test: check=help -->``: commands that need hours or the main job's trained
+  models (the pipelines, benchmarks on real data, recipes over ``out/``): each command of the
+  block is run with ``--help`` from the repository root, so its verb and script exist and
+  parse; the block itself is not run.
+
+A page whose Python blocks register components (``docs/extending.md``) runs its ``rerank``
+commands in the same process as those blocks (``<!-- docs-test: inprocess -->`` anywhere
+on the page), as a user's script that imports its module before ``rerank.cli.main`` would.
+"""
+
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import write_split
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = sorted(
+    os.path.relpath(p, ROOT)
+    for p in [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)]
+)
+RUN = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python"}
+BLOCK = re.compile(
+    r"(?:^<!-- docs-test: (?P<directive>[^>]*?) -->\n)?^```(?P<lang>[\w-]*)[^\n]*\n(?P<code>.*?)^```", re.S | re.M
+)
+
+
+def blocks(page: str):
+    """[(language, code, directive, line)] of the fenced blocks of ``page``."""
+    text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+    return [
+        (m["lang"], m["code"], (m["directive"] or "").strip(), text.count("\n", 0, m.start("code")) + 1)
+        for m in BLOCK.finditer(text)
+    ]
+
+
+def commands(code: str):
+    """The commands of a shell block: continuation lines joined, comments and blank lines
+    dropped, each split as the shell would (``shlex``)."""
+    out = []
+    for line in code.replace("\\\n", " ").split("\n"):
+        words = shlex.split(line, comments=True)
+        if words:
+            out.append(words)
+    return out
+
+
+def help_command(words):
+    """The ``--help`` form of a command: leading ``VAR=value`` words dropped, the program and
+    its verbs (the words before the first option or path argument) kept; None for a line
+    that only sets variables."""
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        words = words[1:]
+    if not words:
+        return None
+    if words[0] in ("python", "python3", "bash"):
+        return [sys.executable if words[0].startswith("python") else "bash", words[1], "--help"]
+    head = [words[0]]
+    for word in words[1:]:
+        if word.startswith("-") or "/" in word or "." in word or "$" in word:
+            break
+        head.append(word)
+    return head + ["--help"]
+
+
+def test_the_block_parser_finds_directives_and_languages():
+    assert commands("rerank tune --nbest a \\\n    --ref b  # tune\n\n# comment\nX=1 y") == [
+        ["rerank", "tune", "--nbest", "a", "--ref", "b"],
+        ["X=1", "y"],
+    ]
+    assert help_command(["T=out/x", "rerank", "nmt", "nbest", "--data-bin", "d"]) == [
+        "rerank",
+        "nmt",
+        "nbest",
+        "--help",
+    ]
+    assert help_command(["python", "benchmarks/bench_mira.py", "--x"]) == [
+        sys.executable,
+        "benchmarks/bench_mira.py",
+        "--help",
+    ]
+    assert help_command(["O=out/multi30k-transformer;"]) is None or help_command(["O=out"]) is None
+
+
+RUNNABLE = [p for p in PAGES if any(lang in RUN for lang, _, _, _ in blocks(p))]
+
+
+def test_every_page_with_code_is_checked():
+    """The pages this test runs include the README, the quick start and the Python page."""
+    assert {"README.md", "docs/usage/quickstart.md", "docs/usage/python.md", "docs/extending.md"} <= set(RUNNABLE)
+
+
+DRIVER = r"""
+import json, os, shlex, subprocess, sys
+sys.path.insert(0, os.environ["DOCS_ROOT"])
+from tests.test_docs import commands
+steps, inprocess = json.load(open(sys.argv[1]))
+namespace = {"__name__": "__docs__"}
+for lang, code, where in steps:
+    print(f"== {where}", flush=True)
+    if lang == "python":
+        exec(compile(code, where, "exec"), namespace)
+    elif inprocess:
+        from rerank.cli import main
+        for words in commands(code):
+            assert words[0] == "rerank", f"{where}: only rerank commands run in-process: {words}"
+            code_ = main(words[1:])
+            assert code_ == 0, f"{where}: {shlex.join(words)} exited {code_}"
+    else:
+        subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code], check=True)
+"""
+
+
+@pytest.mark.parametrize("page", RUNNABLE)
+def test_the_pages_code_runs(page, tmp_path):
+    found = blocks(page)
+    text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+        "DOCS_ROOT": ROOT,
+        "PYTHONPATH": ROOT,
+        "COLUMNS": "100",
+    }
+    steps, checked = [], 0
+    for lang, code, directive, line in found:
+        if lang not in RUN:
+            continue
+        where = f"{page}:{line}"
+        if directive == "check=help":
+            for words in commands(code):
+                argv = help_command(words)
+                if argv is None:
+                    continue
+                if shutil.which(argv[0], path=env["PATH"]) is None and not os.path.isabs(argv[0]):
+                    if os.environ.get("RERANK_REQUIRE_EXTRAS"):
+                        pytest.fail(f"{where}: {argv[0]} is not installed")
+                    continue  # a tool of an extra that is not installed (ct2-fairseq-converter)
+                done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+                assert done.returncode == 0, f"{where}: {shlex.join(argv)}: {done.stderr[-2000:]}"
+                checked += 1
+            continue
+        assert not directive, f"{where}: unknown directive {directive!r}"
+        steps.append((RUN[lang], code, where))
+    if steps:
+        write_split(tmp_path, "val", 40, seed=1)
+        write_split(tmp_path, "test", 30, seed=2)
+        hypotheses = sum(1 for _ in open(tmp_path / "val.nbest", encoding="utf-8"))
+        rng = np.random.default_rng(0)
+        (tmp_path / "val.nbest.comet").write_text("".join(f"{x:.4f}\n" for x in rng.random(hypotheses)))
+        (tmp_path / "steps.json").write_text(json.dumps([steps, "<!-- docs-test: inprocess -->" in text]))
+        (tmp_path / "driver.py").write_text(DRIVER)
+        done = subprocess.run(
+            [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "steps.json")],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, f"{page}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert steps or checked, f"{page}: nothing was run"

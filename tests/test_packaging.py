@@ -1,0 +1,70 @@
+"""The distribution installs one import name, ``rerank``, and works beside PyPI's packages
+named ``features``, ``nmt``, ``mira``, ``embed`` (which the old layout's top-level packages
+collided with)."""
+
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GENERIC = ("features", "nmt", "mira", "embed")
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_import_name(tmp_path):
+    """A wheel built from the checkout holds ``rerank/`` (with the tuners, NMT, embeddings and
+    features as its subpackages, and both C extensions) and its metadata, nothing else."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), ROOT],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    assert wheel.name.startswith("nbest_rerank-")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"rerank", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}, tops
+    for sub in GENERIC:
+        assert f"rerank/{sub}/__init__.py" in names
+    assert any(n.startswith("rerank/_kernels") and n.endswith(".so") for n in names)
+    assert any(n.startswith("rerank/mira/_kernels") and n.endswith(".so") for n in names)
+    entry = [n for n in names if n.endswith("entry_points.txt")]
+    assert "rerank = rerank.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+
+
+def test_rerank_works_beside_packages_named_features_nmt_mira_embed(tmp_path):
+    """Packages called features, nmt, mira and embed first on the path (as PyPI's would be
+    installed): rerank's verbs and subpackages are unaffected, and the user's ``import
+    features`` still gets the other package."""
+    shadow = tmp_path / "site"
+    for name in GENERIC:
+        (shadow / name).mkdir(parents=True)
+        (shadow / name / "__init__.py").write_text(f"OWNER = 'not rerank: {name}'\n")
+    (tmp_path / "val.nbest").write_text(
+        "0 ||| a b c d ||| F= 1 G= 0 ||| 0\n0 ||| w x y z ||| F= 0 G= 1 ||| 0\n"
+        "1 ||| e f g h ||| F= 1 G= 0 ||| 0\n1 ||| p q r s ||| F= 0 G= 1 ||| 0\n"
+    )
+    (tmp_path / "val.de").write_text("a b c d\ne f g h\n")
+    code = f"""
+import sys
+import features, nmt, mira, embed
+from rerank.cli import main
+assert main(["features", "add", "--nbest", "val.nbest", "--scorer", "mbr:bleu,feature=uniform", "--out", "m.nbest"]) == 0
+assert main(["tune", "--nbest", "m.nbest", "--ref", "val.de", "--init", "zeros", "--tokenize", "none",
+             "--out", "w.json", "--quiet"]) == 0
+import rerank.mira, rerank.mira.kbmira, rerank.features.scorer, rerank.embed.config
+assert rerank.mira.Mira.__module__ == "rerank.mira.kbmira"
+for module in (features, nmt, mira, embed):
+    assert module.OWNER.startswith("not rerank"), module
+    assert module.__file__.startswith({str(shadow)!r}), module.__file__
+print("ok")
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), ROOT])}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    weights = (tmp_path / "w.json").read_text()
+    assert '"F"' in weights and '"G"' in weights
