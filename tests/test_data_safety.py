@@ -575,7 +575,11 @@ def test_a_signal_while_an_output_is_staged_is_raised_after_it_is_recorded(tmp_p
     def terminate(signum, frame):  # as rerank's CLI handles SIGTERM
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    # the handlers the CLI runs with, whatever an earlier test or library left installed
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, terminate),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
     try:
         with pytest.raises(KeyboardInterrupt):
             with StagedOutputs() as outputs:
@@ -583,10 +587,12 @@ def test_a_signal_while_an_output_is_staged_is_raised_after_it_is_recorded(tmp_p
                 monkeypatch.setattr(rerank.outputs.tempfile, "mkstemp", create_then_signal)
                 outputs.stage(str(tmp_path / "b.txt"))
                 raise AssertionError("not reached: the signal is raised when b.txt is staged")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+        assert signal.getsignal(signal.SIGTERM) is terminate
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     assert os.listdir(tmp_path) == []
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
 # 6. Errors name the user's path -------------------------------------------------------------
