@@ -60,7 +60,8 @@ def test_top_level_and_features_add_help_name_formats_and_scorers():
 
 
 def test_the_scorer_summary_names_every_registered_scorer():
-    from rerank.features.scorer import SCORER_SUMMARY, SCORERS
+    from rerank.features.scorer import SCORERS, scorer_summaries
 
-    assert sorted(SCORER_SUMMARY) == SCORERS.names()
-    assert all(line.startswith(name + ":") for name, line in SCORER_SUMMARY.items())
+    summaries = scorer_summaries()
+    assert sorted(summaries) == SCORERS.names()
+    assert all(line.startswith(name + ":") for name, line in summaries.items())

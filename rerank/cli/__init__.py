@@ -28,13 +28,13 @@ from rerank import __version__
 from rerank.cli import core, embed, features, generate, nmt, tune
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
-from rerank.features.scorer import SCORER_SUMMARY
+from rerank.features.scorer import scorer_summaries
 from rerank.outputs import check_paths
 
 
 def scorers_help() -> str:
     """One line per scorer of ``rerank features add --scorer``."""
-    return "scorers (rerank features add --scorer):\n" + "\n".join(f"  {line}" for line in SCORER_SUMMARY.values())
+    return "scorers (rerank features add --scorer):\n" + "\n".join(f"  {line}" for line in scorer_summaries().values())
 
 
 def show_defaults(parser: argparse.ArgumentParser) -> None:

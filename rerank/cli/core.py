@@ -353,10 +353,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--metrics",
             default="bleu,meteor,ter,length",
-            help="comma-separated (default: bleu,meteor,ter,length): bleu, meteor, ter, chrf, length "
-            "(100 · hyp/ref length, as MultEval), seg:NAME[:lower] (segment scores computed "
-            "elsewhere, e.g. COMET: one per line in FILE.NAME beside every replica FILE), or an "
-            "interpolation such as 0.5*bleu+0.5*chrf",
+            help="comma-separated (default: bleu,meteor,ter,length): "
+            + METRIC_HELP
+            + " (length: 100 · hyp/ref length, as MultEval; seg: scores one per line in FILE.NAME beside "
+            "every replica FILE)",
         )
         p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
         p.add_argument(

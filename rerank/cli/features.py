@@ -12,7 +12,7 @@ from rerank.cli.options import FORMATS_HELP, device_options, device_settings
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
-from rerank.features.scorer import SCORER_SUMMARY
+from rerank.features.scorer import scorer_summaries
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
 
@@ -72,7 +72,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "add",
         help="append the columns of one or more scorers (existing ones untouched)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=FORMATS_HELP + "\n\nscorers:\n" + "\n".join(f"  {line}" for line in SCORER_SUMMARY.values()),
+        description=FORMATS_HELP + "\n\nscorers:\n" + "\n".join(f"  {line}" for line in scorer_summaries().values()),
         epilog="example: rerank features add --nbest val.nbest --source val.en --scorer nmt:models/r2l --scorer mbr:bleu --out val.r2l.nbest",
     )
     q.add_argument("--nbest", required=True, help="Moses n-best list (id ||| hypothesis ||| name= value ... ||| total)")

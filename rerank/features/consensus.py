@@ -75,6 +75,9 @@ class ConsensusScorer(Scorer):
         InputError: unknown metric or setting, non-positive temperature.
     """
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility"
+
     set_name = "MBR"
 
     NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}

@@ -193,6 +193,9 @@ class HFSeq2SeqScorer(_PairScorer):
     """``hf:PATH,...``: forced decoding under a Hugging Face sequence-to-sequence model
     (module docstring); equal to transformers' own per-token cross-entropy (tested)."""
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "hf:PATH[,direction=forward|backward][,name=N][,src_lang=,tgt_lang=][,detok=moses:LANG] -> HF, HFNorm: a Hugging Face seq2seq model"
+
     allowed = _PairScorer.allowed + ("src_lang", "tgt_lang")
 
     def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
@@ -259,6 +262,9 @@ class HFCausalLMScorer(_PairScorer):
     """``hf-lm:PATH,...``: log P(hypothesis) under a Hugging Face causal language model
     (module docstring)."""
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "hf-lm:PATH[,name=N][,detok=moses:LANG] -> HFLM, HFLMNorm: a Hugging Face causal LM"
+
     default_name = "HFLM"
     kind = "hf-lm"
     allowed = ("name", "detok", "batch")
@@ -303,6 +309,9 @@ class CT2Scorer(_PairScorer):
     """``ct2:DIR,...``: forced decoding with CTranslate2's ``score_batch`` (module
     docstring); within 0.05 nats per sentence of ``hf:`` in float32 on the same model
     (tested)."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,bpe=... for fairseq exports][,name=N][,threads=N] -> CT2, CT2Norm: a CTranslate2 translation model"
 
     default_name = "CT2"
     kind = "ct2"

@@ -39,6 +39,9 @@ class LengthScorer(Scorer):
             not a positive number.
     """
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "len:PREPARED_DIR|RATIO -> LenRatio, LenDev: length ratio and its deviation"
+
     set_name = "Len"
 
     def __init__(self, arg: str):

@@ -210,6 +210,9 @@ class Model1Scorer(Scorer):
             that is not a positive integer / a probability in (0, 1).
     """
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=5][,floor=1e-7] -> IBM1Norm, IBM1InvNorm (form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word"
+
     set_name = "IBM1"
     #: the columns of each form
     FORMS = {

@@ -78,11 +78,17 @@ class _EmbeddingScorer(Scorer):
 class MLMMEScorer(_EmbeddingScorer):
     """s_s and s_i of an MLMME model (``mlmme:MODEL_DIR[,source=en][,target=de]``)."""
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "mlmme:MODEL_DIR[,name=P] -> MLMMEss (MLMMEsi with --images): MLMME s_s and s_i"
+
     prefix = "MLMME"
 
 
 @SCORERS.register("vse")
 class VSEScorer(_EmbeddingScorer):
     """s_i of a one-language VSE model of the target language (``vse:MODEL_DIR[,target=de]``)."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "vse:MODEL_DIR[,name=P] -> VSEsi: VSE s_i (--images)"
 
     prefix = "VSE"

@@ -386,6 +386,9 @@ class ForcedDecodingScorer(Scorer):
 class NMTScorer(ForcedDecodingScorer):
     """``nmt:MODEL_DIR``: a translation model (forward, r2l or backward) as a feature."""
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "nmt:MODEL_DIR -> ROLE, ROLENorm: forced decoding under a rerank nmt train model (R2L, Channel, L2R2)"
+
     def __init__(self, model_dir: str):
         super().__init__(model_dir, expect_kind="translation")
 
@@ -393,6 +396,9 @@ class NMTScorer(ForcedDecodingScorer):
 @SCORERS.register("lm")
 class LMScorer(ForcedDecodingScorer):
     """``lm:MODEL_DIR``: a target-side language model as a feature."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "lm:MODEL_DIR -> LM, LMNorm: a rerank nmt train-lm language model"
 
     def __init__(self, model_dir: str):
         super().__init__(model_dir, expect_kind="lm")
@@ -413,6 +419,9 @@ class FairseqScorer(ForcedDecodingScorer):
             load with those dictionaries, a language model given another direction (or the
             reverse).
     """
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "fairseq:CKPT.pt,dict=DIR,bpe=subword-nmt:CODES|sentencepiece:MODEL|none[,direction=forward|backward|r2l|lm][,name=N] -> N, NNorm: any fairseq checkpoint"
 
     def __init__(self, arg: str):
         spec = f"fairseq:{arg}"

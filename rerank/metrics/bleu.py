@@ -3,7 +3,7 @@ oracle selection use."""
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from rerank.bleu import (
     bleu_from_stats,
     bleu_plus_one,
 )
+from rerank.config import option
 from rerank.metrics.base import METRICS, Metric
 
 
@@ -27,6 +28,11 @@ class BleuMetric(Metric):
     name = "bleu"
     size_column = REF_LEN
     width = NUM_STATS
+
+    @dataclass
+    class Config:
+        tokenize: str = option(DEFAULT_TOKENIZE, "sacrebleu's tokeniser (none for tokenised text)")
+        lowercase: bool = option(False, "lowercase before scoring")
 
     def __init__(self, tokenize: str = DEFAULT_TOKENIZE, lowercase: bool = False):
         self.settings = BleuSettings(tokenize, lowercase)  # validates the tokeniser name
@@ -55,7 +61,3 @@ class BleuMetric(Metric):
 
     def length_ratio(self, summed):
         return float(summed[1] / summed[REF_LEN]) if summed[REF_LEN] else 0.0
-
-    @classmethod
-    def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "BleuMetric":
-        return cls(tokenize or DEFAULT_TOKENIZE, lowercase)

@@ -3,22 +3,37 @@ n-best list (consensus features)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import pair_matches
+from rerank.config import option
 from rerank.metrics.base import METRICS, SacrebleuStatsMetric
 
 
 @METRICS.register("chrf")
 class ChrfMetric(SacrebleuStatsMetric):
-    """chrF (Popović 2015) via sacrebleu (char order 6, beta 2): statistics are
-    [hyp, ref, match] counts per order; the score follows sacrebleu's effective-order
-    averaging of precision and recall."""
+    """chrF (Popović 2015) via sacrebleu (char order 6, beta 2; ``chrf:word_order=2`` is
+    chrF++, Popović 2017): statistics are [hyp, ref, match] counts per order (character
+    orders, then word orders); the score follows sacrebleu's effective-order averaging of
+    precision and recall."""
 
     name = "chrf"
     size_column = 1  # reference characters (order 1): MIRA's sentence gains are in characters
+
+    @dataclass
+    class Config:
+        char_order: int = option(6, "character n-gram order", type=positive_int)
+        word_order: int = option(0, "word n-gram order (2: chrF++)", type=non_negative_int)
+        beta: int = option(2, "recall's weight", type=positive_int)
+        lowercase: bool = option(False, "lowercase before scoring")
+
+    def __init__(self, lowercase: bool = False, char_order: int = 6, word_order: int = 0, beta: int = 2):
+        self.char_order, self.word_order, self.beta = char_order, word_order, beta
+        super().__init__(lowercase)
 
     @property
     def width(self) -> int:
@@ -32,7 +47,7 @@ class ChrfMetric(SacrebleuStatsMetric):
     def _make(self):
         from sacrebleu.metrics import CHRF
 
-        return CHRF(lowercase=self.lowercase)
+        return CHRF(char_order=self.char_order, word_order=self.word_order, beta=self.beta, lowercase=self.lowercase)
 
     def pair_stats(self, texts: Sequence[str], hyp_index: np.ndarray, ref_index: np.ndarray) -> np.ndarray:
         """float64[K, 3 · char order] statistics of ``texts[hyp_index[k]]`` against

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from rerank.bleu import REF_LEN
@@ -21,6 +19,8 @@ class LengthMetric(Metric):
     width = 2
     higher_is_better = None  # neither: closeness to 100 matters, so no better/worse marks
 
+    Config = BleuMetric.Config  # BLEU's tokenisation decides what a word is
+
     def __init__(self, tokenize: str = "13a", lowercase: bool = False):
         self.bleu = BleuMetric(tokenize, lowercase)
 
@@ -35,7 +35,3 @@ class LengthMetric(Metric):
 
     def signature(self):
         return "length|" + self.bleu.signature()
-
-    @classmethod
-    def create(cls, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> "LengthMetric":
-        return cls(tokenize or "13a", lowercase)

@@ -29,10 +29,12 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from typing import Sequence, Tuple
 
 import numpy as np
 
+from rerank.config import option
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Metric
 
@@ -107,6 +109,11 @@ class MeteorMetric(Metric):
 
     def length_ratio(self, summed):
         return float(summed[0] / summed[1]) if summed[1] else 0.0
+
+    @dataclass
+    class Config:
+        lang: str = option("de", "the jar's language (parameters, stemmer)")
+        lowercase: bool = option(False, "lowercase before scoring")
 
     def __init__(self, lang: str = "de", lowercase: bool = False, modules: str = None, weights: str = None):
         self.jar = find_jar()
@@ -192,10 +199,6 @@ class MeteorMetric(Metric):
             frag = np.where(whole, 0.0, chunks / ((test_words + ref_words) / 2.0))
             score = fmean * (1.0 - self.gamma * np.power(frag, self.beta))
         return 100.0 * np.where(np.isnan(score), 0.0, np.maximum(score, 0.0))
-
-    @classmethod
-    def create(cls, tokenize=None, lowercase: bool = False, lang: str = "de") -> "MeteorMetric":
-        return cls(lang=lang, lowercase=lowercase)
 
     def signature(self) -> str:
         params = " ".join(f"{x:g}" for x in (self.alpha, self.beta, self.gamma, self.delta))

@@ -14,24 +14,29 @@ from rerank.metrics.interpolated import InterpolatedMetric
 from rerank.metrics.segment import SegmentMetric
 
 _TERM = re.compile(
-    r"\s*([+-]?)\s*(?:(\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*\*\s*)?(seg:[A-Za-z0-9_.]+(?::lower)?|[a-z0-9_]+)\s*"
+    r"\s*([+-]?)\s*(?:(\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*\*\s*)?"
+    r"(seg:[A-Za-z0-9_.]+(?::lower)?|[a-z0-9_]+(?::[a-z_]+=[^,+*\s]+(?:,[a-z_]+=[^,+*\s]+)*)?)\s*"
 )
 
-#: what ``--metric`` accepts, for help texts
+#: what ``--metric`` accepts, for help texts (the registered names are read from the modules
+#: of rerank.metrics: a new metric module appears here with no other change)
 METRIC_HELP = (
-    "a metric: bleu, chrf, ter, meteor; seg:NAME (segment scores computed elsewhere, one per line in the "
+    f"a metric: {', '.join(METRICS.names())} (settings as NAME:key=value,…, e.g. chrf:word_order=2 for "
+    "chrF++); seg:NAME (segment scores computed elsewhere, one per line in the "
     "sidecar FILE.NAME of each scored file; seg:NAME:lower where lower is better); or an interpolation "
     "such as 0.5*bleu+0.5*chrf or bleu-ter (lower-is-better metrics enter with a minus sign)"
 )
 
 
 def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: str) -> Metric:
+    """One metric: ``seg:KEY[:lower]`` or a registered ``NAME[:key=value,…]``."""
     if name.startswith("seg:"):
         key, _, direction = name[4:].partition(":")
         if direction not in ("", "lower"):
             raise InputError(f"{name!r}: expected seg:NAME or seg:NAME:lower")
         return SegmentMetric(key, higher_is_better=direction != "lower")
-    return METRICS.get(name).create(tokenize=tokenize, lowercase=lowercase, lang=lang)
+    base, _, settings = name.partition(":")
+    return METRICS.get(base).create(tokenize=tokenize, lowercase=lowercase, lang=lang, settings=settings, spec=name)
 
 
 def parse_terms(spec: str) -> List[Tuple[float, str]]:
@@ -60,7 +65,7 @@ def make_metric(spec: str, tokenize: Optional[str] = None, lowercase: bool = Fal
     :class:`InputError` for an unknown name or an expression that does not parse.
     """
     spec = spec.strip()
-    if re.fullmatch(r"seg:[^+*\s]+|[a-z0-9_]+", spec):
+    if re.fullmatch(r"seg:[^+*\s]+|[a-z0-9_]+(?::[^+*\s]*)?", spec):
         return _single(spec, tokenize, lowercase, lang)
     terms = parse_terms(spec)
     if len(terms) == 1 and terms[0][0] == 1.0:
@@ -74,7 +79,7 @@ def make_objective(spec: str, tokenize: Optional[str] = None, lowercase: bool = 
     metric = make_metric(spec, tokenize, lowercase, lang)
     if not metric.tunable:
         raise InputError(
-            f"metric {spec!r} has no better direction: it cannot be optimised (choose bleu, chrf, ter, "
-            "meteor, seg:NAME or an interpolation)"
+            f"metric {spec!r} has no better direction: it cannot be optimised (choose one of "
+            f"{', '.join(n for n in METRICS.names() if n != spec)}, seg:NAME or an interpolation)"
         )
     return metric

@@ -29,19 +29,14 @@ from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
 import numpy as np
 
+from rerank.config import option  # noqa: F401  (re-exported: tuners import it from here)
 from rerank.metrics import Metric
 from rerank.metrics.bleu import BleuMetric
 from rerank.mira._native import model_best_stats
 from rerank.registry import Registry
 
-#: every tuner by name (``rerank tune --algorithm``); the modules listed register themselves
-TUNERS = Registry("tuner", builtin=("rerank.mira.kbmira", "rerank.mira.mert", "rerank.mira.pro"))
-
-
-def option(default: Any, help: str, flag: Optional[str] = None, type: Optional[Callable[[str], Any]] = None) -> Any:
-    """A ``Config`` field with its command-line help, flag (default ``--TUNER-FIELD``)
-    and argument type (a parser that range-checks, e.g. ``rerank.cli.options.positive_int``)."""
-    return field(default=default, metadata={"help": help, "flag": flag, "type": type})
+#: every tuner by name (``rerank tune --algorithm``); the modules of rerank.mira register themselves
+TUNERS = Registry("tuner", "rerank.mira", "TUNERS")
 
 
 @dataclass

@@ -1,0 +1,205 @@
+"""Adding a metric, a scorer or a tuner is one new file: the registries find a module of
+their package by its ``@REGISTRY.register`` decorator, so the command line (options, help,
+choices) and the Python API use it with no other change.
+
+The test copies the ``rerank`` package, adds three toy modules to the copy (one file each,
+nothing else edited) and runs the CLI and the API of the copy in a fresh interpreter."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import write_split
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TOY_METRIC = '''
+"""A toy metric: unigram recall, 100 · clipped matched words / reference words."""
+
+from collections import Counter
+
+import numpy as np
+
+from rerank.metrics.base import METRICS, Metric
+
+
+@METRICS.register("toyrecall")
+class ToyRecall(Metric):
+    """toyrecall: 100 · clipped matched words / reference words"""
+
+    name = "toyrecall"
+    width = 2
+    size_column = 1
+
+    def __init__(self, lowercase=False):
+        self.lowercase = lowercase
+
+    def stats(self, hypotheses, references):
+        rows = []
+        for h, r in zip(hypotheses, references):
+            hyp, ref = Counter(h.split()), Counter(r.split())
+            rows.append([sum(min(c, hyp[w]) for w, c in ref.items()), sum(ref.values())])
+        return np.asarray(rows, dtype=np.float64).reshape(len(rows), 2)
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        return np.where(stats[..., 1] > 0, 100.0 * stats[..., 0] / np.maximum(stats[..., 1], 1), 0.0)
+
+    def signature(self):
+        return "toyrecall|v1"
+'''
+
+TOY_SCORER = '''
+"""A toy scorer: the hypothesis length in characters."""
+
+import numpy as np
+
+from rerank.features.scorer import SCORERS, Scorer
+
+
+@SCORERS.register("toychars")
+class ToyChars(Scorer):
+    """toychars: -> ToyChars, characters of the hypothesis"""
+
+    summary = "toychars: -> ToyChars: the hypothesis length in characters"
+
+    def __init__(self, arg):
+        pass
+
+    def names(self, has_images):
+        return ["ToyChars"]
+
+    def score(self, nbest, sources, images):
+        return {"ToyChars": np.array([len(h) for h in nbest.hypotheses], dtype=np.float64)}
+'''
+
+TOY_TUNER = '''
+"""A toy tuner: every column weighted the same."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rerank import DEFAULT_SEED
+from rerank.mira.tuner import TUNERS, Tuner, option
+
+
+@TUNERS.register("toy-uniform")
+class ToyUniform(Tuner):
+    """toy-uniform: one weight for every column"""
+
+    @dataclass
+    class Config:
+        scale: float = option(1.0, "the weight of every column (default: 1.0)", "--toy-scale", float)
+        seed: int = DEFAULT_SEED
+
+    def search(self, problem, progress):
+        weights = np.full(problem.features.shape[1], self.config.scale)
+        return weights, {"toy_gain": float(problem.gain(weights))}
+'''
+
+DRIVER = """
+import json, sys
+import numpy as np
+import rerank
+from rerank.cli import main
+
+assert rerank.__file__.startswith(sys.argv[1]), rerank.__file__  # the copy, not the checkout
+# the command line
+assert main(["eval", "--ref", "test.de", "--hyp", "test.1best", "--metrics", "toyrecall", "--json",
+             "--out", "eval.json"]) == 0
+assert main(["features", "add", "--nbest", "val.nbest", "--scorer", "toychars:", "--out", "val.toy.nbest"]) == 0
+assert main(["tune", "--nbest", "val.toy.nbest", "--ref", "val.de", "--algorithm", "toy-uniform", "--toy-scale",
+             "2", "--metric", "toyrecall", "--out", "w.json", "--quiet"]) == 0
+# the Python API
+val = rerank.add_features(rerank.read_nbest("val.nbest"), ["toychars:"])
+tuned = rerank.tune(val, rerank.read_lines("val.de"), algorithm="toy-uniform", scale=3.0, metric="toyrecall")
+api_eval = rerank.evaluate(rerank.read_lines("test.1best"), rerank.read_lines("test.de"), metrics=["toyrecall"])
+json.dump({"api_columns": val.feature_names, "api_chars": val.features[:, -1].tolist(),
+           "api_config": tuned.details.get("config") if isinstance(tuned.details, dict) else None,
+           "api_weights": tuned.weights, "api_metric": tuned.metric, "api_eval": api_eval},
+          open("api.json", "w"))
+"""
+
+
+def test_a_toy_metric_scorer_and_tuner_are_one_file_each(tmp_path):
+    copy = tmp_path / "site"
+    shutil.copytree(
+        os.path.join(ROOT, "rerank"), copy / "rerank", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    added = {
+        "rerank/metrics/toyrecall.py": TOY_METRIC,
+        "rerank/features/toychars.py": TOY_SCORER,
+        "rerank/mira/toyuniform.py": TOY_TUNER,
+    }
+    for path, code in added.items():
+        (copy / path).write_text(textwrap.dedent(code))
+    work = tmp_path / "work"
+    work.mkdir()
+    write_split(work, "val", 12, seed=1)
+    write_split(work, "test", 10, seed=2)
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+
+    # the checkout itself does not know them (the copy's new files are what adds them)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rerank.cli",
+            "eval",
+            "--ref",
+            "test.de",
+            "--hyp",
+            "test.1best",
+            "--metrics",
+            "toyrecall",
+        ],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "unknown metric 'toyrecall'" in done.stderr, done.stderr
+
+    # the help texts name them, generated from the registries and the tuner's Config
+    for argv, needles in (
+        (["tune", "--help"], ["toy-uniform", "--toy-scale", "the weight of every column"]),
+        (["features", "add", "--help"], ["toychars: -> ToyChars"]),
+        (["eval", "--help"], ["toyrecall"]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "rerank.cli", *argv], cwd=work, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        flat = " ".join(done.stdout.split())
+        for needle in needles:
+            assert needle in flat, (argv, needle)
+
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(copy)], cwd=work, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    # the metric: unigram recall of the 1-best, by hand
+    hyps = (work / "test.1best").read_text().splitlines()
+    refs = (work / "test.de").read_text().splitlines()
+    matched = sum(sum(min(r.split().count(w), h.split().count(w)) for w in set(r.split())) for h, r in zip(hyps, refs))
+    expected = 100.0 * matched / sum(len(r.split()) for r in refs)
+    (row,) = json.loads((work / "eval.json").read_text())
+    assert row["metric"] == "toyrecall" and row["signature"] == "toyrecall|v1"
+    assert abs(row["score"] - expected) < 1e-4, (row, expected)
+    # the scorer: one column of character counts
+    lines = (work / "val.toy.nbest").read_text().splitlines()
+    first = lines[0].split(" ||| ")
+    assert f"ToyChars= {len(first[1])}" in first[2]
+    # the tuner: its Config from the command line, the metric it was asked to maximise
+    record = json.loads((work / "w.json").read_text())
+    assert record["config"]["scale"] == 2.0 and record["tuning"]["metric"] == "toyrecall"
+    assert record["metric_signature"] == "toyrecall|v1"
+    assert set(record["weights"]) == {"NMT", "ToyChars"}
+    # the API: the same three components by keyword
+    api = json.loads((work / "api.json").read_text())
+    assert api["api_columns"] == ["NMT", "ToyChars"] and api["api_metric"] == "toyrecall"
+    assert api["api_chars"][0] == len(first[1])
+    assert abs(api["api_eval"]["toyrecall"] - expected) < 1e-9

@@ -1,0 +1,99 @@
+"""Metric settings from each metric's ``Config`` (``NAME:key=value``): chrF++ and other chrF
+variants equal sacrebleu's, BLEU's tokeniser in the spec, bad settings refused in one line,
+and the spec's name kept apart from the default metric's."""
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from sacrebleu.metrics import BLEU, CHRF
+
+from rerank.cli import main
+from rerank.config import option, parse_settings
+from rerank.errors import InputError
+from rerank.metrics import make_metric, make_objective
+from tests.conftest import one_line_error, random_corpus, write_split
+
+
+@pytest.mark.parametrize(
+    "spec, reference",
+    [
+        ("chrf", CHRF()),
+        ("chrf:word_order=2", CHRF(word_order=2)),  # chrF++
+        ("chrf:beta=1,char_order=4", CHRF(beta=1, char_order=4)),
+        ("chrf:word_order=2,lowercase=true", CHRF(word_order=2, lowercase=True)),
+        ("bleu:tokenize=none", BLEU(tokenize="none")),
+    ],
+)
+def test_metric_settings_equal_sacrebleus_metric(spec, reference):
+    refs, hyps, _ = random_corpus(30, 1, seed=4)
+    hyps = [h.capitalize() for h in hyps]  # casing differs, so lowercase=true matters
+    metric = make_metric(spec)
+    assert metric.corpus_score(hyps, refs) == pytest.approx(reference.corpus_score(hyps, [refs]).score, abs=1e-9)
+    assert metric.name == spec if ":" in spec else metric.name == "chrf"
+
+
+def test_chrf_plus_plus_is_a_tuning_objective_and_interpolates():
+    refs, hyps, _ = random_corpus(20, 1, seed=5)
+    metric = make_objective("0.5*bleu+0.5*chrf:word_order=2", tokenize="none")
+    expected = 0.5 * BLEU(tokenize="none").corpus_score(hyps, [refs]).score
+    expected += 0.5 * CHRF(word_order=2).corpus_score(hyps, [refs]).score
+    assert metric.corpus_score(hyps, refs) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("chrf:order=3", "unknown setting 'order=3' (known: char_order=6"),
+        ("chrf:word_order=x", "word_order=x"),
+        ("chrf:beta=0", "not a positive integer"),
+        ("chrf:beta=2,beta=3", "beta is set twice"),
+        ("chrf:lowercase=maybe", "expected true or false"),
+        ("ter:x=1", "metric 'ter' takes no settings"),
+        ("bleu:tokenize=klingon", "klingon"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_setting(spec, needle):
+    with pytest.raises(InputError, match=None) as err:
+        make_metric(spec)
+    assert needle in str(err.value)
+
+
+def test_parse_settings_reads_each_type_and_takes_defaults():
+    @dataclass
+    class Config:
+        n: int = option(3, "a count")
+        x: float = option(0.5, "a number")
+        on: bool = option(False, "a switch")
+        name: str = option("a", "a word")
+
+    assert parse_settings(Config, "", "t") == Config()
+    assert parse_settings(Config, "n=7, x=1e-3,on=yes,name=b", "t") == Config(7, 1e-3, True, "b")
+    assert parse_settings(Config, "x=2", "t", defaults={"name": "c", "other": 1}) == Config(x=2.0, name="c")
+    with pytest.raises(InputError, match="t: unknown setting 'y'"):
+        parse_settings(Config, "y", "t")
+
+
+def test_the_command_line_keeps_chrf_and_chrf_plus_plus_apart(tmp_path, capsys):
+    _, refs = write_split(tmp_path, "test", 12, seed=2)
+    out = tmp_path / "eval.json"
+    argv = ["eval", "--ref", str(tmp_path / "test.de"), "--hyp", str(tmp_path / "test.1best"), "--tokenize", "none"]
+    assert main(argv + ["--metrics", "chrf,chrf:word_order=2", "--json", "--out", str(out)]) == 0
+    rows = {r["metric"]: r["score"] for r in json.loads(out.read_text())}
+    hyps = (tmp_path / "test.1best").read_text().splitlines()
+    assert rows["chrf"] == pytest.approx(CHRF().corpus_score(hyps, [refs]).score, abs=1e-4)
+    assert rows["chrf:word_order=2"] == pytest.approx(CHRF(word_order=2).corpus_score(hyps, [refs]).score, abs=1e-4)
+    capsys.readouterr()
+    assert main(argv + ["--metrics", "chrf:char_order=0"]) == 1
+    one_line_error(capsys, "chrf:char_order=0", "not a positive integer")
+
+
+def test_tuning_for_chrf_plus_plus_records_it(tmp_path):
+    write_split(tmp_path, "val", 15, seed=1)
+    out = tmp_path / "w.json"
+    argv = ["tune", "--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.de"), "--quiet"]
+    assert main(argv + ["--metric", "chrf:word_order=2", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["tuning"]["metric"] == "chrf:word_order=2"
+    assert "nw:2" in record["metric_signature"]
+    assert record["tuning"]["score"] >= record["tuning"]["initial_score"]
