@@ -16,8 +16,6 @@ attribute lookup.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -27,10 +25,11 @@ from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
 from rerank.errors import InputError
 from rerank.features.add import add_columns
 from rerank.metrics import make_metric, make_objective
-from rerank.mira.tuner import TUNERS, make_tuner
-from rerank.mira.tuning import TuningSetup, restrict, start_weights, widen
-from rerank.nbest import NBestList, read_nbest, weights_dict, weights_vector, write_lines, write_nbest
-from rerank.report import format_table, significance_table
+from rerank.metrics.evaluate import check_system_names
+from rerank.mira.tuner import TUNERS
+from rerank.mira.tuning import TuningSetup, tune_list
+from rerank.nbest import NBestList, read_nbest, weights_dict, weights_vector, write_nbest
+from rerank.report import format_table, significance_of
 from rerank.textio import read_lines
 
 __all__ = [
@@ -149,15 +148,10 @@ def tune(
         metric,
         lang,
     )
-    if isinstance(init, str):
-        start, start_from = start_weights(nbest, init, "the n-best list")
-    else:
-        start, start_from = weights_vector(dict(init), nbest, "init"), "weights"
-    part, start, start_from, columns = restrict(nbest, start, start_from, setup, "the n-best list")
+    start = None if isinstance(init, str) else weights_vector(dict(init), nbest, "init")
     index = np.arange(len(nbest.hypotheses))
     stats = objective.hypothesis_stats(list(nbest.hypotheses), list(references), nbest.segment, index)
-    result = make_tuner(algorithm, settings).tune(part.features, stats, part.offsets, start, metric=objective)
-    vector = widen(result.weights, columns, len(nbest.feature_names))
+    vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start)
     return Tuning(
         {k: float(v) for k, v in weights_dict(vector, nbest).items()},
         result.score,
@@ -213,25 +207,17 @@ def significance(
     ``{"rows", "meta"}`` (:func:`rerank.report.significance_table`; render it with
     :func:`format_table`).  ``options``: ``shuffles``, ``resamples``, ``seed``,
     ``compare_to``, ``lang``.  Raises :class:`InputError` as ``rerank signif``."""
-    with tempfile.TemporaryDirectory() as tmp:
 
-        def files(name: str, replicas: Sequence[Sequence[str]]) -> List[str]:
-            if not replicas or isinstance(replicas[0], str):
-                raise InputError(f"{name}: expected a list of replicas, each a list of hypotheses")
-            paths = []
-            for hyps in replicas:
-                paths.append(os.path.join(tmp, f"{len(os.listdir(tmp))}.txt"))
-                write_lines(hyps, paths[-1])
-            return paths
+    def replicas_of(name: str, replicas: Sequence[Sequence[str]]) -> List[List[str]]:
+        if not replicas or isinstance(replicas, str) or any(isinstance(r, str) for r in replicas):
+            raise InputError(f"{name}: expected a list of replicas, each a list of hypotheses")
+        return [list(hyps) for hyps in replicas]
 
-        ref_path = os.path.join(tmp, "reference.txt")
-        write_lines(references, ref_path)
-        base = files("baseline", baseline)
-        named = [(name, files(name, replicas)) for name, replicas in systems.items()]
-        result = significance_table(
-            ref_path, base, named, metrics=list(metrics), bleu=BleuSettings(tokenize, lowercase), **options
-        )
-    for row in result["rows"]:
-        row.pop("files", None)
-    result["meta"].pop("reference", None)
-    return result
+    check_system_names("baseline", list(systems.items()))
+    texts = {"baseline": replicas_of("baseline", baseline)}
+    texts.update((name, replicas_of(name, replicas)) for name, replicas in systems.items())
+    if not references:
+        raise InputError("no references: nothing to score")
+    return significance_of(
+        list(references), texts, metrics=list(metrics), bleu=BleuSettings(tokenize, lowercase), **options
+    )

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from rerank.errors import InputError
 
 
-def option(default: Any, help: str, flag: Optional[str] = None, type: Optional[Callable[[str], Any]] = None) -> Any:
-    """A ``Config`` field with its help text, flag (tuners: default ``--TUNER-FIELD``) and
+def option(
+    default: Any,
+    help: str,
+    flag: Optional[str] = None,
+    type: Optional[Callable[[str], Any]] = None,
+    choices: Optional[Sequence[str]] = None,
+    positional: bool = False,
+) -> Any:
+    """A ``Config`` field with its help text, flag (tuners: default ``--TUNER-FIELD``),
     argument type (a parser that range-checks, e.g. :func:`rerank.argtypes.positive_int`;
-    default: the field's own type, ``int``, ``float``, ``str`` or ``bool``)."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "type": type})
+    default: the field's own type, ``int``, ``float``, ``str`` or ``bool``), the values it
+    may take (``choices``), and whether a spec gives it first without its key
+    (``positional``: ``mbr:bleu`` for ``utility=bleu``, ``len:DIR`` for ``corpus=DIR``)."""
+    metadata = {"help": help, "flag": flag, "type": type, "choices": tuple(choices) if choices else None}
+    return dataclasses.field(default=default, metadata={**metadata, "positional": positional})
 
 
 def _parser(field: dataclasses.Field) -> Callable[[str], Any]:
@@ -59,14 +69,22 @@ def parse_settings(config_class: type, text: str, spec: str, defaults: Optional[
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     values = {k: v for k, v in (defaults or {}).items() if k in fields}
     seen = set()
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    first = [f.name for f in fields.values() if f.metadata.get("positional")]
+    for k, item in enumerate(part.strip() for part in text.split(",")):
+        if not item:
+            continue
         key, eq, value = item.partition("=")
+        if k == 0 and first and (not eq or key.strip() not in fields):  # NAME:VALUE,…: the positional field
+            key, eq, value = first[0], "=", item
         key = key.strip()
         if not eq or key not in fields:
             raise InputError(f"{spec}: unknown setting {item!r} (known: {settings_help(config_class)})")
         if key in seen:
             raise InputError(f"{spec}: {key} is set twice")
         seen.add(key)
+        choices = fields[key].metadata.get("choices")
+        if choices and value.strip() not in choices:
+            raise InputError(f"{spec}: {key} must be one of {', '.join(choices)} (not {value.strip()!r})")
         try:
             values[key] = _parser(fields[key])(value.strip())
         except (ValueError, TypeError, argparse.ArgumentTypeError) as err:
@@ -83,5 +101,23 @@ def settings_help(config_class: type) -> str:
     for f in dataclasses.fields(config_class):
         default = f.default if f.default is not dataclasses.MISSING else "…"
         text = f.metadata.get("help")
+        choices = f.metadata.get("choices")
+        text = f"{text}: {'|'.join(choices)}" if text and choices else text
         parts.append(f"{f.name}={default}" + (f" ({text})" if text else ""))
     return ", ".join(parts)
+
+
+def spec_help(name: str, config_class: type) -> str:
+    """The spec a user writes, from the Config: ``mbr:UTILITY[,feature=NMT][,temperature=1.0]``
+    (the positional field in capitals, or its choices)."""
+    head, rest = f"{name}:", []
+    for f in dataclasses.fields(config_class):
+        choices = f.metadata.get("choices")
+        if f.metadata.get("positional"):
+            head += "|".join(choices) if choices else f.name.upper()
+            continue
+        default = f.default if f.default not in (dataclasses.MISSING, "") else f.name.upper()
+        rest.append(f"{f.name}={'|'.join(choices) if choices else default}")
+    if not rest:
+        return head
+    return head + ("[," if head.endswith(":") is False else "[") + "][,".join(rest) + "]"

@@ -68,11 +68,47 @@ def significance_table(
     if not refs:
         raise InputError("no reference segments: nothing to score", ref_path)
     check_system_names(baseline_name, systems)
-    names = [baseline_name] + [name for name, _ in systems]
-    if compare_to is not None and compare_to not in names[1:]:
-        raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
     files = {baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
     texts = {name: [read_system(p, len(refs)) for p in paths] for name, paths in files.items()}
+    result = significance_of(
+        refs, texts, metrics, bleu, lang, shuffles, resamples, seed, compare_to, baseline_name, progress, files
+    )
+    result["meta"] = {"reference": ref_path, **result["meta"]}
+    return result
+
+
+def significance_of(
+    refs: Sequence[str],
+    texts: Dict[str, List[List[str]]],
+    metrics: Sequence[str] = ("bleu", "ter"),
+    bleu: BleuSettings = BleuSettings(),
+    lang: str = "de",
+    shuffles: int = 10000,
+    resamples: int = 10000,
+    seed: int = DEFAULT_SEED,
+    compare_to: Optional[str] = None,
+    baseline_name: str = "baseline",
+    progress: bool = False,
+    files: Optional[Dict[str, List[str]]] = None,
+) -> Dict:
+    """:func:`significance_table` on texts held in memory: ``texts`` maps each system (the
+    baseline first, named ``baseline_name``) to its replicas, each a list of N hypotheses
+    for the N ``refs``. ``files`` (the replicas' paths, by system) are needed only by
+    ``seg:`` metrics, which read each file's sidecar scores; rows carry them as ``files``.
+
+    Raises:
+        InputError: a replica of another length than the references, an unknown
+            ``compare_to``, a ``seg:`` metric without files.
+    """
+    names = list(texts)
+    if not names or names[0] != baseline_name:
+        raise InputError(f"the first system must be the baseline {baseline_name!r}")
+    if compare_to is not None and compare_to not in names[1:]:
+        raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
+    for name, replicas in texts.items():
+        for k, hyps in enumerate(replicas):
+            if len(hyps) != len(refs):
+                raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {len(refs)} references")
     rows, signatures = [], {}
     items = [(m, n) for m in metrics for n in names]
     bar = None
@@ -87,6 +123,10 @@ def significance_table(
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
         signatures[metric_name] = metric.signature()
+        if not metric.from_text and files is None:
+            raise InputError(
+                f"{metric_name}: seg: scores are read from files beside the systems' outputs (rerank signif)"
+            )
         stats = _shared_stats(metric, texts, refs, files)
         scored = {}
         for name in names:
@@ -115,13 +155,12 @@ def significance_table(
                     "higher_is_better": metric.higher_is_better,
                     "replicas": len(r.replica_scores),
                     "replica_scores": r.replica_scores,
-                    "files": files[name],
+                    **({"files": files[name]} if files is not None else {}),
                 }
             )
     if bar is not None:
         bar.close()
     meta = {
-        "reference": ref_path,
         "shuffles": shuffles,
         "resamples": resamples,
         "seed": seed,

@@ -98,3 +98,22 @@ def test_api_errors_are_input_errors():
     with pytest.raises(InputError, match="unknown scorer"):
         rerank.add_features(nbest, ["nope:"])
     assert rerank.tune(nbest, refs, init="zeros", tokenize="none", iterations=2).weights.keys() == {"F"}
+
+
+def test_significance_works_in_memory_and_names_the_system(tmp_path, monkeypatch):
+    """No temporary files: a replica of the wrong length is named by its system, seg: metrics
+    (scores beside files) are refused, and the result holds no file paths."""
+    import tempfile
+
+    made = []
+    monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: made.append(a) or (_ for _ in ()).throw(AssertionError))
+    refs = ["a b c d e", "f g h i j", "k l m n o"]
+    beam = [["a b c d x", "f g h i y", "k l m n z"]]
+    with pytest.raises(InputError, match=r"\+r2l: replica 2 has 2 hypotheses for 3 references"):
+        rerank.significance(refs, beam, {"+r2l": [refs, refs[:2]]}, tokenize="none")
+    with pytest.raises(InputError, match="seg: scores are read from files"):
+        rerank.significance(refs, beam, {"+r2l": [refs]}, metrics=["seg:comet"])
+    table = rerank.significance(refs, beam, {"+r2l": [refs]}, metrics=["bleu"], tokenize="none", shuffles=100)
+    (row,) = [r for r in table["rows"] if r["system"] == "+r2l"]
+    assert row["score"] == pytest.approx(100.0) and "files" not in row and "reference" not in table["meta"]
+    assert not made

@@ -53,10 +53,13 @@ class ToyRecall(Metric):
 '''
 
 TOY_SCORER = '''
-"""A toy scorer: the hypothesis length in characters."""
+"""A toy scorer: the hypothesis length in characters, or in words."""
+
+from dataclasses import dataclass
 
 import numpy as np
 
+from rerank.config import option
 from rerank.features.scorer import SCORERS, Scorer
 
 
@@ -64,16 +67,22 @@ from rerank.features.scorer import SCORERS, Scorer
 class ToyChars(Scorer):
     """toychars: -> ToyChars, characters of the hypothesis"""
 
-    summary = "toychars: -> ToyChars: the hypothesis length in characters"
+    summary = "ToyChars: the hypothesis length"
 
-    def __init__(self, arg):
-        pass
+    @dataclass
+    class Config:
+        unit: str = option("chars", "what is counted", choices=("chars", "words"), positional=True)
+        scale: float = option(1.0, "a factor")
+
+    def __init__(self, config):
+        self.config = config
 
     def names(self, has_images):
         return ["ToyChars"]
 
     def score(self, nbest, sources, images):
-        return {"ToyChars": np.array([len(h) for h in nbest.hypotheses], dtype=np.float64)}
+        count = len if self.config.unit == "chars" else (lambda h: len(h.split()))
+        return {"ToyChars": self.config.scale * np.array([count(h) for h in nbest.hypotheses], dtype=np.float64)}
 '''
 
 TOY_TUNER = '''
@@ -115,7 +124,7 @@ assert main(["features", "add", "--nbest", "val.nbest", "--scorer", "toychars:",
 assert main(["tune", "--nbest", "val.toy.nbest", "--ref", "val.de", "--algorithm", "toy-uniform", "--toy-scale",
              "2", "--metric", "toyrecall", "--out", "w.json", "--quiet"]) == 0
 # the Python API
-val = rerank.add_features(rerank.read_nbest("val.nbest"), ["toychars:"])
+val = rerank.add_features(rerank.read_nbest("val.nbest"), ["toychars:chars,scale=2"])
 tuned = rerank.tune(val, rerank.read_lines("val.de"), algorithm="toy-uniform", scale=3.0, metric="toyrecall")
 api_eval = rerank.evaluate(rerank.read_lines("test.1best"), rerank.read_lines("test.de"), metrics=["toyrecall"])
 json.dump({"api_columns": val.feature_names, "api_chars": val.features[:, -1].tolist(),
@@ -167,7 +176,7 @@ def test_a_toy_metric_scorer_and_tuner_are_one_file_each(tmp_path):
     # the help texts name them, generated from the registries and the tuner's Config
     for argv, needles in (
         (["tune", "--help"], ["toy-uniform", "--toy-scale", "the weight of every column"]),
-        (["features", "add", "--help"], ["toychars: -> ToyChars"]),
+        (["features", "add", "--help"], ["toychars:chars|words[,scale=1.0] -> ToyChars: the hypothesis length"]),
         (["eval", "--help"], ["toyrecall"]),
     ):
         done = subprocess.run(
@@ -201,5 +210,5 @@ def test_a_toy_metric_scorer_and_tuner_are_one_file_each(tmp_path):
     # the API: the same three components by keyword
     api = json.loads((work / "api.json").read_text())
     assert api["api_columns"] == ["NMT", "ToyChars"] and api["api_metric"] == "toyrecall"
-    assert api["api_chars"][0] == len(first[1])
+    assert api["api_chars"][0] == 2 * len(first[1])
     assert abs(api["api_eval"]["toyrecall"] - expected) < 1e-9

@@ -8,8 +8,8 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from rerank.bleu import bleu_from_stats, pair_bleu_stats
 from rerank.errors import InputError
-from rerank.features.consensus import ConsensusScorer, list_pairs, list_softmax
-from rerank.features.length import LengthScorer, mean_log_ratio
+from rerank.features.consensus import list_pairs, list_softmax
+from rerank.features.length import mean_log_ratio
 from rerank.features.scorer import make_scorer
 from rerank.metrics.chrf import ChrfMetric
 from rerank.nbest import NBestList
@@ -73,7 +73,7 @@ def test_pair_chrf_equals_sacrebleu_sentence_chrf():
 def test_expected_utility_by_hand(metric):
     nmt = np.array([-1.0, -2.0, -5.0, -3.0, -0.5, -1.5, -4.0])
     nbest = _nbest(LISTS, nmt)
-    got = ConsensusScorer(metric).score(nbest, None, None)["MBRBLEU" if metric == "bleu" else "MBRchrF"]
+    got = make_scorer(f"mbr:{metric}").score(nbest, None, None)["MBRBLEU" if metric == "bleu" else "MBRchrF"]
     sentence = (BLEU(tokenize="none", effective_order=True) if metric == "bleu" else CHRF()).sentence_score
     expected = []
     for start, lst in ((0, LISTS[0]), (4, LISTS[1])):
@@ -88,7 +88,7 @@ def test_expected_utility_by_hand(metric):
 def test_consensus_settings():
     nbest = _nbest(LISTS, np.zeros(7))
     flat = make_scorer("mbr:bleu,feature=WordPenalty,temperature=1e9").score(nbest, None, None)["MBRBLEU"]
-    uniform = ConsensusScorer("bleu").score(nbest, None, None)["MBRBLEU"]  # NMT all zero: uniform too
+    uniform = make_scorer("mbr:bleu").score(nbest, None, None)["MBRBLEU"]  # NMT all zero: uniform too
     assert flat == pytest.approx(uniform)
     for bad in ("mbr:meteor", "mbr:bleu,temperature=0", "mbr:bleu,temperature=x", "mbr:bleu,beam=3"):
         with pytest.raises(InputError):
@@ -111,7 +111,7 @@ def test_length_features_by_hand(tmp_path):
     (tmp_path / "tok" / "train.en").write_text("a b\na b c d\n")
     (tmp_path / "tok" / "train.de").write_text("a b c d\na b\n")
     assert mean_log_ratio(["a b", "a b c d"], ["a b c d", "a b"]) == pytest.approx(0.0)
-    assert LengthScorer(str(tmp_path)).log_mean == pytest.approx(0.0)
+    assert make_scorer(f"len:{tmp_path}").log_mean == pytest.approx(0.0)
     for bad in ("len:", "len:-1", "len:abc"):
         with pytest.raises(InputError):
             make_scorer(bad)
@@ -121,12 +121,11 @@ def test_length_features_by_hand(tmp_path):
 
 def test_mbr_uniform_weighs_samples_alike():
     from rerank.bleu import bleu_from_stats, pair_bleu_stats
-    from rerank.features.consensus import ConsensusScorer
     from rerank.nbest import NBestList
 
     hyps = ["a b c d", "a b c e", "x y z w"]
     nbest = NBestList(np.array([0, 3]), hyps, np.array([[5.0], [0.0], [-5.0]]), ["NMT"])
-    got = ConsensusScorer("bleu,feature=uniform").score(nbest, None, None)["MBRBLEU"]
+    got = make_scorer("mbr:bleu,feature=uniform").score(nbest, None, None)["MBRBLEU"]
     for i in range(3):
         stats = pair_bleu_stats(hyps, np.full(3, i), np.arange(3))
         assert got[i] == pytest.approx(bleu_from_stats(stats, effective_order=True).mean())

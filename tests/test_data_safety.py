@@ -776,13 +776,14 @@ def test_streamed_verbs_equal_the_whole_list(files, monkeypatch):
 
 
 def test_mbr_in_pair_groups_equals_all_pairs_at_once(corpus):
-    from rerank.features.consensus import ConsensusScorer, pair_groups
+    from rerank.features.consensus import pair_groups
+    from rerank.features.scorer import make_scorer
 
     refs, hyps, segment = corpus
     offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
     nbest = NBestList(offsets, hyps, np.random.RandomState(1).randn(len(hyps), 1), ["NMT"])
     for metric in ("bleu", "chrf"):
-        scorer = ConsensusScorer(metric)
+        scorer = make_scorer(f"mbr:{metric}")
         whole = scorer.score(nbest, None, None)
         scorer.max_pairs = 40  # a few segments per group (6 x 6 = 36 pairs each)
         grouped = scorer.score(nbest, None, None)

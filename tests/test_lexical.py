@@ -187,9 +187,9 @@ def test_features_add_with_ibm1_writes_the_columns_and_the_set(tmp_path):
     [
         ("ibm1:", "needs the training corpus"),
         ("ibm1:{tmp}/nowhere", "no prepare.json"),
-        ("ibm1:{data},iterations=0", "iterations must be >= 1"),
-        ("ibm1:{data},iterations=two", "must be an integer"),
-        ("ibm1:{data},floor=1.5", "floor in (0, 1)"),
+        ("ibm1:{data},iterations=0", "iterations=0: '0' is not a positive integer"),
+        ("ibm1:{data},iterations=two", "iterations=two: 'two' is not a number"),
+        ("ibm1:{data},floor=1.5", "floor=1.5: '1.5' is not in (0, 1)"),
         ("ibm1:{data},smoothing=1", "unknown setting"),
         ("ibm1:{data},form=mean", "form must be one of word, sum, both"),
     ],

@@ -20,13 +20,16 @@ so no metric is implemented twice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, Tuple
 
 import numpy as np
 
+from rerank.argtypes import positive_float
 from rerank.bleu import bleu_from_stats, pair_bleu_stats
+from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, cost_ranges, parse_settings
+from rerank.features.scorer import SCORERS, Scorer, cost_ranges
 from rerank.metrics.chrf import ChrfMetric
 
 
@@ -68,15 +71,18 @@ class ConsensusScorer(Scorer):
     """Expected sentence-BLEU or chrF of each hypothesis against its list (MBR utility).
 
     Args:
-        arg: ``bleu`` or ``chrf``, optionally followed by ``,feature=NAME`` (the
-            log-probability column of the distribution, default NMT) and
-            ``,temperature=T`` (default 1).
+        config: :attr:`Config` (``mbr:bleu``, ``mbr:chrf,feature=uniform,temperature=0.5``).
     Raises:
-        InputError: unknown metric or setting, non-positive temperature.
+        InputError: (from the spec) an unknown utility or setting, a non-positive temperature.
     """
 
-    #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "mbr:bleu|chrf[,feature=NMT|uniform][,temperature=T] -> MBRBLEU / MBRchrF: MBR expected utility"
+    summary = "MBRBLEU / MBRchrF: MBR expected utility"
+
+    @dataclass
+    class Config:
+        utility: str = option("", "the sentence utility", choices=("bleu", "chrf"), positional=True)
+        feature: str = option("NMT", "the log-probability column of the distribution, or uniform (samples)")
+        temperature: float = option(1.0, "softmax temperature", type=positive_float)
 
     set_name = "MBR"
 
@@ -84,17 +90,10 @@ class ConsensusScorer(Scorer):
     #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of segments
     max_pairs = 1_000_000
 
-    def __init__(self, arg: str):
-        metric, settings = parse_settings(arg, ("feature", "temperature"), f"mbr:{arg}")
-        if metric not in self.NAMES:
-            raise InputError(f"mbr:{arg}: the utility must be one of {', '.join(self.NAMES)}")
-        self.metric, self.feature = metric, settings.get("feature") or "NMT"
-        try:
-            self.temperature = float(settings.get("temperature", 1.0))
-        except ValueError:
-            raise InputError(f"mbr:{arg}: temperature {settings['temperature']!r} is not a number") from None
-        if not (np.isfinite(self.temperature) and self.temperature > 0):
-            raise InputError(f"mbr:{arg}: temperature must be a positive number")
+    def __init__(self, config: "ConsensusScorer.Config"):
+        if config.utility not in self.NAMES:
+            raise InputError(f"mbr: the utility must be one of {', '.join(self.NAMES)}: mbr:bleu or mbr:chrf")
+        self.metric, self.feature, self.temperature = config.utility, config.feature or "NMT", config.temperature
 
     def names(self, has_images: bool) -> List[str]:
         return [self.NAMES[self.metric]]

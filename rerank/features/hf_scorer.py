@@ -40,14 +40,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank.config import option
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.nmt_scorer import make_bpe
-from rerank.features.scorer import SCORERS, Scorer, parse_settings
+from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
 
 DIRECTIONS = ("forward", "backward")
@@ -98,6 +100,18 @@ def _positive(value: str, key: str, spec: str) -> int:
     return number
 
 
+@dataclass
+class _PairConfig:
+    """The settings every pair scorer (``hf:``, ``ct2:``) has."""
+
+    path: str = option("", "the model's directory", positional=True)
+    direction: str = option("", "forward (default), backward (the channel model), r2l (ct2: of fairseq exports)")
+    name: str = option("", "the column (default by scorer and direction: HF, HFChannel, CT2, CT2R2L…)")
+    detok: str = option("", "detokenise hypotheses first: moses:LANG")
+    source_detok: str = option("", "detokenise sources first: moses:LANG")
+    batch: str = option("", "hypotheses per batch (default: hf 64, ct2 32)")
+
+
 class _PairScorer(Scorer):
     """Shared by every model scorer here: settings, de-duplication, length batching,
     the two columns.  Subclasses implement :meth:`score_unique` on distinct pairs."""
@@ -106,14 +120,13 @@ class _PairScorer(Scorer):
     directions = DIRECTIONS
     default_name = "HF"
     kind = "hf"
-    allowed = ("direction", "name", "detok", "source_detok", "batch")
     needs_source = True
 
     default_batch = 64
 
-    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
+    def __init__(self, config, devices: DeviceSettings = DeviceSettings()):
+        path, settings, arg = given_settings(config)
         spec = f"{self.kind}:{arg}"
-        path, settings = parse_settings(arg, self.allowed, spec)
         if not path:
             raise InputError(f"{spec}: give the model's directory, e.g. {self.kind}:models/opus-mt-en-de")
         if not os.path.isdir(path):
@@ -194,12 +207,15 @@ class HFSeq2SeqScorer(_PairScorer):
     (module docstring); equal to transformers' own per-token cross-entropy (tested)."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "hf:PATH[,direction=forward|backward][,name=N][,src_lang=,tgt_lang=][,detok=moses:LANG] -> HF, HFNorm: a Hugging Face seq2seq model"
+    summary = "HF, HFNorm: a Hugging Face seq2seq model"
 
-    allowed = _PairScorer.allowed + ("src_lang", "tgt_lang")
+    @dataclass
+    class Config(_PairConfig):
+        src_lang: str = option("", "the tokenizer's source language code (M2M100, NLLB, mBART)")
+        tgt_lang: str = option("", "the tokenizer's target language code")
 
-    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
-        super().__init__(arg, devices)
+    def __init__(self, config: "HFSeq2SeqScorer.Config", devices: DeviceSettings = DeviceSettings()):
+        super().__init__(config, devices)
         self.load_model("AutoModelForSeq2SeqLM", "sequence-to-sequence model")
         for key in ("src_lang", "tgt_lang"):
             if key in self.settings:
@@ -263,15 +279,21 @@ class HFCausalLMScorer(_PairScorer):
     (module docstring)."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "hf-lm:PATH[,name=N][,detok=moses:LANG] -> HFLM, HFLMNorm: a Hugging Face causal LM"
+    summary = "HFLM, HFLMNorm: a Hugging Face causal LM"
+
+    @dataclass
+    class Config:
+        path: str = option("", "the model's directory (save_pretrained)", positional=True)
+        name: str = option("", "the column (default HFLM)")
+        detok: str = option("", "detokenise hypotheses first: moses:LANG")
+        batch: str = option("", "hypotheses per batch (default 64)")
 
     default_name = "HFLM"
     kind = "hf-lm"
-    allowed = ("name", "detok", "batch")
     needs_source = False
 
-    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
-        super().__init__(arg, devices)
+    def __init__(self, config: "HFCausalLMScorer.Config", devices: DeviceSettings = DeviceSettings()):
+        super().__init__(config, devices)
         self.load_model("AutoModelForCausalLM", "causal language model")
         tok = self.tokenizer
         self.start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
@@ -311,16 +333,21 @@ class CT2Scorer(_PairScorer):
     (tested)."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "ct2:DIR[,direction=...][,compute_type=int8|float16|float32][,bpe=... for fairseq exports][,name=N][,threads=N] -> CT2, CT2Norm: a CTranslate2 translation model"
+    summary = "CT2, CT2Norm: a CTranslate2 translation model"
+
+    @dataclass
+    class Config(_PairConfig):
+        compute_type: str = option("", "int8, float16, float32… (default int8 on the CPU, float16 on CUDA)")
+        bpe: str = option("", "for models converted from fairseq: subword-nmt:CODES, sentencepiece:MODEL or none")
+        threads: str = option("", "batches side by side on the CPU (default: the CPUs available)")
 
     default_name = "CT2"
     kind = "ct2"
-    allowed = _PairScorer.allowed + ("compute_type", "bpe", "threads")
     directions = ("forward", "backward", "r2l")
     default_batch = 32
 
-    def __init__(self, arg: str, devices: DeviceSettings = DeviceSettings()):
-        super().__init__(arg, devices)
+    def __init__(self, config: "CT2Scorer.Config", devices: DeviceSettings = DeviceSettings()):
+        super().__init__(config, devices)
         self.bpe = make_bpe(self.settings["bpe"], self.spec) if "bpe" in self.settings else None
         if self.direction == "r2l" and self.bpe is None:
             raise InputError(f"{self.spec}: direction=r2l is for models converted from fairseq (give bpe=)")

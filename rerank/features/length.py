@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import List
 
 import numpy as np
 
+from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, prepared_training_pairs
 
@@ -39,12 +41,16 @@ class LengthScorer(Scorer):
             not a positive number.
     """
 
-    #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "len:PREPARED_DIR|RATIO -> LenRatio, LenDev: length ratio and its deviation"
+    summary = "LenRatio, LenDev: length ratio and its deviation"
+
+    @dataclass
+    class Config:
+        corpus: str = option("", "a rerank nmt prepare directory, or the mean ratio itself", positional=True)
 
     set_name = "Len"
 
-    def __init__(self, arg: str):
+    def __init__(self, config: "LengthScorer.Config"):
+        arg = config.corpus
         if not arg:
             raise InputError("len: needs the training corpus: len:PREPARED_DIR (rerank nmt prepare) or len:RATIO")
         if os.path.isdir(arg):

@@ -32,12 +32,15 @@ with a value each, looked up with ``np.searchsorted``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from rerank.argtypes import open_unit_interval, positive_int
+from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, cost_ranges, parse_settings, prepared_training_pairs
+from rerank.features.scorer import SCORERS, Scorer, cost_ranges, prepared_training_pairs
 
 NULL = "<NULL>"
 
@@ -202,16 +205,20 @@ class Model1Scorer(Scorer):
     training pairs (see the module docstring).
 
     Args:
-        arg: ``PREPARED_DIR[,form=word|sum|both][,iterations=N][,floor=X]`` (the columns,
-            default word; EM passes, default 5; the probability of a word pair never seen
-            in training, default 1e-7).
+        config: :attr:`Config` (``ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=N][,floor=X]``).
     Raises:
         InputError: no directory, not a prepare directory, an unknown form, a setting
             that is not a positive integer / a probability in (0, 1).
     """
 
-    #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=5][,floor=1e-7] -> IBM1Norm, IBM1InvNorm (form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word"
+    summary = "IBM1Norm, IBM1InvNorm (form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word"
+
+    @dataclass
+    class Config:
+        corpus: str = option("", "the rerank nmt prepare directory of the training pairs", positional=True)
+        form: str = option("word", "the columns: per word, sums or both", choices=("word", "sum", "both"))
+        iterations: int = option(5, "EM passes from uniform", type=positive_int)
+        floor: float = option(1e-7, "the probability of a word pair never seen", type=open_unit_interval)
 
     set_name = "IBM1"
     #: the columns of each form
@@ -221,20 +228,11 @@ class Model1Scorer(Scorer):
         "both": ["IBM1", "IBM1Norm", "IBM1Inv", "IBM1InvNorm"],
     }
 
-    def __init__(self, arg: str):
-        path, settings = parse_settings(arg, ("form", "iterations", "floor"), f"ibm1:{arg}")
+    def __init__(self, config: "Model1Scorer.Config"):
+        path = config.corpus
         if not path:
             raise InputError("ibm1: needs the training corpus: ibm1:PREPARED_DIR (rerank nmt prepare)")
-        try:
-            self.iterations = int(settings.get("iterations", 5))
-            self.floor = float(settings.get("floor", 1e-7))
-        except ValueError:
-            raise InputError(f"ibm1:{arg}: iterations must be an integer and floor a number") from None
-        self.form = settings.get("form", "word")
-        if self.form not in self.FORMS:
-            raise InputError(f"ibm1:{arg}: form must be one of {', '.join(self.FORMS)}")
-        if self.iterations < 1 or not (0 < self.floor < 1):
-            raise InputError(f"ibm1:{arg}: iterations must be >= 1 and floor in (0, 1)")
+        self.iterations, self.floor, self.form = config.iterations, config.floor, config.form
         sources, targets = prepared_training_pairs(path)
         src_words = [line.split() for line in sources]
         tgt_words = [line.split() for line in targets]

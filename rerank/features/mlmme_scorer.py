@@ -6,13 +6,15 @@ cosine of image and hypothesis embeddings); ``vse:MODEL_DIR`` -> ``VSEsi``.  Opt
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List
 
 import numpy as np
 
+from rerank.config import option
 from rerank.embed.lazy import encode_images, encode_sentences, load_model
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, parse_settings
+from rerank.features.scorer import SCORERS, Scorer, given_settings
 
 
 class _EmbeddingScorer(Scorer):
@@ -22,9 +24,16 @@ class _EmbeddingScorer(Scorer):
 
     prefix = "MLMME"
 
-    def __init__(self, arg: str):
+    @dataclass
+    class Config:
+        model_dir: str = option("", "a rerank embed train directory", positional=True)
+        source: str = option("en", "the source language's encoder")
+        target: str = option("de", "the target language's encoder")
+        name: str = option("", "the columns' prefix (default MLMME / VSE): NAMEss, NAMEsi")
+
+    def __init__(self, config: "_EmbeddingScorer.Config"):
         kind = self.prefix.lower()
-        model_dir, settings = parse_settings(arg, ("source", "target", "name"), f"{kind}:{arg}")
+        model_dir, settings, arg = given_settings(config)
         if not model_dir:
             raise InputError(f"the {kind} scorer needs a model directory ({kind}:MODEL_DIR)")
         name = settings.get("name", self.prefix)
@@ -79,7 +88,7 @@ class MLMMEScorer(_EmbeddingScorer):
     """s_s and s_i of an MLMME model (``mlmme:MODEL_DIR[,source=en][,target=de]``)."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "mlmme:MODEL_DIR[,name=P] -> MLMMEss (MLMMEsi with --images): MLMME s_s and s_i"
+    summary = "MLMMEss (MLMMEsi with --images): MLMME s_s and s_i"
 
     prefix = "MLMME"
 
@@ -89,6 +98,6 @@ class VSEScorer(_EmbeddingScorer):
     """s_i of a one-language VSE model of the target language (``vse:MODEL_DIR[,target=de]``)."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "vse:MODEL_DIR[,name=P] -> VSEsi: VSE s_i (--images)"
+    summary = "VSEsi: VSE s_i (--images)"
 
     prefix = "VSE"

@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, parse_settings
+from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nmt import USER_DIR
 
 
@@ -387,10 +389,14 @@ class NMTScorer(ForcedDecodingScorer):
     """``nmt:MODEL_DIR``: a translation model (forward, r2l or backward) as a feature."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "nmt:MODEL_DIR -> ROLE, ROLENorm: forced decoding under a rerank nmt train model (R2L, Channel, L2R2)"
+    summary = "ROLE, ROLENorm: forced decoding under a rerank nmt train model (R2L, Channel, L2R2)"
 
-    def __init__(self, model_dir: str):
-        super().__init__(model_dir, expect_kind="translation")
+    @dataclass
+    class Config:
+        model_dir: str = option("", "a rerank nmt train directory", positional=True)
+
+    def __init__(self, config: "NMTScorer.Config"):
+        super().__init__(config.model_dir, expect_kind="translation")
 
 
 @SCORERS.register("lm")
@@ -398,10 +404,14 @@ class LMScorer(ForcedDecodingScorer):
     """``lm:MODEL_DIR``: a target-side language model as a feature."""
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "lm:MODEL_DIR -> LM, LMNorm: a rerank nmt train-lm language model"
+    summary = "LM, LMNorm: a rerank nmt train-lm language model"
 
-    def __init__(self, model_dir: str):
-        super().__init__(model_dir, expect_kind="lm")
+    @dataclass
+    class Config:
+        model_dir: str = option("", "a rerank nmt train-lm directory", positional=True)
+
+    def __init__(self, config: "LMScorer.Config"):
+        super().__init__(config.model_dir, expect_kind="lm")
 
 
 #: default role (column name) of a fairseq: scorer by direction
@@ -421,11 +431,19 @@ class FairseqScorer(ForcedDecodingScorer):
     """
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "fairseq:CKPT.pt,dict=DIR,bpe=subword-nmt:CODES|sentencepiece:MODEL|none[,direction=forward|backward|r2l|lm][,name=N] -> N, NNorm: any fairseq checkpoint"
+    summary = "N, NNorm: any fairseq checkpoint"
 
-    def __init__(self, arg: str):
+    @dataclass
+    class Config:
+        checkpoint: str = option("", "the checkpoint file", positional=True)
+        dict: str = option("", "the directory of its dictionaries (default: the checkpoint's)")
+        bpe: str = option("", "how text becomes its subwords: subword-nmt:CODES, sentencepiece:MODEL or none")
+        direction: str = option("forward", "what it scores", choices=tuple(FAIRSEQ_ROLES))
+        name: str = option("", "the column (default by direction: Fairseq, FairseqChannel, …)")
+
+    def __init__(self, config: "FairseqScorer.Config"):
+        checkpoint, settings, arg = given_settings(config)
         spec = f"fairseq:{arg}"
-        checkpoint, settings = parse_settings(arg, ("dict", "bpe", "direction", "name"), spec)
         if not checkpoint:
             raise InputError(
                 f"{spec}: give the checkpoint, e.g. fairseq:model/checkpoint_best.pt,dict=data-bin,"

