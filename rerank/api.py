@@ -17,11 +17,12 @@ attribute lookup.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
+from rerank.config import spec_of
 from rerank.errors import InputError
 from rerank.features.add import add_columns
 from rerank.metrics import make_metric, make_objective
@@ -47,9 +48,16 @@ __all__ = [
 ]
 
 
+def _one_or_many(items: Any) -> List[Any]:
+    """A spec or a (name, settings) pair alone as a list of one; a sequence of them as it is."""
+    if isinstance(items, str) or (isinstance(items, tuple) and len(items) == 2 and isinstance(items[1], dict)):
+        return [items]
+    return list(items)
+
+
 def add_features(
     nbest: NBestList,
-    scorers: Sequence[str],
+    scorers: Sequence[Union[str, Tuple[str, Dict[str, Any]]]],
     sources: Optional[Sequence[str]] = None,
     images: Optional[np.ndarray] = None,
 ) -> NBestList:
@@ -59,14 +67,16 @@ def add_features(
 
     Args:
         nbest: an n-best list (:func:`read_nbest`).
-        scorers: scorer specifications.
+        scorers: scorer specifications, or (name, {setting: value}) pairs whose keys are
+            the scorer's ``Config`` fields: ``("mbr", {"utility": "chrf", "temperature": 0.5})``.
         sources: N source sentences, for scorers that read them.
         images: float[N, D] CNN features, one row per segment (``mlmme:``'s s_i).
     Raises:
         InputError: an unknown scorer, inputs of another segment count, a column that
             is already in the list.
     """
-    return add_columns(nbest, list(scorers), sources, images)
+    scorers = _one_or_many(scorers)
+    return add_columns(nbest, [spec_of(s, "scorer") for s in scorers], sources, images)
 
 
 @dataclass
@@ -96,7 +106,7 @@ def tune(
     nbest: NBestList,
     references: Sequence[str],
     algorithm: str = "mira",
-    metric: str = "bleu",
+    metric: Union[str, Tuple[str, Dict[str, Any]]] = "bleu",
     init: Union[str, Mapping[str, float]] = "beam",
     features: Optional[Sequence[str]] = None,
     feature_sets: Optional[Sequence[str]] = None,
@@ -111,7 +121,8 @@ def tune(
     Args:
         algorithm: a registered tuner: ``mira`` (Moses kbmira), ``mert`` (Och 2003), ``pro``.
         metric: what is maximised (``bleu``, ``chrf``, ``ter``, ``meteor``,
-            ``0.5*bleu+0.5*chrf``…; ``seg:`` scores need files: use ``rerank tune``).
+            ``0.5*bleu+0.5*chrf``, ``chrf:word_order=2`` or ``("chrf", {"word_order": 2})``…;
+            ``seg:`` scores need files: use ``rerank tune``).
         init: ``beam`` (1 on the beam feature the list's signature declares), ``zeros``,
             or {column: weight}.
         features: the columns to tune (default: all).
@@ -135,6 +146,7 @@ def tune(
         settings = config_class(**config)
     except TypeError as err:
         raise InputError(f"{algorithm}: {err}") from None
+    metric = spec_of(metric, "metric")
     objective = make_objective(metric, tokenize, lowercase, lang)
     if objective.from_text is False:
         raise InputError(f"metric {metric!r} reads scores from files: use rerank tune --metric")
@@ -175,17 +187,22 @@ def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List
 def evaluate(
     hypotheses: Sequence[str],
     references: Sequence[str],
-    metrics: Sequence[str] = ("bleu", "chrf", "ter"),
+    metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = ("bleu", "chrf", "ter"),
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     lang: str = "de",
 ) -> Dict[str, float]:
     """{metric: corpus score} of one system (scores equal sacrebleu's; METEOR the jar's).
+
+    ``metrics``: specs (``"bleu"``, ``"chrf:word_order=2"``; one string is one metric) or
+    (name, {setting: value}) pairs of the metric's ``Config`` fields
+    (``("chrf", {"word_order": 2})``), keyed in the result by their spec.
     Raises :class:`InputError` for another line count or an unknown metric."""
     if len(hypotheses) != len(references):
         raise InputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    metrics = _one_or_many(metrics)
     scores = {}
-    for spec in metrics:
+    for spec in (spec_of(m, "metric") for m in metrics):
         metric = make_metric(spec, tokenize, lowercase, lang)
         if not metric.from_text:
             raise InputError(f"metric {spec!r} reads scores from files: use rerank eval --metrics")
@@ -197,7 +214,7 @@ def significance(
     references: Sequence[str],
     baseline: Sequence[Sequence[str]],
     systems: Mapping[str, Sequence[Sequence[str]]],
-    metrics: Sequence[str] = ("bleu", "ter"),
+    metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = ("bleu", "ter"),
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     **options: Any,
@@ -216,6 +233,8 @@ def significance(
     check_system_names("baseline", list(systems.items()))
     texts = {"baseline": replicas_of("baseline", baseline)}
     texts.update((name, replicas_of(name, replicas)) for name, replicas in systems.items())
+    metrics = _one_or_many(metrics)
+    metrics = [spec_of(m, "metric") for m in metrics]
     if not references:
         raise InputError("no references: nothing to score")
     return significance_of(

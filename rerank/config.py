@@ -95,6 +95,27 @@ def parse_settings(config_class: type, text: str, spec: str, defaults: Optional[
         raise InputError(f"{spec}: {err}") from None
 
 
+def spec_of(item: Any, what: str) -> str:
+    """The spec a user writes, from the Python API's forms: ``"chrf:word_order=2"`` as it is,
+    or ``("chrf", {"word_order": 2})`` (a name and its ``Config`` fields as keywords; the
+    positional field by its name too: ``("mbr", {"utility": "chrf"})``), so both go through
+    the one parser and its validation.
+
+    Raises:
+        InputError: neither form, or a value holding a comma.
+        TypeError: ``item`` is not a string or a (name, settings) pair.
+    """
+    if isinstance(item, str):
+        return item
+    if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], dict)):
+        raise TypeError(f"a {what} is a spec string or a (name, {{setting: value}}) pair, not {item!r}")
+    name, settings = item
+    for key, value in settings.items():
+        if "," in str(value):
+            raise InputError(f"{what} {name}: {key}={value!r} holds a comma, which a spec cannot")
+    return f"{name}:" + ",".join(f"{k}={v}" for k, v in settings.items())
+
+
 def settings_help(config_class: type) -> str:
     """``key=default (help), …`` of every field, for help texts and error messages."""
     parts = []

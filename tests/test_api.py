@@ -117,3 +117,25 @@ def test_significance_works_in_memory_and_names_the_system(tmp_path, monkeypatch
     (row,) = [r for r in table["rows"] if r["system"] == "+r2l"]
     assert row["score"] == pytest.approx(100.0) and "files" not in row and "reference" not in table["meta"]
     assert not made
+
+
+def test_components_by_keyword_equal_their_specs(tmp_path):
+    """(name, {setting: value}) pairs of a Config's fields mean what the spec means, through
+    the same parser: a scorer, a metric to evaluate and a metric to tune for."""
+    val, refs = write_split(tmp_path, "val", 12, seed=1)
+    by_spec = rerank.add_features(val, ["mbr:chrf,temperature=0.5"])
+    by_keyword = rerank.add_features(val, [("mbr", {"utility": "chrf", "temperature": 0.5})])
+    assert by_keyword.feature_names == by_spec.feature_names == ["NMT", "MBRchrF"]
+    assert np.array_equal(by_keyword.features, by_spec.features)
+    hyps = (tmp_path / "val.1best").read_text().splitlines()
+    scores = rerank.evaluate(hyps, refs, metrics=[("chrf", {"word_order": 2}), "bleu"], tokenize="none")
+    assert scores["chrf:word_order=2"] == pytest.approx(CHRF(word_order=2).corpus_score(hyps, [refs]).score)
+    assert rerank.evaluate(hyps, refs, metrics="bleu", tokenize="none") == {"bleu": scores["bleu"]}
+    tuned = rerank.tune(by_spec, refs, metric=("chrf", {"word_order": 2}), tokenize="none")
+    assert tuned.metric == "chrf:word_order=2" and tuned.score >= tuned.initial_score
+    with pytest.raises(InputError, match="unknown setting 'beta2=1'"):
+        rerank.evaluate(hyps, refs, metrics=[("chrf", {"beta2": 1})])
+    with pytest.raises(InputError, match="holds a comma"):
+        rerank.add_features(val, [("mbr", {"utility": "bleu,chrf"})])
+    with pytest.raises(TypeError, match="spec string or a"):
+        rerank.evaluate(hyps, refs, metrics=[("chrf", "word_order=2", 1)])
