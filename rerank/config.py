@@ -120,7 +120,7 @@ def settings_help(config_class: type) -> str:
     """``key=default (help), …`` of every field, for help texts and error messages."""
     parts = []
     for f in dataclasses.fields(config_class):
-        default = f.default if f.default is not dataclasses.MISSING else "…"
+        default = f.default if f.default not in (dataclasses.MISSING, None) else "…"
         text = f.metadata.get("help")
         choices = f.metadata.get("choices")
         text = f"{text}: {'|'.join(choices)}" if text and choices else text
@@ -137,7 +137,7 @@ def spec_help(name: str, config_class: type) -> str:
         if f.metadata.get("positional"):
             head += "|".join(choices) if choices else f.name.upper()
             continue
-        default = f.default if f.default not in (dataclasses.MISSING, "") else f.name.upper()
+        default = f.default if f.default not in (dataclasses.MISSING, "", None) else f.name.upper()
         rest.append(f"{f.name}={'|'.join(choices) if choices else default}")
     if not rest:
         return head

@@ -45,6 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
@@ -90,16 +91,6 @@ def one_line(err: Exception, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _positive(value: str, key: str, spec: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise InputError(f"{spec}: {key} must be a positive integer, not {value!r}")
-    return number
-
-
 @dataclass
 class _PairConfig:
     """The settings every pair scorer (``hf:``, ``ct2:``) has."""
@@ -109,7 +100,7 @@ class _PairConfig:
     name: str = option("", "the column (default by scorer and direction: HF, HFChannel, CT2, CT2R2L…)")
     detok: str = option("", "detokenise hypotheses first: moses:LANG")
     source_detok: str = option("", "detokenise sources first: moses:LANG")
-    batch: str = option("", "hypotheses per batch (default: hf 64, ct2 32)")
+    batch: Optional[int] = option(None, "hypotheses per batch (default: hf 64, ct2 32)", type=positive_int)
 
 
 class _PairScorer(Scorer):
@@ -146,7 +137,7 @@ class _PairScorer(Scorer):
         self.set_name = self.name
         self.detok = detokenizer(settings.get("detok"), spec)
         self.source_detok = detokenizer(settings.get("source_detok"), spec)
-        self.batch = _positive(settings.get("batch", str(self.default_batch)), "batch", spec)
+        self.batch = config.batch or self.default_batch
         self.settings = settings
 
     def names(self, has_images: bool) -> List[str]:
@@ -286,7 +277,7 @@ class HFCausalLMScorer(_PairScorer):
         path: str = option("", "the model's directory (save_pretrained)", positional=True)
         name: str = option("", "the column (default HFLM)")
         detok: str = option("", "detokenise hypotheses first: moses:LANG")
-        batch: str = option("", "hypotheses per batch (default 64)")
+        batch: Optional[int] = option(None, "hypotheses per batch (default 64)", type=positive_int)
 
     default_name = "HFLM"
     kind = "hf-lm"
@@ -339,7 +330,9 @@ class CT2Scorer(_PairScorer):
     class Config(_PairConfig):
         compute_type: str = option("", "int8, float16, float32… (default int8 on the CPU, float16 on CUDA)")
         bpe: str = option("", "for models converted from fairseq: subword-nmt:CODES, sentencepiece:MODEL or none")
-        threads: str = option("", "batches side by side on the CPU (default: the CPUs available)")
+        threads: Optional[int] = option(
+            None, "batches side by side on the CPU (default: the CPUs available)", type=positive_int
+        )
 
     default_name = "CT2"
     kind = "ct2"
@@ -363,7 +356,7 @@ class CT2Scorer(_PairScorer):
         self.ct2_device = "cuda" if device.type == "cuda" else "cpu"
         index = device.index or 0
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.threads = _positive(self.settings.get("threads", str(cpus)), "threads", self.spec)
+        self.threads = config.threads or cpus
         threads = {"inter_threads": self.threads, "intra_threads": 1} if self.ct2_device == "cpu" else {}
         compute = self.settings.get("compute_type", "float16" if self.ct2_device == "cuda" else "int8")
         self.tokenizer = None

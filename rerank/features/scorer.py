@@ -105,7 +105,7 @@ def given_settings(config) -> Tuple[str, Dict[str, Any], str]:
         value = getattr(config, f.name)
         if f.metadata.get("positional"):
             main = value
-        elif value not in ("", None):
+        elif value not in ("", None) and value != f.default:
             settings[f.name] = value
     return main, settings, ",".join([main] + [f"{k}={v}" for k, v in settings.items()])
 
