@@ -403,11 +403,19 @@ def plot_report(
         plt.close(figure)
 
 
-def report_files(exp_dir: str, out_dir: Optional[str] = None) -> Dict[str, str]:
+def plots_available() -> bool:
+    """Whether matplotlib (the ``[report]`` extra) can be imported, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def report_files(exp_dir: str, out_dir: Optional[str] = None, plots: bool = True) -> Dict[str, str]:
     """{kind: path} of what :func:`experiment_report` writes (``oracle`` only when the
-    manifest names an n-best list)."""
+    manifest names an n-best list; the plots only with ``plots``)."""
     out_dir = out_dir or os.path.join(exp_dir, "report")
-    written = {name: os.path.join(out_dir, name) for name in ("gains.png", "null.png")}
+    names = ("gains.png", "null.png") if plots else ()
+    written = {name: os.path.join(out_dir, name) for name in names}
     written.update(
         {
             fmt: os.path.join(out_dir, f"table.{ext}")
@@ -427,10 +435,12 @@ def experiment_report(
     seed: int = DEFAULT_SEED,
     compare_to: Optional[str] = None,
     partial: bool = False,
+    plots: bool = True,
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
-    plus the plots of :func:`plot_report`.  Returns {kind: path}.
+    plus the plots of :func:`plot_report` when ``plots`` (the caller checks
+    :func:`plots_available` first: the tables never wait on matplotlib).  Returns {kind: path}.
 
     What is compared comes from ``EXP_DIR/experiment.json`` (:meth:`Experiment.read`):
     computing is :func:`significance_table`, formatting :func:`format_table`; this
@@ -438,7 +448,7 @@ def experiment_report(
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
     ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
-    written = report_files(exp_dir, out_dir)
+    written = report_files(exp_dir, out_dir, plots)
     oracle_path = written.pop("oracle")
     with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
         if nbest is not None:
@@ -464,14 +474,15 @@ def experiment_report(
             result["meta"]["caption"] = experiment.caption
         if experiment.left_out:
             result["meta"]["left_out"] = experiment.left_out
-        plot_report(
-            result,
-            ref,
-            {"gains": outputs.stage(written["gains.png"]), "null": outputs.stage(written["null.png"])},
-            bleu=experiment.bleu,
-            seed=seed,
-            shuffles=shuffles,
-        )
+        if plots:
+            plot_report(
+                result,
+                ref,
+                {"gains": outputs.stage(written["gains.png"]), "null": outputs.stage(written["null.png"])},
+                bleu=experiment.bleu,
+                seed=seed,
+                shuffles=shuffles,
+            )
         if nbest is not None:
             for row in result["rows"]:
                 if row["system"] == "oracle":

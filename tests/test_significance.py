@@ -465,3 +465,32 @@ def test_marks_distinguish_improvement_from_degradation():
     assert marks({**row, "higher_is_better": False, "delta": -0.5, "p_compare": 0.01, "delta_compare": -0.1}) == "†‡"
     assert marks({**row, "higher_is_better": None}) == ""  # length: no direction
     assert marks({**row, "p_value": 0.2}) == ""
+
+
+@pytest.mark.parametrize("why", ["--no-plots", "no matplotlib"])
+def test_report_writes_its_tables_without_plots(tmp_path, capsys, monkeypatch, why):
+    """Without matplotlib (a core install) or with --no-plots the tables are written, the
+    plots are skipped (said in one line, before the work, when matplotlib is missing), and
+    no PNG is written; runs in a core-only install too."""
+    import rerank.cli.core
+
+    refs, hyps, _ = random_corpus(20, 2, seed=13)
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    write_lines(refs, str(exp / "ref.de"))
+    write_lines([hyps[2 * i] for i in range(20)], str(exp / "beam.txt"))
+    write_lines([hyps[2 * i + 1] for i in range(20)], str(exp / "sys.txt"))
+    manifest = {"reference": "ref.de", "baseline": ["beam.txt"], "tokenize": "none", "systems": [["+x", ["sys.txt"]]]}
+    (exp / "experiment.json").write_text(json.dumps(manifest))
+    args = ["report", str(exp), "--metrics", "bleu,ter", "--shuffles", "100", "--resamples", "20"]
+    if why == "--no-plots":
+        args.append("--no-plots")
+    else:
+        monkeypatch.setattr(rerank.cli.core, "plots_available", lambda: False)
+        monkeypatch.setitem(sys.modules, "matplotlib", None)  # an import would fail
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert ("plots skipped: matplotlib is not installed" in err) == (why == "no matplotlib")
+    assert sorted(p.name for p in (exp / "report").iterdir()) == ["table.json", "table.md", "table.tex", "table.txt"]
+    rows = json.loads((exp / "report" / "table.json").read_text())["rows"]
+    assert {r["system"] for r in rows} == {"baseline", "+x"}

@@ -24,7 +24,7 @@ from rerank.metrics import METRIC_HELP, evaluate_files, make_objective
 from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write
-from rerank.report import experiment_report, format_table, report_files, significance_table
+from rerank.report import experiment_report, format_table, plots_available, report_files, significance_table
 from rerank.reranking import apply_file, truncate_file, union_files
 from rerank.textio import read_lines
 
@@ -156,6 +156,23 @@ def cmd_signif(args) -> None:
             handle.write(text)
 
 
+def _report_plots(args) -> bool:
+    """Whether ``report`` draws its plots: not with ``--no-plots``, nor without matplotlib
+    (then said in one line, before any work; the tables are written all the same)."""
+    if hasattr(args, "plots"):  # decided (and said) once
+        return args.plots
+    if args.no_plots:
+        return False
+    if not plots_available():
+        print(
+            "rerank report: plots skipped: matplotlib is not installed (pip install 'nbest-rerank[report]'; "
+            "--no-plots says so); the tables are written",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
 def cmd_report(args) -> None:
     written = experiment_report(
         args.experiment_dir,
@@ -166,6 +183,7 @@ def cmd_report(args) -> None:
         seed=args.seed,
         compare_to=args.compare_to,
         partial=args.partial,
+        plots=args.plots,
     )
     with open(written["text"], encoding="utf-8") as handle:
         sys.stdout.write(handle.read())
@@ -188,7 +206,8 @@ def _report_paths(args):
         "systems": [f for _, files in experiment.systems for f in files],
         "nbest": experiment.nbest,
     }
-    return inputs, {"--out": list(report_files(args.experiment_dir, args.out).values())}
+    args.plots = _report_plots(args)
+    return inputs, {"--out": list(report_files(args.experiment_dir, args.out, args.plots).values())}
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -413,6 +432,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--partial",
         action="store_true",
         help="leave out systems whose replica files do not all exist yet, naming them (default: an error)",
+    )
+    p.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="write the tables only, not gains.png and null.png (default: plots when matplotlib, the [report] "
+        "extra, is installed)",
     )
     signif_options(p)
     p.set_defaults(func=cmd_report, paths=_report_paths)
