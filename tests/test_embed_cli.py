@@ -3,6 +3,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from tests.conftest import needs  # noqa: E402
 
@@ -283,3 +284,61 @@ def test_papers_protocol_features_for_every_split(tmp_path, capsys):
     assert "images: 8 validation images with features (val)" in out and "test_2016" not in out
     history = json.load(open(tmp_path / "m" / "config.json"))["history"]
     assert "image_to_sentence/r@1" in history[0]  # selection by image-sentence ranking on val
+
+
+def test_family_objectives_train_evaluate_and_refuse_contradictions(tmp_path, capsys):
+    root = str(tmp_path / "m30k")
+    _corpus(root, np.random.default_rng(0))
+    model = str(tmp_path / "asym")
+    assert _train(root, model, "--objective", "parallel-asym", "--margin", "0.05", "--heldout-images", "3") == 0
+    settings = json.load(open(os.path.join(model, "config.json")))["config"]["model"]
+    assert (settings["objective"], settings["similarity"], settings["beta"], settings["margin"]) == (
+        "parallel-asym",
+        "order",
+        0.5,
+        0.05,
+    )
+    capsys.readouterr()
+    isr_args = ["--data", root, "--image-features", os.path.join(root, "feats.npy")]
+    isr_args += ["--image-split", os.path.join(root, "feat_split.txt"), "--json"]
+    assert main(["embed", "isr", "--model", model, *isr_args]) == 0
+    assert json.loads(capsys.readouterr().out)["images"] == 3
+    # an option that contradicts the objective: one line, nothing written
+    bad = str(tmp_path / "bad")
+    assert _train(root, bad, "--objective", "pivot", "--beta", "0.5", "--heldout-images", "3") == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--objective pivot fixes beta=1.0; drop --beta 0.5") and "\n" not in err
+    assert not os.path.exists(bad)
+    with pytest.raises(SystemExit):
+        _train(root, bad, "--objective", "clip")
+    assert "invalid choice: 'clip'" in capsys.readouterr().err and not os.path.exists(bad)
+    # MULE trains with its shared branch, adversary and neighbours
+    mule = str(tmp_path / "mule")
+    assert _train(root, mule, "--objective", "mule", "--heldout-images", "3") == 0
+    settings = json.load(open(os.path.join(mule, "config.json")))["config"]["model"]
+    assert settings["shared"] and settings["adversary"] == 0.1 and settings["neighbour"] == 1.0
+    capsys.readouterr()
+    # word vectors of the model, then word similarity on a tiny set (words of the corpus)
+    words = str(tmp_path / "words.txt")
+    assert main(["embed", "words", "--model", mule, "--out", words]) == 0
+    assert capsys.readouterr().out.startswith("14 word vectors (en 7, de 7) -> ")
+    vectors = open(words).read().splitlines()
+    assert vectors[0].split()[1] == str(settings["embed_dim"]) and any(v.startswith("de_rote ") for v in vectors)
+    (tmp_path / "en.tsv").write_text("w1\tw2\tscore\nred\tblue\t3\nred\tthing\t1\nblue\tgreen\t4\nred\tunseen\t2\n")
+    (tmp_path / "de.tsv").write_text("w1\tw2\tscore\nrote\tblaue\t5\nrote\tthing\t1\nblaue\tgrüne\t2\nrote\tx\t2\n")
+    pairs = ["--pairs", str(tmp_path / "en.tsv"), "--lang", "en", "--pairs2", str(tmp_path / "de.tsv")]
+    assert main(["embed", "wordsim", "--vectors", words, *pairs, "--lang2", "de", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {"en", "de", "en-de"}
+    assert (result["en"]["covered"], result["en"]["pairs"]) == (3, 4)  # 'unseen' has no vector
+    assert (result["en-de"]["covered"], result["en-de"]["pairs"]) == (6, 8)
+    # the same through --model (vectors computed, not read) gives the same numbers
+    assert main(["embed", "wordsim", "--model", mule, *pairs, "--lang2", "de", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["en-de"]["spearman"] == pytest.approx(result["en-de"]["spearman"], abs=1e-4)
+    # bad inputs: one line each
+    (tmp_path / "ragged.txt").write_text("en_red 1 2\nen_blue 1\n")
+    assert main(["embed", "wordsim", "--vectors", str(tmp_path / "ragged.txt"), *pairs[:4]]) == 1
+    assert "ragged.txt:2: 1 values for 'en_blue' but 2 on the first row (ragged rows)" in capsys.readouterr().err
+    assert main(["embed", "wordsim", "--vectors", words, *pairs]) == 1
+    assert "--pairs2 needs --lang2" in capsys.readouterr().err

@@ -26,6 +26,26 @@ def model_dir(tmp_path_factory):
     return out
 
 
+def test_order_embedding_scorer_gives_the_order_violation_as_s_i(tmp_path):
+    # a PARALLEL-ASYM model: s_i = -||max(0, v - d)||^2 (hypothesis v above image d), s_s cosine
+    train, _ = planted(60, seed=1)
+    mc = MLMMEConfig(word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0, beta=0.5, similarity="order")
+    train_embeddings(train, train, EmbedTrainConfig(model=mc, epochs=1, min_count=1), out_dir=str(tmp_path))
+    scorer = make_scorer(f"parallel:{tmp_path}")
+    nbest = NBestList(np.array([0, 2, 3]), ["k1 f2", "k3", "k2"], np.zeros((3, 1)), ["NMT"])
+    images = np.random.default_rng(0).normal(size=(2, 24)).astype(np.float32)
+    cols = scorer.score(nbest, ["c1 f2", "c2"], images)
+    assert sorted(cols) == ["PARALLELsi", "PARALLELss"]
+    hyp = encode_sentences(scorer.model, scorer.vocabs["de"], "de", nbest.hypotheses)
+    src = encode_sentences(scorer.model, scorer.vocabs["en"], "en", ["c1 f2", "c2"])
+    img = encode_images(scorer.model, images)
+    seg = [0, 0, 1]
+    by_hand = [-sum(max(0.0, float(v - d)) ** 2 for v, d in zip(hyp[m], img[seg[m]])) for m in range(3)]
+    assert np.allclose(cols["PARALLELsi"], by_hand, atol=1e-6) and max(by_hand) <= 0
+    assert np.allclose(cols["PARALLELss"], [hyp[m] @ src[seg[m]] for m in range(3)], atol=1e-6)
+    assert (hyp >= 0).all() and (img >= 0).all()
+
+
 def test_scorer_columns_align_with_nbest_rows(model_dir):
     scorer = make_scorer(f"mlmme:{model_dir}")
     nbest = NBestList(np.array([0, 2, 5]), ["k1 f2", "k3", "k2", "k2 f1", "k9 zz"], np.zeros((5, 1)), ["NMT"])
@@ -47,7 +67,7 @@ def test_scorer_columns_align_with_nbest_rows(model_dir):
 def test_scorer_errors(model_dir, tmp_path):
     with pytest.raises(
         InputError,
-        match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, ibm1, len, lm, mbr, mlmme, nmt, vse",
+        match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, ibm1, imagevec, len, lm, mbr, mlmme, mule, nmt, parallel, pivot, vse",
     ):
         make_scorer("bogus:whatever")
     with pytest.raises(InputError, match="no 'fr' encoder"):

@@ -26,12 +26,19 @@ import os
 
 import numpy as np
 
-from rerank.argtypes import closed_unit_interval, non_negative_int, positive_float, positive_int
+from rerank.argtypes import (
+    closed_unit_interval,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from rerank.cli.options import device_options, device_settings
-from rerank.embed.config import PRESET_LR, EmbedTrainConfig, MLMMEConfig
+from rerank.embed.config import ENCODERS, OBJECTIVES, PRESET_LR, SIMILARITIES, EmbedTrainConfig, MLMMEConfig
 from rerank.embed.data import EmbedDataConfig, align_images, load_image_features, read_task2, split_data, training_data
-from rerank.embed.evaluation import image_sentence_ranking, sts_pearson
-from rerank.embed.lazy import encode_images, encode_sentences, load_model, train_embeddings
+from rerank.embed.evaluation import cross_lingual_pairs, image_sentence_ranking, sts_pearson, word_similarity
+from rerank.embed.lazy import encode_images, encode_sentences, load_model, train_embeddings, word_vectors
+from rerank.embed.words import keyed_pairs, read_pairs, read_vectors, write_vectors
 from rerank.errors import InputError
 from rerank.nmt.data import preprocess_lines, resolve_data_dir
 from rerank.outputs import atomic_write
@@ -39,11 +46,37 @@ from rerank.outputs import atomic_write
 
 def cmd_embed(args) -> None:
     """Entry point of ``rerank embed``."""
-    {"train": _train, "isr": _isr, "sts": _sts}[args.embed_verb](args)
+    {"train": _train, "isr": _isr, "sts": _sts, "words": _words, "wordsim": _wordsim}[args.embed_verb](args)
+
+
+def _model_config(args) -> MLMMEConfig:
+    """The model settings of ``embed train``: the objective's fixed settings (OBJECTIVES),
+    then the options given; an option that contradicts the objective is refused."""
+    fixed = OBJECTIVES[args.objective]
+    given = {
+        key: getattr(args, key)
+        for key in ("beta", "similarity", "encoder", "adversary", "neighbour")
+        if getattr(args, key) is not None
+    }
+    clash = [f"--{k} {given[k]}" for k in given if k in fixed and given[k] != fixed[k]]
+    if clash:
+        raise InputError(
+            f"--objective {args.objective} fixes {', '.join(f'{k}={v}' for k, v in fixed.items())}; "
+            f"drop {', '.join(clash)}"
+        )
+    extra = {"init": args.init} if args.init else {}
+    return MLMMEConfig.from_preset(
+        args.preset,
+        langs=args.langs.split(","),
+        margin=args.margin,
+        objective=args.objective,
+        **{**fixed, **given, **extra},
+    )
 
 
 def _train(args) -> None:
     device_settings(args).resolve()  # a device that cannot be had fails before any work
+    model_config = _model_config(args)  # settings that contradict the objective, too
     args.data = resolve_data_dir(args.data, args.download_dir, task2=True, task1=args.task1)
     langs = args.langs.split(",")
     data = EmbedDataConfig(
@@ -59,8 +92,6 @@ def _train(args) -> None:
         args.valid_images,
     )
     train, valid, heldout = training_data(data)
-    extra = {"init": args.init} if args.init else {}
-    model_config = MLMMEConfig.from_preset(args.preset, langs=langs, beta=args.beta, margin=args.margin, **extra)
     config = EmbedTrainConfig(
         model=model_config,
         epochs=args.epochs,
@@ -98,7 +129,10 @@ def _isr(args) -> None:
     feats, _ = align_images([split.images[i] for i in rows], names, matrix, require_all=True)
     data = split_data(split, [lang], rows)
     result = image_sentence_ranking(
-        encode_images(model, feats), encode_sentences(model, vocabs[lang], lang, data.sentences[lang]), data.image_of
+        encode_images(model, feats),
+        encode_sentences(model, vocabs[lang], lang, data.sentences[lang]),
+        data.image_of,
+        model.config.similarity,
     )
     result = {"images": len(rows), "sentences": len(data.image_of), "lang": lang, **result}
     if args.json:
@@ -137,9 +171,53 @@ def _sts(args) -> None:
     print(json.dumps({"pearson": r, "n": len(gold)}) if args.json else f"STS Pearson r = {r:.4f} on {len(gold)} pairs")
 
 
+def _words(args) -> None:
+    model, vocabs = load_model(args.model)
+    vectors = word_vectors(model, vocabs, progress=True)
+    write_vectors(args.out, vectors)
+    print(
+        f"{len(vectors)} word vectors ({', '.join(f'{lang} {len(vocabs[lang]) - 2}' for lang in vocabs)}) -> {args.out}"
+    )
+
+
+def _wordsim(args) -> None:
+    if (args.model is None) == (args.vectors is None):
+        raise InputError("give --model DIR or --vectors FILE (one of them)")
+    sets = [(args.pairs, args.lang)] + ([(args.pairs2, args.lang2)] if args.pairs2 else [])
+    if args.lang2 and not args.pairs2:
+        raise InputError("--lang2 goes with --pairs2")
+    if args.pairs2 and not args.lang2:
+        raise InputError("--pairs2 needs --lang2 (the language of its words)")
+    read = [(path, lang, read_pairs(path)) for path, lang in sets]  # every set checked before the model loads
+    if len(read) == 2 and len(read[0][2]) != len(read[1][2]):
+        raise InputError(
+            f"{len(read[1][2])} pairs but {len(read[0][2])} in {read[0][0]}: not line-aligned", args.pairs2
+        )
+    if args.vectors:
+        vectors = read_vectors(args.vectors)
+    else:
+        model, vocabs = load_model(args.model)
+        vectors = word_vectors(model, vocabs)
+    keyed = [keyed_pairs(pairs, lang, lang) for _, lang, pairs in read]
+    results = {lang: word_similarity(vectors, k) for (_, lang, _), k in zip(read, keyed)}
+    if len(keyed) == 2:
+        results[f"{read[0][1]}-{read[1][1]}"] = word_similarity(vectors, cross_lingual_pairs(*keyed))
+    if args.json:
+        print(json.dumps(results))
+        return
+    for name, r in results.items():
+        print(
+            f"{name:6s} Spearman rho {r['spearman']:.3f} on {r['covered']}/{r['pairs']} pairs ({r['coverage']:.1f} %)"
+        )
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``embed`` to the ``rerank`` sub-commands."""
-    p = sub.add_parser("embed", help="MLMME / VSE sentence-image embeddings: train, isr, sts")
+    p = sub.add_parser(
+        "embed",
+        help="multilingual sentence-image embeddings (MLMME, VSE, PIVOT, PARALLEL, MULE, ImageVec): "
+        "train, isr, sts, words, wordsim",
+    )
     esub = p.add_subparsers(dest="embed_verb", required=True)
     q = esub.add_parser(
         "train",
@@ -154,10 +232,34 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
     q.add_argument("--preset", default=MLMMEConfig.preset, help="cpu | paper")
     q.add_argument(
+        "--objective",
+        default="mlmme",
+        choices=list(OBJECTIVES),
+        help="the embedding family (default mlmme): pivot / parallel (Gella et al. 2017; -asym: order "
+        "embeddings), mule (Kim et al. 2020: shared branch, adversary, neighbours), imagevec (Singhal et al. "
+        "2019: bag of words); each fixes its own settings of the options below",
+    )
+    q.add_argument(
         "--beta",
         type=closed_unit_interval,
-        default=MLMMEConfig.beta,
-        help="weight of the multi-modal loss R_MM against the multilingual R_ML, β·R_MM + (1−β)·R_ML (1: VSE)",
+        help=f"weight of the multi-modal loss R_MM against the multilingual R_ML, β·R_MM + (1−β)·R_ML "
+        f"(default {MLMMEConfig.beta}; 1: VSE / PIVOT)",
+    )
+    q.add_argument(
+        "--similarity",
+        choices=SIMILARITIES,
+        help="image–sentence similarity (default cosine): cosine, or order (order embeddings, Vendrov et al. 2016)",
+    )
+    q.add_argument("--encoder", choices=ENCODERS, help="text encoder (default gru): gru, or bow (mean of word vectors)")
+    q.add_argument(
+        "--adversary",
+        type=non_negative_float,
+        help="weight of the adversarial language classifier on the word embeddings (default 0; mule 0.1)",
+    )
+    q.add_argument(
+        "--neighbour",
+        type=non_negative_float,
+        help="weight of the neighbourhood constraints between descriptions of one image (default 0; mule 1)",
     )
     q.add_argument("--margin", type=positive_float, default=MLMMEConfig.margin, help="the ranking loss's margin α")
     q.add_argument(
@@ -251,4 +353,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--data", required=True, help="score<TAB>sentence<TAB>sentence file")
     q.add_argument("--lang", default="en", help="language of the sentences")
     q.add_argument("--json", action="store_true", help="print JSON instead of a line of text")
+    q = esub.add_parser(
+        "words",
+        help="export a model's word vectors (word v1 … vd, words prefixed en_ / de_)",
+        epilog="example: rerank embed words --model models/imagevec --out models/imagevec/words.txt",
+    )
+    q.add_argument("--model", required=True, help="a trained model directory (rerank embed train --out)")
+    q.add_argument("--out", required=True, help="the vectors file to write (text, word2vec header line)")
+    q = esub.add_parser(
+        "wordsim",
+        help="word similarity: Spearman rho of vector cosines against a set's scores, with coverage",
+        epilog="example: rerank embed wordsim --model models/mule --pairs simlex-english.tsv --lang en "
+        "--pairs2 simlex-german.tsv --lang2 de",
+    )
+    q.add_argument("--model", help="a trained model directory (its words encoded as one-word sentences)")
+    q.add_argument("--vectors", help="or a word vectors file (word v1 … vd, words prefixed LANG_)")
+    q.add_argument("--pairs", required=True, help="word1<TAB>word2<TAB>score file (a header line is skipped)")
+    q.add_argument("--lang", required=True, help="the language of --pairs' words, e.g. en")
+    q.add_argument("--pairs2", help="a second set line-aligned with --pairs: adds it and the cross-lingual pairs")
+    q.add_argument("--lang2", help="the language of --pairs2's words, e.g. de")
+    q.add_argument("--json", action="store_true", help="print JSON instead of lines of text")
     p.set_defaults(func=cmd_embed)

@@ -31,6 +31,23 @@ class MLMMEConfig:
     dropout: float = 0.5
     init: str = "default"
     preset: str = "cpu"
+    #: image–sentence similarity: "cosine" (MLMME, Gella's SYM) or "order" (order embeddings,
+    #: Vendrov et al. 2016, Gella's ASYM: S(d, v) = −‖max(0, v − d)‖² on non-negative unit vectors)
+    similarity: str = "cosine"
+    #: text encoder: "gru" (the last GRU state) or "bow" (the mean of the word embeddings,
+    #: ImageVec, Singhal et al. 2019)
+    encoder: str = "gru"
+    #: one language branch for every language (MULE, Kim et al. 2020): the GRU and the
+    #: projection are shared, each language keeps its word embeddings (the universal space)
+    shared: bool = False
+    #: weight of MULE's adversarial language classifier on the universal word embeddings
+    #: (gradient reversal; 0: none)
+    adversary: float = 0.0
+    #: weight of MULE's neighbourhood constraints: a sentence ranks another description of
+    #: its image (in every language, its own included) above the other rows (0: none)
+    neighbour: float = 0.0
+    #: the family the model was trained as (a label: mlmme, vse, pivot, parallel, mule, imagevec)
+    objective: str = "mlmme"
 
     @classmethod
     def from_preset(cls, preset: str, **kwargs) -> "MLMMEConfig":
@@ -50,7 +67,37 @@ class MLMMEConfig:
             raise InputError(f"beta must be in [0, 1], got {config.beta}")
         if config.init not in ("paper", "default"):
             raise InputError(f"unknown init {config.init!r}; known: paper, default")
+        config.check()
         return config
+
+    def check(self) -> None:
+        """Raises :class:`InputError` for a similarity, encoder or objective that does not
+        exist, or a negative term weight."""
+        for key, known in (("similarity", SIMILARITIES), ("encoder", ENCODERS), ("objective", OBJECTIVES)):
+            if getattr(self, key) not in known:
+                raise InputError(f"unknown {key} {getattr(self, key)!r}; known: {', '.join(known)}")
+        for key in ("adversary", "neighbour"):
+            if not getattr(self, key) >= 0:
+                raise InputError(f"{key} must be >= 0, got {getattr(self, key)}")
+
+
+SIMILARITIES = ("cosine", "order")
+ENCODERS = ("gru", "bow")
+
+#: the embedding families (``rerank embed train --objective``): the settings each one fixes
+#: (β stays the user's where the family mixes terms).  PARALLEL's three terms of equal
+#: weight (Gella et al. 2017) are MLMME's loss at β = 0.5 (Calixto & Liu 2017); PIVOT has
+#: no sentence–sentence term (β = 1); the -asym variants use order embeddings.
+OBJECTIVES = {
+    "mlmme": {},
+    "vse": {"beta": 1.0},
+    "pivot": {"beta": 1.0},
+    "pivot-asym": {"beta": 1.0, "similarity": "order"},
+    "parallel": {"beta": 0.5},
+    "parallel-asym": {"beta": 0.5, "similarity": "order"},
+    "mule": {"shared": True, "adversary": 0.1, "neighbour": 1.0},
+    "imagevec": {"encoder": "bow"},
+}
 
 
 PRESET_LR = {"cpu": 2e-3, "paper": 2e-4}

@@ -36,3 +36,8 @@ def encode_sentences(*args, **kwargs):
 def encode_images(*args, **kwargs):
     """:func:`rerank.embed.train.encode_images`: float32 (I, D) unit vectors."""
     return train_module().encode_images(*args, **kwargs)
+
+
+def word_vectors(*args, **kwargs):
+    """:func:`rerank.embed.train.word_vectors`: ``LANG_word`` -> float32 (D,)."""
+    return train_module().word_vectors(*args, **kwargs)

@@ -68,6 +68,29 @@ def epoch_batches(has_row: np.ndarray, batch_size: int, image_rows: int, rng: np
     ]
 
 
+def neighbour_rows(image_of: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """For every row, another row describing the same image, drawn uniformly (MULE's
+    neighbourhood constraints); a row whose image has no other description is its own.
+
+    Args:
+        image_of: int (N,) the image of each row.
+    Returns:
+        int64 (N,) row indices.
+    """
+    image_of = np.asarray(image_of)
+    order = np.argsort(image_of, kind="stable")
+    sorted_images = image_of[order]
+    starts = np.flatnonzero(np.r_[True, sorted_images[1:] != sorted_images[:-1]])
+    counts = np.diff(np.r_[starts, len(order)])
+    group = np.repeat(np.arange(len(starts)), counts)
+    position = np.arange(len(order)) - starts[group]
+    size = counts[group]
+    step = np.where(size > 1, rng.integers(1, np.maximum(size, 2)), 0)  # 1 .. size-1
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = order[starts[group] + (position + step) % size]
+    return out
+
+
 def encode_sentences(
     model: MLMME, vocab: Vocabulary, lang: str, sentences: List[str], batch_size: int = 512, progress: bool = False
 ) -> np.ndarray:
@@ -137,7 +160,10 @@ def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedDat
             model, vocabs[langs[0]], langs[0], [s for s, k in zip(data.sentences[langs[0]], keep) if k]
         )
         result = image_sentence_ranking(
-            encode_images(model, data.image_features[images]), sents, remap[data.image_of[keep]]
+            encode_images(model, data.image_features[images]),
+            sents,
+            remap[data.image_of[keep]],
+            model.config.similarity,
         )
     elif len(langs) > 1:
         a = encode_sentences(model, vocabs[langs[0]], langs[0], data.sentences[langs[0]])
@@ -158,6 +184,7 @@ def train_embeddings(
     fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With
     ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and ``config.json`` (settings,
     history, signature)."""
+    config.model.check()
     if config.contrastive not in ("batch", "random"):
         raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
     if config.threads:
@@ -200,7 +227,7 @@ def train_embeddings(
         if use_images and train.has_image is not None
         else np.full(len(train.image_of), use_images)
     )
-    if mc.beta == 1 and not has_row.all():
+    if mc.beta == 1 and mc.neighbour == 0 and not has_row.all():
         # without R_ML, examples without an image add nothing to the loss: train on the others
         keep = np.flatnonzero(has_row)
         train = EmbedData(
@@ -214,12 +241,11 @@ def train_embeddings(
     image_of = torch.from_numpy(train.image_of).to(device)
 
     def encode(rows: np.ndarray) -> Dict:
-        out = {"sentences": {}, "images": None, "has_image": None, "image_ids": image_of[rows]}
+        out = {"sentences": {}, "images": None, "has_image": None, "image_ids": image_of[rows], "tokens": {}}
         for lang in mc.langs:
             tokens, lengths = batch_tokens(vocabs[lang], [train.sentences[lang][i] for i in rows])
-            out["sentences"][lang] = model.encode_text(
-                lang, torch.from_numpy(tokens).to(device), torch.from_numpy(lengths)
-            )
+            out["tokens"][lang] = torch.from_numpy(tokens).to(device)
+            out["sentences"][lang] = model.encode_text(lang, out["tokens"][lang], torch.from_numpy(lengths))
         if use_images:
             out["has_image"] = has_image[rows]
             if out["has_image"].any():
@@ -239,14 +265,18 @@ def train_embeddings(
         progress_bar = batches
         if progress:
             progress_bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=2)
+        neighbours = neighbour_rows(train.image_of, rng) if mc.neighbour > 0 else None
         total, count = 0.0, 0
         for t, rows in enumerate(progress_bar):
             with mixed:
                 batch = encode(rows)
                 neg = encode(negatives[t % len(negatives)]) if negatives is not None else None
-                loss = model.loss(batch["sentences"], batch["images"], batch["has_image"], batch["image_ids"], neg)[
-                    "loss"
-                ]
+                near = encode(neighbours[rows])["sentences"] if neighbours is not None else None
+                loss = model.loss(
+                    batch["sentences"], batch["images"], batch["has_image"], batch["image_ids"], neg, near
+                )["loss"]
+                if mc.adversary > 0:
+                    loss = loss + mc.adversary * model.language_loss(batch["tokens"])
             optimiser.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -293,6 +323,18 @@ def train_embeddings(
             ["torch", "numpy", "sacremoses"],
         )
     return model, vocabs, history
+
+
+def word_vectors(model: MLMME, vocabs: Dict[str, Vocabulary], progress: bool = False) -> Dict[str, np.ndarray]:
+    """``LANG_word`` -> float32 (embed_dim,): every vocabulary word of every language
+    encoded as a one-word sentence (:mod:`rerank.embed.words`), padding and the unknown
+    word left out."""
+    out: Dict[str, np.ndarray] = {}
+    for lang in model.config.langs:
+        words = vocabs[lang].words[2:]
+        vectors = encode_sentences(model, vocabs[lang], lang, words, progress=progress)
+        out.update({f"{lang}_{w}": v for w, v in zip(words, vectors)})
+    return out
 
 
 def load_model(model_dir: str):

@@ -1,8 +1,11 @@
-"""MLMME / VSE embedding scorers (Calixto & Liu 2017): ``mlmme:MODEL_DIR`` -> ``MLMMEss``
-(s_s, cosine of source and hypothesis embeddings) and, with images, ``MLMMEsi`` (s_i,
-cosine of image and hypothesis embeddings); ``vse:MODEL_DIR`` -> ``VSEsi``.  Options
-``,source=LANG`` and ``,target=LANG`` pick the model's encoders (default en, de),
-``,name=PREFIX`` renames the columns (``PREFIXss``, ``PREFIXsi``)."""
+"""Embedding scorers: ``mlmme:MODEL_DIR`` -> ``MLMMEss`` (s_s, cosine of source and
+hypothesis embeddings) and, with images, ``MLMMEsi`` (s_i: the model's image–sentence
+similarity of image and hypothesis, cosine or order embeddings' −‖max(0, v − d)‖²);
+``vse:MODEL_DIR`` -> ``VSEsi``; the same columns under the family's prefix for ``pivot:``,
+``parallel:`` (Gella et al. 2017), ``mule:`` (Kim et al. 2020) and ``imagevec:`` (Singhal
+et al. 2019), models of ``rerank embed train --objective``.  Options ``,source=LANG`` and
+``,target=LANG`` pick the model's encoders (default en, de), ``,name=PREFIX`` renames the
+columns (``PREFIXss``, ``PREFIXsi``)."""
 
 from __future__ import annotations
 
@@ -78,8 +81,12 @@ class _EmbeddingScorer(Scorer):
         if images is not None and f"{self.prefix}si" in self.names(True):
             if len(images) != nbest.num_segments:
                 raise InputError(f"{len(images)} image rows but {nbest.num_segments} segments")
-            img = encode_images(self.model, np.asarray(images, dtype=np.float32))
-            out[f"{self.prefix}si"] = np.einsum("md,md->m", hyp, img[seg]).astype(np.float64)
+            img = encode_images(self.model, np.asarray(images, dtype=np.float32))[seg]
+            if self.model.config.similarity == "order":  # image d below sentence v: −‖max(0, v − d)‖²
+                si = -np.square(np.maximum(hyp.astype(np.float64) - img, 0.0)).sum(1)
+            else:
+                si = np.einsum("md,md->m", hyp, img)
+            out[f"{self.prefix}si"] = si.astype(np.float64)
         return out
 
 
@@ -101,3 +108,43 @@ class VSEScorer(_EmbeddingScorer):
     summary = "VSEsi: VSE s_i (--images)"
 
     prefix = "VSE"
+
+
+@SCORERS.register("pivot")
+class PivotScorer(_EmbeddingScorer):
+    """s_s and s_i of a PIVOT model (Gella et al. 2017; ``rerank embed train --objective pivot[-asym]``)."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "PIVOTss (PIVOTsi with --images): PIVOT s_s and s_i (Gella et al. 2017)"
+
+    prefix = "PIVOT"
+
+
+@SCORERS.register("parallel")
+class ParallelScorer(_EmbeddingScorer):
+    """s_s and s_i of a PARALLEL model (Gella et al. 2017; ``--objective parallel[-asym]``)."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "PARALLELss (PARALLELsi with --images): PARALLEL s_s and s_i (Gella et al. 2017)"
+
+    prefix = "PARALLEL"
+
+
+@SCORERS.register("mule")
+class MULEScorer(_EmbeddingScorer):
+    """s_s and s_i of a MULE model (Kim et al. 2020; ``--objective mule``)."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "MULEss (MULEsi with --images): MULE s_s and s_i (Kim et al. 2020)"
+
+    prefix = "MULE"
+
+
+@SCORERS.register("imagevec")
+class ImageVecScorer(_EmbeddingScorer):
+    """s_s and s_i of an ImageVec bag-of-words model (Singhal et al. 2019; ``--objective imagevec``)."""
+
+    #: the line of ``rerank features add --help`` and ``rerank --help``
+    summary = "IMAGEVECss (IMAGEVECsi with --images): ImageVec s_s and s_i (Singhal et al. 2019)"
+
+    prefix = "IMAGEVEC"
