@@ -28,7 +28,7 @@ from rerank.features.add import add_columns
 from rerank.metrics import make_metric, make_objective
 from rerank.metrics.evaluate import check_system_names
 from rerank.mira.tuner import TUNERS
-from rerank.mira.tuning import TuningSetup, tune_list
+from rerank.mira.tuning import TuningSetup, start_vector, tune_list
 from rerank.nbest import NBestList, read_nbest, weights_dict, weights_vector, write_nbest
 from rerank.report import format_table, significance_of
 from rerank.textio import read_lines
@@ -92,6 +92,8 @@ class Tuning:
         length_ratio: hypothesis / reference length of the tuned selection (None where
             the metric's statistics have no length).
         details: the tuner's own record.
+        improved: whether the weights beat the start; ``note``: when not, one line saying
+            what the tuner tried and the best score it saw.
     """
 
     weights: Dict[str, float]
@@ -100,6 +102,8 @@ class Tuning:
     metric: str
     length_ratio: Optional[float]
     details: Dict[str, Any] = field(default_factory=dict)
+    improved: bool = True
+    note: str = ""
 
 
 def tune(
@@ -113,6 +117,7 @@ def tune(
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     lang: str = "de",
+    beam_feature: Optional[str] = None,
     **config: Any,
 ) -> Tuning:
     """Tune feature weights on ``nbest`` against ``references`` (one per segment), as
@@ -123,14 +128,15 @@ def tune(
         metric: what is maximised (``bleu``, ``chrf``, ``ter``, ``meteor``,
             ``0.5*bleu+0.5*chrf``, ``chrf:word_order=2`` or ``("chrf", {"word_order": 2})``…;
             ``seg:`` scores need files: use ``rerank tune``).
-        init: ``beam`` (1 on the beam feature the list's signature declares), ``zeros``,
-            or {column: weight}.
+        init: ``beam`` (1 on the beam feature the list's signature declares, or on
+            ``beam_feature``), ``zeros``, or {column: weight} (columns left out start at 0).
         features: the columns to tune (default: all).
         feature_sets: the feature sets to tune, by the names the list's signature gives
             (``beam``, ``R2L``…; default: all).
         tokenize: BLEU's tokeniser (``none`` for tokenised text; default sacrebleu's ``13a``).
         lowercase: lowercase before scoring.
         lang: METEOR's language.
+        beam_feature: the beam's column of a list without a signature (e.g. ``"NMTNorm"``).
         **config: the tuner's settings, by their ``Config`` field names (e.g.
             ``iterations=60``, ``C=0.01`` for MIRA; ``restarts=20`` for MERT; ``seed``).
     Returns:
@@ -159,8 +165,9 @@ def tune(
         BleuSettings(tokenize, lowercase),
         metric,
         lang,
+        beam_feature,
     )
-    start = None if isinstance(init, str) else weights_vector(dict(init), nbest, "init")
+    start = None if isinstance(init, str) else start_vector(dict(init), nbest, "init")[0]
     index = np.arange(len(nbest.hypotheses))
     stats = objective.hypothesis_stats(list(nbest.hypotheses), list(references), nbest.segment, index)
     vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start)
@@ -171,6 +178,8 @@ def tune(
         result.metric,
         result.length_ratio,
         result.details,
+        result.improved,
+        result.note,
     )
 
 

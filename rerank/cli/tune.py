@@ -39,6 +39,7 @@ def setup_from_args(args) -> TuningSetup:
         bleu_settings(args),
         args.metric,
         args.lang,
+        args.beam_feature,
     )
 
 
@@ -140,9 +141,15 @@ def tuning_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--init",
         default="beam",
-        help="start weights: beam (1 on the beam feature the list's signature names, or zeros when it "
-        "names none; an error for a list without a signature), zeros, or a weights JSON "
-        "(default: beam)",
+        help="start weights: beam (1 on the beam feature the list's signature names or --beam-feature "
+        "gives; zeros when the signature names none), zeros, or a file: a weights JSON (columns it "
+        "leaves out start at 0, said in one line), Moses 'name= value' lines (kbmira --dense-init) or "
+        "mert's init.opt (default: beam), e.g. --init moses.weights",
+    )
+    p.add_argument(
+        "--beam-feature",
+        help="the beam's column of a list without a signature (a list from another toolkit): --init beam "
+        "starts from weight 1 on it, e.g. --beam-feature NMTNorm (default: the signature's)",
     )
     p.add_argument(
         "--features", help="comma-separated column names to tune, e.g. NMT,R2L (default: all); the others get weight 0"

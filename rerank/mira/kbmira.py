@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -174,3 +174,8 @@ class Mira(Tuner):
             if gain > best_gain:
                 best_weights, best_gain, best_epoch = avg.copy(), gain, epoch
         return best_weights, {"best_epoch": best_epoch, "epoch_score": epoch_score, "epoch_updates": epoch_updates}
+
+    def tried(self, details: Dict[str, Any]) -> Tuple[str, Optional[float]]:
+        scores = details["epoch_score"]
+        what = f"{len(scores)} epoch(s) at C {self.config.C:g}" + (", model BG" if self.config.model_bg else "")
+        return what, max(scores) if scores else None

@@ -35,7 +35,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -193,3 +193,7 @@ class Mert(Tuner):
             "line_searches": line_searches,
             "random_directions": randoms_per_iteration,
         }
+
+    def tried(self, details: Dict[str, Any]) -> Tuple[str, Optional[float]]:
+        scores = details["run_score"]
+        return f"{len(scores)} run(s), {details['line_searches']} line searches", max(scores) if scores else None

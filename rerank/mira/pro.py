@@ -24,7 +24,7 @@ ones are returned (``kept_initial``).  ``Pro`` is registered as tuner ``pro``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -124,3 +124,6 @@ class Pro(Tuner):
         if problem.gain(w) < problem.start_score:
             return w0, {"pairs": len(better), "kept_initial": True}
         return w, {"pairs": len(better), "kept_initial": False}
+
+    def tried(self, details: Dict[str, Any]) -> Tuple[str, Optional[float]]:
+        return f"a logistic regression on {details['pairs']} sampled pair(s)", None

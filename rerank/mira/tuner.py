@@ -86,6 +86,9 @@ class TuneResult:
         details: the tuner's own record (MIRA: best epoch and score per epoch; MERT: score
             per restart, line searches; PRO: pairs, whether the start was kept).
         metric: the metric's name (``bleu``, ``chrf``, ``0.5*bleu+0.5*chrf``, ...).
+        improved: whether ``weights`` beat the start on the tuning set.
+        note: when not improved, one line saying what the tuner tried, the best score it
+            saw and that the start is kept (:meth:`Tuner.tried`); else "".
     """
 
     weights: np.ndarray
@@ -94,6 +97,8 @@ class TuneResult:
     length_ratio: Optional[float]
     details: Dict[str, Any] = field(default_factory=dict)
     metric: str = "bleu"
+    improved: bool = True
+    note: str = ""
 
 
 class Tuner(abc.ABC):
@@ -110,6 +115,12 @@ class Tuner(abc.ABC):
     @abc.abstractmethod
     def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
         """Weights for ``problem`` and the tuner's details."""
+
+    def tried(self, details: Dict[str, Any]) -> Tuple[str, Optional[float]]:
+        """(what the search tried, in words, e.g. ``10 epochs at C 0.01``; the best corpus
+        gain it saw, or None where it keeps none) from its ``details``: the words of the
+        one line said when no weights beat the start."""
+        return "the search", None
 
     def tune(
         self,
@@ -142,6 +153,16 @@ class Tuner(abc.ABC):
         problem.start_score = float(metric.gain(start))
         weights, details = self.search(problem, progress or (lambda text: None))
         best = problem.best_stats(weights)
+        improved = float(metric.gain(best)) > problem.start_score
+        note = ""
+        if not improved:
+            what, seen = self.tried(details)
+            label = metric.label
+            best_seen = "" if seen is None else f"; best seen {label} {problem.as_score(seen):.2f}"
+            note = (
+                f"no improvement: {what} did not beat the start ({label} {problem.as_score(problem.start_score):.2f})"
+                f"{best_seen}; the start weights are kept"
+            )
         return TuneResult(
             weights,
             float(metric.score(best)),
@@ -149,6 +170,8 @@ class Tuner(abc.ABC):
             metric.length_ratio(best),
             details,
             metric.name,
+            improved,
+            note,
         )
 
 

@@ -17,6 +17,7 @@ as library functions over a typed :class:`TuningSetup`.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ from rerank.metrics import Metric, make_objective
 from rerank.mira.tuner import TuneResult, make_tuner
 from rerank.nbest import NBestList, finite_scores, read_weights, weights_dict, weights_vector
 from rerank.signature import signature
+from rerank.textio import read_lines
 from rerank.tuning_data import load_tuning_data
 
 #: the largest feature magnitude the tuners accept: beyond it, products with weights and
@@ -45,7 +47,8 @@ class TuningSetup:
     (``features`` and/or ``feature_sets``; both None: every column), the BLEU settings
     (tokeniser and lowercasing of BLEU; lowercasing of every text metric), the ``metric``
     maximised (a specification, :func:`rerank.metrics.make_metric`) and ``lang``
-    (METEOR's language)."""
+    (METEOR's language); ``beam_feature`` names the beam's column of a list without
+    a signature."""
 
     algorithm: str = "mira"
     config: Any = None
@@ -55,6 +58,9 @@ class TuningSetup:
     bleu: BleuSettings = field(default_factory=BleuSettings)
     metric: str = "bleu"
     lang: str = "de"
+    #: the list's beam feature where its signature does not name one (a list from another
+    #: toolkit): ``init="beam"`` starts with weight 1 on this column
+    beam_feature: Optional[str] = None
 
     def tuner(self):
         return make_tuner(self.algorithm, self.config)
@@ -64,38 +70,126 @@ class TuningSetup:
         return make_objective(self.metric, self.bleu.tokenize, self.bleu.lowercase, self.lang)
 
 
-def start_weights(nbest: NBestList, init: str, nbest_path: str) -> Tuple[Optional[np.ndarray], str]:
+def read_start(path: str) -> Dict[str, Any] | List[float]:
+    """Start weights from a file: a weights JSON (``{"weights": {name: value or
+    [values]}}``, as ``rerank tune`` writes; names may be missing), Moses' ``name= v1 …
+    vk`` lines (kbmira ``--dense-init``; k values for a name with k columns), or Moses
+    mert's legacy ``init.opt`` (first line: one value per column in list order; its min /
+    max lines are ignored).  Returns a name map, or a list of values for ``init.opt``.
+
+    Raises:
+        InputError: naming the file (and line): JSON without a weights object, a line
+            that is neither form, a value that is not a finite number, a name twice.
+    """
+    text = "\n".join(read_lines(path))
+    if text.lstrip().startswith("{"):
+        return read_weights(path)
+    lines = [(k, line.split()) for k, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise InputError("no start weights in the file", path)
+
+    def numbers(values, lineno):
+        try:
+            out = [float(v) for v in values]
+        except ValueError:
+            raise InputError("a weight is not a number", path, lineno) from None
+        if not out or not all(math.isfinite(v) for v in out):
+            raise InputError("a weight is missing or not finite", path, lineno)
+        return out
+
+    if not lines[0][1][0].endswith("="):  # mert's init.opt: the first line holds the weights
+        return numbers(lines[0][1], lines[0][0])
+    weights: Dict[str, Any] = {}
+    for lineno, words in lines:
+        if not words[0].endswith("=") or len(words[0]) < 2:
+            raise InputError(f"expected 'name= value …' (Moses weights), found {words[0]!r}", path, lineno)
+        name = words[0][:-1]
+        if name in weights:
+            raise InputError(f"the feature {name!r} has a second line", path, lineno)
+        values = numbers(words[1:], lineno)
+        weights[name] = values[0] if len(values) == 1 else values
+    return weights
+
+
+def start_vector(start: Dict[str, Any] | List[float], nbest: NBestList, source: str) -> Tuple[np.ndarray, List[str]]:
+    """(float64[F] start weights over ``nbest``'s columns, the names that had no weight and
+    start at 0) from :func:`read_start`'s result.
+
+    Raises:
+        InputError: a weight for a name the list does not have, a name whose number of
+            values differs from its columns, an ``init.opt`` line of another length.
+    """
+    if isinstance(start, list):
+        if len(start) != len(nbest.feature_names):
+            raise InputError(
+                f"{len(start)} start weights but the n-best list has {len(nbest.feature_names)} columns "
+                f"({' '.join(nbest.feature_names)})",
+                source,
+            )
+        return np.asarray(start, dtype=np.float64), []
+    missing = [name for name, _ in nbest.groups() if name not in start]
+    full = {**start, **{name: [0.0] * count for name, count in nbest.groups() if name in missing}}
+    return weights_vector(full, nbest, source), missing
+
+
+def start_weights(
+    nbest: NBestList,
+    init: str,
+    nbest_path: str,
+    beam_feature: Optional[str] = None,
+    say: Optional[Callable[[str], None]] = None,
+) -> Tuple[Optional[np.ndarray], str]:
     """(start weights float[F] or None for zeros, where they came from: ``beam``,
     ``zeros`` or the absolute path of the weights file).
 
+    ``init``: ``beam`` (1 on the beam feature: the one the list's signature declares, or
+    ``beam_feature`` for a list without one), ``zeros``, or a start file
+    (:func:`read_start`; columns it does not name start at 0, said through ``say`` in one
+    line).
+
     Raises:
-        InputError: ``beam`` for a list without a signature (unknown beam) or whose
-            declared beam feature is not one of its columns; an unreadable weights file or
-            weights that overflow on the list.
+        InputError: ``beam`` for a list without a signature and no ``beam_feature`` (the
+            error names the ways on), a beam feature that is not a column or that
+            contradicts the signature's; an unreadable start file or weights that
+            overflow on the list.
     """
+    info = nbest.info
+    columns = " ".join(dict.fromkeys(nbest.feature_names))
+    if beam_feature is not None:
+        if beam_feature not in nbest.feature_names:
+            raise InputError(f"--beam-feature {beam_feature}: not a column of the list (it has {columns})", nbest_path)
+        if info.declared and info.beam_feature not in (None, beam_feature):
+            raise InputError(
+                f"--beam-feature {beam_feature} contradicts the beam feature {info.beam_feature!r} that the "
+                "list's signature declares",
+                nbest_path,
+            )
     if init == "zeros":
         return None, "zeros"
     if init != "beam":
-        vector = weights_vector(read_weights(init), nbest, init)
+        vector, missing = start_vector(read_start(init), nbest, init)
+        if missing and say is not None:
+            say(f"--init {init}: no weight for {', '.join(missing)}: they start at 0")
         with np.errstate(over="ignore", invalid="ignore"):
             finite_scores(nbest.features @ vector, nbest_path, init)
         return vector, os.path.abspath(init)
-    info = nbest.info
-    if not info.declared:
+    beam = beam_feature or info.beam_feature
+    if beam is None and not info.declared:
         raise InputError(
-            f"no signature {nbest_path}.json beside the list, so the beam's feature is unknown: give "
-            "--init zeros (start from zero weights) or --init WEIGHTS.json",
+            f"no signature {nbest_path}.json beside the list, so the beam's feature is unknown: name its column "
+            f"(--beam-feature COLUMN; the list has {columns}), or start from --init zeros or --init WEIGHTS "
+            "(JSON, Moses 'name= value' lines or init.opt); 'rerank convert --beam-feature COLUMN' writes "
+            "the signature once for every verb",
             nbest_path,
         )
-    if info.beam_feature is None:
+    if beam is None:
         return None, "zeros"
-    if info.beam_feature not in nbest.feature_names:
+    if beam not in nbest.feature_names:
         raise InputError(
-            f"the signature names beam feature {info.beam_feature!r}, which is not a column of the list "
-            f"(it has {' '.join(dict.fromkeys(nbest.feature_names))})",
+            f"the signature names beam feature {beam!r}, which is not a column of the list (it has {columns})",
             nbest_path + ".json",
         )
-    return np.asarray([1.0 if name == info.beam_feature else 0.0 for name in nbest.feature_names]), "beam"
+    return np.asarray([1.0 if name == beam else 0.0 for name in nbest.feature_names]), "beam"
 
 
 def check_tunable(nbest: NBestList, source: str) -> None:
@@ -185,7 +279,8 @@ def describe(result: TuneResult, init_from: str) -> str:
     """``BLEU 35.10 (beam) -> 36.02, length ratio 1.003`` for progress lines."""
     ratio = "" if result.length_ratio is None else f", length ratio {result.length_ratio:.3f}"
     label = result.metric.upper() if result.metric.isalpha() else result.metric
-    return f"{label} {result.initial_score:.2f} ({init_from}) -> {result.score:.2f}{ratio}"
+    note = f" ({result.note})" if result.note else ""
+    return f"{label} {result.initial_score:.2f} ({init_from}) -> {result.score:.2f}{ratio}{note}"
 
 
 def tune_list(
@@ -215,7 +310,7 @@ def tune_list(
         InputError: a bad start or column choice.
     """
     if start is None:
-        init, init_from = start_weights(full, setup.init, where)
+        init, init_from = start_weights(full, setup.init, where, setup.beam_feature, progress)
     else:
         init, init_from = start, "weights"
     nbest, init, init_from, columns = restrict(full, init, init_from, setup, where)
@@ -245,6 +340,7 @@ def tune_file(
             "features": list(dict.fromkeys(nbest.feature_names)),
             **_scores(result),
             "init": init_from,
+            "improved": result.improved,
             "length_ratio": result.length_ratio,
             **result.details,
             "nbest": os.path.abspath(nbest_path),
@@ -279,7 +375,7 @@ def crossfit_file(
     tuner, metric = setup.tuner(), setup.objective()
     full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
     folds = read_folds(folds_path, full.num_segments)
-    init, init_from = start_weights(full, setup.init, nbest_path)
+    init, init_from = start_weights(full, setup.init, nbest_path, setup.beam_feature, progress)
     restricted, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
     chosen = np.zeros(full.num_segments, dtype=np.int64)
     per_fold = []
@@ -326,6 +422,8 @@ __all__ = [
     "tune_file",
     "crossfit_file",
     "start_weights",
+    "read_start",
+    "start_vector",
     "restrict",
     "check_tunable",
     "widen",

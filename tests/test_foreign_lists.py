@@ -1,0 +1,131 @@
+"""First contact with a list from another toolkit (no signature): --beam-feature on tune and
+crossfit, start weights from Moses' files or a partial JSON, the error that names the ways
+on, and the one line a tuner says when nothing beat the start."""
+
+import json
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+
+from rerank import api
+from rerank.cli import main
+from rerank.errors import InputError
+from rerank.mira.tuning import read_start, start_vector
+from rerank.nbest import NBestList, read_nbest, write_lines, write_nbest
+from tests.conftest import random_corpus
+
+
+@pytest.fixture
+def foreign(tmp_path):
+    """A 3-column list with no signature (NMT, WordPenalty, NMTNorm); NMTNorm carries the
+    quality signal, so the beam (1 on NMTNorm) is a sensible start."""
+    refs, hyps, segment = random_corpus(12, 6, seed=3)
+    bleu = BLEU(tokenize="none", effective_order=True)
+    quality = np.array([bleu.sentence_score(h, [refs[s]]).score for h, s in zip(hyps, segment)])
+    rng = np.random.default_rng(3)
+    lengths = np.array([len(h.split()) for h in hyps], dtype=float)
+    norm = quality / 20 + rng.normal(scale=1.5, size=len(hyps))
+    features = np.column_stack([norm * lengths, -lengths, norm])
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    nbest = NBestList(offsets, hyps, features, ["NMT", "WordPenalty", "NMTNorm"])
+    write_nbest(nbest, str(tmp_path / "f.nbest"))
+    write_lines(refs, str(tmp_path / "f.de"))
+    return tmp_path, nbest, refs
+
+
+def _tune(d, *extra):
+    return main(["tune", "--nbest", str(d / "f.nbest"), "--ref", str(d / "f.de"), "--tokenize", "none", *extra])
+
+
+def test_a_list_without_signature_names_every_way_on(foreign, capsys):
+    d, _, _ = foreign
+    assert _tune(d, "--out", str(d / "w.json")) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and not (d / "w.json").exists()
+    assert "--beam-feature COLUMN; the list has NMT WordPenalty NMTNorm" in err
+    assert "--init zeros" in err and "rerank convert --beam-feature COLUMN" in err
+
+
+def test_beam_feature_starts_tuning_from_the_beams_choice(foreign, capsys):
+    d, nbest, refs = foreign
+    assert _tune(d, "--beam-feature", "NMTNorm", "--out", str(d / "w.json"), "--quiet") == 0
+    record = json.load(open(d / "w.json"))["tuning"]
+    beam = [nbest.hypotheses[i] for i in nbest.select(nbest.features[:, 2])]
+    expected = BLEU(tokenize="none").corpus_score(beam, [refs]).score
+    assert record["init"] == "beam" and record["initial_score"] == pytest.approx(expected, abs=1e-9)
+    assert "(beam) ->" in capsys.readouterr().err
+    # the same in crossfit and in the API
+    folds = d / "folds.tsv"
+    folds.write_text("".join(f"img{s}\t{s % 2}\n" for s in range(12)))
+    args = ["crossfit", "--nbest", str(d / "f.nbest"), "--ref", str(d / "f.de"), "--folds", str(folds)]
+    args += ["--tokenize", "none", "--beam-feature", "NMTNorm", "--out", str(d / "c.txt"), "--weights-out"]
+    assert main([*args, str(d / "c.json"), "--quiet"]) == 0
+    assert json.load(open(d / "c.json"))["crossfit"]["init"] == "beam"
+    tuned = api.tune(read_nbest(str(d / "f.nbest")), refs, tokenize="none", beam_feature="NMTNorm")
+    assert tuned.initial_score == pytest.approx(expected, abs=1e-9)
+    with pytest.raises(InputError, match="beam's feature is unknown"):
+        api.tune(read_nbest(str(d / "f.nbest")), refs, tokenize="none")
+
+
+def test_beam_feature_must_be_a_column_and_agree_with_a_signature(foreign, capsys):
+    d, _, _ = foreign
+    assert _tune(d, "--beam-feature", "Bogus", "--out", str(d / "w.json")) == 1
+    assert "--beam-feature Bogus: not a column of the list (it has NMT WordPenalty NMTNorm)" in capsys.readouterr().err
+    (d / "f.nbest.json").write_text(json.dumps({"beam_feature": "NMT", "feature_sets": {"beam": ["NMT"]}}))
+    assert _tune(d, "--beam-feature", "NMTNorm", "--out", str(d / "w.json")) == 1
+    err = capsys.readouterr().err
+    assert "--beam-feature NMTNorm contradicts the beam feature 'NMT' that the list's signature declares" in err
+    assert not (d / "w.json").exists()
+
+
+def test_start_weights_from_moses_files_and_partial_json(foreign, capsys):
+    d, nbest, _ = foreign
+    (d / "dense").write_text("NMT= 0.5\nWordPenalty= -0.25\n\nNMTNorm= 1\n")
+    assert read_start(str(d / "dense")) == {"NMT": 0.5, "WordPenalty": -0.25, "NMTNorm": 1.0}
+    (d / "init.opt").write_text("0.5 -0.25 1\n0 0 0\n1 1 1\n")
+    assert read_start(str(d / "init.opt")) == [0.5, -0.25, 1.0]
+    for name in ("dense", "init.opt"):
+        vector, missing = start_vector(read_start(str(d / name)), nbest, name)
+        assert vector.tolist() == [0.5, -0.25, 1.0] and missing == []
+    assert _tune(d, "--init", str(d / "dense"), "--out", str(d / "w.json"), "--quiet") == 0
+    assert json.load(open(d / "w.json"))["tuning"]["init"] == str(d / "dense")
+    # a partial JSON: the columns it leaves out start at 0, said in one line
+    (d / "part.json").write_text(json.dumps({"weights": {"NMTNorm": 1.0}}))
+    assert _tune(d, "--init", str(d / "part.json"), "--out", str(d / "w2.json")) == 0
+    err = capsys.readouterr().err
+    assert f"--init {d / 'part.json'}: no weight for NMT, WordPenalty: they start at 0" in err
+    for text, message in (
+        ("0.5 1\n", r"init.opt: 2 start weights but the n-best list has 3 columns \(NMT WordPenalty NMTNorm\)"),
+        ("NMT= 0.5\nWordPenalty -1\n", r"init.opt:2: expected 'name= value …' \(Moses weights\), found 'WordPenalty'"),
+        ("NMT= x\n", r"init.opt:1: a weight is not a number"),
+        ("NMT= 1\nNMT= 2\n", r"init.opt:2: the feature 'NMT' has a second line"),
+        ("Other= 1\n", r"weight\(s\) for feature\(s\) not in the n-best list: Other"),
+    ):
+        (d / "init.opt").write_text(text)
+        with pytest.raises(InputError, match=message):
+            start_vector(read_start(str(d / "init.opt")), nbest, str(d / "init.opt"))
+
+
+def test_a_tuner_that_beats_nothing_says_so_in_one_line(tmp_path, capsys):
+    # the beam column picks the reference itself in every segment: BLEU 100, nothing beats it
+    refs = ["a b c d e", "f g h i j", "k l m n o"]
+    hyps, feats = [], []
+    for ref in refs:
+        hyps += ["x y z", ref, ref.replace(" ", " q ")]  # zero weights take the first: BLEU 0
+        feats += [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5]]
+    nbest = NBestList(np.array([0, 3, 6, 9]), hyps, np.array(feats), ["Beam", "Other"])
+    write_nbest(nbest, str(tmp_path / "f.nbest"))
+    write_lines(refs, str(tmp_path / "f.de"))
+    assert _tune(tmp_path, "--beam-feature", "Beam", "--out", str(tmp_path / "w.json"), "--quiet") == 0
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("mira: BLEU 100.00 (beam) -> 100.00, length ratio 1.000 (no improvement: 60 epoch(s) at C 0.01 did not ")
+    assert line.endswith("beat the start (BLEU 100.00); best seen BLEU 100.00; the start weights are kept)")
+    record = json.load(open(tmp_path / "w.json"))
+    assert record["tuning"]["improved"] is False and record["weights"] == {"Beam": 1.0, "Other": 0.0}
+    tuned = api.tune(read_nbest(str(tmp_path / "f.nbest")), refs, tokenize="none", beam_feature="Beam")
+    assert not tuned.improved and tuned.note.startswith("no improvement: 60 epoch(s) at C 0.01")
+    # a tuner that does improve says nothing of the kind
+    assert _tune(tmp_path, "--init", "zeros", "--out", str(tmp_path / "z.json"), "--quiet") == 0
+    assert "no improvement" not in capsys.readouterr().err
+    assert json.load(open(tmp_path / "z.json"))["tuning"]["improved"] is True
