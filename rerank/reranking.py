@@ -80,23 +80,42 @@ def apply_file(
     return segments
 
 
-def truncate_file(nbest_path: str, size: int, out: str) -> int:
+def truncate_file(nbest_path: str, size: Optional[int], out: Optional[str], out_1best: Optional[str] = None) -> int:
     """Write the first ``size`` hypotheses of every segment of ``nbest_path`` to ``out``
-    with its signature ``out.json`` (list settings carried on).  Returns the hypotheses written."""
-    names, hypotheses, info = None, 0, None
-    with StagedOutputs() as outputs:  # the list and its signature together
-        with outputs.open(out) as handle:
-            writer = NBestWriter(handle)
+    with its signature ``out.json`` (list settings carried on), and/or the first
+    hypothesis of every segment to ``out_1best``, one line each (the decoder's own 1-best
+    of a list in decoder order, as Moses and fairseq write them).  Outputs appear
+    together or not at all.  Returns the hypotheses written to ``out`` (segments for
+    ``out_1best`` alone).
+
+    Raises:
+        InputError: neither output, ``out`` without ``size``, an unreadable list.
+    """
+    if out is None and out_1best is None:
+        raise InputError("give --out (a truncated list) and/or --out-1best (the first hypothesis of each segment)")
+    if out is not None and size is None:
+        raise InputError("--out needs --size (hypotheses kept per segment)")
+    names, hypotheses, info, segments = None, 0, None, 0
+    with StagedOutputs() as outputs:  # the list, its signature and the 1-best together
+        with contextlib.ExitStack() as stack:
+            handle = stack.enter_context(outputs.open(out)) if out is not None else None
+            best = stack.enter_context(outputs.open(out_1best)) if out_1best is not None else None
+            writer = NBestWriter(handle) if handle is not None else None
             for first, block in iter_nbest(nbest_path):
-                block = block.head(size)
-                writer.write(block, first)
-                names, hypotheses, info = block.feature_names, hypotheses + len(block.hypotheses), block.info
-        write_list_info(
-            outputs.stage(out + ".json"),
-            info,
-            {"input": nbest_path, "head": size, "features": names, "hypotheses": hypotheses},
-        )
-    return hypotheses
+                if best is not None:
+                    best.writelines(block.hypotheses[i] + "\n" for i in block.offsets[:-1])
+                segments += block.num_segments
+                if writer is not None:
+                    block = block.head(size)
+                    writer.write(block, first)
+                    names, hypotheses, info = block.feature_names, hypotheses + len(block.hypotheses), block.info
+        if out is not None:
+            write_list_info(
+                outputs.stage(out + ".json"),
+                info,
+                {"input": nbest_path, "head": size, "features": names, "hypotheses": hypotheses},
+            )
+    return hypotheses if out is not None else segments
 
 
 #: segments per block that :func:`union_files` writes

@@ -119,7 +119,9 @@ def test_a_tuner_that_beats_nothing_says_so_in_one_line(tmp_path, capsys):
     write_lines(refs, str(tmp_path / "f.de"))
     assert _tune(tmp_path, "--beam-feature", "Beam", "--out", str(tmp_path / "w.json"), "--quiet") == 0
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("mira: BLEU 100.00 (beam) -> 100.00, length ratio 1.000 (no improvement: 60 epoch(s) at C 0.01 did not ")
+    assert line.startswith(
+        "mira: BLEU 100.00 (beam) -> 100.00, length ratio 1.000 (no improvement: 60 epoch(s) at C 0.01 did not "
+    )
     assert line.endswith("beat the start (BLEU 100.00); best seen BLEU 100.00; the start weights are kept)")
     record = json.load(open(tmp_path / "w.json"))
     assert record["tuning"]["improved"] is False and record["weights"] == {"Beam": 1.0, "Other": 0.0}
@@ -129,3 +131,26 @@ def test_a_tuner_that_beats_nothing_says_so_in_one_line(tmp_path, capsys):
     assert _tune(tmp_path, "--init", "zeros", "--out", str(tmp_path / "z.json"), "--quiet") == 0
     assert "no improvement" not in capsys.readouterr().err
     assert json.load(open(tmp_path / "z.json"))["tuning"]["improved"] is True
+
+
+def test_the_decoders_own_one_best_and_the_readme_loop_on_a_foreign_list(foreign, capsys):
+    d, nbest, refs = foreign
+    # the first hypothesis of each segment, as the decoder ordered them
+    assert main(["truncate", "--nbest", str(d / "f.nbest"), "--out-1best", str(d / "f.1best")]) == 0
+    assert open(d / "f.1best").read().splitlines() == [nbest.hypotheses[i] for i in nbest.offsets[:-1]]
+    assert not (d / "f.1best.json").exists()
+    assert main(["truncate", "--nbest", str(d / "f.nbest"), "--out", str(d / "t.nbest")]) == 1
+    assert "--out needs --size" in capsys.readouterr().err and not (d / "t.nbest").exists()
+    assert main(["truncate", "--nbest", str(d / "f.nbest"), "--out-1best", str(d / "f.nbest")]) == 1
+    capsys.readouterr()
+    assert read_nbest(str(d / "f.nbest")).hypotheses == nbest.hypotheses  # the input untouched
+    # the README's six commands on a list without a signature (val = test here)
+    for argv in (
+        ["features", "add", "--nbest", str(d / "f.nbest"), "--scorer", "mbr:bleu", "--out", str(d / "full.nbest")],
+        ["tune", "--nbest", str(d / "full.nbest"), "--ref", str(d / "f.de"), "--tokenize", "none"]
+        + ["--beam-feature", "NMTNorm", "--out", str(d / "w.json"), "--quiet"],
+        ["apply", "--nbest", str(d / "full.nbest"), "--weights", str(d / "w.json"), "--out", str(d / "r.txt")],
+        ["signif", "--ref", str(d / "f.de"), "--baseline", str(d / "f.1best"), "--system", f"r={d / 'r.txt'}"]
+        + ["--tokenize", "none", "--metrics", "bleu,chrf,ter"],
+    ):
+        assert main(argv) == 0, capsys.readouterr().err

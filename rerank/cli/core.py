@@ -92,7 +92,7 @@ def cmd_convert(args) -> None:
 
 
 def cmd_truncate(args) -> None:
-    truncate_file(args.nbest, args.size, args.out)
+    truncate_file(args.nbest, args.size, args.out, args.out_1best)
 
 
 def cmd_union(args) -> None:
@@ -282,15 +282,28 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "truncate",
-        help="the first N hypotheses of every segment (e.g. 20-best from 50-best)",
-        epilog="example: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest",
+        help="the first N hypotheses of every segment (e.g. 20-best from 50-best), or the decoder's own 1-best as text",
+        epilog="examples: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest; "
+        "rerank truncate --nbest test.nbest --out-1best test.1best (the first hypothesis of each segment)",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list")
-    p.add_argument("--size", type=positive_int, required=True, help="hypotheses kept per segment")
-    p.add_argument("--out", required=True, help="truncated list (and OUT.json, its signature)")
+    p.add_argument("--size", type=positive_int, help="hypotheses kept per segment (needed with --out), e.g. 20")
+    p.add_argument("--out", help="truncated list (and OUT.json, its signature)")
+    p.add_argument(
+        "--out-1best",
+        help="the first hypothesis of every segment, one line each: the decoder's own 1-best "
+        "(the list's order, as Moses, fairseq and Marian write them)",
+    )
     p.set_defaults(
         func=cmd_truncate,
-        paths=lambda a: ({"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"}),
+        paths=lambda a: (
+            {"--nbest": a.nbest},
+            {
+                "--out": a.out,
+                "--out (signature)": a.out + ".json" if a.out else None,
+                "--out-1best": a.out_1best,
+            },
+        ),
     )
 
     p = sub.add_parser(
