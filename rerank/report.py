@@ -22,7 +22,6 @@ import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank import DEFAULT_SEED, __version__
 from rerank.bleu import BleuSettings
@@ -34,6 +33,7 @@ from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.oracle import oracle_file
 from rerank.outputs import StagedOutputs
+from rerank.progress import progress_bar
 from rerank.signif import approximate_randomization, compare, score_system
 from rerank.textio import read_lines
 
@@ -113,7 +113,7 @@ def significance_of(
     items = [(m, n) for m in metrics for n in names]
     bar = None
     if progress:
-        bar = tqdm(total=len(items), desc="signif", unit="system·metric")
+        bar = progress_bar(total=len(items), desc="signif", unit="system·metric")
     unavailable = {}
     for metric_name in metrics:
         try:

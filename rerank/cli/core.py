@@ -147,7 +147,7 @@ def cmd_signif(args) -> None:
             resamples=args.resamples,
             seed=args.seed,
             compare_to=args.compare_to,
-            progress=sys.stderr.isatty(),
+            progress=True,  # a bar on a terminal, a line every few seconds elsewhere
         )
     text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
     sys.stdout.write(text)

@@ -23,7 +23,7 @@ def cmd_generate(args) -> None:
         sampling,
         device_settings(args),
         args.max_length,
-        progress=sys.stderr.isatty(),
+        progress=True,  # a bar on a terminal, a line every few seconds elsewhere
     )
     print(
         f"{listing.num_segments} segments, {len(listing.hypotheses)} candidates "

@@ -30,6 +30,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.progress import progress_bar
 from rerank.textio import read_lines
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -166,9 +167,7 @@ def extract_features(
     out = np.zeros((len(paths), backbone.dim), dtype=np.float32)
     starts = range(0, len(paths), batch_size)
     if progress:
-        from tqdm import tqdm
-
-        starts = tqdm(starts, desc="images", unit="batch", mininterval=2)
+        starts = progress_bar(starts, desc="images", unit="batch")
     with torch.no_grad():
         for start in starts:
             batch = []

@@ -26,7 +26,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from rerank.devices import DeviceSettings
 from rerank.embed.config import EmbedTrainConfig, MLMMEConfig
@@ -34,6 +33,7 @@ from rerank.embed.data import EmbedData, Vocabulary, batch_tokens
 from rerank.embed.evaluation import image_sentence_ranking
 from rerank.embed.model import MLMME
 from rerank.errors import InputError
+from rerank.progress import progress_bar as make_progress_bar
 from rerank.signature import write_signed
 
 
@@ -96,7 +96,7 @@ def encode_sentences(
 ) -> np.ndarray:
     """float32 (N, D) unit vectors, in the order of ``sentences``; each distinct sentence
     is encoded once, in length-sorted batches, under ``torch.no_grad()`` (deterministic:
-    dropout is off).  ``progress``: a tqdm bar on stderr."""
+    dropout is off).  ``progress``: a progress bar on stderr (:func:`rerank.progress.progress_bar`)."""
     unique = list(dict.fromkeys(sentences))
     order = sorted(range(len(unique)), key=lambda i: len(unique[i].split()))
     out = np.zeros((len(unique), model.config.embed_dim), dtype=np.float32)
@@ -104,7 +104,7 @@ def encode_sentences(
     model.eval()
     starts = range(0, len(order), batch_size)
     if progress:
-        starts = tqdm(starts, desc=f"encode {lang}", unit="batch", mininterval=2)
+        starts = make_progress_bar(starts, desc=f"encode {lang}", unit="batch")
     with torch.no_grad():
         for start in starts:
             rows = order[start : start + batch_size]
@@ -264,7 +264,7 @@ def train_embeddings(
         )
         progress_bar = batches
         if progress:
-            progress_bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", mininterval=2)
+            progress_bar = make_progress_bar(batches, desc=f"epoch {epoch}", unit="batch")
         neighbours = neighbour_rows(train.image_of, rng) if mc.neighbour > 0 else None
         total, count = 0.0, 0
         for t, rows in enumerate(progress_bar):

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank.devices import DeviceSettings
 from rerank.embed.data import align_images, load_image_features
@@ -21,6 +20,7 @@ from rerank.features.scorer import Scorer, make_scorer
 from rerank.folds import read_folds
 from rerank.nbest import ListInfo, NBestList, NBestWriter, iter_nbest, write_list_info
 from rerank.outputs import StagedOutputs
+from rerank.progress import progress_bar
 from rerank.textio import read_lines
 
 
@@ -220,7 +220,7 @@ def add_features(
     start = time.perf_counter()
     timings = {spec: 0.0 for spec in specs}
     segments, hypotheses, names, info = 0, 0, [], None
-    bar = tqdm(unit=" hyp", desc="features add", disable=not sys.stderr.isatty(), leave=False)
+    bar = progress_bar(desc="features add", unit="hyp")
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
             writer = NBestWriter(handle)

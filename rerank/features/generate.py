@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
@@ -40,6 +39,7 @@ from rerank.features.hf_scorer import CT2Scorer, HFSeq2SeqScorer
 from rerank.features.scorer import make_scorer
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
 from rerank.outputs import StagedOutputs
+from rerank.progress import progress_bar
 from rerank.textio import read_lines
 
 
@@ -78,12 +78,8 @@ def _hf_candidates(
     if sampling is not None:
         torch.manual_seed(sampling.seed)
     with torch.inference_mode():
-        for start in tqdm(
-            range(0, len(sources), scorer.batch),
-            desc="generate",
-            unit=" batch",
-            leave=False,
-            disable=not scorer.progress,
+        for start in progress_bar(
+            range(0, len(sources), scorer.batch), desc="generate", unit="batch", enabled=scorer.progress
         ):
             enc = tok(sources[start : start + scorer.batch], return_tensors="pt", padding=True).to(scorer.device)
             if sampling is None:
@@ -141,7 +137,7 @@ def _ct2_candidates(
     rows = [s for s in range(len(sources)) for _ in range(nbest)]
     prefixes: List[List[str]] = [[] for _ in rows]
     done = np.zeros(len(rows), dtype=bool)
-    for step in tqdm(range(max_length), desc="sampling steps", leave=False, disable=not scorer.progress):
+    for step in progress_bar(range(max_length), desc="sampling steps", unit="step", enabled=scorer.progress):
         live = np.flatnonzero(~done)
         if not len(live):
             break

@@ -20,6 +20,7 @@ from rerank.argtypes import non_negative_int
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer
+from rerank.progress import progress_bar
 
 
 @SCORERS.register("e5")
@@ -53,12 +54,11 @@ class E5Scorer(Scorer):
 
     def embed(self, texts: List[str]) -> np.ndarray:
         """float32[len(texts), 384] unit embeddings, each distinct text computed once."""
-        from tqdm import tqdm
 
         distinct = list(dict.fromkeys(texts))
         out = np.zeros((len(distinct), self.model.dim), dtype=np.float32)
         steps = range(0, len(distinct), self.batch_size)
-        for start in tqdm(steps, desc="e5", unit="batch", disable=not self.progress, mininterval=2):
+        for start in progress_bar(steps, desc="e5", unit="batch", enabled=self.progress):
             out[start : start + self.batch_size] = self.model.query(distinct[start : start + self.batch_size])
         where = {text: k for k, text in enumerate(distinct)}
         return out[[where[t] for t in texts]]

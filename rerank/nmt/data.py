@@ -18,6 +18,7 @@ from typing import Iterable, List, Optional
 
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
+from rerank.progress import progress_bar
 from rerank.signature import write_signed
 from rerank.textio import read_lines
 
@@ -56,9 +57,7 @@ def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = 
     normaliser, tokeniser = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
     items = lines
     if progress:
-        from tqdm import tqdm
-
-        items = tqdm(lines, desc=progress, unit="sent", mininterval=2)
+        items = progress_bar(lines, desc=progress, unit="sent")
     out = []
     for line in items:
         text = normaliser.normalize(line.rstrip("\n"))

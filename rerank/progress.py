@@ -1,0 +1,116 @@
+"""Progress of long work: a tqdm bar on a terminal, a plain line every few seconds
+elsewhere (a log file, a pipe, a cluster job's output), so that long work is never
+silent for more than :data:`LINE_INTERVAL` seconds between updates off a terminal and
+logs do not fill with carriage returns.
+
+Every bar of the project comes from :func:`progress_bar`; ``enabled=False`` (a library
+caller that asked for no progress) gives a silent one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Iterable, Iterator, Optional
+
+from tqdm import tqdm
+
+#: seconds between two progress lines off a terminal
+LINE_INTERVAL = 10.0
+
+
+class LineProgress:
+    """A tqdm-like counter that writes one line per ``interval`` seconds to stderr:
+    ``DESC: 1200/5000 sent (24 %), 95.3 sent/s, 12 s elapsed, ~40 s left`` (the total,
+    percentage and estimate only where the total is known), and a closing line when it
+    printed anything before.  Supports iteration, :meth:`update`, :meth:`close` and ``with``.
+    """
+
+    def __init__(
+        self,
+        iterable: Optional[Iterable] = None,
+        total: Optional[float] = None,
+        desc: str = "",
+        unit: str = "it",
+        interval: float = LINE_INTERVAL,
+        file: Any = None,
+    ):
+        self.iterable = iterable
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)  # type: ignore[arg-type]
+        self.total, self.desc, self.unit = total, desc, unit.strip() or "it"
+        self.interval, self.file = interval, file
+        self.n = 0
+        self.start = self.last = time.monotonic()
+        self.lines = 0
+        self.closed = False
+
+    def __iter__(self) -> Iterator:
+        for item in self.iterable or ():
+            yield item
+            self.update(1)
+        self.close()
+
+    def __enter__(self) -> "LineProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def line(self) -> str:
+        """The progress line as it stands."""
+        elapsed = time.monotonic() - self.start
+        rate = self.n / elapsed if elapsed > 0 else 0.0
+        done = f"{self.n:g}"
+        if self.total:
+            done += f"/{self.total:g} {self.unit} ({100.0 * self.n / self.total:.0f} %)"
+        else:
+            done += f" {self.unit}"
+        text = f"{self.desc}: {done}, {rate:.1f} {self.unit}/s, {elapsed:.0f} s elapsed"
+        if self.total and rate > 0 and self.n < self.total:
+            text += f", ~{(self.total - self.n) / rate:.0f} s left"
+        return text
+
+    def _write(self, text: str) -> None:
+        print(text, file=self.file or sys.stderr, flush=True)
+        self.lines += 1
+
+    def update(self, n: float = 1) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            self._write(self.line())
+
+    def close(self) -> None:
+        if not self.closed and self.lines:
+            self._write(self.line().replace(" elapsed", " in all"))
+        self.closed = True
+
+    # the tqdm methods some callers use
+    def set_description(self, desc: str) -> None:
+        self.desc = desc
+
+    def refresh(self) -> None:
+        pass
+
+
+def progress_bar(
+    iterable: Optional[Iterable] = None,
+    total: Optional[float] = None,
+    desc: str = "",
+    unit: str = "it",
+    enabled: bool = True,
+    leave: bool = False,
+    mininterval: float = 2.0,
+    file: Any = None,
+):
+    """A progress bar over ``iterable`` (or updated by hand): tqdm when stderr is a
+    terminal, :class:`LineProgress` otherwise, silent when ``enabled`` is False.  Use it
+    as the iterable, or call ``update(n)`` and ``close()``."""
+    stream = file or sys.stderr
+    if not enabled:
+        return tqdm(iterable, total=total, disable=True)
+    if getattr(stream, "isatty", lambda: False)():
+        return tqdm(iterable, total=total, desc=desc, unit=unit, leave=leave, mininterval=mininterval, file=stream)
+    return LineProgress(iterable, total, desc, unit, file=file)
