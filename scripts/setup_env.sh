@@ -28,3 +28,12 @@ if [ ! -f "$stamp" ]; then
   fi
   touch "$stamp"
 fi
+# fairseq-fixed pulls torchaudio, whose newest release (2.11) is built for another torch and
+# cannot load beside torch 2.13: it breaks `import transformers` (MarianMTModel,
+# ct2-transformers-converter). fairseq's translation and language-model tasks do not use it,
+# so a torchaudio that does not load is removed (checked every run: cheap)
+if "$VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torchaudio') is None)" \
+  && ! "$VENV/bin/python" -c "import torchaudio" > /dev/null 2>&1; then
+  echo "setup_env: removing torchaudio: it does not load beside this torch (fairseq does not need it)" >&2
+  "$PIP" uninstall -q -y torchaudio
+fi

@@ -277,3 +277,23 @@ def test_ct2_epsilon_sampling_keeps_only_tokens_above_epsilon(models, tmp_path):
     expected = [scorer.tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in greedy]
     sampled = _ct2_candidates(scorer, SOURCES, 2, 1, Sampling(0.5, 1), 12)
     assert [set(c) for c in sampled] == [{e} for e in expected]
+
+
+def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(models, tmp_path):
+    # outside rerank's own import guard: a fresh interpreter imports MarianMTModel, and the
+    # converter's command line converts the tiny model (a torchaudio built for another torch
+    # broke both in the [all] environment; scripts/setup_env.sh removes it)
+    import os
+    import subprocess
+    import sys
+
+    code = "from transformers import MarianMTModel; print(MarianMTModel.__name__)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == "MarianMTModel", run.stderr[-2000:]
+    converter = os.path.join(os.path.dirname(sys.executable), "ct2-transformers-converter")
+    out = tmp_path / "ct2"
+    run = subprocess.run(
+        [converter, "--model", models["marian"], "--output_dir", str(out)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (out / "model.bin").exists()
