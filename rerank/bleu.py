@@ -16,6 +16,7 @@ whitespace only, for already tokenised text such as the Multi30k ``lc.norm.tok``
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Sequence, Tuple
 
@@ -37,10 +38,13 @@ def sacrebleu_metric(tokenize: str = "none", lowercase: bool = False):
     Raises:
         InputError: unknown tokeniser name.
     """
+    known = list(getattr(BLEU, "TOKENIZERS", []))
+    if known and tokenize not in known:
+        raise InputError(f"unknown sacrebleu tokeniser {tokenize!r}; known: {', '.join(known)}")
     try:
         return BLEU(tokenize=tokenize, lowercase=lowercase, force=True)
     except Exception as err:  # sacrebleu raises a bare Exception/KeyError for unknown names
-        raise InputError(f"unknown sacrebleu tokeniser {tokenize!r}: {err}") from None
+        raise InputError(f"sacrebleu tokeniser {tokenize!r}: {err}") from None
 
 
 def bleu_signature(tokenize: str = "none", lowercase: bool = False, num_refs: int = 1) -> str:
@@ -48,6 +52,29 @@ def bleu_signature(tokenize: str = "none", lowercase: bool = False, num_refs: in
     metric = sacrebleu_metric(tokenize, lowercase)
     metric.num_refs = num_refs  # set by corpus_score() in sacrebleu; we score without it
     return str(metric.get_signature())
+
+
+_WARNED_TOKENISED = []
+
+
+def warn_if_tokenised(hypotheses: Sequence[str], tokenize: str, say=None) -> bool:
+    """sacrebleu's check for tokenised input: when a tokeniser other than ``none`` meets
+    at least 100 hypotheses ending in a tokenised period (``" ."``), say once per process
+    (stderr, or ``say``) that the text looks tokenised and ``--tokenize none`` scores it as
+    it is.  Returns whether it warned now."""
+    if tokenize == "none" or _WARNED_TOKENISED:
+        return False
+    count = sum(1 for h in hypotheses if h.endswith(" ."))
+    if count < 100:
+        return False
+    _WARNED_TOKENISED.append(True)
+    text = (
+        f"rerank: warning: {count} of {len(hypotheses)} hypotheses end in a tokenised period (' .'): the text "
+        f"looks tokenised, and BLEU's {tokenize!r} tokeniser tokenises it again; give --tokenize none "
+        "(tokenize='none') to score tokenised text as it is (sacrebleu warns the same)"
+    )
+    (say or (lambda line: print(line, file=sys.stderr)))(text)
+    return True
 
 
 #: sacrebleu's default BLEU tokeniser: the one default of every verb (tune, crossfit,
@@ -74,7 +101,9 @@ class BleuSettings:
         sacrebleu_metric(self.tokenize, self.lowercase)  # validates the name
 
     def stats(self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray) -> np.ndarray:
-        """:func:`bleu_stats` under these settings: float64[M, 9]."""
+        """:func:`bleu_stats` under these settings: float64[M, 9]; warns once
+        (:func:`warn_if_tokenised`) when tokenised text meets a tokeniser."""
+        warn_if_tokenised(hypotheses, self.tokenize)
         return bleu_stats(hypotheses, references, segment, self.tokenize, self.lowercase)
 
     def signature(self, num_refs: int = 1) -> str:

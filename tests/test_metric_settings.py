@@ -97,3 +97,27 @@ def test_tuning_for_chrf_plus_plus_records_it(tmp_path):
     assert record["tuning"]["metric"] == "chrf:word_order=2"
     assert "nw:2" in record["metric_signature"]
     assert record["tuning"]["score"] >= record["tuning"]["initial_score"]
+
+
+def test_unknown_tokeniser_lists_the_choices():
+    from rerank.bleu import BleuSettings
+
+    with pytest.raises(InputError, match=r"unknown sacrebleu tokeniser 'foo'; known: none, zh, 13a, intl"):
+        BleuSettings("foo")
+
+
+def test_tokenised_text_under_a_tokeniser_is_warned_once(monkeypatch):
+    from rerank import bleu
+
+    monkeypatch.setattr(bleu, "_WARNED_TOKENISED", [])
+    said = []
+    tokenised = ["a house ."] * 100
+    assert not bleu.warn_if_tokenised(tokenised[:99], "13a", said.append)  # sacrebleu's threshold: 100 lines
+    assert not bleu.warn_if_tokenised(tokenised, "none", said.append)  # tokenised text scored as it is
+    assert bleu.warn_if_tokenised(tokenised + ["a house."], "13a", said.append)
+    assert said == [
+        "rerank: warning: 100 of 101 hypotheses end in a tokenised period (' .'): the text looks tokenised, and "
+        "BLEU's '13a' tokeniser tokenises it again; give --tokenize none (tokenize='none') to score tokenised "
+        "text as it is (sacrebleu warns the same)"
+    ]
+    assert not bleu.warn_if_tokenised(tokenised, "13a", said.append) and len(said) == 1  # once per process
