@@ -49,5 +49,7 @@ setup(
             extra_compile_args=["-O3"],
         ),
     ],
+    # PEP 561: the package ships its type annotations
+    package_data={"rerank": ["py.typed"]},
     entry_points={"console_scripts": ["rerank = rerank.cli:main"]},
 )

@@ -41,6 +41,7 @@ API = (
     "Tuning",
     "apply",
     "evaluate",
+    "Score",
     "significance",
     "format_table",
 )

@@ -16,6 +16,7 @@ attribute lookup.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -25,7 +26,7 @@ from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
 from rerank.config import spec_of
 from rerank.errors import InputError
 from rerank.features.add import add_columns
-from rerank.metrics import make_metric, make_objective
+from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.evaluate import check_system_names
 from rerank.mira.tuner import TUNERS
 from rerank.mira.tuning import TuningSetup, start_vector, tune_list
@@ -148,6 +149,12 @@ def tune(
     if len(references) != nbest.num_segments:
         raise InputError(f"{len(references)} references but the n-best list has {nbest.num_segments} segments")
     config_class = TUNERS.get(algorithm).Config
+    known = [f.name for f in dataclasses.fields(config_class)]
+    unknown = [key for key in config if key not in known]
+    if unknown:
+        raise InputError(
+            f"{algorithm} has no setting {', '.join(map(repr, unknown))}; its settings: {', '.join(known)}"
+        )
     try:
         settings = config_class(**config)
     except TypeError as err:
@@ -196,12 +203,14 @@ def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List
 def evaluate(
     hypotheses: Sequence[str],
     references: Sequence[str],
-    metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = ("bleu", "chrf", "ter"),
+    metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = DEFAULT_METRICS,
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     lang: str = "de",
-) -> Dict[str, float]:
+) -> Dict[str, Score]:
     """{metric: corpus score} of one system (scores equal sacrebleu's; METEOR the jar's).
+    Each score is a float that also carries its metric's name and signature
+    (:class:`rerank.metrics.Score`: ``str(s)`` is ``BLEU = 38.75``, ``s.signature``).
 
     ``metrics``: specs (``"bleu"``, ``"chrf:word_order=2"``; one string is one metric) or
     (name, {setting: value}) pairs of the metric's ``Config`` fields
@@ -215,7 +224,8 @@ def evaluate(
         metric = make_metric(spec, tokenize, lowercase, lang)
         if not metric.from_text:
             raise InputError(f"metric {spec!r} reads scores from files: use rerank eval --metrics")
-        scores[spec] = float(metric.score(metric.stats(list(hypotheses), list(references)).sum(axis=0)))
+        value = float(metric.score(metric.stats(list(hypotheses), list(references)).sum(axis=0)))
+        scores[spec] = Score(value, metric.name, metric.signature())
     return scores
 
 
@@ -223,7 +233,7 @@ def significance(
     references: Sequence[str],
     baseline: Sequence[Sequence[str]],
     systems: Mapping[str, Sequence[Sequence[str]]],
-    metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = ("bleu", "ter"),
+    metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = DEFAULT_METRICS,
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     **options: Any,

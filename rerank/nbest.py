@@ -207,6 +207,18 @@ class NBestList:
         if self.offsets[0] != 0 or self.offsets[-1] != len(self.hypotheses) or np.any(np.diff(self.offsets) < 1):
             raise ValueError("offsets must start at 0, end at M and give each segment at least one hypothesis")
 
+    def __repr__(self) -> str:
+        """A short summary, whatever the list's size: ``NBestList(segments=1000,
+        hypotheses=20000, columns=NMT WordPenalty NMTNorm, beam_feature='NMTNorm')``."""
+        beam = f", beam_feature={self.info.beam_feature!r}" if self.info.declared else ""
+        columns = " ".join(dict.fromkeys(self.feature_names))
+        if len(columns) > 200:
+            columns = columns[:200] + "…"
+        return (
+            f"NBestList(segments={self.num_segments}, hypotheses={len(self.hypotheses)}, "
+            f"columns={columns or '(none)'}{beam})"
+        )
+
     @property
     def num_segments(self) -> int:
         """N, the number of source segments."""

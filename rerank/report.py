@@ -27,7 +27,7 @@ from rerank import DEFAULT_SEED, __version__
 from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.metrics import make_metric, read_system, system_stats
+from rerank.metrics import DEFAULT_METRICS, make_metric, read_system, system_stats
 from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
@@ -45,7 +45,7 @@ def significance_table(
     ref_path: str,
     baseline: Sequence[str],
     systems: Sequence[Tuple[str, Sequence[str]]],
-    metrics: Sequence[str] = ("bleu", "ter"),
+    metrics: Sequence[str] = DEFAULT_METRICS,
     bleu: BleuSettings = BleuSettings(),
     lang: str = "de",
     shuffles: int = 10000,
@@ -80,7 +80,7 @@ def significance_table(
 def significance_of(
     refs: Sequence[str],
     texts: Dict[str, List[List[str]]],
-    metrics: Sequence[str] = ("bleu", "ter"),
+    metrics: Sequence[str] = DEFAULT_METRICS,
     bleu: BleuSettings = BleuSettings(),
     lang: str = "de",
     shuffles: int = 10000,
@@ -429,7 +429,7 @@ def report_files(exp_dir: str, out_dir: Optional[str] = None, plots: bool = True
 def experiment_report(
     exp_dir: str,
     out_dir: Optional[str] = None,
-    metrics: Sequence[str] = ("bleu", "meteor", "ter", "length"),
+    metrics: Sequence[str] = DEFAULT_METRICS,
     shuffles: int = 10000,
     resamples: int = 10000,
     seed: int = DEFAULT_SEED,

@@ -290,7 +290,7 @@ for TUNER in $TUNERS; do
       stage "apply-$dir-seed$S" "$R/$dir/test.seed$S.txt" rerank apply --nbest "$N/test.full.nbest" \
         --weights "$R/$dir/weights.seed$S.json" --out "$R/$dir/test.seed$S.txt"
     done
-    SYSTEMS+=(--system "+$set_name$([ "$TUNER" = mira ] || echo "/${TUNER^^}")" "$R/$dir/test.seed{replica}.txt")
+    SYSTEMS+=(--system "+$set_name$([ "$TUNER" = mira ] || echo "/${TUNER^^}")=$R/$dir/test.seed{replica}.txt")
   done
 done
 # +all tuned for chrF instead of BLEU (MIRA): the report prints both rows' BLEU, METEOR,
@@ -304,10 +304,10 @@ if [ "$CHRF_TUNING" = 1 ]; then
     stage "apply-all.chrf-seed$S" "$R/all.chrf/test.seed$S.txt" rerank apply --nbest "$N/test.full.nbest" \
       --weights "$R/all.chrf/weights.seed$S.json" --out "$R/all.chrf/test.seed$S.txt"
   done
-  SYSTEMS+=(--system "+all/chrF-tuned" "$R/all.chrf/test.seed{replica}.txt")
+  SYSTEMS+=(--system "+all/chrF-tuned=$R/all.chrf/test.seed{replica}.txt")
 fi
 # the experiment's manifest for rerank report: what is compared, in which order
-rerank experiment "$OUT" --reference "$REF_TEST" --baseline "$N/test.1best" --nbest "$(first_list test)" \
+rerank experiment "$OUT" --ref "$REF_TEST" --baseline "$N/test.1best" --nbest "$(first_list test)" \
   --tokenize none --replicas "$REPLICAS" "${SYSTEMS[@]}"
 
 stage oracle "$R/test.oracle" rerank oracle --nbest "$(first_list test)" --ref "$REF_TEST" --tokenize none \

@@ -298,11 +298,11 @@ for v in $VARIANTS; do
             paper) stage "tune-$c.$view-$dir-seed$s" "$R/$dir/test.seed$s.txt" tune_paper "$c" "$R/$dir" "$features" "$s";;
           esac
         done
-        systems+=(--system "$name" "$R/$dir/test.seed{replica}.txt")
+        systems+=(--system "$name=$R/$dir/test.seed{replica}.txt")
       done < <(rows_of "$view" "$(shared "$v" "$n" && echo 1 || echo 0)")
       compare=$([ "$view" = val ] && echo "+nmt" || echo "+VSE")
       # the manifest, rewritten only when its rows change (the reports below are then redone)
-      rerank experiment "$R" --reference "$REF_TEST" --baseline "$(baseline_of "$v" "$n")" \
+      rerank experiment "$R" --ref "$REF_TEST" --baseline "$(baseline_of "$v" "$n")" \
         --nbest "$(list_in "$v" test "$n")" --tokenize none --caption "$(caption "$view")" --replicas "$REPLICAS" \
         --paper-table "$PAPER_TABLE" --paper-select "nbest=$n" --paper-select "variant=$v" "${systems[@]}"
       for report in report report-vs-nmt; do  # a report older than its manifest is stale

@@ -31,6 +31,7 @@ def test_the_wheel_installs_one_import_name(tmp_path):
     for sub in GENERIC:
         assert f"rerank/{sub}/__init__.py" in names
     assert any(n.startswith("rerank/_kernels") and n.endswith(".so") for n in names)
+    assert "rerank/py.typed" in names  # PEP 561: type checkers read the annotations
     assert any(n.startswith("rerank/mira/_kernels") and n.endswith(".so") for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert "rerank = rerank.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()

@@ -20,7 +20,7 @@ from rerank.convert import convert_file
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.folds import assign_folds, write_folds
-from rerank.metrics import METRIC_HELP, evaluate_files, make_objective
+from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective
 from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write
@@ -102,13 +102,31 @@ def cmd_union(args) -> None:
 
 
 def _parse_system(item: str):
+    """``NAME=FILE[,FILE...]`` -> (name, files); the files follow the last ``=``, so that
+    names may hold one (``+MLMME beta=1=a.txt,b.txt``)."""
     if "=" not in item:
         raise InputError(f"--system {item!r}: expected NAME=FILE[,FILE...]")
-    name, files = item.split("=", 1)
+    name, files = item.rsplit("=", 1)
     replicas = [f for f in files.split(",") if f]
     if not name or not replicas:
         raise InputError(f"--system {item!r}: expected NAME=FILE[,FILE...] with a name and at least one file")
     return name, replicas
+
+
+def _files(items):
+    """Replica files given as ``F1 F2`` or ``F1,F2`` (the one ``FILE[,FILE...]`` form of every
+    verb; spaces still work)."""
+    return [f for item in items or [] for f in item.split(",") if f]
+
+
+_NOTED: set = set()
+
+
+def _note_once(text: str) -> None:
+    """One ``rerank: note:`` line per process and text (deprecated spellings)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        print(f"rerank: note: {text}", file=sys.stderr)
 
 
 def _hyp_files(items):
@@ -138,7 +156,7 @@ def cmd_signif(args) -> None:
             systems.append((name, [path]))
         result = significance_table(
             args.ref,
-            args.baseline,
+            _files(args.baseline),
             systems,
             metrics=args.metrics.split(","),
             bleu=bleu,
@@ -342,8 +360,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bleu_options(p)
     p.add_argument(
         "--metrics",
-        default="bleu,ter,chrf",
-        help="comma-separated metrics (default: bleu,ter,chrf); each is "
+        default=",".join(DEFAULT_METRICS),
+        help=f"comma-separated metrics (default: {','.join(DEFAULT_METRICS)}); each is "
         + METRIC_HELP
         + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE",
     )
@@ -384,8 +402,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     def signif_options(p):
         p.add_argument(
             "--metrics",
-            default="bleu,meteor,ter,length",
-            help="comma-separated (default: bleu,meteor,ter,length): "
+            default=",".join(DEFAULT_METRICS),
+            help=f"comma-separated (default: {','.join(DEFAULT_METRICS)}; MultEval's are bleu,meteor,ter,length): "
             + METRIC_HELP
             + " (length: 100 · hyp/ref length, as MultEval; seg: scores one per line in FILE.NAME beside "
             "every replica FILE)",
@@ -408,7 +426,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter",
     )
     p.add_argument("--ref", required=True, help="reference translations, one per line")
-    p.add_argument("--baseline", required=True, nargs="+", help="baseline replica files")
+    p.add_argument(
+        "--baseline", required=True, nargs="+", help="baseline replica files, FILE[,FILE...] (as --system's)"
+    )
     p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
     p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
     bleu_options(p)
@@ -423,11 +443,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         paths=lambda a: (
             {
                 "--ref": a.ref,
-                "--baseline": a.baseline,
+                "--baseline": _files(a.baseline),
                 "--nbest": a.nbest,
                 "--system": [f for item in a.system or [] for f in _parse_system(item)[1]],
                 "--metrics": _sidecars(
-                    a.metrics, a.baseline + [f for item in a.system or [] for f in _parse_system(item)[1]]
+                    a.metrics, _files(a.baseline) + [f for item in a.system or [] for f in _parse_system(item)[1]]
                 ),
             },
             {"--out": a.out},
@@ -465,7 +485,20 @@ def cmd_experiment(args) -> None:
         return [f for f in pattern.split(",") if f]
 
     systems = []
-    for name, files in args.system or []:
+    for given in args.system or []:
+        if len(given) == 1:
+            if "=" not in given[0]:
+                raise InputError(
+                    f"--system {given[0]!r}: expected NAME=FILES (FILE[,FILE...] or a {{replica}} PATTERN)"
+                )
+            name, files = given[0].rsplit("=", 1)
+        elif len(given) == 2:
+            _note_once(
+                "'--system NAME FILES' is now '--system NAME=FILES' (as rerank signif's); the old form works for this release"
+            )
+            name, files = given
+        else:
+            raise InputError(f"--system {' '.join(given)!r}: expected NAME=FILES")
         if not name or not files:
             raise InputError(
                 f"--system {name!r} {files!r}: expected NAME FILE[,FILE...] or NAME PATTERN with {{replica}}"
@@ -481,32 +514,50 @@ def cmd_experiment(args) -> None:
             select[key] = value
         paper = {"table": args.paper_table, "select": select}
     experiment = Experiment(
-        args.reference, args.baseline, systems, args.nbest, bleu_settings(args), paper, args.caption
+        _reference(args), _files(args.baseline), systems, args.nbest, bleu_settings(args), paper, args.caption
     )
     written = experiment.write(args.experiment_dir)
     path = os.path.join(args.experiment_dir, "experiment.json")
     print(f"{path}: {'written' if written else 'unchanged'} ({len(systems)} systems)", file=sys.stderr)
 
 
+def _reference(args) -> str:
+    if args.reference is not None:
+        _note_once("'--reference' is now '--ref' (as every other verb's); the old spelling works for this release")
+        if args.ref is not None:
+            raise InputError("give --ref once (--reference is its old spelling)")
+        return args.reference
+    if args.ref is None:
+        raise InputError("--ref is required (the reference file of the test set)")
+    return args.ref
+
+
 def _add_experiment_parser(sub) -> None:
     p = sub.add_parser(
         "experiment",
         help="write an experiment's manifest (EXP_DIR/experiment.json) for rerank report",
-        epilog="example: rerank experiment out/multi30k --reference data/tok/test.de --baseline "
+        epilog="example: rerank experiment out/multi30k --ref data/tok/test.de --baseline "
         "nbest/test.1best --nbest nbest/test.nbest --tokenize none --replicas 3 "
-        "--system +nmt 'rerank/nmt/test.seed{replica}.txt'",
+        "--system '+nmt=rerank/nmt/test.seed{replica}.txt'",
     )
     p.add_argument("experiment_dir", help="the experiment directory; paths inside it are stored relative to it")
-    p.add_argument("--reference", required=True, help="reference file of the test set")
-    p.add_argument("--baseline", required=True, nargs="+", help="the baseline's replica files (e.g. the beam 1-best)")
+    p.add_argument("--ref", help="reference file of the test set (required)")
+    p.add_argument("--reference", help=argparse.SUPPRESS)  # the old spelling of --ref
+    p.add_argument(
+        "--baseline",
+        required=True,
+        nargs="+",
+        help="the baseline's replica files, FILE[,FILE...] (e.g. the beam 1-best)",
+    )
     p.add_argument(
         "--system",
         action="append",
         required=True,
-        nargs=2,
-        metavar=("NAME", "FILES"),
-        help="a row: its name and FILE[,FILE...] or a PATTERN where {replica} runs 1..--replicas "
-        "(names may hold '=', e.g. '+MLMME beta=1'); repeatable, in row order",
+        nargs="+",
+        metavar="NAME=FILES",
+        help="a row, as rerank signif's: NAME=FILE[,FILE...] or NAME=PATTERN where {replica} runs "
+        "1..--replicas (the files follow the last '=', so names may hold one: '+MLMME beta=1=…'); "
+        "repeatable, in row order",
     )
     p.add_argument("--replicas", type=positive_int, default=3, help="replicas of a {replica} pattern (default: 3)")
     p.add_argument("--nbest", help="the test n-best list: adds the oracle row (default: none)")
@@ -517,7 +568,7 @@ def _add_experiment_parser(sub) -> None:
     p.set_defaults(
         func=cmd_experiment,
         paths=lambda a: (
-            {"--reference": a.reference, "--paper-table": a.paper_table},
+            {"--ref": a.ref if a.reference is None else a.reference, "--paper-table": a.paper_table},
             {"manifest": os.path.join(a.experiment_dir, "experiment.json")},
         ),
     )

@@ -12,16 +12,18 @@ vectorised ``score`` reproduces sacrebleu's ``_compute_score_from_stats``; METEO
 the real jar.
 """
 
-from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.base import METRICS, Metric, Score
 from rerank.metrics.evaluate import evaluate_files, format_table, read_system, system_stats
-from rerank.metrics.spec import METRIC_HELP, make_metric, make_objective
+from rerank.metrics.spec import DEFAULT_METRICS, METRIC_HELP, make_metric, make_objective
 
 __all__ = [
     "METRICS",
     "Metric",
+    "Score",
     "make_metric",
     "make_objective",
     "METRIC_HELP",
+    "DEFAULT_METRICS",
     "evaluate_files",
     "format_table",
     "read_system",

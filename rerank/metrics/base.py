@@ -36,6 +36,36 @@ from rerank.config import parse_settings, settings_help
 from rerank.errors import InputError
 from rerank.registry import Registry
 
+
+class Score(float):
+    """A corpus score that is a float — it compares, sums, formats and serialises as one —
+    and also carries its metric's ``name`` and sacrebleu-style ``signature``, as
+    sacrebleu's score objects do: ``str(score)`` is ``BLEU = 38.75`` and
+    ``score.format(signature=True)`` adds the signature."""
+
+    name: str
+    signature: str
+
+    def __new__(cls, value: float, name: str, signature: str) -> "Score":
+        score = super().__new__(cls, value)
+        score.name, score.signature = name, signature
+        return score
+
+    def format(self, width: int = 2, signature: bool = False) -> str:
+        """``BLEU = 38.75`` (``width`` decimals), with `` (SIGNATURE)`` when asked."""
+        label = self.name.upper() if self.name.isalpha() else self.name
+        return f"{label} = {float(self):.{width}f}" + (f" ({self.signature})" if signature else "")
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        return f"Score({self.name}={float(self)!r}, signature={self.signature!r})"
+
+    def __reduce__(self):
+        return (Score, (float(self), self.name, self.signature))
+
+
 #: every metric by name; the modules of this package register themselves (rerank.registry)
 METRICS = Registry("metric", "rerank.metrics", "METRICS")
 

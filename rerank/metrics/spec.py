@@ -18,6 +18,11 @@ _TERM = re.compile(
     r"(seg:[A-Za-z0-9_.]+(?::lower)?|[a-z0-9_]+(?::[a-z_]+=[^,+*\s]+(?:,[a-z_]+=[^,+*\s]+)*)?)\s*"
 )
 
+#: the one default metric set of every verb and API function that reports several metrics
+#: (eval, signif, report; rerank.evaluate, rerank.significance): sacrebleu's three, in
+#: sacrebleu's order; METEOR (a jar and java) and MultEval's length are asked for by name
+DEFAULT_METRICS = ("bleu", "chrf", "ter")
+
 #: what ``--metric`` accepts, for help texts (the registered names are read from the modules
 #: of rerank.metrics: a new metric module appears here with no other change)
 METRIC_HELP = (

@@ -1,0 +1,95 @@
+"""One option vocabulary across verbs and the API: --ref, --system NAME=FILES and
+FILE[,FILE...] everywhere (old spellings accepted with a one-line note), one default metric
+set, score objects with signatures, short reprs, settings errors that list the valid names."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+
+import rerank
+from rerank.cli import main
+from rerank.errors import InputError
+from rerank.metrics import DEFAULT_METRICS, Score
+from rerank.nbest import ListInfo, NBestList, write_lines
+from tests.conftest import write_split
+
+
+def _experiment_files(exp):
+    (exp / "rerank" / "b1").mkdir(parents=True)
+    write_lines(["a b c d", "e f g h"], str(exp / "ref.txt"))
+    write_lines(["a b c x", "e f g x"], str(exp / "base.txt"))
+    for k in (1, 2):
+        write_lines(["a b c d", "e f g x"], str(exp / "rerank" / "b1" / f"test.seed{k}.txt"))
+
+
+def test_experiment_takes_signifs_spelling_and_the_old_one_with_a_note(tmp_path, capsys):
+    new, old = tmp_path / "new", tmp_path / "old"
+    manifests = []
+    for exp, spelling in ((new, "new"), (old, "old")):
+        _experiment_files(exp)
+        pattern = str(exp / "rerank" / "b1" / "test.seed{replica}.txt")
+        args = ["experiment", str(exp), "--baseline", str(exp / "base.txt"), "--tokenize", "none", "--replicas", "2"]
+        if spelling == "new":
+            args += ["--ref", str(exp / "ref.txt"), "--system", f"+MLMME beta=1={pattern}"]
+        else:
+            args += ["--reference", str(exp / "ref.txt"), "--system", "+MLMME beta=1", pattern]
+        assert main(args) == 0
+        err = capsys.readouterr().err
+        notes = [line for line in err.splitlines() if line.startswith("rerank: note:")]
+        assert len(notes) == (0 if spelling == "new" else 2)
+        manifests.append(json.loads((exp / "experiment.json").read_text()))
+    assert manifests[0]["systems"] == manifests[1]["systems"] == [
+        ["+MLMME beta=1", ["rerank/b1/test.seed1.txt", "rerank/b1/test.seed2.txt"]]
+    ]
+    assert manifests[0]["reference"] == manifests[1]["reference"] == "ref.txt"
+    args = ["experiment", str(new), "--baseline", str(new / "base.txt"), "--system", f"x={new / 'base.txt'}"]
+    assert main(args) == 1
+    assert "--ref is required" in capsys.readouterr().err
+
+
+def test_baseline_replicas_with_commas_or_spaces_give_the_same_table(tmp_path, capsys):
+    _, refs = write_split(tmp_path, "test", 40, seed=5)
+    rng = np.random.default_rng(0)
+    hyps = open(tmp_path / "test.1best").read().splitlines()
+    for k in (1, 2):
+        shuffled = [hyps[i] if rng.random() < 0.7 else refs[i] for i in range(len(refs))]
+        write_lines(shuffled, str(tmp_path / f"b{k}.txt"))
+    base = ["signif", "--ref", str(tmp_path / "test.de"), "--tokenize", "none", "--format", "json"]
+    base += ["--system", f"s={tmp_path / 'test.1best'}", "--shuffles", "200", "--resamples", "0"]
+    assert main(base + ["--baseline", str(tmp_path / "b1.txt"), str(tmp_path / "b2.txt")]) == 0
+    spaces = json.loads(capsys.readouterr().out)
+    assert main(base + ["--baseline", f"{tmp_path / 'b1.txt'},{tmp_path / 'b2.txt'}"]) == 0
+    commas = json.loads(capsys.readouterr().out)
+    assert spaces["rows"] == commas["rows"]
+    # one default metric set: sacrebleu's three, in every verb and API function
+    assert DEFAULT_METRICS == ("bleu", "chrf", "ter")
+    assert list(dict.fromkeys(row["metric"] for row in spaces["rows"])) == ["bleu", "chrf", "ter"]
+
+
+def test_evaluate_returns_scores_that_are_floats_with_signatures():
+    refs = ["the cat sat on the mat", "a dog barks"]
+    hyps = ["the cat sat on a mat", "a dog barked"]
+    scores = rerank.evaluate(hyps, refs, tokenize="none")
+    assert list(scores) == ["bleu", "chrf", "ter"]
+    bleu = scores["bleu"]
+    expected = BLEU(tokenize="none").corpus_score(hyps, [refs])
+    assert isinstance(bleu, Score) and isinstance(bleu, float)
+    assert bleu == pytest.approx(expected.score) and bleu + 0 == pytest.approx(expected.score)
+    assert str(bleu) == f"BLEU = {expected.score:.2f}" and "tok:none" in bleu.signature
+    assert bleu.format(signature=True).endswith(f"({bleu.signature})")
+    assert json.loads(json.dumps(scores))["bleu"] == pytest.approx(expected.score)  # serialises as a number
+    assert pickle.loads(pickle.dumps(bleu)).signature == bleu.signature
+    assert repr(bleu).startswith("Score(bleu=")
+
+
+def test_a_large_list_has_a_short_repr_and_bad_tuner_settings_list_the_valid_ones():
+    hyps = [f"h{i}" for i in range(20000)]
+    nbest = NBestList(
+        np.arange(0, 20001, 20), hyps, np.zeros((20000, 2)), ["NMT", "NMTNorm"], info=ListInfo("NMTNorm", {}, True)
+    )
+    assert repr(nbest) == "NBestList(segments=1000, hypotheses=20000, columns=NMT NMTNorm, beam_feature='NMTNorm')"
+    with pytest.raises(InputError, match=r"mira has no setting 'restarts'; its settings: iterations, C, "):
+        rerank.tune(nbest, ["r"] * 1000, restarts=3)
