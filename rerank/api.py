@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
+from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings, reference_streams
 from rerank.config import spec_of
 from rerank.errors import InputError
 from rerank.features.add import add_columns
@@ -107,6 +107,17 @@ class Tuning:
     note: str = ""
 
 
+def _references(references) -> List[List[str]]:
+    """The R reference streams of what the caller gave: one list of strings (one reference
+    per segment) or R such lists (sacrebleu's ``[refs_a, refs_b]``)."""
+    return reference_streams(references)
+
+
+def _one_or_streams(streams: List[List[str]]):
+    """One stream as a plain list (the single-reference path), several as they are."""
+    return streams[0] if len(streams) == 1 else streams
+
+
 def tune(
     nbest: NBestList,
     references: Sequence[str],
@@ -146,8 +157,9 @@ def tune(
         InputError: references of another count, an unknown tuner, metric, setting or
             column, a ``beam`` start on a list that declares no beam feature.
     """
-    if len(references) != nbest.num_segments:
-        raise InputError(f"{len(references)} references but the n-best list has {nbest.num_segments} segments")
+    references = _references(references)
+    if len(references[0]) != nbest.num_segments:
+        raise InputError(f"{len(references[0])} references but the n-best list has {nbest.num_segments} segments")
     config_class = TUNERS.get(algorithm).Config
     known = [f.name for f in dataclasses.fields(config_class)]
     unknown = [key for key in config if key not in known]
@@ -176,7 +188,7 @@ def tune(
     )
     start = None if isinstance(init, str) else start_vector(dict(init), nbest, "init")[0]
     index = np.arange(len(nbest.hypotheses))
-    stats = objective.hypothesis_stats(list(nbest.hypotheses), list(references), nbest.segment, index)
+    stats = objective.hypothesis_stats(list(nbest.hypotheses), _one_or_streams(references), nbest.segment, index)
     vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start)
     return Tuning(
         {k: float(v) for k, v in weights_dict(vector, nbest).items()},
@@ -216,15 +228,16 @@ def evaluate(
     (name, {setting: value}) pairs of the metric's ``Config`` fields
     (``("chrf", {"word_order": 2})``), keyed in the result by their spec.
     Raises :class:`InputError` for another line count or an unknown metric."""
-    if len(hypotheses) != len(references):
-        raise InputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    references = _references(references)
+    if len(hypotheses) != len(references[0]):
+        raise InputError(f"{len(hypotheses)} hypotheses but {len(references[0])} references")
     metrics = _one_or_many(metrics)
     scores = {}
     for spec in (spec_of(m, "metric") for m in metrics):
         metric = make_metric(spec, tokenize, lowercase, lang)
         if not metric.from_text:
             raise InputError(f"metric {spec!r} reads scores from files: use rerank eval --metrics")
-        value = float(metric.score(metric.stats(list(hypotheses), list(references)).sum(axis=0)))
+        value = float(metric.score(metric.stats(list(hypotheses), _one_or_streams(references)).sum(axis=0)))
         scores[spec] = Score(value, metric.name, metric.signature())
     return scores
 
@@ -254,8 +267,9 @@ def significance(
     texts.update((name, replicas_of(name, replicas)) for name, replicas in systems.items())
     metrics = _one_or_many(metrics)
     metrics = [spec_of(m, "metric") for m in metrics]
-    if not references:
+    references = _references(references)
+    if not references[0]:
         raise InputError("no references: nothing to score")
     return significance_of(
-        list(references), texts, metrics=list(metrics), bleu=BleuSettings(tokenize, lowercase), **options
+        _one_or_streams(references), texts, metrics=list(metrics), bleu=BleuSettings(tokenize, lowercase), **options
     )

@@ -232,7 +232,8 @@ def bleu_stats(
 
     Args:
         hypotheses: M hypothesis strings.
-        references: N reference strings (one reference per segment).
+        references: N reference strings (one reference per segment), or R streams of N
+            (several references, sacrebleu's ``[refs_a, refs_b]``; :func:`reference_streams`).
         segment: int[M], the segment (0..N-1) of each hypothesis.
         tokenize: sacrebleu tokeniser name ('none', '13a', 'intl', ...).
         lowercase: lowercase before tokenising, as sacrebleu's ``lowercase=True``.
@@ -246,24 +247,132 @@ def bleu_stats(
     compiled C (``rerank/_kernels.c``), O(L log L) per hypothesis.
     """
     segment = np.ascontiguousarray(segment, dtype=np.int64)
-    M, N = len(hypotheses), len(references)
+    streams = reference_streams(references)
+    M, N = len(hypotheses), len(streams[0])
     if segment.shape != (M,):
         raise ValueError(f"segment has shape {segment.shape}, expected ({M},)")
     if M and (segment.min() < 0 or segment.max() >= N):
         raise ValueError("segment ids outside 0..N-1")
     vocab: dict = {}
     h_ids, h_len = _token_ids(hypotheses, vocab, tokenize, lowercase)
-    r_ids, r_len = _token_ids(references, vocab, tokenize, lowercase)
-    codes = _ngram_codes(np.concatenate([h_ids, r_ids]), np.concatenate([h_len, r_len]), len(vocab))
-    h_start = np.cumsum(h_len) - h_len
-    r_start = len(h_ids) + np.cumsum(r_len) - r_len
+    refs = [_token_ids(stream, vocab, tokenize, lowercase) for stream in streams]
     stats = np.zeros((M, NUM_STATS), dtype=np.float64)
-    if M:
-        stats[:, 0:REF_LEN:2] = clipped_matches(codes, h_start, h_len, r_start, r_len, segment)
-        stats[:, REF_LEN] = r_len[segment]
     for n in range(1, ORDER + 1):
         stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
+    if not M:
+        return stats
+    if len(streams) == 1:
+        r_ids, r_len = refs[0]
+        codes = _ngram_codes(np.concatenate([h_ids, r_ids]), np.concatenate([h_len, r_len]), len(vocab))
+        h_start = np.cumsum(h_len) - h_len
+        r_start = len(h_ids) + np.cumsum(r_len) - r_len
+        stats[:, 0:REF_LEN:2] = clipped_matches(codes, h_start, h_len, r_start, r_len, segment)
+        stats[:, REF_LEN] = r_len[segment]
+        return stats
+    # several references (sacrebleu's rule): each n-gram clipped by its largest count in any
+    # reference of the segment; reference length the closest to the hypothesis's, the
+    # shorter on ties
+    ids = np.concatenate([h_ids] + [r for r, _ in refs])
+    lengths = np.concatenate([h_len] + [length for _, length in refs])
+    codes = _ngram_codes(ids, lengths, len(vocab))
+    merged, m_len = _merged_references(codes[:, len(h_ids) :], [length for _, length in refs], N)
+    h_start = np.cumsum(h_len) - h_len
+    m_start = len(h_ids) + np.cumsum(m_len) - m_len
+    stats[:, 0:REF_LEN:2] = clipped_matches(
+        np.ascontiguousarray(np.concatenate([codes[:, : len(h_ids)], merged], axis=1)),
+        h_start,
+        h_len,
+        m_start,
+        m_len,
+        segment,
+    )
+    ref_len = np.stack([length for _, length in refs])[:, segment]  # (R, M)
+    distance = np.abs(ref_len - h_len[None, :])
+    best = np.lexsort((ref_len, distance), axis=0)[0]  # smallest distance, then the shorter
+    stats[:, REF_LEN] = ref_len[best, np.arange(M)]
     return stats
+
+
+def reference_streams(references) -> list:
+    """References as sacrebleu takes them: one stream of N strings (one reference per
+    segment), or R such streams (several references per segment, ``[refs_a, refs_b]``).
+    Returns a list of R ≥ 1 lists of N strings.
+
+    Raises:
+        InputError: streams of different lengths, or no stream.
+    """
+    if isinstance(references, str):
+        raise InputError("references: expected a list of reference strings (or a list of such lists), not a string")
+    items = list(references)
+    if not items or isinstance(items[0], str):
+        return [items]
+    streams = [list(stream) for stream in items]
+    if any(isinstance(stream, str) for stream in items):
+        raise InputError("references: mix of strings and lists; give one list, or one list per reference")
+    counts = {len(stream) for stream in streams}
+    if len(counts) != 1:
+        raise InputError(f"the reference streams differ in length: {', '.join(str(len(x)) for x in streams)} lines")
+    return streams
+
+
+def segment_count(references) -> int:
+    """N, the segments of ``references`` (one stream or R streams)."""
+    return len(reference_streams(references)[0])
+
+
+def references_slice(references, first: int, last: int):
+    """Segments ``first:last`` of ``references``, in the same shape (one stream or R)."""
+    streams = reference_streams(references)
+    return streams[0][first:last] if len(streams) == 1 else [stream[first:last] for stream in streams]
+
+
+def reference_keys(references) -> list:
+    """One hashable key per segment: its reference, or the tuple of its R references."""
+    streams = reference_streams(references)
+    return streams[0] if len(streams) == 1 else list(zip(*streams))
+
+
+def _merged_references(codes: np.ndarray, lengths: Sequence[np.ndarray], segments: int):
+    """One synthetic run of n-gram codes per segment holding, for every order, each n-gram
+    of the segment's references as often as the reference that has it most often: the
+    clipping counts of several references, in the layout :func:`clipped_matches` reads
+    (row n of a run of length L: its first L − n codes; the rest padded with −2, which no
+    hypothesis code equals).
+
+    Args:
+        codes: int64[ORDER, L] the references' codes, stream after stream, segment after
+            segment within a stream (``_ngram_codes`` of their tokens).
+        lengths: R int arrays (N,) of token counts, one per stream.
+    Returns:
+        (int64[ORDER, T] the runs, int64[N] their lengths).
+    """
+    R = len(lengths)
+    seg_of_token = np.concatenate([np.repeat(np.arange(segments), length) for length in lengths])
+    ref_of_token = np.repeat(np.arange(R), [int(length.sum()) for length in lengths])
+    per_order = []
+    for n in range(codes.shape[0]):
+        valid = codes[n] >= 0
+        seg, ref, code = seg_of_token[valid], ref_of_token[valid], codes[n][valid]
+        # count of each (segment, code) in each reference, then the max over references
+        keys, counts = np.unique(np.stack([seg, code, ref]), axis=1, return_counts=True)
+        sc = keys[:2]
+        first = np.r_[True, np.any(sc[:, 1:] != sc[:, :-1], axis=0)]
+        group = np.cumsum(first) - 1
+        maximum = np.zeros(int(group[-1]) + 1 if len(group) else 0, dtype=np.int64)
+        np.maximum.at(maximum, group, counts)
+        unique = sc[:, first]
+        per_order.append((np.repeat(unique[0], maximum), np.repeat(unique[1], maximum)))
+    sizes = np.stack([np.bincount(seg, minlength=segments) for seg, _ in per_order])  # (ORDER, N)
+    run = (sizes + np.arange(codes.shape[0])[:, None]).max(axis=0)
+    run = np.maximum(run, 1)
+    start = np.cumsum(run) - run
+    out = np.full((codes.shape[0], int(run.sum())), -2, dtype=np.int64)
+    for n, (seg, code) in enumerate(per_order):
+        order = np.argsort(seg, kind="stable")
+        seg, code = seg[order], code[order]
+        offset = np.arange(len(seg)) - np.repeat(np.cumsum(sizes[n]) - sizes[n], sizes[n])
+        out[n, start[seg] + offset] = code
+    return out, run.astype(np.int64)
 
 
 def bleu_from_stats(stats: np.ndarray, effective_order: bool = False) -> np.ndarray:

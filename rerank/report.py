@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rerank import DEFAULT_SEED, __version__
-from rerank.bleu import BleuSettings
+from rerank.bleu import BleuSettings, reference_keys, segment_count
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.metrics import DEFAULT_METRICS, make_metric, read_system, system_stats
@@ -35,7 +35,7 @@ from rerank.oracle import oracle_file
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.signif import approximate_randomization, compare, score_system
-from rerank.textio import read_lines
+from rerank.textio import read_lines, read_references
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
@@ -64,12 +64,14 @@ def significance_table(
     every metric.  Raises :class:`InputError` for a file whose line count differs from the
     reference's, or an unknown ``compare_to`` name.
     """
-    refs = read_lines(ref_path)
-    if not refs:
-        raise InputError("no reference segments: nothing to score", ref_path)
+    refs = read_references(ref_path)
+    if not segment_count(refs):
+        raise InputError(
+            "no reference segments: nothing to score", ref_path if isinstance(ref_path, str) else ref_path[0]
+        )
     check_system_names(baseline_name, systems)
     files = {baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
-    texts = {name: [read_system(p, len(refs)) for p in paths] for name, paths in files.items()}
+    texts = {name: [read_system(p, segment_count(refs)) for p in paths] for name, paths in files.items()}
     result = significance_of(
         refs, texts, metrics, bleu, lang, shuffles, resamples, seed, compare_to, baseline_name, progress, files
     )
@@ -105,10 +107,11 @@ def significance_of(
         raise InputError(f"the first system must be the baseline {baseline_name!r}")
     if compare_to is not None and compare_to not in names[1:]:
         raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
+    count = segment_count(refs)
     for name, replicas in texts.items():
         for k, hyps in enumerate(replicas):
-            if len(hyps) != len(refs):
-                raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {len(refs)} references")
+            if len(hyps) != count:
+                raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {count} references")
     rows, signatures = [], {}
     items = [(m, n) for m in metrics for n in names]
     bar = None
@@ -188,16 +191,20 @@ def _shared_stats(
             name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
             for name, replicas in texts.items()
         }
-    index: Dict[Tuple[str, str], int] = {}
+    index: Dict[Tuple[str, object], int] = {}
+    keys = reference_keys(refs)  # a segment's reference, or the tuple of its references
     rows = {
         name: [
-            np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, refs)], dtype=np.int64)
+            np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, keys)], dtype=np.int64)
             for hyps in replicas
         ]
         for name, replicas in texts.items()
     }
     unique = list(index)
-    table = metric.stats([h for h, _ in unique], [r for _, r in unique])
+    references = [r for _, r in unique]
+    if unique and isinstance(unique[0][1], tuple):
+        references = [list(stream) for stream in zip(*references)]
+    table = metric.stats([h for h, _ in unique], references)
     return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}
 
 

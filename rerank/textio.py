@@ -16,7 +16,7 @@ import io
 import math
 import sys
 import zlib
-from typing import Iterator, List, TextIO
+from typing import Iterator, List, TextIO, Union
 
 from rerank.errors import InputError
 
@@ -137,3 +137,21 @@ def read_json(path: str):
         return json.loads(read_text(path), object_pairs_hook=unique, parse_constant=lambda name: name)
     except json.JSONDecodeError as err:
         raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None
+
+
+def read_references(paths) -> Union[List[str], List[List[str]]]:
+    """References from one file (a list of N lines) or several (R ≥ 2 files of N lines:
+    several references per segment, as sacrebleu takes them: a list of R lists).
+
+    Raises:
+        InputError: as :func:`read_lines`, or a file whose line count differs from the
+            first one's (naming both).
+    """
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if len(paths) == 1:
+        return read_lines(paths[0])
+    streams = [read_lines(path) for path in paths]
+    for path, stream in zip(paths[1:], streams[1:]):
+        if len(stream) != len(streams[0]):
+            raise InputError(f"{len(stream)} lines but the first reference {paths[0]} has {len(streams[0])}", path)
+    return streams

@@ -11,23 +11,27 @@ string per hypothesis.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from rerank.bleu import BleuSettings
+from rerank.bleu import BleuSettings, references_slice, segment_count
 from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.nbest import NBestList, PackedStrings, iter_nbest
-from rerank.textio import read_lines
+from rerank.textio import read_references
 
 
 def load_tuning_data(
-    nbest_path: str, ref_path: str, bleu: BleuSettings = BleuSettings(), metric: Optional[Metric] = None
-) -> Tuple[NBestList, List[str], np.ndarray]:
+    nbest_path: str,
+    ref_path: Union[str, Sequence[str]],
+    bleu: BleuSettings = BleuSettings(),
+    metric: Optional[Metric] = None,
+) -> Tuple[NBestList, List, np.ndarray]:
     """(n-best list with packed hypotheses, no totals and its :class:`~rerank.nbest.ListInfo`,
     references, statistics float64[M, K] of every hypothesis) of a tuning, oracle or
-    cross-fitting run: ``metric``'s statistics (bound to the list, so ``seg:NAME`` reads
+    cross-fitting run (``ref_path``: one reference file, or several: several references
+    per segment, :func:`rerank.textio.read_references`): ``metric``'s statistics (bound to the list, so ``seg:NAME`` reads
     ``NBEST.NAME``, one score per hypothesis), or BLEU's under ``bleu`` when None.
 
     Raises:
@@ -35,26 +39,28 @@ def load_tuning_data(
             a ``seg:`` sidecar of another line count.
     """
     bound = metric.bind(nbest_path) if metric is not None else None
-    refs = read_lines(ref_path)
+    refs = read_references(ref_path)
+    count = segment_count(refs)
     offsets, features, stats, packed = [np.zeros(1, np.int64)], [], [], []
     names, info, row = None, None, 0
     for first, block in iter_nbest(nbest_path):
         last = first + block.num_segments
         offsets.append(block.offsets[1:] + offsets[-1][-1])
-        if last > len(refs):  # count the rest only, to name the numbers
+        if last > count:  # count the rest only, to name the numbers
             continue
+        part = references_slice(refs, first, last)
         if bound is None:
-            stats.append(bleu.stats(block.hypotheses, refs[first:last], block.segment))
+            stats.append(bleu.stats(block.hypotheses, part, block.segment))
         else:
             rows = np.arange(len(block.hypotheses)) + row
-            stats.append(bound.hypothesis_stats(block.hypotheses, refs[first:last], block.segment, rows))
+            stats.append(bound.hypothesis_stats(block.hypotheses, part, block.segment, rows))
         row += len(block.hypotheses)
         features.append(block.features)
         packed.append(PackedStrings.from_strings(block.hypotheses))
         names, info = block.feature_names, block.info
     segments = sum(len(o) for o in offsets) - 1
-    if segments != len(refs):
-        raise InputError(f"{segments} segments in the n-best list but {len(refs)} references", nbest_path)
+    if segments != count:
+        raise InputError(f"{segments} segments in the n-best list but {count} references", nbest_path)
     if bound is not None:
         bound.check_count(row)
     hypotheses = PackedStrings.concat(packed)

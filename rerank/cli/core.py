@@ -14,7 +14,7 @@ import numpy as np
 from rerank import DEFAULT_SEED
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
-from rerank.cli.options import bleu_options, bleu_settings, metric_options, seg_sidecars
+from rerank.cli.options import bleu_options, bleu_settings, metric_options, references, seg_sidecars
 from rerank.convert import FORMATS as CONVERT_FORMATS
 from rerank.convert import convert_file
 from rerank.errors import InputError
@@ -34,7 +34,7 @@ def cmd_apply(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    rows = evaluate_files(args.ref, _hyp_files(args.hyp), bleu_settings(args), metrics=args.metrics.split(","))
+    rows = evaluate_files(references(args), _hyp_files(args.hyp), bleu_settings(args), metrics=args.metrics.split(","))
     text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
     sys.stdout.write(text)
     if args.out:
@@ -45,7 +45,7 @@ def cmd_eval(args) -> None:
 def cmd_oracle(args) -> None:
     bleu = bleu_settings(args)
     metric = make_objective(args.metric, bleu.tokenize, bleu.lowercase, args.lang)
-    summed = oracle_file(args.nbest, args.ref, args.out, bleu, metric)
+    summed = oracle_file(args.nbest, references(args), args.out, bleu, metric)
     if args.metric == "bleu":
         score = sacrebleu_score(summed)
         result = {
@@ -152,10 +152,10 @@ def cmd_signif(args) -> None:
         for k, nbest in enumerate(args.nbest or []):
             name = "oracle" if len(args.nbest) == 1 else f"oracle{k + 1}"
             path = os.path.join(tmp, f"{name}.txt")
-            oracle_file(nbest, args.ref, path, bleu)
+            oracle_file(nbest, references(args), path, bleu)
             systems.append((name, [path]))
         result = significance_table(
-            args.ref,
+            references(args),
             _files(args.baseline),
             systems,
             metrics=args.metrics.split(","),
@@ -301,7 +301,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "truncate",
         help="the first N hypotheses of every segment (e.g. 20-best from 50-best), or the decoder's own 1-best as text",
-        epilog="examples: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest; "
+        epilog="example: rerank truncate --nbest test.50.nbest --size 20 --out test.20.nbest; "
         "rerank truncate --nbest test.nbest --out-1best test.1best (the first hypothesis of each segment)",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list")
@@ -355,7 +355,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="BLEU, TER, chrF with sacrebleu (signatures included)",
         epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter",
     )
-    p.add_argument("--ref", required=True, help="reference translations, one per line")
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
     p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
     bleu_options(p)
     p.add_argument(
@@ -386,7 +391,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--out test.oracle",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list")
-    p.add_argument("--ref", required=True, help="reference translations, one per segment")
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
     p.add_argument("--out", required=True, help="the selected hypothesis of every segment")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line)")
     metric_options(p, "the oracle")
@@ -425,7 +435,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="MultEval-style significance: score (s_sel/s_opt/p) over replicas",
         epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter",
     )
-    p.add_argument("--ref", required=True, help="reference translations, one per line")
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
     p.add_argument(
         "--baseline", required=True, nargs="+", help="baseline replica files, FILE[,FILE...] (as --system's)"
     )
@@ -542,7 +557,7 @@ def _add_experiment_parser(sub) -> None:
     )
     p.add_argument("experiment_dir", help="the experiment directory; paths inside it are stored relative to it")
     p.add_argument("--ref", help="reference file of the test set (required)")
-    p.add_argument("--reference", help=argparse.SUPPRESS)  # the old spelling of --ref
+    p.add_argument("--reference", help="the old spelling of --ref (works this release, with a note)")
     p.add_argument(
         "--baseline",
         required=True,

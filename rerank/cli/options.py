@@ -132,3 +132,9 @@ def config_from_args(
     names = {f.name for f in dataclasses.fields(config_class)}
     values.update({k: v for k, v in (shared or {}).items() if k in names})
     return config_class(**values)
+
+
+def references(args):
+    """``--ref`` given once: its path; given R times: the R paths (several references per
+    segment, :func:`rerank.textio.read_references`)."""
+    return args.ref[0] if len(args.ref) == 1 else list(args.ref)

@@ -14,6 +14,7 @@ from rerank.cli.options import (
     bleu_settings,
     config_from_args,
     metric_options,
+    references,
     seg_sidecars,
 )
 from rerank.mira.tuner import TUNERS
@@ -48,7 +49,7 @@ def _say(args):
 
 
 def cmd_tune(args) -> None:
-    record, result = tune_file(args.nbest, args.ref, setup_from_args(args), _say(args))
+    record, result = tune_file(args.nbest, references(args), setup_from_args(args), _say(args))
     print(f"{args.algorithm}: {describe(result, record['tuning']['init'])}", file=sys.stderr)
     with atomic_write(args.out) as handle:
         json.dump(record, handle, indent=2, allow_nan=False)
@@ -57,7 +58,12 @@ def cmd_tune(args) -> None:
 
 def cmd_crossfit(args) -> None:
     chosen, record = crossfit_file(
-        args.nbest, args.ref, args.folds, setup_from_args(args), _say(args), lambda text: print(text, file=sys.stderr)
+        args.nbest,
+        references(args),
+        args.folds,
+        setup_from_args(args),
+        _say(args),
+        lambda text: print(text, file=sys.stderr),
     )
     with StagedOutputs() as outputs:  # the selection and its weights appear together
         write_lines(chosen, outputs.stage(args.out))
@@ -79,7 +85,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--feature-sets beam,R2L --algorithm mert --seed 2 --out weights.json",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list of the tuning set")
-    p.add_argument("--ref", required=True, help="reference translations, one per line")
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
     p.add_argument("--out", required=True, help="weights JSON to write")
     tuning_options(p)
     p.set_defaults(
@@ -102,7 +113,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--out test.crossfit.txt --weights-out weights.json",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list of the test set (features out-of-fold)")
-    p.add_argument("--ref", required=True, help="its references, one per line")
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
     p.add_argument("--folds", required=True, help="folds file (rerank folds): image<TAB>fold per segment")
     p.add_argument("--out", required=True, help="re-ranked 1-best of every segment")
     p.add_argument("--weights-out", required=True, help="JSON with every fold's weights and tuning scores")

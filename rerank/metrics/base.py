@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import ClassVar, Optional, Sequence
+from typing import ClassVar, List, Optional, Sequence
 
 import numpy as np
 
+from rerank.bleu import reference_streams
 from rerank.config import parse_settings, settings_help
 from rerank.errors import InputError
 from rerank.registry import Registry
@@ -95,6 +96,15 @@ class Metric(abc.ABC):
     width: int = 0
     #: the metric's settings (a dataclass), or None
     Config: ClassVar[Optional[type]] = None
+    #: references per segment of the last statistics computed (signatures say ``nrefs:``)
+    num_refs: int = 1
+
+    def streams(self, references) -> List[List[str]]:
+        """The R reference streams of ``references`` (one stream, or R of them:
+        :func:`rerank.bleu.reference_streams`); records R for the signature."""
+        streams = reference_streams(references)
+        self.num_refs = len(streams)
+        return streams
 
     @classmethod
     def create(
@@ -129,7 +139,8 @@ class Metric(abc.ABC):
 
     @abc.abstractmethod
     def stats(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
-        """float64[N, K] per-segment statistics (one reference per segment)."""
+        """float64[N, K] per-segment statistics: ``references`` one string per segment, or
+        R streams of them (several references per segment, sacrebleu's convention)."""
         raise NotImplementedError
 
     @abc.abstractmethod
@@ -166,7 +177,8 @@ class Metric(abc.ABC):
         ``segment[i]`` (an index into ``references``) and line (row) ``lines[i]`` of the
         file the metric is bound to (0-based; used by metrics that read per-line data)."""
         segment = np.asarray(segment, dtype=np.int64)
-        return self.stats(hypotheses, [references[s] for s in segment])
+        picked = [[stream[s] for s in segment] for stream in self.streams(references)]
+        return self.stats(hypotheses, picked if len(picked) > 1 else picked[0])
 
     def check_count(self, count: int) -> None:  # noqa: B027 (a hook; text metrics check nothing)
         """Check per-line data of the bound file against its ``count`` lines (nothing for
@@ -223,9 +235,9 @@ class SacrebleuStatsMetric(Metric):
         self.metric = self._make()
 
     def stats(self, hypotheses, references):
-        rows = self.metric._extract_corpus_statistics(list(hypotheses), [list(references)])
+        rows = self.metric._extract_corpus_statistics(list(hypotheses), self.streams(references))
         return np.asarray(rows, dtype=np.float64).reshape(len(hypotheses), -1)
 
     def signature(self):
-        self.metric.num_refs = 1  # set by corpus_score() in sacrebleu; we score without it
+        self.metric.num_refs = self.num_refs  # set by corpus_score() in sacrebleu; we score without it
         return str(self.metric.get_signature())

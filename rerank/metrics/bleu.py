@@ -39,17 +39,17 @@ class BleuMetric(Metric):
         self.tokenize, self.lowercase = tokenize, lowercase
 
     def stats(self, hypotheses, references):
-        return self.settings.stats(hypotheses, references, np.arange(len(hypotheses)))
+        return self.settings.stats(hypotheses, self.streams(references), np.arange(len(hypotheses)))
 
     def score(self, stats):
         return bleu_from_stats(stats)
 
     def signature(self):
-        return self.settings.signature()
+        return self.settings.signature(self.num_refs)
 
     def hypothesis_stats(self, hypotheses, references, segment, lines):
         """:meth:`BleuSettings.stats`: each reference is tokenised once, not once per hypothesis."""
-        return self.settings.stats(hypotheses, references, segment)
+        return self.settings.stats(hypotheses, self.streams(references), segment)
 
     def background_gain(self, rows, background):
         """kbmira's ``sentenceLevelBackgroundBleu`` (:func:`rerank.bleu.background_sentence_bleu`)."""

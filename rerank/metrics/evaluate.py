@@ -6,11 +6,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.bleu import BleuSettings
+from rerank.bleu import BleuSettings, segment_count
 from rerank.errors import InputError
 from rerank.metrics.base import Metric
-from rerank.metrics.spec import make_metric
-from rerank.textio import read_lines
+from rerank.metrics.spec import DEFAULT_METRICS, make_metric
+from rerank.textio import read_lines, read_references
 
 
 def read_system(path: str, num_refs: int) -> List[str]:
@@ -57,9 +57,10 @@ def evaluate_files(
     ref_path: str,
     systems: Sequence[Tuple[str, str]],
     bleu: BleuSettings = BleuSettings(),
-    metrics: Sequence[str] = ("bleu", "ter", "chrf"),
+    metrics: Sequence[str] = DEFAULT_METRICS,
 ) -> List[Dict]:
-    """Score each (name, path) system against one reference file (``bleu``: BLEU's
+    """Score each (name, path) system against one reference file, or several (several
+    references per segment, sacrebleu's convention) (``bleu``: BLEU's
     tokeniser, and lowercasing for every metric; ``metrics``: specifications as
     :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too).
 
@@ -69,13 +70,15 @@ def evaluate_files(
     for two systems of one name (:func:`check_system_names`).
     """
     check_system_names(None, systems)
-    refs = read_lines(ref_path)
-    if not refs:
-        raise InputError("no reference segments: nothing to score", ref_path)
+    refs = read_references(ref_path)
+    if not segment_count(refs):
+        raise InputError(
+            "no reference segments: nothing to score", ref_path if isinstance(ref_path, str) else ref_path[0]
+        )
     objs = {m: make_metric(m, bleu.tokenize, bleu.lowercase) for m in metrics}
     rows = []
     for name, path in systems:
-        hyps = read_system(path, len(refs))
+        hyps = read_system(path, segment_count(refs))
         for metric, obj in objs.items():
             score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
             rows.append(

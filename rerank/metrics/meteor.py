@@ -151,7 +151,13 @@ class MeteorMetric(Metric):
         def clean(text: str) -> str:
             return " ".join(text.replace("|||", "| | |").split())
 
-        lines = "".join(f"SCORE ||| {clean(r)} ||| {clean(h)}\n" for h, r in zip(hypotheses, references))
+        # several references: the jar scores against each and keeps the best (its -stdio form
+        # SCORE ||| ref 1 ||| … ||| ref R ||| hypothesis)
+        streams = self.streams(references)
+        lines = "".join(
+            "SCORE ||| " + " ||| ".join(clean(s[i]) for s in streams) + f" ||| {clean(h)}\n"
+            for i, h in enumerate(hypotheses)
+        )
         result = subprocess.run(self._command(), input=lines, capture_output=True, text=True)
         rows = result.stdout.split("\n")[: len(hypotheses)]
         if result.returncode != 0 or len(rows) != len(hypotheses):

@@ -31,10 +31,17 @@ class TerMetric(SacrebleuStatsMetric):
 
         tok = self.metric.tokenizer
         hyp_words = [tok(h.rstrip()).split() for h in hypotheses]
-        ref_words = [tok(r.rstrip()).split() for r in references]
+        streams = self.streams(references)
+        edits, lengths = [], []
+        for stream in streams:
+            ref_words = [tok(r.rstrip()).split() for r in stream]
+            edits.append(ter_edits(hyp_words, ref_words))
+            lengths.append([len(words) for words in ref_words])
+        # several references (sacrebleu's rule): the fewest edits of any reference, over
+        # the references' mean length
         out = np.zeros((len(hyp_words), 2))
-        out[:, 0] = ter_edits(hyp_words, ref_words)
-        out[:, 1] = [len(words) for words in ref_words]
+        out[:, 0] = np.min(edits, axis=0) if len(hyp_words) else 0.0
+        out[:, 1] = np.mean(lengths, axis=0) if len(hyp_words) else 0.0
         return out
 
     def score(self, stats):

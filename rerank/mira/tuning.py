@@ -319,6 +319,11 @@ def tune_list(
     return widen(result.weights, columns, len(full.feature_names)), result, init_from, nbest
 
 
+def _abspaths(paths):
+    """The absolute path of one reference file, or the list of several."""
+    return os.path.abspath(paths) if isinstance(paths, str) else [os.path.abspath(p) for p in paths]
+
+
 def tune_file(
     nbest_path: str, ref_path: str, setup: TuningSetup = TuningSetup(), progress: Optional[Callable[[str], None]] = None
 ) -> Tuple[Dict[str, Any], TuneResult]:
@@ -344,7 +349,7 @@ def tune_file(
             "length_ratio": result.length_ratio,
             **result.details,
             "nbest": os.path.abspath(nbest_path),
-            "ref": os.path.abspath(ref_path),
+            "ref": _abspaths(ref_path),
             "segments": nbest.num_segments,
             "hypotheses": len(nbest.hypotheses),
             "seconds": round(time.perf_counter() - start, 3),
@@ -407,7 +412,7 @@ def crossfit_file(
             "folds": os.path.abspath(folds_path),
             "k": folds.k,
             "nbest": os.path.abspath(nbest_path),
-            "ref": os.path.abspath(ref_path),
+            "ref": _abspaths(ref_path),
             "segments": full.num_segments,
             "seconds": round(time.perf_counter() - start, 3),
         },
