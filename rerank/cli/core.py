@@ -544,7 +544,9 @@ def _reference(args) -> str:
         return args.reference
     if args.ref is None:
         raise InputError("--ref is required (the reference file of the test set)")
-    return args.ref
+    if len(args.ref) > 1:
+        raise InputError("rerank experiment takes one --ref: a manifest with several references is not supported yet")
+    return args.ref[0]
 
 
 def _add_experiment_parser(sub) -> None:
@@ -556,7 +558,7 @@ def _add_experiment_parser(sub) -> None:
         "--system '+nmt=rerank/nmt/test.seed{replica}.txt'",
     )
     p.add_argument("experiment_dir", help="the experiment directory; paths inside it are stored relative to it")
-    p.add_argument("--ref", help="reference file of the test set (required)")
+    p.add_argument("--ref", action="append", help="reference file of the test set (required)")
     p.add_argument("--reference", help="the old spelling of --ref (works this release, with a note)")
     p.add_argument(
         "--baseline",
