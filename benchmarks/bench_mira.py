@@ -14,8 +14,8 @@ Reference point (issue 2): Moses ``extractor`` + ``kbmira`` (C++, 60 epochs) tak
 
 MERT's default (issue 19): random directions only on lists of at least 6 features.  The
 MERT section times the previous default (10 random directions on every list,
-``random_min_features=1``) beside the current one and ``--random-directions 0
---restarts 21`` (the issue's reference point, 0.74× Moses ``mert``'s time), with tuning
+``random_min_features=1``) beside the current one and ``--mert-random-directions 0
+--mert-restarts 21`` (the issue's reference point, 0.74× Moses ``mert``'s time), with tuning
 BLEU and line searches, on the synthetic list and, with ``--tune-nbest/--tune-ref``, on a
 real list (e.g. the main job's ``nbest/val.nbest``, 1,014 × 20, 3 features; its test BLEU
 with ``--test-nbest/--test-ref``).  Metrics other than BLEU (``--metrics chrf,ter``) are
@@ -63,7 +63,7 @@ def build(directory: str, segments: int, nbest: int, features: int, seed: int = 
 MERT_SETTINGS = {
     "previous default (10 random directions always)": dict(random_min_features=1),
     "default": dict(),
-    "--random-directions 0 --restarts 21": dict(random_directions=0, restarts=21),
+    "--mert-random-directions 0 --mert-restarts 21": dict(random_directions=0, restarts=21),
 }
 
 

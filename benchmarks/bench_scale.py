@@ -131,7 +131,7 @@ def verbs_for(paths: dict, work: str, tag: str, hypotheses: int, whole_max: int)
             paths["nbest"],
             "--ref",
             paths["ref"],
-            "--iterations",
+            "--mira-iterations",
             "5",
             "--quiet",
             "--init",

@@ -1,7 +1,7 @@
 """Component settings: one nested ``Config`` dataclass per component (after mbrs), from which
 the command line's options and the ``NAME:key=value`` specs are generated.
 
-A field is made with :func:`option` (its help text, its command-line flag where the component
+A field is made with :func:`option` (its help text, an older spelling of its command-line flag
 has options of its own, and a parser that range-checks the value). :func:`parse_settings`
 reads the ``key=value,key=value`` part of a spec such as ``chrf:word_order=2,beta=1`` into the
 Config, and :func:`settings_help` writes the line the help texts show.
@@ -19,17 +19,18 @@ from rerank.errors import InputError
 def option(
     default: Any,
     help: str,
-    flag: Optional[str] = None,
+    alias: Optional[str] = None,
     type: Optional[Callable[[str], Any]] = None,
     choices: Optional[Sequence[str]] = None,
     positional: bool = False,
 ) -> Any:
-    """A ``Config`` field with its help text, flag (tuners: default ``--TUNER-FIELD``),
+    """A ``Config`` field with its help text, an older spelling of its command-line flag
+    (``alias``, still accepted with a one-line note; the tuners' flags are ``--TUNER-FIELD``),
     argument type (a parser that range-checks, e.g. :func:`rerank.argtypes.positive_int`;
     default: the field's own type, ``int``, ``float``, ``str`` or ``bool``), the values it
     may take (``choices``), and whether a spec gives it first without its key
     (``positional``: ``mbr:bleu`` for ``utility=bleu``, ``len:DIR`` for ``corpus=DIR``)."""
-    metadata = {"help": help, "flag": flag, "type": type, "choices": tuple(choices) if choices else None}
+    metadata = {"help": help, "alias": alias, "type": type, "choices": tuple(choices) if choices else None}
     return dataclasses.field(default=default, metadata={**metadata, "positional": positional})
 
 

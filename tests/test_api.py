@@ -56,7 +56,7 @@ def test_api_calls_equal_the_command_line(tmp_path, capsys):
                 "none",
                 "--algorithm",
                 "mert",
-                "--restarts",
+                "--mert-restarts",
                 "3",
                 "--seed",
                 "4",

@@ -190,7 +190,7 @@ def test_bring_your_own_model_walk(tiny, tmp_path, capsys):  # noqa: F811
                 "none",
                 "--algorithm",
                 "mert",
-                "--restarts",
+                "--mert-restarts",
                 "3",
                 "--out",
                 weights,

@@ -40,7 +40,7 @@ def test_tune_then_apply_round_trip(tuning_files, capsys):
                 str(weights),
                 "--seed",
                 "2",
-                "--iterations",
+                "--mira-iterations",
                 "10",
                 "--tokenize",
                 "none",
@@ -202,7 +202,7 @@ def test_every_tuner_writes_weights_and_never_loses_to_the_beam(tuning_files, ca
         "--quiet",
     ]
     if algorithm == "mert":
-        args += ["--restarts", "3"]
+        args += ["--mert-restarts", "3"]
     assert main(args) == 0
     data = json.loads(weights.read_text())
     tuning = data["tuning"]
@@ -236,7 +236,7 @@ def test_tune_a_feature_subset(tuning_files):
                 str(weights),
                 "--features",
                 "Bad",
-                "--iterations",
+                "--mira-iterations",
                 "3",
                 "--quiet",
             ]
@@ -268,11 +268,11 @@ def test_tune_a_feature_subset(tuning_files):
 @pytest.mark.parametrize(
     "option,value",
     [
-        ("--iterations", "-5"),
+        ("--mira-iterations", "-5"),
         ("--C", "-1"),
         ("--C", "nan"),
-        ("--decay", "5"),
-        ("--restarts", "0"),
+        ("--mira-decay", "5"),
+        ("--mert-restarts", "0"),
         ("--algorithm", "sgd"),
     ],
 )

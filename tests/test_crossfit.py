@@ -92,7 +92,7 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
                 str(weights_out),
                 "--seed",
                 "2",
-                "--iterations",
+                "--mira-iterations",
                 "5",
                 "--quiet",
             ]
@@ -123,7 +123,7 @@ def test_crossfit_tunes_each_fold_on_the_others_only(tuning_files, capsys):  # n
                     str(tmp / f"part{k}.json"),
                     "--seed",
                     "2",
-                    "--iterations",
+                    "--mira-iterations",
                     "5",
                     "--quiet",
                 ]

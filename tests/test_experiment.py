@@ -158,7 +158,7 @@ def test_an_option_of_another_tuner_is_refused(listed, capsys):
                 str(listed / "dev.nbest"),
                 "--ref",
                 str(listed / "dev.ref"),
-                "--restarts",
+                "--mert-restarts",
                 "3",
                 "--out",
                 str(listed / "w.json"),
@@ -166,7 +166,7 @@ def test_an_option_of_another_tuner_is_refused(listed, capsys):
         )
         == 1
     )
-    one_line_error(capsys, "--restarts is an option of mert, not of mira")
+    one_line_error(capsys, "--mert-restarts is an option of mert, not of mira")
     assert (
         main(
             [

@@ -312,7 +312,7 @@ def test_seg_cli_eval_signif_tune_oracle(tmp_path, capsys):
                 "seg:comet",
                 "--algorithm",
                 "mert",
-                "--restarts",
+                "--mert-restarts",
                 "2",
                 "--tokenize",
                 "none",
@@ -417,7 +417,7 @@ def test_crossfit_for_ter_tunes_every_fold_for_ter(tmp_path):
                 "ter",
                 "--algorithm",
                 "mert",
-                "--restarts",
+                "--mert-restarts",
                 "3",
                 "--quiet",
             ]

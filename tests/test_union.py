@@ -167,7 +167,7 @@ def test_a_scored_union_declares_its_beam_again_and_tunes_from_it(lists, capsys)
                 str(lists / "ref.txt"),
                 "--feature-sets",
                 "beam",
-                "--iterations",
+                "--mira-iterations",
                 "1",
                 "--quiet",
                 "--out",

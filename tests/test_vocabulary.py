@@ -93,3 +93,22 @@ def test_a_large_list_has_a_short_repr_and_bad_tuner_settings_list_the_valid_one
     assert repr(nbest) == "NBestList(segments=1000, hypotheses=20000, columns=NMT NMTNorm, beam_feature='NMTNorm')"
     with pytest.raises(InputError, match=r"mira has no setting 'restarts'; its settings: iterations, C, "):
         rerank.tune(nbest, ["r"] * 1000, restarts=3)
+
+
+def test_tuner_options_are_named_by_their_tuner_and_old_spellings_still_work(tmp_path, capsys):
+    write_split(tmp_path, "val", 30, seed=2)
+    base = ["tune", "--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.de"), "--tokenize", "none"]
+    outputs = []
+    for flags in (["--mert-restarts", "2"], ["--restarts", "2"]):
+        out = tmp_path / f"w{len(outputs)}.json"
+        assert main(base + ["--algorithm", "mert", *flags, "--out", str(out), "--quiet"]) == 0
+        err = capsys.readouterr().err
+        assert ("rerank: note: --restarts is now --mert-restarts" in err) == (flags[0] == "--restarts")
+        outputs.append(json.loads(out.read_text()))
+    assert outputs[0]["weights"] == outputs[1]["weights"] and outputs[0]["config"]["restarts"] == 2
+    # a switch that turns a default off: --mira-no-shuffle (old: --no-shuffle)
+    assert main(base + ["--mira-no-shuffle", "--mira-iterations", "2", "--out", str(tmp_path / "s.json"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["config"]["shuffle"] is False
+    # another tuner's option is refused under its own name
+    assert main(base + ["--restarts", "2", "--out", str(tmp_path / "x.json")]) == 1
+    assert "--mert-restarts is an option of mert, not of mira" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import numpy as np
 from rerank import DEFAULT_SEED
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
-from rerank.cli.options import bleu_options, bleu_settings, metric_options, references, seg_sidecars
+from rerank.cli.options import bleu_options, bleu_settings, metric_options, note_once, references, seg_sidecars
 from rerank.convert import FORMATS as CONVERT_FORMATS
 from rerank.convert import convert_file
 from rerank.errors import InputError
@@ -117,16 +117,6 @@ def _files(items):
     """Replica files given as ``F1 F2`` or ``F1,F2`` (the one ``FILE[,FILE...]`` form of every
     verb; spaces still work)."""
     return [f for item in items or [] for f in item.split(",") if f]
-
-
-_NOTED: set = set()
-
-
-def _note_once(text: str) -> None:
-    """One ``rerank: note:`` line per process and text (deprecated spellings)."""
-    if text not in _NOTED:
-        _NOTED.add(text)
-        print(f"rerank: note: {text}", file=sys.stderr)
 
 
 def _hyp_files(items):
@@ -508,7 +498,7 @@ def cmd_experiment(args) -> None:
                 )
             name, files = given[0].rsplit("=", 1)
         elif len(given) == 2:
-            _note_once(
+            note_once(
                 "'--system NAME FILES' is now '--system NAME=FILES' (as rerank signif's); the old form works for this release"
             )
             name, files = given
@@ -538,7 +528,7 @@ def cmd_experiment(args) -> None:
 
 def _reference(args) -> str:
     if args.reference is not None:
-        _note_once("'--reference' is now '--ref' (as every other verb's); the old spelling works for this release")
+        note_once("'--reference' is now '--ref' (as every other verb's); the old spelling works for this release")
         if args.ref is not None:
             raise InputError("give --ref once (--reference is its old spelling)")
         return args.reference

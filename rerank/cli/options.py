@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any, Dict, Iterable, Optional
 
 from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
@@ -79,32 +80,82 @@ def add_config_options(
     parser: argparse.ArgumentParser, owner: str, config_class: type, skip: Iterable[str] = ()
 ) -> None:
     """One option per field of the dataclass ``config_class`` (fields made with
-    :func:`rerank.mira.tuner.option`: help, flag, type in their metadata; flag default
-    ``--OWNER-FIELD``), in an argument group named after ``owner``.  Booleans become
-    switches (a True default is switched off by its flag).  Options not given are absent
-    from the namespace, so :func:`config_from_args` can tell which were given."""
+    :func:`rerank.config.option`: help, type, alias in their metadata), in an argument group
+    named after ``owner``: ``--OWNER-FIELD`` (``--mira-iterations``, ``--mert-restarts``), and a
+    boolean that is on by default is switched off by ``--OWNER-no-FIELD``.  A field's
+    ``alias`` (its older flag, e.g. ``--restarts``) still works, with a one-line note.
+    Options not given are absent from the namespace, so :func:`config_from_args` can tell
+    which were given."""
     group = parser.add_argument_group(f"{owner} options")
     for f in dataclasses.fields(config_class):
         if f.name in skip:
             continue
         meta = f.metadata
-        flag = meta.get("flag") or f"--{owner}-{f.name.replace('_', '-')}"
+        flag = config_flag(owner, f)
+        flags = [flag] + ([meta["alias"]] if meta.get("alias") and meta["alias"] != flag else [])
         help_text = meta.get("help", f.name)
         if f.type in ("bool", bool):
-            action = "store_false" if f.default else "store_true"
+            action = _aliased(_StoreFalse if f.default else _StoreTrue)
             group.add_argument(
-                flag, dest=_dest(owner, f.name), action=action, default=argparse.SUPPRESS, help=f"{owner}: {help_text}"
+                *flags,
+                dest=_dest(owner, f.name),
+                action=action,
+                default=argparse.SUPPRESS,
+                help=f"{owner}: {help_text}",
             )
         else:
             kind = meta.get("type") or type(f.default)
             group.add_argument(
-                flag,
+                *flags,
                 dest=_dest(owner, f.name),
+                action=_aliased(argparse._StoreAction),
                 type=kind,
                 default=argparse.SUPPRESS,
                 metavar=f.name.upper(),
                 help=f"{owner}: {help_text} (default: {f.default})",
             )
+
+
+def config_flag(owner: str, field: dataclasses.Field) -> str:
+    """The command-line flag of a ``Config`` field: ``--OWNER-FIELD``, or
+    ``--OWNER-no-FIELD`` for a boolean that is on by default."""
+    name = field.name.replace("_", "-")
+    if field.type in ("bool", bool) and field.default:
+        return f"--{owner}-no-{name}"
+    return f"--{owner}-{name}"
+
+
+class _StoreTrue(argparse._StoreConstAction):
+    def __init__(self, option_strings, dest, default=None, required=False, help=None):
+        super().__init__(option_strings, dest, const=True, default=default, required=required, help=help)
+
+
+class _StoreFalse(argparse._StoreConstAction):
+    def __init__(self, option_strings, dest, default=None, required=False, help=None):
+        super().__init__(option_strings, dest, const=False, default=default, required=required, help=help)
+
+
+def _aliased(base):
+    """``base`` (an argparse action class) that notes, once, when the option was given
+    by its older spelling (the second option string)."""
+
+    class Aliased(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if option_string is not None and option_string != self.option_strings[0]:
+                note_once(f"{option_string} is now {self.option_strings[0]}; the old spelling works for this release")
+            super().__call__(parser, namespace, values, option_string)
+
+    return Aliased
+
+
+_NOTED: set = set()
+
+
+def note_once(text: str) -> None:
+    """One ``rerank: note:`` line on stderr per process and text (old spellings)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        print(f"rerank: note: {text}", file=sys.stderr)
 
 
 def config_from_args(
@@ -122,8 +173,7 @@ def config_from_args(
             continue
         for f in dataclasses.fields(other_class):
             if hasattr(args, _dest(other, f.name)):
-                flag = f.metadata.get("flag") or f"--{other}-{f.name.replace('_', '-')}"
-                raise InputError(f"{flag} is an option of {other}, not of {owner}")
+                raise InputError(f"{config_flag(other, f)} is an option of {other}, not of {owner}")
     values = {
         f.name: getattr(args, _dest(owner, f.name))
         for f in dataclasses.fields(config_class)

@@ -73,7 +73,7 @@ class MiraConfig:
     iterations: int = option(60, "epochs (kbmira -J)", "--iterations", positive_int)
     C: float = option(0.01, "step-size cap (kbmira -C)", "--C", positive_float)
     decay: float = option(0.999, "background BLEU decay (kbmira -D)", "--decay", unit_interval)
-    shuffle: bool = option(True, "visit sentences in a shuffled order (--no-shuffle: file order)", "--no-shuffle")
+    shuffle: bool = option(True, "visit sentences in a shuffled order (--mira-no-shuffle: file order)", "--no-shuffle")
     model_bg: bool = option(False, "background from the model-best (kbmira --model-bg)", "--model-bg")
     seed: int = DEFAULT_SEED
     kbmira_selection: bool = option(

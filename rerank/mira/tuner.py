@@ -7,7 +7,7 @@ components, each with a nested ``Config`` dataclass).  A tuner is one module::
     class Mira(Tuner):
         @dataclass
         class Config:
-            iterations: int = option(60, "epochs (kbmira -J)", flag="--iterations", type=positive_int)
+            iterations: int = option(60, "epochs (kbmira -J)", alias="--iterations", type=positive_int)
             seed: int = DEFAULT_SEED
         def search(self, problem, progress):
             ...
