@@ -2,7 +2,7 @@
 the command line's options and the ``NAME:key=value`` specs are generated.
 
 A field is made with :func:`option` (its help text, an older spelling of its command-line flag
-has options of its own, and a parser that range-checks the value). :func:`parse_settings`
+where it had one, and a parser that range-checks the value). :func:`parse_settings`
 reads the ``key=value,key=value`` part of a spec such as ``chrf:word_order=2,beta=1`` into the
 Config, and :func:`settings_help` writes the line the help texts show.
 """
