@@ -107,6 +107,26 @@ class Tuning:
     note: str = ""
 
 
+def _with_scores(metric, scores: Optional[Mapping[str, Sequence[float]]], count: int):
+    """``metric`` with the in-memory scores of its ``seg:`` parts bound (an interpolation's
+    parts too); metrics computed from text are returned as they are.
+
+    Raises:
+        InputError: a ``seg:NAME`` without ``scores[NAME]``, or scores of another count.
+    """
+    if metric.from_text:
+        return metric
+    if hasattr(metric, "terms"):  # an interpolation: bind each part
+        metric.terms = [(w, _with_scores(m, scores, count)) for w, m in metric.terms]
+        return metric
+    key = getattr(metric, "key", None)
+    if not scores or key not in scores:
+        raise InputError(f"metric {metric.name!r} needs its scores: scores={{{key!r}: [one number per hypothesis]}}")
+    bound = metric.bind_values(scores[key], f"scores[{key!r}]")
+    bound.check_count(count)
+    return bound
+
+
 def _references(references) -> List[List[str]]:
     """The R reference streams of what the caller gave: one list of strings (one reference
     per segment) or R such lists (sacrebleu's ``[refs_a, refs_b]``)."""
@@ -130,6 +150,7 @@ def tune(
     lowercase: bool = False,
     lang: str = "de",
     beam_feature: Optional[str] = None,
+    scores: Optional[Mapping[str, Sequence[float]]] = None,
     **config: Any,
 ) -> Tuning:
     """Tune feature weights on ``nbest`` against ``references`` (one per segment), as
@@ -149,6 +170,8 @@ def tune(
         lowercase: lowercase before scoring.
         lang: METEOR's language.
         beam_feature: the beam's column of a list without a signature (e.g. ``"NMTNorm"``).
+        scores: for a ``seg:NAME`` metric, ``scores[NAME]``: one number per hypothesis of
+            ``nbest``, in order (COMET, BLEURT… computed elsewhere).
         **config: the tuner's settings, by their ``Config`` field names (e.g.
             ``iterations=60``, ``C=0.01`` for MIRA; ``restarts=20`` for MERT; ``seed``).
     Returns:
@@ -172,9 +195,7 @@ def tune(
     except TypeError as err:
         raise InputError(f"{algorithm}: {err}") from None
     metric = spec_of(metric, "metric")
-    objective = make_objective(metric, tokenize, lowercase, lang)
-    if objective.from_text is False:
-        raise InputError(f"metric {metric!r} reads scores from files: use rerank tune --metric")
+    objective = _with_scores(make_objective(metric, tokenize, lowercase, lang), scores, len(nbest.hypotheses))
     setup = TuningSetup(
         algorithm,
         settings,
@@ -219,6 +240,7 @@ def evaluate(
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     lang: str = "de",
+    scores: Optional[Mapping[str, Sequence[float]]] = None,
 ) -> Dict[str, Score]:
     """{metric: corpus score} of one system (scores equal sacrebleu's; METEOR the jar's).
     Each score is a float that also carries its metric's name and signature
@@ -226,20 +248,21 @@ def evaluate(
 
     ``metrics``: specs (``"bleu"``, ``"chrf:word_order=2"``; one string is one metric) or
     (name, {setting: value}) pairs of the metric's ``Config`` fields
-    (``("chrf", {"word_order": 2})``), keyed in the result by their spec.
-    Raises :class:`InputError` for another line count or an unknown metric."""
+    (``("chrf", {"word_order": 2})``), keyed in the result by their spec; ``seg:NAME``
+    metrics read ``scores[NAME]`` (one number per hypothesis: COMET, BLEURT… computed
+    elsewhere; their mean is the corpus score).
+    Raises :class:`InputError` for another line count, an unknown metric or a ``seg:``
+    metric without its scores."""
     references = _references(references)
     if len(hypotheses) != len(references[0]):
         raise InputError(f"{len(hypotheses)} hypotheses but {len(references[0])} references")
     metrics = _one_or_many(metrics)
-    scores = {}
+    result = {}
     for spec in (spec_of(m, "metric") for m in metrics):
-        metric = make_metric(spec, tokenize, lowercase, lang)
-        if not metric.from_text:
-            raise InputError(f"metric {spec!r} reads scores from files: use rerank eval --metrics")
+        metric = _with_scores(make_metric(spec, tokenize, lowercase, lang), scores, len(hypotheses))
         value = float(metric.score(metric.stats(list(hypotheses), _one_or_streams(references)).sum(axis=0)))
-        scores[spec] = Score(value, metric.name, metric.signature())
-    return scores
+        result[spec] = Score(value, metric.name, metric.signature())
+    return result
 
 
 def significance(

@@ -41,9 +41,11 @@ def test_experiment_takes_signifs_spelling_and_the_old_one_with_a_note(tmp_path,
         notes = [line for line in err.splitlines() if line.startswith("rerank: note:")]
         assert len(notes) == (0 if spelling == "new" else 2)
         manifests.append(json.loads((exp / "experiment.json").read_text()))
-    assert manifests[0]["systems"] == manifests[1]["systems"] == [
-        ["+MLMME beta=1", ["rerank/b1/test.seed1.txt", "rerank/b1/test.seed2.txt"]]
-    ]
+    assert (
+        manifests[0]["systems"]
+        == manifests[1]["systems"]
+        == [["+MLMME beta=1", ["rerank/b1/test.seed1.txt", "rerank/b1/test.seed2.txt"]]]
+    )
     assert manifests[0]["reference"] == manifests[1]["reference"] == "ref.txt"
     args = ["experiment", str(new), "--baseline", str(new / "base.txt"), "--system", f"x={new / 'base.txt'}"]
     assert main(args) == 1
@@ -107,8 +109,33 @@ def test_tuner_options_are_named_by_their_tuner_and_old_spellings_still_work(tmp
         outputs.append(json.loads(out.read_text()))
     assert outputs[0]["weights"] == outputs[1]["weights"] and outputs[0]["config"]["restarts"] == 2
     # a switch that turns a default off: --mira-no-shuffle (old: --no-shuffle)
-    assert main(base + ["--mira-no-shuffle", "--mira-iterations", "2", "--out", str(tmp_path / "s.json"), "--quiet"]) == 0
+    assert (
+        main(base + ["--mira-no-shuffle", "--mira-iterations", "2", "--out", str(tmp_path / "s.json"), "--quiet"]) == 0
+    )
     assert json.loads((tmp_path / "s.json").read_text())["config"]["shuffle"] is False
     # another tuner's option is refused under its own name
     assert main(base + ["--restarts", "2", "--out", str(tmp_path / "x.json")]) == 1
     assert "--mert-restarts is an option of mert, not of mira" in capsys.readouterr().err
+
+
+def test_segment_scores_from_arrays_in_the_api():
+    refs = ["a b c", "d e f", "g h i"]
+    hyps = ["a b c", "d e x", "y y y"]
+    out = rerank.evaluate(
+        hyps, refs, metrics=["seg:comet", "0.5*bleu+0.5*seg:comet"], scores={"comet": [0.9, 0.5, 0.1]}
+    )
+    assert out["seg:comet"] == pytest.approx(0.5)
+    bleu = rerank.evaluate(hyps, refs, metrics=["bleu"])["bleu"]
+    assert out["0.5*bleu+0.5*seg:comet"] == pytest.approx(0.5 * bleu + 0.25)
+    with pytest.raises(InputError, match=r"metric 'seg:comet' needs its scores: scores=\{'comet'"):
+        rerank.evaluate(hyps, refs, metrics=["seg:comet"])
+    with pytest.raises(InputError, match="2 scores but"):
+        rerank.evaluate(hyps, refs, metrics=["seg:comet"], scores={"comet": [1, 2]})
+    with pytest.raises(InputError, match=r"scores\['comet'\]: score 2 is not finite"):
+        rerank.evaluate(hyps, refs, metrics=["seg:comet"], scores={"comet": [1, float("nan"), 2]})
+    # as a tuning objective: the hypothesis scored highest wins every segment
+    nbest = NBestList(
+        np.array([0, 2, 4]), ["a", "b", "c", "d"], np.array([[1.0, 0], [0, 1], [1, 0], [0, 1]]), ["F", "G"]
+    )
+    tuned = rerank.tune(nbest, ["a", "c"], metric="seg:q", scores={"q": [0, 1, 0, 1]}, init="zeros", tokenize="none")
+    assert tuned.score == pytest.approx(1.0) and rerank.apply(nbest, tuned) == ["b", "d"]

@@ -66,6 +66,23 @@ class SegmentMetric(Metric):
         """This metric reading ``path + '.' + NAME``."""
         return SegmentMetric(self.key, self.higher_is_better, path)
 
+    def bind_values(self, values, what: str = "scores") -> "SegmentMetric":
+        """This metric over scores held in memory (``values``: one finite number per
+        hypothesis or segment, in order), as the Python API passes them.
+
+        Raises:
+            InputError: a value that is not a finite number, naming ``what``.
+        """
+        try:
+            array = np.asarray(values, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise InputError(f"{what}: expected a list of numbers") from None
+        if not np.isfinite(array).all():
+            raise InputError(f"{what}: score {int(np.flatnonzero(~np.isfinite(array))[0]) + 1} is not finite")
+        bound = SegmentMetric(self.key, self.higher_is_better, f"<{what}>")
+        bound._values = array
+        return bound
+
     @property
     def sidecar(self) -> str:
         if self.path is None:
