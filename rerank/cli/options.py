@@ -37,8 +37,13 @@ def metric_options(p: argparse.ArgumentParser, what: str) -> None:
     """``--metric`` (what ``what`` maximises) and ``--lang`` (METEOR's language)."""
     p.add_argument(
         "--metric",
+        "--metrics",  # the reporting verbs' spelling: accepted, with a note (one metric is optimised)
+        action=_aliased(
+            argparse._StoreAction,
+            "--metrics read as --metric: one metric is optimised (eval, signif and report take several)",
+        ),
         default="bleu",
-        help=f"what {what} maximises (default: bleu): {METRIC_HELP}; e.g. --metric chrf, "
+        help=f"what {what} maximises, one metric (default: bleu): {METRIC_HELP}; e.g. --metric chrf, "
         "--metric 0.5*bleu-0.5*ter, --metric seg:comet",
     )
     p.add_argument("--lang", default="de", help="METEOR's language (default: de)")
@@ -135,14 +140,17 @@ class _StoreFalse(argparse._StoreConstAction):
         super().__init__(option_strings, dest, const=False, default=default, required=required, help=help)
 
 
-def _aliased(base):
+def _aliased(base, note: Optional[str] = None):
     """``base`` (an argparse action class) that notes, once, when the option was given
-    by its older spelling (the second option string)."""
+    by its other spelling (the second option string): ``note``, or by default that the
+    first is the option's name now and the old spelling works for this release."""
 
     class Aliased(base):
         def __call__(self, parser, namespace, values, option_string=None):
             if option_string is not None and option_string != self.option_strings[0]:
-                note_once(f"{option_string} is now {self.option_strings[0]}; the old spelling works for this release")
+                note_once(
+                    note or f"{option_string} is now {self.option_strings[0]}; the old spelling works for this release"
+                )
             super().__call__(parser, namespace, values, option_string)
 
     return Aliased
