@@ -176,7 +176,7 @@ def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = No
         if beam is not None:
             info = ListInfo(beam, {"beam": list(dict.fromkeys(nbest.feature_names))}, True)
             write_list_info(
-                outputs.stage(out + ".json"),
+                outputs.signature(out),
                 info,
                 {
                     "converted_from": path,
@@ -185,4 +185,6 @@ def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = No
                     "hypotheses": len(nbest.hypotheses),
                 },
             )
+        else:  # no beam known: no signature, and none of an earlier list left beside this one
+            outputs.drop_signature(out)
     return nbest

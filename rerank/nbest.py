@@ -167,9 +167,15 @@ def read_list_info(path: str) -> ListInfo:
     return ListInfo(beam, {str(k): list(v) for k, v in sets.items()}, True)
 
 
-def write_list_info(path: str, info: ListInfo, record: Dict[str, Any], packages: Sequence[str] = ("numpy",)) -> None:
+def write_list_info(
+    path: Optional[str], info: ListInfo, record: Dict[str, Any], packages: Sequence[str] = ("numpy",)
+) -> None:
     """Write the signature ``path`` (an n-best list's ``.json``): ``record`` (provenance:
-    settings, inputs, timings) with ``info``'s beam feature (when declared) and feature sets."""
+    settings, inputs, timings) with ``info``'s beam feature (when declared) and feature sets.
+    ``path`` None (a list written to ``-``, a device or a FIFO:
+    :meth:`rerank.outputs.StagedOutputs.signature`): nothing is written."""
+    if path is None:
+        return
     out = dict(record)
     if info.declared:
         out["beam_feature"] = info.beam_feature

@@ -109,15 +109,27 @@ def _check_writable(option: str, path: str) -> None:
         raise InputError(f"{option}: cannot write in {ancestor} ({reason})", path)
 
 
+def signature_path(path: Optional[str]) -> Optional[str]:
+    """The side file (signature) of an output list ``path``: ``path + '.json'``, or None
+    where there is no file to put one beside (``-``, a device, a FIFO, no path)."""
+    if path is None or path == "-" or _is_special(os.path.realpath(path)):
+        return None
+    return path + ".json"
+
+
 def check_paths(inputs: Paths, outputs: Paths) -> None:
     """Refuse, before any work, outputs that would destroy an input or each other.
 
     Args:
         inputs: ``{option: path or [paths]}`` of the files a command reads (None skipped).
         outputs: ``{option: path or [paths]}`` of the files it writes.
+    Every input's side file (its signature ``INPUT.json``, where it exists) counts as an
+    input too: no output may replace the signature a verb reads.
+
     Raises:
         InputError: ``-`` (standard input) given for two inputs or standard output for two
-            outputs; an output that resolves to the same file as an input or another output
+            outputs; an output path that ends in ``/`` (a directory meant, or a typo); an
+            output that resolves to the same file as an input (or an input's side file) or another output
             (``realpath``, and the same device and inode for hard links; devices and FIFOs,
             which are written and never replaced, are exempt); an output that is a directory
             or lies in a directory that does not exist as one or cannot be written.
@@ -131,9 +143,15 @@ def check_paths(inputs: Paths, outputs: Paths) -> None:
     for option, path in ins:
         if path != "-":
             seen.setdefault(_identity(path), ("input", option, path))
+    for option, path in ins:  # the signatures beside the inputs are read too
+        side = path + ".json"
+        if path != "-" and not path.endswith(".json") and os.path.isfile(side):
+            seen.setdefault(_identity(side), ("input", f"{option} (its signature)", side))
     for option, path in outs:
         if path == "-":
             continue
+        if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
+            raise InputError(f"{option} ends in '/': give a file name, not a directory", path)
         _check_writable(option, path)
         if _is_special(os.path.realpath(path)):
             continue
@@ -271,6 +289,21 @@ class StagedOutputs:
 
     def __init__(self):
         self._targets: List[_Target] = []
+        self._removals: List[str] = []
+
+    def signature(self, list_path: str) -> Optional[str]:
+        """The staged side file (signature) of the output list ``list_path``, or None where
+        it gets none (``-``, devices, FIFOs: :func:`signature_path`)."""
+        side = signature_path(list_path)
+        return None if side is None else self.stage(side)
+
+    def drop_signature(self, list_path: str) -> None:
+        """The output list ``list_path`` is written without a signature: a stale
+        ``list_path.json`` of an earlier list is removed when the outputs appear (never
+        left beside the new list)."""
+        side = signature_path(list_path)
+        if side is not None:
+            self._removals.append(side)
 
     def stage(self, path: str) -> str:
         """The path to write in place of ``path`` (see the class docstring)."""
@@ -299,6 +332,13 @@ class StagedOutputs:
             if exc_type is None:
                 umask = os.umask(0)
                 os.umask(umask)
+                for side in self._removals:  # before the new list appears: never beside it
+                    try:
+                        os.unlink(side)
+                    except FileNotFoundError:
+                        pass
+                    except OSError as err:
+                        raise _user_error(err, side) from None
                 for target in self._targets:
                     try:
                         target.commit(umask)

@@ -111,7 +111,7 @@ def truncate_file(nbest_path: str, size: Optional[int], out: Optional[str], out_
                     names, hypotheses, info = block.feature_names, hypotheses + len(block.hypotheses), block.info
         if out is not None:
             write_list_info(
-                outputs.stage(out + ".json"),
+                outputs.signature(out),
                 info,
                 {"input": nbest_path, "head": size, "features": names, "hypotheses": hypotheses},
             )
@@ -184,7 +184,7 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
         if segments == 0:
             raise InputError("no segments", paths[0])
         write_list_info(
-            outputs.stage(out + ".json"),
+            outputs.signature(out),
             ListInfo(None, {}, declared=True),
             {
                 "inputs": list(paths),

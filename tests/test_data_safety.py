@@ -800,3 +800,55 @@ def test_packed_strings_are_a_sequence():
     assert list(packed.take(np.array([3, 0, 3]))) == ["日本", "ein mann", "日本"]
     both = PackedStrings.concat([packed, PackedStrings.from_strings(["a", "b"])])
     assert list(both) == strings + ["a", "b"]
+
+
+# --- issue 43: side files are outputs like any other -------------------------------------
+
+
+def test_an_output_never_replaces_the_signature_of_an_input(files, capsys):
+    (files / "dev.nbest.json").write_text(json.dumps({"beam_feature": "F", "feature_sets": {"beam": ["F"]}}))
+    before = (files / "dev.nbest.json").read_text()
+    for argv in (
+        ["tune", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"), "--out"],
+        ["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json"), "--out"],
+        ["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out"],
+    ):
+        assert main(argv + [str(files / "dev.nbest.json")]) == 1
+        err = capsys.readouterr().err
+        assert "is the same file as input --nbest (its signature)" in err and err.count("\n") == 1
+        assert (files / "dev.nbest.json").read_text() == before
+
+
+def test_a_list_written_without_a_signature_removes_a_stale_one(files, capsys):
+    # the first convert declares a beam; the second, to the same output, cannot: the first
+    # list's signature must not stay beside the second list (tune would start from it)
+    src = files / "m.nbest"
+    src.write_text("0 ||| a b ||| F0= -1 F1= 2 ||| -1\n0 ||| c ||| F0= -2 F1= 1 ||| -2\n")
+    out = files / "out.nbest"
+    assert main(["convert", "--from", "marian", str(src), "--beam-feature", "F0", "--out", str(out)]) == 0
+    assert json.loads((files / "out.nbest.json").read_text())["beam_feature"] == "F0"
+    assert main(["convert", "--from", "marian", str(src), "--out", str(out)]) == 0
+    assert out.exists() and not (files / "out.nbest.json").exists()
+    capsys.readouterr()
+
+
+def test_standard_output_and_devices_get_no_side_file(files, capsys, monkeypatch):
+    monkeypatch.chdir(files)
+    assert main(["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out", "-"]) == 0
+    assert capsys.readouterr().out.count("|||") == 6
+    assert main(["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out", os.devnull]) == 0
+    assert not (files / "-.json").exists() and not os.path.exists(os.devnull + ".json")
+    fifo = files / "pipe.nbest"
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=lambda: open(fifo).read())
+    reader.start()
+    assert main(["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out", str(fifo)]) == 0
+    reader.join(10)
+    assert not (files / "pipe.nbest.json").exists()
+
+
+def test_an_output_that_ends_in_a_slash_is_refused(files, capsys):
+    argv = ["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json")]
+    assert main(argv + ["--out", str(files / "newdir") + "/"]) == 1
+    assert "ends in '/': give a file name, not a directory" in capsys.readouterr().err
+    assert not (files / "newdir").exists()

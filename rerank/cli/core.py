@@ -23,7 +23,7 @@ from rerank.folds import assign_folds, write_folds
 from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective
 from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
-from rerank.outputs import atomic_write
+from rerank.outputs import atomic_write, signature_path
 from rerank.report import experiment_report, format_table, plots_available, report_files, significance_table
 from rerank.reranking import apply_file, truncate_file, union_files
 from rerank.textio import read_lines
@@ -285,7 +285,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="fairseq: the H- hypothesis (tokenised) or the D- one (detokenised) (default: h)",
     )
     p.set_defaults(
-        func=cmd_convert, paths=lambda a: ({"input": a.input}, {"--out": a.out, "--out (signature)": a.out + ".json"})
+        func=cmd_convert,
+        paths=lambda a: ({"input": a.input}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),
     )
 
     p = sub.add_parser(
@@ -308,7 +309,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             {"--nbest": a.nbest},
             {
                 "--out": a.out,
-                "--out (signature)": a.out + ".json" if a.out else None,
+                "--out (signature)": signature_path(a.out),
                 "--out-1best": a.out_1best,
             },
         ),
@@ -337,7 +338,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "(model scores of one list do not describe another's hypotheses)",
     )
     p.set_defaults(
-        func=cmd_union, paths=lambda a: ({"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": a.out + ".json"})
+        func=cmd_union,
+        paths=lambda a: ({"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),
     )
 
     p = sub.add_parser(

@@ -13,7 +13,7 @@ from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import scorer_summaries
-from rerank.outputs import atomic_write
+from rerank.outputs import atomic_write, signature_path
 from rerank.signature import write_signed
 
 
@@ -110,7 +110,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--segment-images": a.segment_images,
                 "--folds": a.folds,
             },
-            {"--out": a.out, "--out (signature)": a.out + ".json"},
+            {"--out": a.out, "--out (signature)": signature_path(a.out)},
         )
     )
     q = fsub.add_parser(

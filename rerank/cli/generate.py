@@ -9,6 +9,7 @@ import sys
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options, device_settings
 from rerank.features.generate import Sampling, generate_file
+from rerank.outputs import signature_path
 
 
 def cmd_generate(args) -> None:
@@ -67,6 +68,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         func=cmd_generate,
         paths=lambda a: (
             {"--input": a.input},
-            {"--out-nbest": a.out_nbest, "--out-nbest (signature)": a.out_nbest + ".json", "--out-1best": a.out_1best},
+            {
+                "--out-nbest": a.out_nbest,
+                "--out-nbest (signature)": signature_path(a.out_nbest),
+                "--out-1best": a.out_1best,
+            },
         ),
     )

@@ -13,6 +13,7 @@ from rerank.nmt.data import PrepareConfig, prepare
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from rerank.nmt.lm import LMConfig, train_lm
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
+from rerank.outputs import signature_path
 
 
 def _check(save_dir: str, config) -> str:
@@ -276,7 +277,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--out-nbest": a.out_nbest,
                 "--out-1best": a.out_1best,
                 "--out-source": a.out_source,
-                "--out-nbest (signature)": a.out_nbest + ".json",
+                "--out-nbest (signature)": signature_path(a.out_nbest),
             },
         )
     )

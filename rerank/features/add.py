@@ -281,7 +281,7 @@ def add_features(
             "seconds": round(seconds, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
         }
-        write_list_info(outputs.stage(out + ".json"), info, record, ["torch", "numpy"])
+        write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
     say(
         f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "
         f"features: {' '.join(names)}"

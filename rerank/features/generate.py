@@ -244,7 +244,7 @@ def generate_file(
         with staged.open(out_1best) as handle:
             handle.write("".join(listing.hypotheses[o] + "\n" for o in offsets[:-1]))
         write_list_info(
-            staged.stage(out_nbest + ".json"), listing.info, record, ["torch", "transformers", "ctranslate2", "numpy"]
+            staged.signature(out_nbest), listing.info, record, ["torch", "transformers", "ctranslate2", "numpy"]
         )
     return listing
 

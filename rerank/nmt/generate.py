@@ -220,7 +220,7 @@ def generate_nbest(
         write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
         info = ListInfo(nbest.feature_names[2], {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
         write_list_info(
-            outputs.stage(out_nbest + ".json"),
+            outputs.signature(out_nbest),
             info,
             {
                 "config": asdict(config),
