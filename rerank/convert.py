@@ -41,9 +41,9 @@ def _assemble(by_id: Dict[int, List[Tuple[str, List[float]]]], names: List[str],
     ids = sorted(by_id)
     if not ids:
         raise InputError("no hypotheses", path)
-    if ids != list(range(len(ids))):
-        missing = sorted(set(range(ids[-1] + 1)) - set(ids))
-        raise InputError(f"sentence ids must be 0..N-1, each present: {missing[0]} is missing", path)
+    if ids[-1] != len(ids) - 1:  # ids are distinct and >= 0: the first gap, found in O(N), nothing allocated from an id
+        missing = next(k for k, sid in enumerate(ids) if sid != k)
+        raise InputError(f"sentence ids must be 0..N-1, each present: {missing} is missing", path)
     hypotheses, rows, counts = [], [], []
     for i in ids:
         counts.append(len(by_id[i]))
@@ -80,6 +80,8 @@ def read_fairseq(path: str, text: str = "h") -> NBestList:
                 sid = int(head)
             except ValueError:
                 raise InputError(f"{kind}- line without a sentence id", path, lineno) from None
+            if sid < 0:
+                raise InputError(f"negative sentence id {sid}", path, lineno)
             if kind == "P":
                 values = [finite_number(v, "positional score", path, lineno) * LN2 for v in body.split()]
                 positional.setdefault(sid, []).append(values)
@@ -101,6 +103,20 @@ def read_fairseq(path: str, text: str = "h") -> NBestList:
     return _assemble(by_id, names, path)
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    """``json.loads``' object hook: a dict, refusing a key given twice (JSON keeps the last)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_jsonl(path: str) -> NBestList:
     """The n-best list in JSON lines (module docstring).
 
@@ -116,12 +132,16 @@ def read_jsonl(path: str) -> NBestList:
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = json.loads(line, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as err:
                 raise InputError(f"invalid JSON: {err.msg}", path, lineno) from None
+            except _DuplicateKey as err:
+                raise InputError(f"the key {err.args[0]!r} appears twice in one object", path, lineno) from None
             if not isinstance(item, dict) or not isinstance(item.get("id"), int) or isinstance(item.get("id"), bool):
                 raise InputError('expected {"id": INTEGER, "hypotheses": [...], "scores": {...}}', path, lineno)
             sid, hyps, scores = item["id"], item.get("hypotheses"), item.get("scores", {})
+            if sid < 0:
+                raise InputError(f"negative id {sid}", path, lineno)
             if sid in by_id:
                 raise InputError(f"id {sid} seen twice", path, lineno)
             if not isinstance(hyps, list) or not hyps or not all(isinstance(h, str) for h in hyps):
