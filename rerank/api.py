@@ -30,7 +30,15 @@ from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.evaluate import check_system_names
 from rerank.mira.tuner import TUNERS
 from rerank.mira.tuning import TuningSetup, start_vector, tune_list
-from rerank.nbest import NBestList, read_nbest, weights_dict, weights_vector, write_nbest
+from rerank.nbest import (
+    NBestList,
+    check_weights,
+    finite_scores,
+    read_nbest,
+    weights_dict,
+    weights_vector,
+    write_nbest,
+)
 from rerank.report import format_table, significance_of
 from rerank.textio import read_lines
 
@@ -127,6 +135,22 @@ def _with_scores(metric, scores: Optional[Mapping[str, Sequence[float]]], count:
     return bound
 
 
+def _texts(texts, what: str) -> List[str]:
+    """``texts`` as a list of strings.
+
+    Raises:
+        TypeError: a string (it would be read character by character) or items that are
+            not strings, naming ``what``.
+    """
+    if isinstance(texts, str):
+        raise TypeError(f"{what}: expected a list of strings, not a string")
+    out = list(texts)
+    bad = next((x for x in out if not isinstance(x, str)), None)
+    if bad is not None:
+        raise TypeError(f"{what}: expected a list of strings, found {type(bad).__name__}")
+    return out
+
+
 def _references(references) -> List[List[str]]:
     """The R reference streams of what the caller gave: one list of strings (one reference
     per segment) or R such lists (sacrebleu's ``[refs_a, refs_b]``)."""
@@ -207,7 +231,10 @@ def tune(
         lang,
         beam_feature,
     )
-    start = None if isinstance(init, str) else start_vector(dict(init), nbest, "init")[0]
+    start = None if isinstance(init, str) else start_vector(check_weights(dict(init), "init"), nbest, "init")[0]
+    if start is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite_scores(nbest.features @ start, "the n-best list", "init")
     index = np.arange(len(nbest.hypotheses))
     stats = objective.hypothesis_stats(list(nbest.hypotheses), _one_or_streams(references), nbest.segment, index)
     vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start)
@@ -229,8 +256,10 @@ def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List
     naming every column of the list (``rerank apply``'s rule).  Raises
     :class:`InputError` for a column without a weight or a weight without a column."""
     mapping = weights.weights if isinstance(weights, Tuning) else dict(weights)
-    vector = weights_vector(mapping, nbest, "weights")
-    return [nbest.hypotheses[i] for i in nbest.select(nbest.features @ vector)]
+    vector = weights_vector(check_weights(mapping, "weights"), nbest, "weights")
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = finite_scores(nbest.features @ vector, "the n-best list", "weights")
+    return [nbest.hypotheses[i] for i in nbest.select(scores)]
 
 
 def evaluate(
@@ -253,7 +282,10 @@ def evaluate(
     elsewhere; their mean is the corpus score).
     Raises :class:`InputError` for another line count, an unknown metric or a ``seg:``
     metric without its scores."""
+    hypotheses = _texts(hypotheses, "hypotheses")
     references = _references(references)
+    if not hypotheses:
+        raise InputError("no hypotheses: nothing to score")
     if len(hypotheses) != len(references[0]):
         raise InputError(f"{len(hypotheses)} hypotheses but {len(references[0])} references")
     metrics = _one_or_many(metrics)

@@ -667,16 +667,29 @@ def read_weights(path: str) -> Dict[str, object]:
     weights = data.get("weights") if isinstance(data, dict) else None
     if not isinstance(weights, dict):
         raise InputError('no "weights" object', path)
+    return check_weights(weights, path)
+
+
+def check_weights(weights: Dict[str, object], source: str) -> Dict[str, object]:
+    """``weights`` unchanged when every value is a finite number or a non-empty list of
+    them (the one check of weights files and of the Python API's weight maps).
+
+    Raises:
+        InputError: naming ``source`` and the weight: NaN, infinite, not a number.
+    """
 
     def number(value) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return (
+            isinstance(value, (int, float, np.floating, np.integer))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        )
 
     for name, value in weights.items():
-        values = value if isinstance(value, list) else [value]
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
         if not values or not all(number(v) for v in values):
-            raise InputError(
-                f"weight of {name!r} must be a finite number or a list of them, not {json.dumps(value)}", path
-            )
+            shown = json.dumps(value) if isinstance(value, (list, int, float, str)) or value is None else repr(value)
+            raise InputError(f"weight of {name!r} must be a finite number or a list of them, not {shown}", source)
     return weights
 
 

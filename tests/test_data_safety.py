@@ -852,3 +852,26 @@ def test_an_output_that_ends_in_a_slash_is_refused(files, capsys):
     assert main(argv + ["--out", str(files / "newdir") + "/"]) == 1
     assert "ends in '/': give a file name, not a directory" in capsys.readouterr().err
     assert not (files / "newdir").exists()
+
+
+# --- issue 43: the Python API is as strict as the command line ----------------------------
+
+
+def test_the_api_refuses_what_the_command_line_refuses():
+    import rerank as api
+
+    nbest = NBestList(np.array([0, 2]), ["a", "b"], np.array([[1.0], [2.0]]), ["F"])
+    cases = [
+        (lambda: api.apply(nbest, {"F": float("nan")}), InputError, "weights: weight of 'F' must be a finite number"),
+        (lambda: api.apply(nbest, {"F": 1e308 * 10}), InputError, "not NaN|Infinity"),
+        (lambda: api.apply(nbest, {"F": 1e308}), InputError, "weighted scores of the n-best list are not finite"),
+        (lambda: api.tune(nbest, ["a"], init={"F": float("inf")}), InputError, "init: weight of 'F'"),
+        (lambda: api.evaluate("abc", ["a", "b", "c"]), TypeError, "hypotheses: expected a list of strings, not a string"),
+        (lambda: api.evaluate(["a"], "a"), InputError, "references: expected a list of reference strings"),
+        (lambda: api.evaluate([], []), InputError, "no hypotheses: nothing to score"),
+        (lambda: api.evaluate([1], ["a"]), TypeError, "hypotheses: expected a list of strings, found int"),
+        (lambda: api.significance(["a"], [["a"]], {"x": ["a"]}), InputError, "x: expected a list of replicas"),
+    ]
+    for call, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            call()
