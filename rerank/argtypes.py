@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import math
 
+#: the largest integer an option takes (int64: what numpy and the C kernels hold)
+MAX_INT = 2**63 - 1
+
 
 def _number(kind, ok, what):
     def parse(text):
@@ -13,6 +16,8 @@ def _number(kind, ok, what):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if kind is int and abs(value) > MAX_INT:
+            raise argparse.ArgumentTypeError(f"{text!r} is too large (at most {MAX_INT})")
         if not ok(value):
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
         return value

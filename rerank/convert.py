@@ -192,7 +192,7 @@ def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = No
         )
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle:
-            NBestWriter(handle).write(nbest, 0, nbest.totals)
+            NBestWriter(handle, out).write(nbest, 0, nbest.totals)
         if beam is not None:
             info = ListInfo(beam, {"beam": list(dict.fromkeys(nbest.feature_names))}, True)
             write_list_info(

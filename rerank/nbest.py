@@ -293,7 +293,8 @@ class NBestList:
         """The first ``size`` (≥ 1) hypotheses of every segment, e.g. a 20-best list from the
         50-best list of the same beam (Calixto & Liu 2017's Tables 3 and 4 share their
         1-best baseline this way)."""
-        counts = np.minimum(np.diff(self.offsets), size)
+        widths = np.diff(self.offsets)
+        counts = np.minimum(widths, min(int(size), int(widths.max(initial=0))))  # any size: no int64 overflow
         rows = np.repeat(self.offsets[:-1], counts) + (
             np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         )
@@ -570,8 +571,10 @@ def format_value(value: float) -> str:
     return repr(float(value))
 
 
-def check_writable(nbest: NBestList, totals: np.ndarray) -> None:
-    """Refuse what :func:`read_nbest` would refuse or read back differently.
+def check_writable(nbest: NBestList, totals: np.ndarray, path: Optional[str] = None, first_line: int = 1) -> None:
+    """Refuse what :func:`read_nbest` would refuse or read back differently; errors name
+    the output ``path`` and the line the row would have had (rows numbered from
+    ``first_line``).
 
     Raises:
         InputError: a feature name that is empty, holds whitespace (including control
@@ -583,19 +586,25 @@ def check_writable(nbest: NBestList, totals: np.ndarray) -> None:
     for name, _ in nbest.groups():
         if not name or any(ch.isspace() for ch in name) or "|||" in name or "\x00" in name:
             raise InputError(
-                f"feature name {name!r} cannot be written in Moses format (empty, whitespace, '|||' or a NUL byte)"
+                f"feature name {name!r} cannot be written in Moses format (empty, whitespace, '|||' or a NUL byte)",
+                path,
+                first_line if path else None,
             )
         if name in seen:
-            raise InputError(f"feature name {name!r} names two separate groups of columns")
+            raise InputError(f"feature name {name!r} names two separate groups of columns", path)
         seen.add(name)
     for row, hyp in enumerate(nbest.hypotheses):
         if hyp != hyp.strip() or "\n" in hyp or "\r" in hyp or "|||" in hyp or "\x00" in hyp:
             raise InputError(
                 f"hypothesis {row} ({hyp!r}) cannot be written in Moses format "
-                "(outer whitespace, a line break, '|||' or a NUL byte)"
+                "(outer whitespace, a line break, '|||' or a NUL byte)",
+                path,
+                first_line + row if path else None,
             )
-    if not np.all(np.isfinite(nbest.features)) or not np.all(np.isfinite(totals)):
-        raise InputError("feature values and totals must be finite numbers")
+    finite = np.isfinite(nbest.features).all(axis=1) & np.isfinite(totals)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise InputError("feature values and totals must be finite numbers", path, first_line + row if path else None)
 
 
 def format_column(values: np.ndarray) -> List[str]:
@@ -610,10 +619,12 @@ class NBestWriter:
     """Writes an n-best list block by block (:func:`iter_nbest`) to an open text handle,
     checking each block as :func:`check_writable` does."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, path: Optional[str] = None):
         self.handle = handle
+        self.path = path  # the output's name in messages
         self.template: Optional[str] = None
         self.names: Optional[List[str]] = None
+        self.lines = 0
 
     def write(self, nbest: NBestList, first_segment: int = 0, totals: Optional[np.ndarray] = None) -> None:
         """Write ``nbest`` with its segments numbered from ``first_segment``; ``totals``
@@ -625,14 +636,14 @@ class NBestWriter:
         if totals is None:
             totals = nbest.totals if nbest.totals is not None else np.zeros(len(nbest.hypotheses))
         totals = np.asarray(totals, dtype=np.float64)
-        check_writable(nbest, totals)
+        check_writable(nbest, totals, self.path, self.lines + 1)
         if self.names is None:
             self.names = list(nbest.feature_names)
             self.template = " ".join(
                 name.replace("{", "{{").replace("}", "}}") + "=" + " {}" * count for name, count in nbest.groups()
             )
         elif nbest.feature_names != self.names:
-            raise InputError("a block of the list has other columns than the first")
+            raise InputError("a block of the list has other columns than the first", self.path)
         columns = [format_column(nbest.features[:, c]) for c in range(nbest.features.shape[1])]
         segments = map(str, (nbest.segment + first_segment).tolist())
         template = self.template
@@ -643,6 +654,7 @@ class NBestWriter:
             )
         ]
         self.handle.write("".join(lines))
+        self.lines += len(lines)
 
 
 def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None) -> None:
@@ -650,7 +662,7 @@ def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None
     (float[M]) defaults to ``nbest.totals`` or zeros.  Raises :class:`InputError` (see
     :func:`check_writable`) before writing anything that would not read back as it is."""
     with atomic_write(path) as out:
-        NBestWriter(out).write(nbest, 0, totals)
+        NBestWriter(out, path).write(nbest, 0, totals)
 
 
 def write_lines(lines: Iterable[str], path: str) -> None:

@@ -51,7 +51,7 @@ def apply_file(
     segments = 0
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle, contextlib.ExitStack() as stack:
-            writer = NBestWriter(stack.enter_context(outputs.open(out_nbest))) if out_nbest else None
+            writer = NBestWriter(stack.enter_context(outputs.open(out_nbest)), out_nbest) if out_nbest else None
             for first, block in iter_nbest(nbest_path):
                 if vectors is None:
                     vectors = np.stack([weights_vector(w, block, path) for w, path in zip(weights, sources)])
@@ -100,7 +100,7 @@ def truncate_file(nbest_path: str, size: Optional[int], out: Optional[str], out_
         with contextlib.ExitStack() as stack:
             handle = stack.enter_context(outputs.open(out)) if out is not None else None
             best = stack.enter_context(outputs.open(out_1best)) if out_1best is not None else None
-            writer = NBestWriter(handle) if handle is not None else None
+            writer = NBestWriter(handle, out) if handle is not None else None
             for first, block in iter_nbest(nbest_path):
                 if best is not None:
                     best.writelines(block.hypotheses[i] + "\n" for i in block.offsets[:-1])
@@ -155,7 +155,7 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
     missing = object()
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle:
-            writer = NBestWriter(handle)
+            writer = NBestWriter(handle, out)
             while True:
                 chunk = list(itertools.islice(itertools.zip_longest(*streams, fillvalue=missing), UNION_BLOCK))
                 if not chunk:

@@ -866,7 +866,11 @@ def test_the_api_refuses_what_the_command_line_refuses():
         (lambda: api.apply(nbest, {"F": 1e308 * 10}), InputError, "not NaN|Infinity"),
         (lambda: api.apply(nbest, {"F": 1e308}), InputError, "weighted scores of the n-best list are not finite"),
         (lambda: api.tune(nbest, ["a"], init={"F": float("inf")}), InputError, "init: weight of 'F'"),
-        (lambda: api.evaluate("abc", ["a", "b", "c"]), TypeError, "hypotheses: expected a list of strings, not a string"),
+        (
+            lambda: api.evaluate("abc", ["a", "b", "c"]),
+            TypeError,
+            "hypotheses: expected a list of strings, not a string",
+        ),
         (lambda: api.evaluate(["a"], "a"), InputError, "references: expected a list of reference strings"),
         (lambda: api.evaluate([], []), InputError, "no hypotheses: nothing to score"),
         (lambda: api.evaluate([1], ["a"]), TypeError, "hypotheses: expected a list of strings, found int"),
@@ -875,3 +879,56 @@ def test_the_api_refuses_what_the_command_line_refuses():
     for call, kind, message in cases:
         with pytest.raises(kind, match=message):
             call()
+
+
+# --- issue 43: importers and small things -------------------------------------------------
+
+
+def test_small_things_are_refused_in_one_line(files, capsys, tmp_path):
+    # an option too large for int64; and head() of any size never overflows
+    argv = [
+        "truncate",
+        "--nbest",
+        str(files / "dev.nbest"),
+        "--size",
+        "99999999999999999999",
+        "--out",
+        str(tmp_path / "t"),
+    ]
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "is too large (at most 9223372036854775807)" in capsys.readouterr().err
+    assert (
+        read_nbest(str(files / "dev.nbest")).head(2**62).hypotheses == read_nbest(str(files / "dev.nbest")).hypotheses
+    )
+    # folds with an empty image name: refused before a folds file apply would refuse
+    (tmp_path / "seg.txt").write_text("img1\n\nimg3\n")
+    assert main(["folds", "--segment-images", str(tmp_path / "seg.txt"), "--out", str(tmp_path / "f.tsv")]) == 1
+    assert f"{tmp_path / 'seg.txt'}:2: empty image name" in capsys.readouterr().err
+    assert not (tmp_path / "f.tsv").exists()
+    # a list that cannot be written names the output file and the line
+    bad = NBestList(np.array([0, 1, 2]), ["a", "a ||| b"], np.zeros((2, 1)), ["F"])
+    with pytest.raises(InputError, match=r"x\.nbest:2: hypothesis 1 \('a \|\|\| b'\) cannot be written"):
+        write_nbest(bad, str(tmp_path / "x.nbest"))
+    spaced = NBestList(np.array([0, 1]), ["a"], np.zeros((1, 1)), ["F G"])
+    with pytest.raises(InputError, match=r"x\.nbest:1: feature name 'F G' cannot be written"):
+        write_nbest(spaced, str(tmp_path / "x.nbest"))
+    assert not (tmp_path / "x.nbest").exists()
+
+
+def test_a_terminal_that_cannot_show_utf8_gets_utf8_data_and_no_traceback(tmp_path):
+    (tmp_path / "u.nbest").write_text("0 ||| grüße ||| F= 1 ||| 1\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    run = subprocess.run(
+        RERANK + ["truncate", "--nbest", str(tmp_path / "u.nbest"), "--size", "1", "--out", "-"],
+        capture_output=True,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr.decode("utf-8", "replace")
+    assert run.stdout.decode("utf-8") == "0 ||| grüße ||| F= 1 ||| 1\n"
+    run = subprocess.run(
+        RERANK + ["truncate", "--nbest", str(tmp_path / "grüße.nbest"), "--size", "1", "--out", "-"],
+        capture_output=True,
+        env=env,
+    )
+    assert run.returncode == 1 and b"Traceback" not in run.stderr

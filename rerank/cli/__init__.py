@@ -86,6 +86,19 @@ def _largest_input(args) -> Optional[str]:
     return max(sizes)[1] if sizes else None
 
 
+def _utf8_streams() -> None:
+    """Standard output carries data, UTF-8 as every file of the project, whatever the
+    locale says (``PYTHONIOENCODING=ascii`` gave a traceback on ``--out -``); messages on
+    standard error never fail on a character the terminal cannot show."""
+    for stream, settings in ((sys.stdout, {"encoding": "utf-8"}), (sys.stderr, {"errors": "backslashreplace"})):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(**settings)
+            except (ValueError, OSError):  # a stream already written to in another encoding: leave it
+                pass
+
+
 def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C: staged outputs are removed
     raise KeyboardInterrupt
 
@@ -96,6 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     prints one line and returns 130 (nothing partial is left); running out of memory
     names the largest input and returns 1; any other exception is a bug of ours and keeps
     its traceback."""
+    _utf8_streams()
     args = build_parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _terminate) if argv is None else None
     try:

@@ -72,6 +72,9 @@ def cmd_folds(args) -> None:
     images = read_lines(args.segment_images)
     if not images:
         raise InputError("no segments", args.segment_images)
+    empty = next((k for k, name in enumerate(images) if not name.strip()), None)
+    if empty is not None:  # apply --folds would refuse the folds file: refuse it here, before writing it
+        raise InputError("empty image name (one image name per segment)", args.segment_images, empty + 1)
     folds = assign_folds(images, args.k, args.seed)
     write_folds(folds, args.out)
     sizes = np.bincount(folds.fold, minlength=folds.k)

@@ -223,7 +223,7 @@ def add_features(
     bar = progress_bar(desc="features add", unit="hyp")
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
-            writer = NBestWriter(handle)
+            writer = NBestWriter(handle, out)
             for first, block in iter_nbest(nbest_path):
                 last = first + block.num_segments
                 for path, values in per_segment:

@@ -240,7 +240,7 @@ def generate_file(
     }
     with StagedOutputs() as staged:
         with staged.open(out_nbest) as handle:
-            NBestWriter(handle).write(listing)
+            NBestWriter(handle, out_nbest).write(listing)
         with staged.open(out_1best) as handle:
             handle.write("".join(listing.hypotheses[o] + "\n" for o in offsets[:-1]))
         write_list_info(
