@@ -932,3 +932,30 @@ def test_a_terminal_that_cannot_show_utf8_gets_utf8_data_and_no_traceback(tmp_pa
         env=env,
     )
     assert run.returncode == 1 and b"Traceback" not in run.stderr
+
+
+# --- issue 43: validation before work -------------------------------------------------------
+
+
+def test_features_add_checks_line_counts_and_column_clashes_before_any_scoring(files, capsys, monkeypatch):
+    from rerank.features import add as add_module
+    from rerank.nbest import count_segments
+
+    assert count_segments(str(files / "dev.nbest")) == 2
+    gz = files / "dev.nbest.gz"
+    with gzip.open(gz, "wt") as out:
+        out.write(NBEST)
+    assert count_segments(str(gz)) == 2 and count_segments("-") is None
+    scored = []
+    real = add_module.score_block
+    monkeypatch.setattr(add_module, "score_block", lambda *a, **k: scored.append(1) or real(*a, **k))
+    (files / "src").write_text("a\nb\nc\n")  # one line too many
+    argv = ["features", "add", "--nbest", str(files / "dev.nbest"), "--scorer", "len:", "--source", str(files / "src")]
+    assert main(argv + ["--out", str(files / "o.nbest")]) == 1
+    assert f"{files / 'src'}: 3 lines but the n-best list has 2 segments" in capsys.readouterr().err
+    # two scorers that give one column — refused before scoring
+    (files / "src").write_text("a\nb\n")
+    argv = ["features", "add", "--nbest", str(files / "dev.nbest"), "--scorer", "mbr:bleu", "--scorer", "mbr:bleu"]
+    assert main(argv + ["--out", str(files / "o.nbest")]) == 1
+    assert "feature 'MBRBLEU' is given by two scorers" in capsys.readouterr().err
+    assert scored == [] and not (files / "o.nbest").exists()

@@ -18,7 +18,7 @@ from rerank.embed.data import align_images, load_image_features
 from rerank.errors import InputError
 from rerank.features.scorer import Scorer, make_scorer
 from rerank.folds import read_folds
-from rerank.nbest import ListInfo, NBestList, NBestWriter, iter_nbest, write_list_info
+from rerank.nbest import ListInfo, NBestList, NBestWriter, count_segments, iter_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.textio import read_lines
@@ -82,6 +82,25 @@ class ScorerCache:
         return self.get(spec.replace("{fold}", "0"), False).feature_sets(has_images)
 
 
+def check_new_columns(
+    names: Sequence[str], specs: Sequence[str], scorers: ScorerCache, has_images: bool, source: Optional[str]
+) -> None:
+    """Before any scoring: the columns the scorers ``specs`` will add must be new to the
+    list (``names``) and to each other (the scorers are built, their models loaded, but
+    nothing is scored; ``{fold}`` specs are asked through fold 0's model).
+
+    Raises:
+        InputError: naming ``source``, a column the list already has or two scorers give.
+    """
+    seen = set(names)
+    for spec in specs:
+        for name in scorers.get(spec.replace("{fold}", "0"), False).names(has_images):
+            if name in seen:
+                where = "is already in the n-best list" if name in names else "is given by two scorers"
+                raise InputError(f"feature {name!r} {where}", source)
+            seen.add(name)
+
+
 def score_block(
     block: NBestList,
     specs: Sequence[str],
@@ -141,6 +160,7 @@ def add_columns(
     if any("{fold}" in spec for spec in specs):
         raise InputError("{fold} scorers need a folds file: use rerank features add --folds")
     scorers = scorers or ScorerCache()
+    check_new_columns(nbest.feature_names, specs, scorers, images is not None, None)
     out = score_block(nbest, specs, scorers, sources, images)
     info = out.info
     for spec in specs:
@@ -216,6 +236,11 @@ def add_features(
         )
         if values is not None
     ]
+    total = count_segments(nbest_path)  # line counts checked before the first model call
+    if total is not None:
+        for path, values in per_segment:
+            if len(values) != total:
+                raise InputError(f"{len(values)} lines but the n-best list has {total} segments", path)
     scorers = ScorerCache(lambda spec: make_scorer(spec, devices))
     start = time.perf_counter()
     timings = {spec: 0.0 for spec in specs}
@@ -229,6 +254,8 @@ def add_features(
                 for path, values in per_segment:
                     if last > len(values):
                         raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
+                if first == 0:  # column clashes before the first block is scored
+                    check_new_columns(block.feature_names, specs, scorers, images is not None, nbest_path)
                 part_sources = None if sources is None else sources[first:last]
                 part_images = None if images is None else images[first:last]
                 block = score_block(
