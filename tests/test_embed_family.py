@@ -185,3 +185,19 @@ def test_objectives_fix_their_settings_and_bad_settings_are_refused():
     ):
         with pytest.raises(InputError, match=message):
             MLMMEConfig.from_preset("cpu", **bad)
+
+
+def test_a_text_only_model_is_selected_on_sentence_ranking_even_with_validation_images():
+    from rerank.embed.evaluation import image_sentence_ranking
+    from rerank.embed.train import EmbedTrainConfig, encode_sentences, train_embeddings, validation_score
+    from tests.test_embed_train import planted
+
+    train, _ = planted(80, seed=1)
+    valid, _ = planted(20, seed=2)  # has image features: a β = 0 model never trains on them
+    mc = MLMMEConfig(word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0, beta=0.0)
+    model, vocabs, _ = train_embeddings(train, valid, EmbedTrainConfig(model=mc, epochs=1, min_count=1))
+    score = validation_score(model, vocabs, valid)
+    a = encode_sentences(model, vocabs["en"], "en", valid.sentences["en"])
+    b = encode_sentences(model, vocabs["de"], "de", valid.sentences["de"])
+    expected = image_sentence_ranking(a, b, np.arange(len(a)))
+    assert score["rsum"] == pytest.approx(sum(v for d in expected.values() for k, v in d.items() if k.startswith("r@")))

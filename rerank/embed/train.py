@@ -10,10 +10,11 @@ the other rows of the batch (``contrastive='batch'``) or, as in the paper, a sep
 random sample of training examples drawn the same way, resampled every epoch
 (``contrastive='random'``).
 
-Model selection: with validation images, the sum of the six image–sentence ranking
-recalls (r@1/5/10, both directions, first language); without them, the same sum for
-sentence–sentence ranking between the first two languages; with one language and no
-images, the validation loss.
+Model selection: with validation images (and β > 0), the sum of the six image–sentence
+ranking recalls (r@1/5/10, both directions, first language); without them, or for a
+text-only model (β = 0, whose image projection is never trained), the same sum for
+sentence–sentence ranking between the first two languages (on the validation data's
+descriptions); with one language and no images, the validation loss.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ def encode_images(model: MLMME, features: np.ndarray, batch_size: int = 1024) ->
 def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedData) -> Dict[str, float]:
     """Sum of recalls used for model selection (module docstring) and its parts."""
     langs = model.config.langs
-    if data.image_features is not None and data.has_image is not None and data.has_image.any():
+    images_trained = model.config.beta > 0  # a text-only model (β = 0) never trains its image projection
+    if images_trained and data.image_features is not None and data.has_image is not None and data.has_image.any():
         keep = data.has_image[data.image_of]
         images = np.flatnonzero(data.has_image)
         remap = np.full(len(data.has_image), -1)
