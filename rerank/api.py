@@ -293,6 +293,8 @@ def evaluate(
     for spec in (spec_of(m, "metric") for m in metrics):
         metric = _with_scores(make_metric(spec, tokenize, lowercase, lang), scores, len(hypotheses))
         value = float(metric.score(metric.stats(list(hypotheses), _one_or_streams(references)).sum(axis=0)))
+        if not np.isfinite(value):
+            raise InputError(f"metric {spec!r}: the score is not a finite number (statistics too large)")
         result[spec] = Score(value, metric.name, metric.signature())
     return result
 

@@ -959,3 +959,17 @@ def test_features_add_checks_line_counts_and_column_clashes_before_any_scoring(f
     assert main(argv + ["--out", str(files / "o.nbest")]) == 1
     assert "feature 'MBRBLEU' is given by two scorers" in capsys.readouterr().err
     assert scored == [] and not (files / "o.nbest").exists()
+
+
+def test_results_that_could_not_be_written_are_refused_before_the_work(files, capsys):
+    argv = ["tune", "--nbest", str(files / "dev.nbest"), "--ref", str(files / "dev.ref"), "--init", "zeros"]
+    assert main(argv + ["--metric", "1e308*bleu+1e308*chrf", "--out", str(files / "o.json")]) == 1
+    assert "coefficient 1e308 is beyond 1e+06 (scores would overflow)" in capsys.readouterr().err
+    assert not (files / "o.json").exists()
+    (files / "hyp.q").write_text("1e308\n1e308\n")  # finite scores whose mean overflows
+    assert main(["eval", "--ref", str(files / "dev.ref"), "--hyp", str(files / "hyp"), "--metrics", "seg:q"]) == 1
+    assert "metric 'seg:q': the score is not a finite number" in capsys.readouterr().err
+    (files / "dev.nbest.q").write_text("1e308\n1e308\n1e308\n")
+    assert main(argv + ["--metric", "seg:q", "--out", str(files / "o.json")]) == 1
+    assert "seg:q: the start's score is not a finite number" in capsys.readouterr().err
+    assert not (files / "o.json").exists()

@@ -80,7 +80,10 @@ def evaluate_files(
     for name, path in systems:
         hyps = read_system(path, segment_count(refs))
         for metric, obj in objs.items():
-            score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
+            with np.errstate(over="ignore", invalid="ignore"):  # a non-finite score is refused below
+                score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
+            if not np.isfinite(score):
+                raise InputError(f"metric {metric!r}: the score is not a finite number (statistics too large)", path)
             rows.append(
                 {"system": name, "metric": metric, "score": round(score, 4), "signature": obj.signature(), "file": path}
             )

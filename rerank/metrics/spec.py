@@ -44,6 +44,11 @@ def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: str) -> M
     return METRICS.get(base).create(tokenize=tokenize, lowercase=lowercase, lang=lang, settings=settings, spec=name)
 
 
+#: the largest coefficient of an interpolation: scores of 0-100 (TER: a few hundred) times
+#: it stay far from the float range, so tuning results can always be written
+MAX_COEFFICIENT = 1e6
+
+
 def parse_terms(spec: str) -> List[Tuple[float, str]]:
     """[(coefficient, metric name)] of an expression such as ``0.5*bleu-0.5*ter``.
     Raises :class:`InputError` naming the part that does not parse."""
@@ -54,6 +59,10 @@ def parse_terms(spec: str) -> List[Tuple[float, str]]:
             raise InputError(f"metric {spec!r}: cannot read {spec[position:]!r} (expected e.g. 0.5*bleu+0.5*chrf)")
         sign, number, name = match.groups()
         value = float(number) if number else 1.0
+        if not value <= MAX_COEFFICIENT:
+            raise InputError(
+                f"metric {spec!r}: coefficient {number} is beyond {MAX_COEFFICIENT:g} (scores would overflow)"
+            )
         terms.append((-value if sign == "-" else value, name))
         position = match.end()
     if not terms:

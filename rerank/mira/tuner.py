@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 import numpy as np
 
 from rerank.config import option  # noqa: F401  (re-exported: tuners import it from here)
+from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.metrics.bleu import BleuMetric
 from rerank.mira._native import model_best_stats
@@ -151,6 +152,8 @@ class Tuner(abc.ABC):
         problem = Problem(*tuning_arrays(features, stats, offsets, init, metric.width), metric=metric)
         start = problem.best_stats(problem.start)
         problem.start_score = float(metric.gain(start))
+        if not np.isfinite(problem.start_score):  # refused before the search: its result could not be written
+            raise InputError(f"{metric.name}: the start's score is not a finite number (statistics too large)")
         weights, details = self.search(problem, progress or (lambda text: None))
         best = problem.best_stats(weights)
         improved = float(metric.gain(best)) > problem.start_score
