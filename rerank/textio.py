@@ -14,6 +14,7 @@ import contextlib
 import gzip
 import io
 import math
+import os
 import sys
 import zlib
 from typing import Iterator, List, TextIO, Union
@@ -47,8 +48,9 @@ def _describe_os_error(err: OSError) -> str:
 
 def _first_undecodable_line(path: str):
     """(1-based line, byte offset within it, the byte) of the first line that is not
-    UTF-8, or None (standard input cannot be read again)."""
-    if path == "-":
+    UTF-8, or None where the input cannot be read again (standard input, a FIFO, a
+    device: reopening one would wait for a writer forever)."""
+    if path == "-" or not os.path.isfile(path):
         return None
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as handle:

@@ -973,3 +973,23 @@ def test_results_that_could_not_be_written_are_refused_before_the_work(files, ca
     assert main(argv + ["--metric", "seg:q", "--out", str(files / "o.json")]) == 1
     assert "seg:q: the start's score is not a finite number" in capsys.readouterr().err
     assert not (files / "o.json").exists()
+
+
+def test_a_bad_byte_in_a_list_read_from_a_fifo_is_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "in.nbest"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as out:
+            out.write(b"0 ||| a \xff b ||| F= 1 ||| 1\n")
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    run = subprocess.run(
+        RERANK + ["truncate", "--nbest", str(fifo), "--size", "1", "--out", str(tmp_path / "o.nbest")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    writer.join(10)
+    assert run.returncode == 1 and f"{fifo}: not UTF-8 text" in run.stderr and "Traceback" not in run.stderr
