@@ -31,6 +31,7 @@ import errno
 import fcntl
 import glob
 import gzip
+import hashlib
 import io
 import os
 import signal
@@ -107,6 +108,10 @@ def _check_writable(option: str, path: str) -> None:
             readonly = False
         reason = "read-only file system" if readonly else "permission denied"
         raise InputError(f"{option}: cannot write in {ancestor} ({reason})", path)
+    if os.path.isfile(real) and (
+        not os.access(real, os.W_OK) or not os.stat(real).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    ):  # the user protected it (no write bit: even for root): never replaced
+        raise InputError(f"{option}: the file is read-only: refusing to replace it", path)
 
 
 def signature_path(path: Optional[str]) -> Optional[str]:
@@ -163,11 +168,25 @@ def check_paths(inputs: Paths, outputs: Paths) -> None:
         seen[key] = ("output", option, path)
 
 
+def _temp_prefix(target: str) -> str:
+    """The name prefix of ``target``'s temporaries, in its directory: ``.NAME.``, or for a
+    name too long to take the ~25 extra characters (names of up to 255 bytes are valid),
+    ``.`` plus a hash of the name, so that every valid output name can be written."""
+    name = os.path.basename(target)
+    try:
+        limit = os.pathconf(os.path.dirname(target) or ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    prefix = "." + name + "."
+    if len(prefix.encode("utf-8")) + 8 + len(PARTIAL_SUFFIX) > limit:
+        prefix = "." + hashlib.sha1(name.encode("utf-8")).hexdigest()[:20] + "."
+    return prefix
+
+
 def _remove_stale(target: str) -> None:
-    """Remove the temporaries of ``target`` whose writer is gone (their lock is free)."""
-    pattern = os.path.join(
-        glob.escape(os.path.dirname(target)), "." + glob.escape(os.path.basename(target)) + ".*" + PARTIAL_SUFFIX
-    )
+    """Remove every temporary in ``target``'s directory whose writer is gone (its lock is
+    free): a killed run's temporaries of any output there, not only this one's."""
+    pattern = os.path.join(glob.escape(os.path.dirname(target)), ".*" + PARTIAL_SUFFIX)
     for tmp in glob.glob(pattern):
         try:
             fd = os.open(tmp, os.O_RDONLY)
@@ -204,9 +223,7 @@ class _Target:
             os.makedirs(directory, exist_ok=True)
             _remove_stale(self.real)
             while True:
-                fd, tmp = tempfile.mkstemp(
-                    prefix="." + os.path.basename(self.real) + ".", suffix=PARTIAL_SUFFIX, dir=directory
-                )
+                fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(self.real), suffix=PARTIAL_SUFFIX, dir=directory)
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held until committed or removed: marks the temporary as live
                 if os.fstat(fd).st_nlink:  # not swept by another run between creation and lock
                     break
@@ -221,7 +238,11 @@ class _Target:
     def commit(self, umask: int) -> None:
         if self.tmp is None:
             return
-        os.chmod(self.tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+        try:  # a replaced file keeps its mode; a new one gets the usual permissions (mkstemp makes 0600)
+            mode = stat.S_IMODE(os.stat(self.real).st_mode)
+        except FileNotFoundError:
+            mode = 0o666 & ~umask
+        os.chmod(self.tmp, mode)
         os.replace(self.tmp, self.real)
         self.tmp = None
 

@@ -993,3 +993,29 @@ def test_a_bad_byte_in_a_list_read_from_a_fifo_is_refused_without_hanging(tmp_pa
     )
     writer.join(10)
     assert run.returncode == 1 and f"{fifo}: not UTF-8 text" in run.stderr and "Traceback" not in run.stderr
+
+
+# --- issue 43: paths ----------------------------------------------------------------------
+
+
+def test_every_valid_name_is_writable_modes_are_kept_and_read_only_outputs_refused(files, capsys):
+    long_name = files / ("a" * 240 + ".nbest")  # 246 bytes: valid, but not with 25 more for a temporary
+    argv = ["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out"]
+    assert main(argv + [str(long_name)]) == 0
+    assert long_name.read_text().count("\n") == 2
+    assert not [p for p in os.listdir(files) if p.endswith(".rerank-partial")]
+    os.chmod(long_name, 0o640)
+    assert main(argv + [str(long_name)]) == 0
+    assert stat.S_IMODE(os.stat(long_name).st_mode) == 0o640  # replaced, its mode kept
+    os.chmod(long_name, 0o444)
+    before = long_name.read_text()
+    assert main(argv[:-2] + ["2", "--out", str(long_name)]) == 1
+    assert "the file is read-only: refusing to replace it" in capsys.readouterr().err
+    assert long_name.read_text() == before
+
+
+def test_a_killed_runs_free_temporaries_of_other_outputs_are_swept(files):
+    stale = files / ".other.txt.abcd1234.rerank-partial"  # another output's, its writer gone (no lock)
+    stale.write_text("half")
+    assert main(["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out", str(files / "t.nbest")]) == 0
+    assert not stale.exists()
