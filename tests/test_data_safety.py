@@ -1019,3 +1019,20 @@ def test_a_killed_runs_free_temporaries_of_other_outputs_are_swept(files):
     stale.write_text("half")
     assert main(["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1", "--out", str(files / "t.nbest")]) == 0
     assert not stale.exists()
+
+
+def test_mert_refuses_a_problem_whose_memory_it_can_estimate_and_talks_on_long_iterations(monkeypatch):
+    from rerank.mira import mert
+
+    rng = np.random.default_rng(0)
+    offsets = np.arange(0, 41, 4)
+    stats = np.abs(rng.normal(size=(40, 9))) + 1
+    features = rng.normal(size=(40, 150))
+    monkeypatch.setattr(mert, "MAX_SLOPE_BYTES", 40 * 100 * 8)  # 150 + 10 directions × 40 rows is more
+    tuner = mert.Mert(mert.MertConfig(restarts=1, max_iterations=2))
+    with pytest.raises(InputError, match=r"mert: 150 columns and 40 hypotheses need .* use --algorithm mira or pro"):
+        tuner.tune(features, stats, offsets)
+    monkeypatch.setattr(mert, "MAX_SLOPE_BYTES", 2**30)
+    said = []
+    tuner.tune(features, stats, offsets, progress=said.append)
+    assert any("line searches (160 per iteration)" in line for line in said)

@@ -132,6 +132,11 @@ def line_search(problem: Problem, a: np.ndarray, b: np.ndarray) -> Tuple[float, 
     return sweep(problem.metric, problem.stats, *mert_envelope(a, b, problem.offsets))
 
 
+#: the most memory one MERT iteration may hold for its directions' slopes (hypotheses ×
+#: directions × 8 bytes); more is refused before the search starts
+MAX_SLOPE_BYTES = 4 * 2**30
+
+
 @TUNERS.register("mert")
 class Mert(Tuner):
     """MERT (Och 2003) as Moses ``mert``: see the module docstring.  Weights are returned
@@ -150,6 +155,15 @@ class Mert(Tuner):
         threads = config.threads or os.cpu_count() or 1
         pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None  # the C searches release the GIL
         randoms_per_iteration = config.random_directions if F >= config.random_min_features else 0
+        directions_per_iteration = F + randoms_per_iteration
+        slope_bytes = features.shape[0] * directions_per_iteration * 8
+        if slope_bytes > MAX_SLOPE_BYTES:  # refused before any work: an iteration holds every direction's slopes
+            raise InputError(
+                f"mert: {F} columns and {features.shape[0]} hypotheses need {slope_bytes / 2**30:.1f} GiB per "
+                f"iteration for the line searches' slopes (at most {MAX_SLOPE_BYTES / 2**30:.0f} GiB): tune fewer "
+                "columns (--features, --feature-sets) or use --algorithm mira or pro, which scale to many features"
+            )
+        talk = directions_per_iteration > 100  # long iterations: say each one
         initial = problem.start_score
         best_weights, best_gain, best_run = w0.copy(), initial, 0
         run_score, line_searches = [], 0
@@ -175,6 +189,11 @@ class Mert(Tuner):
                     break
                 w = w + best_step
                 gain = problem.gain(w)
+                if talk:
+                    progress(
+                        f"run {run + 1}: {line_searches} line searches ({directions_per_iteration} per iteration), "
+                        f"tuning {problem.metric.label} {problem.as_score(gain):.2f}"
+                    )
             run_score.append(gain)
             progress(
                 f"run {run + 1:3d}: tuning {problem.metric.label} {problem.as_score(gain):.2f} "
