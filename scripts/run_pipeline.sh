@@ -322,6 +322,13 @@ evaluate() {
 }
 stage eval "$OUT/results.txt" evaluate
 stage report "$OUT/report/table.txt" rerank report "$OUT" --metrics bleu,meteor,ter,chrf,length --compare-to +nmt
+# the trained system in one directory (decoder, +all's scorer chain as tuned, the replica of
+# the best val score): rerank translate --system "$OUT/system" --input RAW.en --out OUT.de
+if [ "$R2L_NBEST" = 0 ]; then  # a rescored union of two decoders' lists is not replayable yet
+  pack_weights=(); for S in $(seq 1 "$REPLICAS"); do pack_weights+=(--weights "$R/all/weights.seed$S.json"); done
+  stage system "$OUT/system/system.json" rerank pack-system --nbest "$N/val.full.nbest" --data-bin "$D/bin" \
+    "${pack_weights[@]}" --out "$OUT/system"
+fi
 echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none; replica 1)"
 cat "$OUT/results.txt"
 echo "== tuning-set score (BLEU; chrF for all.chrf) of every run against the beam's ($R/*/weights.seed*.json)"

@@ -152,11 +152,14 @@ def generate_nbest(
     out_nbest: str,
     out_1best: str,
     config: GenerateConfig = GenerateConfig(),
+    provenance: Optional[dict] = None,
 ) -> NBestList:
     """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
     list (Moses format) and the 1-best file.  Returns the n-best list.
 
-    A signature ``out_nbest + '.json'`` records the settings and versions.
+    A signature ``out_nbest + '.json'`` records the settings, the data directory, the
+    checkpoint and versions (``provenance`` overrides entries: the raw-text route records
+    its input and the model's own data directory, not its temporary one).
 
     Raises:
         InputError: no such subset, a beam smaller than the n-best size, a direction
@@ -227,6 +230,8 @@ def generate_nbest(
                 "direction": direction,
                 "subset": subset,
                 "checkpoint": os.path.abspath(checkpoint),
+                "data_bin": os.path.abspath(bin_dir),
+                **(provenance or {}),
             },
             ["torch", "fairseq-fixed"],
         )
@@ -300,7 +305,15 @@ def generate_nbest_from_text(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        nbest = generate_nbest(data, checkpoint, "test", out_nbest, out_1best, config)
+        nbest = generate_nbest(
+            data,
+            checkpoint,
+            "test",
+            out_nbest,
+            out_1best,
+            config,
+            {"data_bin": os.path.abspath(bin_dir), "input": os.path.abspath(input_path), "subset": None},
+        )
     if out_source:
         write_lines(tokenised, out_source)
     return nbest

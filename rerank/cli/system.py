@@ -1,0 +1,80 @@
+"""``rerank pack-system`` and ``rerank translate``: a trained re-ranking system in one
+directory, and raw text translated with it in one command (:mod:`rerank.features.system`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rerank.argtypes import positive_int
+from rerank.cli.options import device_options, device_settings
+from rerank.features.system import pack_system, translate
+
+
+def cmd_pack(args) -> None:
+    pack_system(args.nbest, args.weights, args.out, args.data_bin)
+
+
+def cmd_translate(args) -> None:
+    result = translate(
+        args.system,
+        args.input,
+        args.out,
+        args.nbest_out,
+        device_settings(args),
+        args.tokenized,
+        args.batch_size,
+    )
+    if args.json:
+        print(json.dumps(result))
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``pack-system`` and ``translate`` to the ``rerank`` sub-commands."""
+    p = sub.add_parser(
+        "pack-system",
+        help="write a system directory from a tuned list and its weights: the decoder, the scorer chain as tuned, "
+        "the weights, a manifest with checksums",
+        epilog="example: rerank pack-system --nbest out/multi30k-transformer/nbest/val.full.nbest "
+        "--weights out/multi30k-transformer/rerank/all/weights.seed1.json --out system",
+    )
+    p.add_argument("--nbest", required=True, help="the tuned list (its signatures lead back to rerank nmt nbest)")
+    p.add_argument(
+        "--weights",
+        required=True,
+        action="append",
+        help="the weights tuned on it (rerank tune --out); repeat for the replicas: the one of the best tuning "
+        "score is taken, e.g. --weights w.seed1.json --weights w.seed2.json",
+    )
+    p.add_argument(
+        "--data-bin",
+        help="the decoder's data directory (rerank nmt prepare's bin/) where the decoder run did not record it "
+        "(default: the recorded one), e.g. out/multi30k-transformer/data/bin",
+    )
+    p.add_argument("--out", required=True, help="the system directory to write (new or empty)")
+    p.set_defaults(func=cmd_pack, paths=lambda a: ({"--nbest": a.nbest, "--weights": a.weights}, {}))
+
+    p = sub.add_parser(
+        "translate",
+        help="translate raw text with a system directory: decode, add the scorers' columns, re-rank, detokenise",
+        epilog="example: rerank translate --system system --input my_test.en --out my_test.de",
+    )
+    p.add_argument("--system", required=True, help="a directory written by rerank pack-system")
+    p.add_argument("--input", required=True, help="raw source text, one sentence per line")
+    p.add_argument("--out", required=True, help="the re-ranked translations, one per line (detokenised)")
+    p.add_argument("--nbest-out", help="also write the scored n-best list here (with its signature)")
+    p.add_argument(
+        "--tokenized",
+        action="store_true",
+        help="write the tokenised, lowercased text the weights were tuned on instead of detokenising "
+        "(default: detokenised with Moses' detokeniser)",
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, help="sentences per decoding batch (default: the system's), e.g. 64"
+    )
+    p.add_argument("--json", action="store_true", help="print the throughput as JSON (default: a line on stderr)")
+    device_options(p)
+    p.set_defaults(
+        func=cmd_translate,
+        paths=lambda a: ({"--input": a.input}, {"--out": a.out, "--nbest-out": a.nbest_out}),
+    )

@@ -1,0 +1,341 @@
+"""A trained re-ranking system in one directory, and translation with it in one command.
+
+:func:`pack_system` follows the provenance that every list's signature records
+(``LIST.json``: which verb made it, from which input, with which settings) from a tuned list
+back to the decoder run that started it:
+
+    rerank nmt nbest  →  features add (scorers …)  →  features add (…)  →  the tuned list
+
+and writes ``DIR/`` with everything a translation needs, copied so that the directory can
+move: the generator (checkpoint, ``train.json``, the data dictionaries, the BPE codes:
+``generator/``), every file or directory a scorer reads (``models/``; the scorer chain kept
+exactly as tuned — names, options, order — with its paths pointing into ``DIR``), the
+weights, and ``system.json``: the steps, the decoder settings, rerank's version and the
+SHA-256 of every file.
+
+:func:`translate` checks that manifest (every file present and unchanged, the same rerank
+release), then decodes raw text with the model's own preprocessing
+(:func:`rerank.nmt.generate.generate_nbest_from_text`), adds the scorer chain's columns
+(:func:`rerank.features.add.add_features`), applies the weights
+(:func:`rerank.reranking.apply_file`) and writes the re-ranked 1-best, detokenised with
+Moses' detokeniser (lowercasing cannot be undone; ``tokenized=True`` keeps the tokenised
+text the weights were tuned and evaluated on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from rerank import __version__
+from rerank.config import parse_settings
+from rerank.devices import DeviceSettings
+from rerank.errors import InputError
+from rerank.features.add import ScoringInputs, add_features
+from rerank.features.scorer import SCORERS, given_settings
+from rerank.nbest import read_weights
+from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
+from rerank.outputs import StagedOutputs, atomic_write
+from rerank.reranking import apply_file
+from rerank.signature import signature
+from rerank.textio import read_json, read_lines
+
+#: the manifest of a system directory
+MANIFEST = "system.json"
+#: what a scorer's path inside a system directory starts with, replaced by the directory
+#: when the system is loaded (so that the directory can move)
+PLACEHOLDER = "@SYSTEM@"
+
+
+def trace(nbest_path: str) -> Tuple[Dict[str, Any], List[List[str]]]:
+    """(the decoder run's signature record, the scorer specs of every ``features add``
+    step in order) of the list ``nbest_path``, from the signatures along its provenance.
+
+    Raises:
+        InputError: a list without a signature, a step no system can replay (a union of
+            lists, image features, folds), or provenance that does not reach a decoder run
+            of ``rerank nmt nbest``, naming the signature where it stops.
+    """
+    steps: List[List[str]] = []
+    path = nbest_path
+    seen = set()
+    while True:
+        side = path + ".json"
+        if not os.path.isfile(side):
+            raise InputError("no signature beside the list: its provenance is unknown", path)
+        if os.path.abspath(side) in seen:
+            raise InputError("the list's provenance loops", side)
+        seen.add(os.path.abspath(side))
+        record = read_json(side)
+        if not isinstance(record, dict):
+            raise InputError("not a list signature", side)
+        if "scorers" in record:
+            for key, what in (("images", "image features"), ("folds", "folds")):
+                if record.get(key):
+                    raise InputError(f"a step scored with {what}: a system cannot replay it on new text", side)
+            if record.get("beam"):
+                raise InputError("a step declared a beam feature (a rescored union): not replayable yet", side)
+            steps.insert(0, list(record["scorers"]))
+            path = record.get("input")
+            if not isinstance(path, str):
+                raise InputError("the signature names no input list", side)
+            continue
+        if "checkpoint" in record and isinstance(record.get("config"), dict):
+            return record, steps
+        what = "a union of lists" if "inputs" in record else "no rerank nmt nbest run"
+        raise InputError(f"the list's provenance stops at {what}: a system starts from rerank nmt nbest", side)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _copy(source: str, target: str) -> None:
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.isdir(source):
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
+
+
+def _relocate(spec: str, index: int, out_dir: str) -> str:
+    """``spec`` with every path among its settings copied into ``out_dir/models/`` and
+    replaced by its :data:`PLACEHOLDER` path (a value that names an existing file or
+    directory, or ``KIND:PATH`` such as ``bpe=subword-nmt:codes``)."""
+    name, _, arg = spec.partition(":")
+    cls = SCORERS.get(name)
+    if cls.Config is None:
+        return spec
+    config = parse_settings(cls.Config, arg, spec, {})
+    changed = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if not isinstance(value, str) or not value:
+            continue
+        kind, sep, rest = value.partition(":")
+        path, prefix = (rest, kind + sep) if sep and os.path.exists(rest) and not os.path.exists(value) else (value, "")
+        if not os.path.exists(path):
+            continue
+        relative = os.path.join("models", f"{index}-{name}-{f.name}", os.path.basename(os.path.normpath(path)))
+        _copy(path, os.path.join(out_dir, relative))
+        changed[f.name] = prefix + os.path.join(PLACEHOLDER, relative)
+    if not changed:
+        return spec
+    config = dataclasses.replace(config, **changed)
+    return f"{name}:{given_settings(config)[2]}"
+
+
+def pack_system(
+    nbest_path: str,
+    weights_path: Union[str, Sequence[str]],
+    out_dir: str,
+    data_bin: Optional[str] = None,
+    say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+) -> Dict[str, Any]:
+    """Write the system directory ``out_dir`` of the tuned list ``nbest_path`` and its
+    weights (module docstring); of several weights files (optimiser replicas), the one
+    whose record has the best tuning score (``tuning.score``, the metric's direction).  ``data_bin``: the decoder's binarised data directory
+    (``rerank nmt prepare``'s ``bin/``) where the decoder run did not record it.  Returns
+    the manifest.
+
+    Raises:
+        InputError: a provenance :func:`trace` refuses, weights that do not name the list's
+            columns, a missing decoder file, an ``out_dir`` that exists and is not empty.
+    """
+    generation, steps = trace(nbest_path)
+    candidates = [weights_path] if isinstance(weights_path, str) else list(weights_path)
+    weights_path, scores = _best_replica(candidates)
+    weights = read_weights(weights_path)
+    data_bin = data_bin or generation.get("data_bin")
+    if not data_bin:
+        raise InputError("the decoder run records no data directory: give --data-bin (rerank nmt prepare's bin/)")
+    checkpoint = generation["checkpoint"]
+    config = generation["config"]
+    src, tgt = config.get("src", "en"), config.get("tgt", "de")
+    needed = {
+        "checkpoint": checkpoint,
+        "dict.src": os.path.join(data_bin, f"dict.{src}.txt"),
+        "dict.tgt": os.path.join(data_bin, f"dict.{tgt}.txt"),
+        "bpe.codes": os.path.join(os.path.dirname(os.path.abspath(data_bin)), "bpe.codes"),
+    }
+    for what, path in needed.items():
+        if not os.path.isfile(path):
+            raise InputError(f"the decoder's {what} is missing", path)
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise InputError("exists and is not an empty directory: a system is written into a new one", out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".system.", dir=parent)  # the directory appears whole or not at all
+    try:
+        generator = os.path.join(tmp, "generator")
+        _copy(checkpoint, os.path.join(generator, "checkpoint.pt"))
+        train_json = os.path.join(os.path.dirname(checkpoint), "train.json")
+        if os.path.isfile(train_json):
+            _copy(train_json, os.path.join(generator, "train.json"))
+        _copy(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
+        _copy(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
+        _copy(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
+        chain = [[_relocate(spec, 10 * k + j, tmp) for j, spec in enumerate(step)] for k, step in enumerate(steps)]
+        _copy(weights_path, os.path.join(tmp, "weights.json"))
+        files = {}
+        for folder, _, names in os.walk(tmp):
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                files[os.path.relpath(path, tmp)] = _sha256(path)
+        manifest = {
+            "rerank": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "decoder": {"config": config, "direction": generation.get("direction", "forward")},
+            "steps": chain,
+            "weights": "weights.json",
+            "weights_from": {"chosen": os.path.abspath(weights_path), "candidates": scores},
+            "columns": list(weights),
+            "tuned_on": os.path.abspath(nbest_path),
+            "files": dict(sorted(files.items())),
+            "signature": signature(["torch", "fairseq-fixed", "sacremoses", "subword-nmt"]),
+        }
+        with atomic_write(os.path.join(tmp, MANIFEST)) as out:
+            json.dump(manifest, out, indent=2)
+            out.write("\n")
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"system: {len(files)} files, {sum(len(s) for s in chain)} scorers in {len(chain)} steps -> {out_dir}")
+    return manifest
+
+
+def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]]:
+    """(the weights file of the best tuning score, {path: score}); one file is itself.
+
+    Raises:
+        InputError: several files of which one records no tuning score.
+    """
+    scores: Dict[str, Optional[float]] = {}
+    lower_is_better = False
+    for path in paths:
+        record = read_json(path)
+        tuning = record.get("tuning", {}) if isinstance(record, dict) else {}
+        score = tuning.get("score") if isinstance(tuning, dict) else None
+        if len(paths) > 1 and not isinstance(score, (int, float)):
+            raise InputError("records no tuning score (tuning.score): cannot choose among replicas", path)
+        metric = str(tuning.get("metric", ""))
+        lower_is_better = lower_is_better or metric == "ter" or metric.endswith(":lower")
+        scores[os.path.abspath(path)] = score
+    if len(paths) == 1:
+        return paths[0], scores
+    pick = (min if lower_is_better else max)(range(len(paths)), key=lambda k: scores[os.path.abspath(paths[k])])
+    return paths[pick], scores
+
+
+def load_system(system_dir: str, check_files: bool = True) -> Dict[str, Any]:
+    """The manifest of ``system_dir`` with its scorer paths resolved, after checking it.
+
+    Raises:
+        InputError: no manifest, another rerank release, a file missing or changed
+            (moved without its models, edited), naming what is wrong.
+    """
+    path = os.path.join(system_dir, MANIFEST)
+    if not os.path.isfile(path):
+        raise InputError(f"not a system directory (no {MANIFEST}; rerank pack-system writes one)", system_dir)
+    manifest = read_json(path)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise InputError("not a system manifest", path)
+    made_by = str(manifest.get("rerank", "?"))
+    if made_by.split(".")[:2] != __version__.split(".")[:2]:
+        raise InputError(f"written by rerank {made_by}, this is {__version__}: pack the system again", path)
+    if check_files:
+        for name, digest in manifest["files"].items():
+            full = os.path.join(system_dir, name)
+            if not os.path.isfile(full):
+                raise InputError(f"the system's file {name} is missing (a directory moved without its models?)", path)
+            if _sha256(full) != digest:
+                raise InputError(f"the system's file {name} changed since it was packed (its checksum differs)", path)
+    root = os.path.abspath(system_dir)
+    manifest["steps"] = [[spec.replace(PLACEHOLDER, root) for spec in step] for step in manifest["steps"]]
+    return manifest
+
+
+def translate(
+    system_dir: str,
+    input_path: str,
+    out: str,
+    nbest_out: Optional[str] = None,
+    devices: Optional[DeviceSettings] = None,
+    tokenized: bool = False,
+    batch_size: Optional[int] = None,
+    say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+) -> Dict[str, Any]:
+    """Translate raw source text (one sentence per line) with the system of ``system_dir``
+    (module docstring) into ``out`` (and the scored n-best list into ``nbest_out``).
+    Returns {"segments", "seconds", "sentences_per_second"}.
+
+    Raises:
+        InputError: a system :func:`load_system` refuses, an empty input line.
+    """
+    start = time.perf_counter()
+    manifest = load_system(system_dir)
+    generator = os.path.join(system_dir, "generator")
+    decoder = dict(manifest["decoder"]["config"])
+    known = {f.name for f in dataclasses.fields(GenerateConfig)}
+    config = GenerateConfig(**{k: v for k, v in decoder.items() if k in known})
+    if devices is not None:
+        config.device, config.dtype = devices.device, devices.dtype
+    if batch_size:
+        config.batch_size = batch_size
+    with tempfile.TemporaryDirectory() as tmp:
+        nbest = os.path.join(tmp, "nbest")
+        source = os.path.join(tmp, "source")
+        say(f"translate: decoding {input_path} ({config.nbest}-best, beam {config.beam or config.nbest})")
+        generate_nbest_from_text(
+            os.path.join(generator, "bin"),
+            os.path.join(generator, "checkpoint.pt"),
+            input_path,
+            nbest,
+            os.path.join(tmp, "1best"),
+            source,
+            config,
+        )
+        for k, step in enumerate(manifest["steps"]):
+            scored = os.path.join(tmp, f"step{k}")
+            add_features(nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices)
+            nbest = scored
+        best = os.path.join(tmp, "best")
+        segments = apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
+        lines = read_lines(best)
+        if not tokenized:
+            lines = detokenize(lines, decoder.get("tgt", "de"))
+        with StagedOutputs() as outputs:  # the translation and the scored list appear together
+            with outputs.open(out) as handle:
+                handle.writelines(line + "\n" for line in lines)
+            if nbest_out:
+                shutil.copyfile(nbest, outputs.stage(nbest_out))
+                side = outputs.signature(nbest_out)
+                if side is not None:
+                    shutil.copyfile(nbest + ".json", side)
+    seconds = time.perf_counter() - start
+    result = {"segments": segments, "seconds": round(seconds, 3), "sentences_per_second": segments / max(seconds, 1e-9)}
+    say(f"translate: {segments} sentences in {seconds:.1f} s ({result['sentences_per_second']:.2f}/s) -> {out}")
+    return result
+
+
+def detokenize(lines: List[str], lang: str) -> List[str]:
+    """Moses' detokeniser (sacremoses) of tokenised lines: the tokenisation of the project's
+    text convention undone; lowercasing is not (it cannot be)."""
+    from sacremoses import MosesDetokenizer
+
+    detok = MosesDetokenizer(lang=lang)
+    return [detok.detokenize(line.split()) for line in lines]

@@ -1,0 +1,166 @@
+"""A trained system in one directory and one command (rerank pack-system, rerank translate)
+on a tiny fairseq system built here: the translation equals the step-by-step commands', the
+directory moves, and a system that is incomplete, changed or from another release is refused
+in one line."""
+
+import gzip
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.conftest import needs  # noqa: E402
+
+pytestmark = needs("nmt")
+
+from rerank.bleu import BleuSettings  # noqa: E402
+from rerank.cli import main  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.features.add import ScoringInputs, add_features  # noqa: E402
+from rerank.features.system import detokenize, load_system, pack_system, trace, translate  # noqa: E402
+from rerank.mira.tuning import TuningSetup, tune_file  # noqa: E402
+from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text  # noqa: E402
+from rerank.reranking import apply_file  # noqa: E402
+from rerank.textio import read_lines  # noqa: E402
+from tests.test_nmt import _write_corpus  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    from rerank.nmt.data import PrepareConfig, prepare
+    from rerank.nmt.train import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("system")
+    _write_corpus(str(root / "m30k"))
+    data = root / "data"
+    bin_dir = prepare(str(root / "m30k"), str(data), PrepareConfig(bpe_merges=40), workers=1)
+    ckpt = train(bin_dir, str(root / "model"), TrainConfig(max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0))
+    config = GenerateConfig(nbest=3, batch_size=4)
+    generate_nbest(bin_dir, ckpt, "valid", str(root / "val.nbest"), str(root / "val.1best"), config)
+    specs = ["mbr:bleu", f"len:{data}"]
+    add_features(
+        str(root / "val.nbest"), specs, str(root / "val.full.nbest"), ScoringInputs(source=str(data / "tok" / "val.en"))
+    )
+    record, _ = tune_file(
+        str(root / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(bleu=BleuSettings("none"))
+    )
+    for seed in (1, 2):  # two replicas' records: the system takes the one of the better tuning score
+        record["tuning"]["score"] = float(seed)
+        (root / f"w{seed}.json").write_text(json.dumps(record))
+    shutil.copy(root / "w2.json", root / "w.json")
+    raw = root / "test.en"
+    with gzip.open(root / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz", "rt") as handle:
+        raw.write_text(handle.read())
+    return {"root": root, "bin": bin_dir, "ckpt": ckpt, "specs": specs, "config": config, "raw": raw, "data": data}
+
+
+def test_the_provenance_of_a_tuned_list_leads_back_to_the_decoder(tuned):
+    generation, steps = trace(str(tuned["root"] / "val.full.nbest"))
+    assert steps == [tuned["specs"]]
+    assert generation["checkpoint"] == os.path.abspath(tuned["ckpt"])
+    assert generation["data_bin"] == os.path.abspath(tuned["bin"])
+    with pytest.raises(InputError, match="no signature beside the list"):
+        trace(str(tuned["root"] / "val.1best"))
+
+
+def test_translate_equals_the_step_by_step_commands_and_the_system_moves(tuned, tmp_path, capsys):
+    root = tuned["root"]
+    system = tmp_path / "system"
+    assert (
+        main(
+            [
+                "pack-system",
+                "--nbest",
+                str(root / "val.full.nbest"),
+                "--weights",
+                str(root / "w.json"),
+                "--out",
+                str(system),
+            ]
+        )
+        == 0
+    )
+    # of several replicas, the one of the best tuning score
+    other = tmp_path / "system2"
+    argv = ["pack-system", "--nbest", str(root / "val.full.nbest"), "--weights", str(root / "w1.json")]
+    assert main(argv + ["--weights", str(root / "w2.json"), "--out", str(other)]) == 0
+    chosen = json.loads((other / "system.json").read_text())["weights_from"]
+    assert chosen["chosen"] == str(root / "w2.json") and len(chosen["candidates"]) == 2
+    manifest = json.loads((system / "system.json").read_text())
+    assert manifest["steps"][0][0] == "mbr:bleu" and manifest["steps"][0][1].startswith("len:@SYSTEM@/models/")
+    assert "generator/checkpoint.pt" in manifest["files"] and "weights.json" in manifest["files"]
+    # step by step, as docs/usage/any-test-set.md did it
+    step = tmp_path / "step"
+    step.mkdir()
+    generate_nbest_from_text(
+        tuned["bin"],
+        tuned["ckpt"],
+        str(tuned["raw"]),
+        str(step / "n"),
+        str(step / "1"),
+        str(step / "src"),
+        tuned["config"],
+    )
+    add_features(str(step / "n"), tuned["specs"], str(step / "full"), ScoringInputs(source=str(step / "src")))
+    apply_file(str(step / "full"), str(root / "w.json"), str(step / "best"))
+    expected = read_lines(str(step / "best"))
+    # one command; the directory moved first (the system's paths are its own)
+    moved = tmp_path / "elsewhere" / "sys"
+    os.makedirs(moved.parent)
+    shutil.move(str(system), str(moved))
+    out = tmp_path / "out.tok"
+    assert (
+        main(
+            [
+                "translate",
+                "--system",
+                str(moved),
+                "--input",
+                str(tuned["raw"]),
+                "--out",
+                str(out),
+                "--tokenized",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    assert read_lines(str(out)) == expected
+    throughput = json.loads(capsys.readouterr().out)
+    assert throughput["segments"] == len(expected) and throughput["sentences_per_second"] > 0
+    result = translate(
+        str(moved), str(tuned["raw"]), str(tmp_path / "out.de"), str(tmp_path / "out.nbest"), say=lambda t: None
+    )
+    assert read_lines(str(tmp_path / "out.de")) == detokenize(expected, "de")
+    assert result["segments"] == len(expected)
+    assert (tmp_path / "out.nbest").exists() and (tmp_path / "out.nbest.json").exists()
+
+
+def test_a_system_incomplete_changed_or_from_another_release_is_refused(tuned, tmp_path, capsys):
+    root = tuned["root"]
+    system = tmp_path / "s"
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(system), say=lambda t: None)
+    with pytest.raises(InputError, match="exists and is not an empty directory"):
+        pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(system), say=lambda t: None)
+    model_file = next(
+        name for name in json.loads((system / "system.json").read_text())["files"] if name.startswith("models/")
+    )
+    shutil.copy(system / model_file, tmp_path / "keep")
+    os.remove(system / model_file)
+    argv = ["translate", "--system", str(system), "--input", str(tuned["raw"]), "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"the system's file {model_file} is missing" in err and "\n" not in err
+    (system / model_file).write_text("edited")
+    with pytest.raises(InputError, match=f"the system's file {model_file} changed since it was packed"):
+        load_system(str(system))
+    shutil.copy(tmp_path / "keep", system / model_file)
+    manifest = json.loads((system / "system.json").read_text())
+    manifest["rerank"] = "0.0.1"
+    (system / "system.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="written by rerank 0.0.1, this is"):
+        load_system(str(system))
+    with pytest.raises(InputError, match="not a system directory"):
+        load_system(str(tmp_path))
+    assert not (tmp_path / "o").exists()
