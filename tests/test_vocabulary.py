@@ -17,6 +17,14 @@ from rerank.nbest import ListInfo, NBestList, write_lines
 from tests.conftest import write_split
 
 
+@pytest.fixture(autouse=True)
+def fresh_notes(monkeypatch):
+    """Notes are said once per process: each test starts with none said."""
+    from rerank.cli import options
+
+    monkeypatch.setattr(options, "_NOTED", set())
+
+
 def _experiment_files(exp):
     (exp / "rerank" / "b1").mkdir(parents=True)
     write_lines(["a b c d", "e f g h"], str(exp / "ref.txt"))
