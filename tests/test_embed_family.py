@@ -201,3 +201,19 @@ def test_a_text_only_model_is_selected_on_sentence_ranking_even_with_validation_
     b = encode_sentences(model, vocabs["de"], "de", valid.sentences["de"])
     expected = image_sentence_ranking(a, b, np.arange(len(a)))
     assert score["rsum"] == pytest.approx(sum(v for d in expected.values() for k, v in d.items() if k.startswith("r@")))
+
+
+def test_word_vectors_of_both_kinds():
+    from rerank.embed.data import Vocabulary
+    from rerank.embed.train import encode_sentences, word_vectors
+
+    config = MLMMEConfig(word_dim=3, embed_dim=2, encoder="bow", dropout=0.0)
+    model = MLMME({"en": 4, "de": 4}, config).eval()
+    vocabs = {"en": Vocabulary(["dog", "cat"]), "de": Vocabulary(["hund", "katze"])}
+    joint = word_vectors(model, vocabs)
+    assert sorted(joint) == ["de_hund", "de_katze", "en_cat", "en_dog"]
+    assert np.allclose(joint["en_dog"], encode_sentences(model, vocabs["en"], "en", ["dog"])[0])
+    rows = word_vectors(model, vocabs, kind="input")
+    assert np.allclose(rows["de_katze"], model.encoders["de"].embed.weight[3].detach().numpy())
+    with pytest.raises(InputError, match="unknown word-vector kind 'raw'; known: joint, input"):
+        word_vectors(model, vocabs, kind="raw")

@@ -173,7 +173,7 @@ def _sts(args) -> None:
 
 def _words(args) -> None:
     model, vocabs = load_model(args.model)
-    vectors = word_vectors(model, vocabs, progress=True)
+    vectors = word_vectors(model, vocabs, progress=True, kind=args.kind)
     write_vectors(args.out, vectors)
     print(
         f"{len(vectors)} word vectors ({', '.join(f'{lang} {len(vocabs[lang]) - 2}' for lang in vocabs)}) -> {args.out}"
@@ -197,7 +197,7 @@ def _wordsim(args) -> None:
         vectors = read_vectors(args.vectors)
     else:
         model, vocabs = load_model(args.model)
-        vectors = word_vectors(model, vocabs)
+        vectors = word_vectors(model, vocabs, kind=args.kind)
     keyed = [keyed_pairs(pairs, lang, lang) for _, lang, pairs in read]
     results = {lang: word_similarity(vectors, k) for (_, lang, _), k in zip(read, keyed)}
     if len(keyed) == 2:
@@ -360,6 +360,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--model", required=True, help="a trained model directory (rerank embed train --out)")
     q.add_argument("--out", required=True, help="the vectors file to write (text, word2vec header line)")
+    q.add_argument(
+        "--kind",
+        default="joint",
+        choices=["joint", "input"],
+        help="joint: each word encoded as a one-word sentence (the joint space); input: the rows of the "
+        "word-embedding tables (default: joint)",
+    )
     q = esub.add_parser(
         "wordsim",
         help="word similarity: Spearman rho of vector cosines against a set's scores, with coverage",
@@ -368,6 +375,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--model", help="a trained model directory (its words encoded as one-word sentences)")
     q.add_argument("--vectors", help="or a word vectors file (word v1 … vd, words prefixed LANG_)")
+    q.add_argument(
+        "--kind",
+        default="joint",
+        choices=["joint", "input"],
+        help="with --model: joint (one-word sentences) or input (word-embedding rows) vectors (default: joint)",
+    )
     q.add_argument("--pairs", required=True, help="word1<TAB>word2<TAB>score file (a header line is skipped)")
     q.add_argument("--lang", required=True, help="the language of --pairs' words, e.g. en")
     q.add_argument("--pairs2", help="a second set line-aligned with --pairs: adds it and the cross-lingual pairs")

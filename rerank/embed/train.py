@@ -327,14 +327,27 @@ def train_embeddings(
     return model, vocabs, history
 
 
-def word_vectors(model: MLMME, vocabs: Dict[str, Vocabulary], progress: bool = False) -> Dict[str, np.ndarray]:
-    """``LANG_word`` -> float32 (embed_dim,): every vocabulary word of every language
-    encoded as a one-word sentence (:mod:`rerank.embed.words`), padding and the unknown
-    word left out."""
+def word_vectors(
+    model: MLMME, vocabs: Dict[str, Vocabulary], progress: bool = False, kind: str = "joint"
+) -> Dict[str, np.ndarray]:
+    """``LANG_word`` -> float32 vector of every vocabulary word of every language, padding
+    and the unknown word left out: ``kind='joint'`` (embed_dim,) the word encoded as a
+    one-word sentence (:mod:`rerank.embed.words`: the model's joint space); ``'input'``
+    (word_dim,) the row of the language's word-embedding table (one space for all
+    languages only where they share a branch: MULE's universal word space).
+
+    Raises:
+        InputError: another ``kind``.
+    """
+    if kind not in ("joint", "input"):
+        raise InputError(f"unknown word-vector kind {kind!r}; known: joint, input")
     out: Dict[str, np.ndarray] = {}
     for lang in model.config.langs:
         words = vocabs[lang].words[2:]
-        vectors = encode_sentences(model, vocabs[lang], lang, words, progress=progress)
+        if kind == "joint":
+            vectors = encode_sentences(model, vocabs[lang], lang, words, progress=progress)
+        else:
+            vectors = model.encoders[lang].embed.weight.detach().float().cpu().numpy()[2:]
         out.update({f"{lang}_{w}": v for w, v in zip(words, vectors)})
     return out
 
