@@ -7,19 +7,97 @@ statistics are computed against its segments' references and its hypotheses are 
 into one UTF-8 buffer (:class:`rerank.nbest.PackedStrings`), so a whole list costs its
 features (8 bytes each), the statistics (BLEU: 9, 72 bytes) and the hypotheses' bytes — no Python
 string per hypothesis.
+
+What is read is cached, content-addressed (Moses' ``extractor`` computes its statistics once
+the same way): the key is a SHA-256 over the bytes of the list, its signature, the references
+and any ``seg:`` sidecar, the statistics' settings and rerank's version, so the ~40 tuning
+runs of the main job on one val list parse it and compute its statistics once, and a
+changed input can never meet a stale entry (an entry whose recorded key differs, or that
+cannot be read, is rebuilt).  ``RERANK_CACHE`` names the directory (default
+``~/.cache/rerank/tuning``; ``off``: no cache).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import tempfile
+import zipfile
 from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from rerank import __version__
 from rerank.bleu import BleuSettings, references_slice, segment_count
 from rerank.errors import InputError
 from rerank.metrics import Metric
-from rerank.nbest import NBestList, PackedStrings, iter_nbest
+from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_list_info
 from rerank.textio import read_references
+
+
+#: where tuning data is cached (``RERANK_CACHE``; ``off`` disables the cache)
+def cache_dir() -> Optional[str]:
+    """The directory of cached tuning data: ``$RERANK_CACHE``, by default
+    ``~/.cache/rerank/tuning``; None when ``RERANK_CACHE=off``."""
+    value = os.environ.get("RERANK_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "rerank", "tuning"))
+    return None if value.lower() in ("off", "0", "") else value
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cache_key(nbest_path: str, ref_paths: Sequence[str], what: str, sidecars: Sequence[str]) -> Optional[str]:
+    """The content address of a tuning run's data: SHA-256 over the bytes of the list, its
+    signature, the references and the ``seg:`` sidecars, the statistics' settings
+    (``what``: the metric's signature) and rerank's version; None where an input is not a
+    regular file (standard input, a FIFO), which is never cached."""
+    files = [nbest_path, nbest_path + ".json", *ref_paths, *sidecars]
+    if any(path == "-" for path in files[:1] + list(ref_paths)):
+        return None
+    digest = hashlib.sha256(f"rerank {__version__}\n{what}\n".encode("utf-8"))
+    for path in files:
+        if not os.path.exists(path):
+            digest.update(b"absent\n")
+            continue
+        if not os.path.isfile(path):
+            return None
+        digest.update(f"{os.path.basename(path)} {_file_digest(path)}\n".encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _cache_load(key: str) -> Optional[dict]:
+    directory = cache_dir()
+    path = os.path.join(directory, key + ".npz") if directory else None
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["key"]) != key:  # a foreign file under this name: rebuilt, never used
+                return None
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None  # unreadable: rebuilt
+
+
+def _cache_save(key: str, arrays: dict) -> None:
+    directory = cache_dir()
+    if not directory:
+        return
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + key, suffix=".npz", dir=directory)
+        with os.fdopen(fd, "wb") as out:
+            np.savez(out, key=np.array(key), **arrays)
+        os.replace(tmp, os.path.join(directory, key + ".npz"))
+    except OSError:  # a cache that cannot be written is no cache: the run goes on
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
 
 
 def load_tuning_data(
@@ -41,6 +119,20 @@ def load_tuning_data(
     bound = metric.bind(nbest_path) if metric is not None else None
     refs = read_references(ref_path)
     count = segment_count(refs)
+    ref_paths = [ref_path] if isinstance(ref_path, str) else list(ref_path)
+    what = bleu.signature() if bound is None else f"{bound.name} {bound.signature()}"
+    sidecars = [bound.sidecar] if bound is not None and not bound.from_text and hasattr(bound, "sidecar") else []
+    sidecars += [m.sidecar for _, m in getattr(bound, "terms", []) if not m.from_text and hasattr(m, "sidecar")]
+    key = cache_key(nbest_path, ref_paths, what, sidecars) if cache_dir() else None
+    cached = _cache_load(key) if key else None
+    if cached is not None:
+        info = read_list_info(nbest_path)
+        hypotheses = PackedStrings(cached["text"], cached["text_offsets"])
+        names = [str(n) for n in cached["names"]]
+        nbest = NBestList(cached["offsets"], hypotheses, cached["features"], names, info=info)
+        if nbest.num_segments != count:  # cannot be (the key covers both files); checked all the same
+            raise InputError(f"{nbest.num_segments} segments in the n-best list but {count} references", nbest_path)
+        return nbest, refs, cached["stats"]
     offsets, features, stats, packed = [np.zeros(1, np.int64)], [], [], []
     names, info, row = None, None, 0
     for first, block in iter_nbest(nbest_path):
@@ -66,7 +158,20 @@ def load_tuning_data(
     hypotheses = PackedStrings.concat(packed)
     del packed
     nbest = NBestList(np.concatenate(offsets), hypotheses, _concat(features), names, info=info)
-    return nbest, refs, _concat(stats)
+    statistics = _concat(stats)
+    if key:
+        _cache_save(
+            key,
+            {
+                "offsets": nbest.offsets,
+                "features": nbest.features,
+                "names": np.array(nbest.feature_names, dtype=str),
+                "text": hypotheses.data,
+                "text_offsets": hypotheses.offsets,
+                "stats": statistics,
+            },
+        )
+    return nbest, refs, statistics
 
 
 def _concat(arrays: List[np.ndarray]) -> np.ndarray:

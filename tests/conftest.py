@@ -16,6 +16,10 @@ import random
 
 import numpy as np
 import pytest
+
+# every test computes its tuning data afresh (tests/test_tuning_cache.py turns the cache on
+# in a directory of its own): no test depends on what another left in a shared cache
+os.environ["RERANK_CACHE"] = "off"
 from sacrebleu.metrics import BLEU
 
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
