@@ -39,7 +39,7 @@
 # REPLICAS (tuning replicas, 3), AUX_PRESET (preset of GRU R2L and channel models: small,
 # scored at >= 1,000 hypotheses/s on 2 cores, or cpu as the baseline), CHANNEL_VOCAB (own:
 # the channel model's output layer holds the English types only; joint), AUX_EPOCH (epochs
-# of the R2L and channel models: transformer 23, gru 16), L2R2_EPOCH (8), LM_EPOCH (3),
+# of the R2L and channel models: transformer 28, gru 16), L2R2_EPOCH (8), LM_EPOCH (3),
 # L2R2 (1: train the second left-to-right model, seed SEED+1; 0: skip it, the same as
 # FEATURES without l2r2), FEATURES (the feature sets computed and tuned, a subset of
 # "mlmme r2l channel lm l2r2 mbr e5 len ibm1", separated by spaces or +, or all; ibm1: IBM
