@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -18,11 +19,13 @@ from rerank.nbest import (
     NBestWriter,
     finite_scores,
     iter_nbest,
+    read_list_info,
     read_weights,
     weights_vector,
     write_list_info,
 )
 from rerank.outputs import StagedOutputs
+from rerank.textio import read_json
 
 
 def apply_file(
@@ -195,3 +198,63 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
             },
         )
     return added
+
+
+def merge_shards(paths: Sequence[str], out: str) -> int:
+    """Join the shards of one ``features add --num-shards N`` run (``paths``, in any order)
+    into the list ``out`` with its signature, in segment order: the same list one process
+    would have written.  Returns the number of segments.
+
+    Raises:
+        InputError: a file that is no shard (no shard record in its signature), shards of
+            different runs (another input list, another N, other scorers or columns), a
+            shard given twice or one missing — naming the file or the shard.
+    """
+    shards = []
+    for path in paths:
+        side = path + ".json"
+        record = read_json(side) if os.path.isfile(side) else None
+        shard = record.get("shard") if isinstance(record, dict) else None
+        if not isinstance(shard, dict) or not all(k in shard for k in ("id", "of", "first", "last", "input_sha256")):
+            raise InputError("not a shard: its signature records no shard (features add --num-shards)", path)
+        shards.append((shard, record, path))
+    first_shard, first_record, first_path = shards[0]
+    for shard, record, path in shards[1:]:
+        for key, what in (("input_sha256", "input list"), ("of", "number of shards"), ("segments", "segments")):
+            if shard.get(key) != first_shard.get(key):
+                raise InputError(f"a shard of another run (another {what} than {first_path}'s)", path)
+        for key in ("scorers", "features"):
+            if record.get(key) != first_record.get(key):
+                raise InputError(f"a shard of another run (other {key} than {first_path}'s)", path)
+    by_id: dict = {}
+    for shard, _, path in shards:
+        if shard["id"] in by_id:
+            raise InputError(f"shard {shard['id']} is given twice (also {by_id[shard['id']][2]})", path)
+        by_id[shard["id"]] = (shard, _, path)
+    missing = [k for k in range(first_shard["of"]) if k not in by_id]
+    if missing:
+        raise InputError(f"shard {missing[0]} of {first_shard['of']} is missing")
+    ordered = [by_id[k] for k in range(first_shard["of"])]
+    hypotheses = 0
+    with StagedOutputs() as outputs:  # the list and its signature together
+        with outputs.open(out) as handle:
+            writer = NBestWriter(handle, out)
+            for shard, _, path in ordered:
+                written = 0
+                for first, block in iter_nbest(path):
+                    writer.write(block, shard["first"] + first)
+                    written, hypotheses = first + block.num_segments, hypotheses + len(block.hypotheses)
+                if written != shard["last"] - shard["first"]:
+                    raise InputError(
+                        f"{written} segments but shard {shard['id']} holds {shard['last'] - shard['first']}", path
+                    )
+        record = {
+            k: v for k, v in first_record.items() if k not in ("shard", "signature", "beam_feature", "feature_sets")
+        }
+        record.update(
+            merged_from=[path for _, _, path in ordered],
+            hypotheses=hypotheses,
+            seconds=round(sum(r.get("seconds", 0.0) for _, r, _ in ordered), 3),
+        )
+        write_list_info(outputs.signature(out), read_list_info(first_path), record)
+    return first_shard["segments"]

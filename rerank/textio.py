@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import math
 import os
@@ -157,3 +158,12 @@ def read_references(paths) -> Union[List[str], List[List[str]]]:
         if len(stream) != len(streams[0]):
             raise InputError(f"{len(stream)} lines but the first reference {paths[0]} has {len(streams[0])}", path)
     return streams
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 (hex) of the bytes of ``path``, read in 4 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

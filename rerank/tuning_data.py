@@ -33,7 +33,7 @@ from rerank.bleu import BleuSettings, references_slice, segment_count
 from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_list_info
-from rerank.textio import read_references
+from rerank.textio import file_digest, read_references
 
 
 #: where tuning data is cached (``RERANK_CACHE``; ``off`` disables the cache)
@@ -42,14 +42,6 @@ def cache_dir() -> Optional[str]:
     ``~/.cache/rerank/tuning``; None when ``RERANK_CACHE=off``."""
     value = os.environ.get("RERANK_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "rerank", "tuning"))
     return None if value.lower() in ("off", "0", "") else value
-
-
-def _file_digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def cache_key(nbest_path: str, ref_paths: Sequence[str], what: str, sidecars: Sequence[str]) -> Optional[str]:
@@ -67,7 +59,7 @@ def cache_key(nbest_path: str, ref_paths: Sequence[str], what: str, sidecars: Se
             continue
         if not os.path.isfile(path):
             return None
-        digest.update(f"{os.path.basename(path)} {_file_digest(path)}\n".encode("utf-8"))
+        digest.update(f"{os.path.basename(path)} {file_digest(path)}\n".encode("utf-8"))
     return digest.hexdigest()
 
 

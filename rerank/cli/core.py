@@ -25,7 +25,7 @@ from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write, signature_path
 from rerank.report import experiment_report, format_table, plots_available, report_files, significance_table
-from rerank.reranking import apply_file, truncate_file, union_files
+from rerank.reranking import apply_file, merge_shards, truncate_file, union_files
 from rerank.textio import read_lines
 
 
@@ -83,6 +83,11 @@ def cmd_folds(args) -> None:
         f"segments: {args.out}",
         file=sys.stderr,
     )
+
+
+def cmd_merge(args) -> None:
+    segments = merge_shards(args.shards, args.out)
+    print(f"{len(args.shards)} shards, {segments} segments -> {args.out}", file=sys.stderr)
 
 
 def cmd_convert(args) -> None:
@@ -316,6 +321,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--out-1best": a.out_1best,
             },
         ),
+    )
+
+    p = sub.add_parser(
+        "merge",
+        help="join the shards of one features add --num-shards run into one list, in segment order",
+        epilog="example: rerank merge --out test.full.nbest test.full.shard0.nbest test.full.shard1.nbest",
+    )
+    p.add_argument("shards", nargs="+", help="the shards (any order): lists written with --num-shards/--shard-id")
+    p.add_argument("--out", required=True, help="the joined list (and OUT.json, its signature)")
+    p.set_defaults(
+        func=cmd_merge,
+        paths=lambda a: ({"shards": a.shards}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),
     )
 
     p = sub.add_parser(

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from rerank.argtypes import non_negative_int, positive_int
 from rerank.cli.options import FORMATS_HELP, device_options, device_settings
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
@@ -27,7 +28,15 @@ def cmd_features(args) -> None:
         ScoringInputs(args.source, args.images, args.image_split, args.segment_images, args.folds),
         devices=device_settings(args),
         beam=_beam(args),
+        shard=_shard(args),
     )
+
+
+def _shard(args):
+    """(K, N) of --shard-id / --num-shards, or None."""
+    if (args.num_shards is None) != (args.shard_id is None):
+        raise InputError("--num-shards and --shard-id go together (e.g. --num-shards 4 --shard-id 0)")
+    return None if args.num_shards is None else (args.shard_id, args.num_shards)
 
 
 def _beam(args):
@@ -98,6 +107,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="with --beam-feature: the columns of the list's beam feature set (default: "
         "none), e.g. --beam-set NMT,WordPenalty,NMTNorm",
     )
+    q.add_argument(
+        "--num-shards",
+        type=positive_int,
+        help="split the work into N contiguous blocks of segments (with --shard-id; one per SLURM array task), "
+        "e.g. --num-shards 4 (default: no shards); join them with rerank merge",
+    )
+    q.add_argument("--shard-id", type=non_negative_int, help="the block this process scores, 0..N-1, e.g. --shard-id 0")
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     device_options(q)
     q.set_defaults(

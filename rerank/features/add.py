@@ -21,7 +21,7 @@ from rerank.folds import read_folds
 from rerank.nbest import ListInfo, NBestList, NBestWriter, count_segments, iter_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
-from rerank.textio import read_lines
+from rerank.textio import file_digest, read_lines
 
 
 @dataclass
@@ -197,6 +197,7 @@ def add_features(
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
     devices: Optional[DeviceSettings] = None,
     beam: Optional[Tuple[str, Sequence[str]]] = None,
+    shard: Optional[Tuple[int, int]] = None,
 ) -> Dict:
     """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
     scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
@@ -207,6 +208,11 @@ def add_features(
     are added here, e.g. a union of lists (:func:`rerank.reranking.union_files`) scored
     by forced decoding under the first list's model, so that ``rerank tune`` starts from
     that model's ranking again.
+
+    ``shard`` = (K, N): score only shard K of N, the K-th of N contiguous blocks of
+    segments (segments ``K·S//N`` to ``(K+1)·S//N − 1`` of S), written as a list of its own
+    (ids from 0) whose signature records the shard and the input's SHA-256, for
+    :func:`merge_shards` (fairseq's ``--num-shards``/``--shard-id``, as SLURM array jobs run).
 
     Raises:
         InputError: an unknown or unbuildable scorer, inputs of another segment count, a
@@ -237,6 +243,16 @@ def add_features(
         if values is not None
     ]
     total = count_segments(nbest_path)  # line counts checked before the first model call
+    lo, hi = 0, None
+    if shard is not None:
+        k, n = shard
+        if not 0 <= k < n:
+            raise InputError(f"--shard-id {k} of --num-shards {n}: ids run 0..{n - 1}")
+        if total is None:
+            raise InputError("shards need a list file (its segment count), not standard input", nbest_path)
+        lo, hi = k * total // n, (k + 1) * total // n
+        if hi <= lo:
+            raise InputError(f"shard {k} of {n} holds no segment ({total} segments in the list)", nbest_path)
     if total is not None:
         for path, values in per_segment:
             if len(values) != total:
@@ -249,13 +265,23 @@ def add_features(
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
+            checked = False
             for first, block in iter_nbest(nbest_path):
                 last = first + block.num_segments
+                if shard is not None:  # the block's segments inside the shard, renumbered from 0
+                    if last <= lo:
+                        continue
+                    if first >= hi:
+                        break
+                    keep = np.arange(max(lo, first), min(hi, last)) - first
+                    block = block.subset(keep)
+                    first, last = first + int(keep[0]), first + int(keep[-1]) + 1
                 for path, values in per_segment:
                     if last > len(values):
                         raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
-                if first == 0:  # column clashes before the first block is scored
+                if not checked:  # column clashes before the first block is scored
                     check_new_columns(block.feature_names, specs, scorers, images is not None, nbest_path)
+                    checked = True
                 part_sources = None if sources is None else sources[first:last]
                 part_images = None if images is None else images[first:last]
                 block = score_block(
@@ -266,19 +292,19 @@ def add_features(
                     part_images,
                     None if folds is None else folds.fold[first:last],
                     0 if folds is None else folds.k,
-                    progress=first == 0,  # the scorers' own bars for the first block only
+                    progress=first == lo,  # the scorers' own bars for the first block only
                     timings=timings,
                     source=nbest_path,
                 )
-                if beam is not None and first == 0:  # a beam that does not fit: refused after the first block
+                if beam is not None and first == lo:  # a beam that does not fit: refused after the first block
                     _declare_beam(block.info, beam, block.feature_names, nbest_path)
-                writer.write(block, first)
+                writer.write(block, first - lo)
                 segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
                 info = block.info
                 bar.update(len(block.hypotheses))
         bar.close()
         for path, values in per_segment:
-            if len(values) != segments:
+            if shard is None and len(values) != segments:
                 raise InputError(f"{len(values)} lines but {segments} segments in the n-best list", path)
         seconds = time.perf_counter() - start
         for spec, took in timings.items():
@@ -308,6 +334,15 @@ def add_features(
             "seconds": round(seconds, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
         }
+        if shard is not None:
+            record["shard"] = {
+                "id": shard[0],
+                "of": shard[1],
+                "first": lo,
+                "last": hi,
+                "segments": total,
+                "input_sha256": file_digest(nbest_path),
+            }
         write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
     say(
         f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "

@@ -25,7 +25,6 @@ text the weights were tuned and evaluated on).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -45,6 +44,7 @@ from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
 from rerank.signature import signature
+from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json, read_lines
 
 #: the manifest of a system directory
@@ -91,14 +91,6 @@ def trace(nbest_path: str) -> Tuple[Dict[str, Any], List[List[str]]]:
             return record, steps
         what = "a union of lists" if "inputs" in record else "no rerank nmt nbest run"
         raise InputError(f"the list's provenance stops at {what}: a system starts from rerank nmt nbest", side)
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _copy(source: str, target: str) -> None:
