@@ -129,3 +129,21 @@ def test_mbr_uniform_weighs_samples_alike():
     for i in range(3):
         stats = pair_bleu_stats(hyps, np.full(3, i), np.arange(3))
         assert got[i] == pytest.approx(bleu_from_stats(stats, effective_order=True).mean())
+
+
+@pytest.mark.parametrize("utility", ["bleu", "chrf"])
+def test_a_long_list_is_scored_a_block_of_references_at_a_time_with_the_same_values(utility):
+    # memory bounded by max_pairs even inside one segment (a 5,000-candidate list held 7.8 GB)
+    from rerank.features.consensus import ConsensusScorer
+    from rerank.features.scorer import make_scorer
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(12)]
+    hyps = [" ".join(rng.choice(words, size=rng.integers(2, 9))) for _ in range(40)] + ["a b", "a c", "b c"]
+    nbest = NBestList(np.array([0, 40, 43]), hyps, rng.normal(size=(43, 1)), ["NMT"])
+    whole = make_scorer(f"mbr:{utility}").score(nbest, None, None)
+    blocked = make_scorer(f"mbr:{utility}")
+    blocked.max_pairs = 100  # 40 × 40 = 1,600 pairs in blocks of 2 references (80 pairs)
+    assert isinstance(blocked, ConsensusScorer)
+    for name, values in blocked.score(nbest, None, None).items():
+        assert np.allclose(values, whole[name], rtol=1e-12, atol=1e-9)

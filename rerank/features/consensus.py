@@ -87,7 +87,8 @@ class ConsensusScorer(Scorer):
     set_name = "MBR"
 
     NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
-    #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of segments
+    #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of
+    #: segments, and within one long list per block of its references
     max_pairs = 1_000_000
 
     def __init__(self, config: "ConsensusScorer.Config"):
@@ -125,6 +126,17 @@ class ConsensusScorer(Scorer):
         expected = np.zeros(len(nbest.hypotheses))
         for first, last in pair_groups(nbest.offsets, self.max_pairs):
             a, b = nbest.offsets[first], nbest.offsets[last]
+            n = int(b - a)
+            if last - first == 1 and n * n > self.max_pairs:  # one long list: its pairs a block of references at a time
+                step = max(1, self.max_pairs // n)
+                texts, weights = nbest.hypotheses[a:b], p[a:b]
+                for r0 in range(0, n, step):
+                    ref = np.repeat(np.arange(r0, min(n, r0 + step)), n)
+                    hyp = np.tile(np.arange(n), len(ref) // n)
+                    expected[a:b] += np.bincount(
+                        hyp, weights=weights[ref] * self.utilities(texts, hyp, ref), minlength=n
+                    )
+                continue
             hyp, ref = list_pairs(nbest.offsets[first : last + 1] - a)
             expected[a:b] = np.bincount(
                 hyp, weights=p[a:b][ref] * self.utilities(nbest.hypotheses[a:b], hyp, ref), minlength=b - a
