@@ -8,11 +8,12 @@ import sys
 
 import numpy as np
 
-from rerank.argtypes import non_negative_int, positive_int
+from rerank.argtypes import non_negative_int, positive_float, positive_int
 from rerank.cli.options import FORMATS_HELP, device_options, device_settings
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
+from rerank.features.consensus import mbr_decode
 from rerank.features.scorer import scorer_summaries
 from rerank.outputs import atomic_write, signature_path
 from rerank.signature import write_signed
@@ -144,3 +145,50 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         paths=lambda a: ({"--image-split": a.image_split}, {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"})
     )
     p.set_defaults(func=cmd_features)
+
+    p = sub.add_parser(
+        "mbr",
+        help="minimum Bayes-risk decoding: the candidate of the highest expected utility (sentence BLEU or chrF)",
+        epilog="example: rerank mbr --candidates test.nbest --metric chrf --out test.mbr.de; with samples as "
+        "pseudo-references: --pseudo-refs test.samples.nbest --weights-from uniform",
+    )
+    p.add_argument("--candidates", required=True, help="the n-best list to choose from")
+    p.add_argument(
+        "--pseudo-refs",
+        help="another list of the same segments whose hypotheses are the pseudo-references (default: the "
+        "candidates themselves), e.g. 256 samples per sentence from rerank generate --sampling",
+    )
+    p.add_argument("--metric", default="chrf", choices=["bleu", "chrf"], help="the sentence utility (default: chrf)")
+    p.add_argument(
+        "--weights-from",
+        default="NMT",
+        help="the pseudo-references' log-probability column whose softmax weighs them, or uniform (samples) "
+        "(default: NMT)",
+    )
+    p.add_argument(
+        "--temperature", type=positive_float, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
+    )
+    p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
+    p.add_argument(
+        "--matrix",
+        help="also write every utility: segment<TAB>candidate<TAB>pseudo-reference<TAB>utility (0-based within "
+        "the segment)",
+    )
+    p.set_defaults(
+        func=cmd_mbr,
+        paths=lambda a: (
+            {"--candidates": a.candidates, "--pseudo-refs": a.pseudo_refs},
+            {"--out": a.out, "--matrix": a.matrix},
+        ),
+    )
+
+
+def cmd_mbr(args) -> None:
+    result = mbr_decode(
+        args.candidates, args.out, args.metric, args.pseudo_refs, args.weights_from, args.temperature, args.matrix
+    )
+    print(
+        f"mbr: {result['segments']} segments, mean expected {args.metric} of the selections "
+        f"{result['expected']:.2f} -> {args.out}",
+        file=sys.stderr,
+    )

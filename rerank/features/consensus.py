@@ -20,8 +20,9 @@ so no metric is implemented twice.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, cost_ranges
 from rerank.metrics.chrf import ChrfMetric
+from rerank.nbest import read_nbest
+from rerank.outputs import StagedOutputs
 
 
 def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -108,18 +111,58 @@ class ConsensusScorer(Scorer):
         return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))
 
     def score(self, nbest, sources, images):
-        if self.feature == "uniform":  # candidates that are samples: the Monte-Carlo estimate weighs them alike
+        # uniform: candidates that are samples, the Monte-Carlo estimate weighs them alike
+        return self._expected(nbest, self.distribution(nbest))
+
+    def cross_expected(self, candidates, refs, p_refs, matrix=None) -> np.ndarray:
+        """float64[M] expected utility of every candidate of ``candidates`` against the
+        pseudo-references of the same segment in ``refs`` (another list of the same
+        segments, e.g. samples: Eikema & Aziz 2020), weighted by ``p_refs`` (float64[R],
+        summing to 1 within each segment); one segment at a time, a block of references at a
+        time where it is long (memory ≤ ``max_pairs`` pairs).  ``matrix``: called with
+        (segment, candidate rows int[P], reference rows int[P], utilities float[P]) for
+        every block (``rerank mbr --matrix``).
+
+        Raises:
+            InputError: lists of different segment counts.
+        """
+        if candidates.num_segments != refs.num_segments:
+            raise InputError(
+                f"{refs.num_segments} segments of pseudo-references but {candidates.num_segments} of candidates"
+            )
+        expected = np.zeros(len(candidates.hypotheses))
+        for s in range(candidates.num_segments):
+            c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
+            r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
+            n, m = c1 - c0, r1 - r0
+            texts = list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1])
+            step = max(1, self.max_pairs // n)
+            for k0 in range(0, m, step):
+                ref = np.repeat(np.arange(k0, min(m, k0 + step)), n)
+                hyp = np.tile(np.arange(n), len(ref) // n)
+                utility = self.utilities(texts, hyp, n + ref)
+                if matrix is not None:
+                    matrix(s, hyp, ref, utility)
+                expected[c0:c1] += np.bincount(hyp, weights=p_refs[r0:r1][ref] * utility, minlength=n)
+        return expected
+
+    def distribution(self, nbest) -> np.ndarray:
+        """float64[M] the weight of every hypothesis within its segment: the softmax of the
+        ``feature`` column at ``temperature``, or uniform.
+
+        Raises:
+            InputError: the list has no such column.
+        """
+        if self.feature == "uniform":
             counts = np.diff(nbest.offsets)
-            p = np.repeat(1.0 / counts, counts)
-            return self._expected(nbest, p)
+            return np.repeat(1.0 / counts, counts)
         if self.feature not in nbest.feature_names:
             raise InputError(
                 f"mbr: the n-best list has no {self.feature!r} column for the distribution "
                 f"(its features: {' '.join(dict.fromkeys(nbest.feature_names))})"
             )
         column = nbest.feature_names.index(self.feature)
-        p = list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
-        return self._expected(nbest, p)
+        return list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
 
     def _expected(self, nbest, p):
         """{column: float64[M]} expected utility of every hypothesis under ``p`` (float64[M])."""
@@ -142,3 +185,47 @@ class ConsensusScorer(Scorer):
                 hyp, weights=p[a:b][ref] * self.utilities(nbest.hypotheses[a:b], hyp, ref), minlength=b - a
             )
         return {self.NAMES[self.metric]: expected}
+
+
+def mbr_decode(
+    candidates_path: str,
+    out: str,
+    utility: str = "chrf",
+    pseudo_refs_path: Optional[str] = None,
+    weights_from: str = "NMT",
+    temperature: float = 1.0,
+    matrix_path: Optional[str] = None,
+) -> Dict[str, float]:
+    """Minimum Bayes-risk decoding (Kumar & Byrne 2004), exact: for every segment, the
+    candidate of the highest expected ``utility`` (sentence BLEU or chrF, 0-100) against
+    the pseudo-references — the candidates themselves, or the same segment of
+    ``pseudo_refs_path`` (e.g. samples) — weighted by the softmax of their ``weights_from``
+    column at ``temperature``, or uniformly; the first on ties.  The one engine of the
+    ``mbr:`` scorer (:class:`ConsensusScorer`), so the selection is the argmax of its
+    column.  Writes the selections to ``out`` and, with ``matrix_path``, every utility as
+    ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility`` lines (0-based within the
+    segment); both appear together or not at all.  Returns {"segments", "expected"}
+    (the mean expected utility of the selections).
+
+    Raises:
+        InputError: unreadable lists, lists of different segment counts, a missing column.
+    """
+    scorer = ConsensusScorer(ConsensusScorer.Config(utility, weights_from, temperature))
+    candidates = read_nbest(candidates_path)
+    refs = read_nbest(pseudo_refs_path, num_segments=candidates.num_segments) if pseudo_refs_path else candidates
+    p = scorer.distribution(refs)
+    with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
+        handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
+        if handle is None and refs is candidates:  # the scorer's own path: the same numbers as its column
+            expected = scorer._expected(candidates, p)[scorer.names(False)[0]]
+        else:
+
+            def write(segment, hyp, ref, values):
+                rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
+                handle.writelines(f"{segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
+
+            expected = scorer.cross_expected(candidates, refs, p, write if handle is not None else None)
+        chosen = candidates.select(expected)
+        with outputs.open(out) as best:
+            best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
+    return {"segments": candidates.num_segments, "expected": float(np.mean(expected[chosen]))}

@@ -1,0 +1,58 @@
+"""rerank mbr (issue 44): exact MBR decoding on the mbr: scorer's engine — the selection is
+the argmax of the scorer's column, a hand-computed case, pseudo-references from another
+list, the utility matrix, and bad inputs."""
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import CHRF
+
+from rerank.cli import main
+from rerank.features.scorer import make_scorer
+from rerank.nbest import NBestList, read_nbest, write_nbest
+from tests.conftest import write_split
+
+
+def test_the_selection_is_the_argmax_of_the_mbr_column(tmp_path, capsys):
+    write_split(tmp_path, "test", 25, seed=7)
+    for metric in ("bleu", "chrf"):
+        out = tmp_path / f"{metric}.txt"
+        assert main(["mbr", "--candidates", str(tmp_path / "test.nbest"), "--metric", metric, "--out", str(out)]) == 0
+        nbest = read_nbest(str(tmp_path / "test.nbest"))
+        column = next(iter(make_scorer(f"mbr:{metric}").score(nbest, None, None).values()))
+        assert out.read_text().splitlines() == [nbest.hypotheses[i] for i in nbest.select(column)]
+    assert "mean expected chrf of the selections" in capsys.readouterr().err
+
+
+def test_a_hand_computed_case_with_pseudo_references_and_the_matrix(tmp_path):
+    # one segment, candidates c0 = "a b c", c1 = "a b d"; pseudo-references r0 = "a b c"
+    # (weight e^0) and r1 = "x y z" (weight e^0): uniform 1/2 each
+    cands = NBestList(np.array([0, 2]), ["a b c", "a b d"], np.zeros((2, 1)), ["NMT"])
+    refs = NBestList(np.array([0, 2]), ["a b c", "x y z"], np.zeros((2, 1)), ["NMT"])
+    write_nbest(cands, str(tmp_path / "c.nbest"))
+    write_nbest(refs, str(tmp_path / "r.nbest"))
+    argv = ["mbr", "--candidates", str(tmp_path / "c.nbest"), "--pseudo-refs", str(tmp_path / "r.nbest")]
+    assert main(argv + ["--out", str(tmp_path / "o.txt"), "--matrix", str(tmp_path / "m.tsv")]) == 0
+    chrf = CHRF()
+    u = {
+        (h, r): chrf.sentence_score(ch, [cr]).score
+        for h, ch in enumerate(cands.hypotheses)
+        for r, cr in enumerate(refs.hypotheses)
+    }
+    rows = [line.split("\t") for line in (tmp_path / "m.tsv").read_text().splitlines()]
+    assert len(rows) == 4
+    for segment, h, r, value in rows:
+        assert segment == "0" and float(value) == pytest.approx(u[(int(h), int(r))])
+    expected = [0.5 * u[(h, 0)] + 0.5 * u[(h, 1)] for h in (0, 1)]
+    assert expected[0] > expected[1]
+    assert (tmp_path / "o.txt").read_text() == "a b c\n"
+
+
+def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
+    write_split(tmp_path, "test", 5, seed=1)
+    write_split(tmp_path, "other", 4, seed=2)
+    argv = ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--out", str(tmp_path / "o.txt")]
+    assert main(argv + ["--pseudo-refs", str(tmp_path / "other.nbest")]) == 1
+    assert "other.nbest" in capsys.readouterr().err
+    assert main(argv + ["--weights-from", "Bogus"]) == 1
+    assert "has no 'Bogus' column for the distribution" in capsys.readouterr().err
+    assert not (tmp_path / "o.txt").exists()
