@@ -297,3 +297,39 @@ def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(mode
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert (out / "model.bin").exists()
+
+
+def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models, tmp_path):
+    from rerank.features.generate import Sampling, generate_file
+
+    write_lines(SOURCES * 3, str(tmp_path / "src.en"))
+    runs = {}
+    for name, rows in (("whole", 10_000), ("chunked", 2)):  # 2 rows = one sentence per chunk
+        runs[name] = generate_file(
+            f"ct2:{models['ct2']}",
+            str(tmp_path / "src.en"),
+            str(tmp_path / f"{name}.nbest"),
+            str(tmp_path / f"{name}.1best"),
+            2,
+            devices=CPU,
+            max_length=12,
+            chunk_rows=rows,
+        )
+    assert runs["whole"].hypotheses == runs["chunked"].hypotheses
+    assert np.allclose(runs["whole"].features, runs["chunked"].features, atol=1e-5)
+    sampled = [
+        generate_file(
+            f"ct2:{models['ct2']}",
+            str(tmp_path / "src.en"),
+            str(tmp_path / f"s{k}.nbest"),
+            str(tmp_path / f"s{k}.1best"),
+            3,
+            sampling=Sampling(0.02, 7),
+            devices=CPU,
+            max_length=8,
+            chunk_rows=3,
+        ).hypotheses
+        for k in range(2)
+    ]
+    assert sampled[0] == sampled[1]
+    assert read_list_info(str(tmp_path / "s0.nbest")).beam_feature is not None
