@@ -116,9 +116,18 @@ def ter_edits(hyp_words, ref_words) -> np.ndarray:
         np.cumsum([len(words) for words in lines], out=offsets[1:])
         return np.asarray(ids, dtype=np.int32), offsets
 
-    h_ids, h_off = flatten(hyp_words)
-    r_ids, r_off = flatten(ref_words)
     out = np.zeros(len(hyp_words))
-    if _lib.ter_stats(h_ids, h_off, r_ids, r_off, len(hyp_words), out):
-        raise MemoryError("ter_stats failed")
+    # blocks of pairs: between two C calls Python runs its signal handlers, so Ctrl-C and
+    # SIGTERM act within a block's time (TER with shifts is the slowest statistic we compute)
+    for start in range(0, len(hyp_words), TER_BLOCK):
+        h_ids, h_off = flatten(hyp_words[start : start + TER_BLOCK])
+        r_ids, r_off = flatten(ref_words[start : start + TER_BLOCK])
+        part = np.zeros(len(h_off) - 1)
+        if _lib.ter_stats(h_ids, h_off, r_ids, r_off, len(part), part):
+            raise MemoryError("ter_stats failed")
+        out[start : start + len(part)] = part
     return out
+
+
+#: hypothesis-reference pairs per C call of :func:`ter_edits`
+TER_BLOCK = 2000

@@ -5,6 +5,7 @@ and the spec's name kept apart from the default metric's."""
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -121,3 +122,22 @@ def test_tokenised_text_under_a_tokeniser_is_warned_once(monkeypatch):
         "text as it is (sacrebleu warns the same)"
     ]
     assert not bleu.warn_if_tokenised(tokenised, "13a", said.append) and len(said) == 1  # once per process
+
+
+def test_ter_edits_in_blocks_equal_one_call(monkeypatch):
+    # blocks let Ctrl-C / SIGTERM act between C calls; the edit counts stay sacrebleu's
+    from sacrebleu.metrics import TER
+
+    from rerank import _native
+
+    refs, hyps, segment = random_corpus(12, 3, seed=9)
+    pairs_h = [h.split() for h in hyps]
+    pairs_r = [refs[s].split() for s in segment]
+    whole = _native.ter_edits(pairs_h, pairs_r)
+    monkeypatch.setattr(_native, "TER_BLOCK", 5)
+    assert np.array_equal(_native.ter_edits(pairs_h, pairs_r), whole)
+    ter = TER()
+    expected = [
+        ter._compute_segment_statistics(h, ter._extract_reference_info([refs[s]]))[0] for h, s in zip(hyps, segment)
+    ]
+    assert whole.tolist() == pytest.approx(expected)
