@@ -1036,3 +1036,11 @@ def test_mert_refuses_a_problem_whose_memory_it_can_estimate_and_talks_on_long_i
     said = []
     tuner.tune(features, stats, offsets, progress=said.append)
     assert any("line searches (160 per iteration)" in line for line in said)
+
+
+def test_a_failed_run_removes_the_directories_it_created(files, capsys):
+    (files / "bad.nbest").write_text("0 ||| a b ||| F= 1 ||| 1\n1 ||| c ||| F= x ||| 2\n")  # fails on line 2
+    out = files / "new" / "deeper" / "t.nbest"
+    assert main(["truncate", "--nbest", str(files / "bad.nbest"), "--size", "1", "--out", str(out)]) == 1
+    assert "bad.nbest:2: feature 'F': non-numeric value 'x'" in capsys.readouterr().err
+    assert not (files / "new").exists()
