@@ -141,3 +141,26 @@ def test_ter_edits_in_blocks_equal_one_call(monkeypatch):
         ter._compute_segment_statistics(h, ter._extract_reference_info([refs[s]]))[0] for h, s in zip(hyps, segment)
     ]
     assert whole.tolist() == pytest.approx(expected)
+
+
+def test_length_controlled_bleu_by_hand_and_as_a_tuning_objective(tmp_path, capsys):
+    from rerank.bleu import bleu_from_stats
+    from rerank.mira.tuner import Problem
+
+    metric = make_objective("bleu:length_penalty=0.5,length_target=1.0")
+    # summed statistics: matches/totals of 4 orders and the reference length (Moses layout)
+    stats = np.array([8, 10, 6, 9, 4, 8, 2, 7, 8], dtype=float)  # 10 hypothesis words, 8 reference words
+    plain = float(bleu_from_stats(stats))
+    assert float(metric.score(stats)) == pytest.approx(plain - 0.5 * 100 * abs(10 / 8 - 1.0))
+    assert "length_penalty:0.5|length_target:1" in metric.signature()
+    # the tuners do not take BLEU's compiled fast paths (they would ignore the penalty)
+    problem = Problem(np.zeros((1, 1)), stats[None, :], np.array([0, 1]), np.zeros(1), metric=metric)
+    assert not problem.is_bleu
+    write_split(tmp_path, "val", 30, seed=5)
+    argv = ["tune", "--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.de"), "--tokenize", "none"]
+    assert main(argv + ["--metric", "bleu:length_penalty=0.5", "--out", str(tmp_path / "w.json"), "--quiet"]) == 0
+    record = json.loads((tmp_path / "w.json").read_text())["tuning"]
+    assert record["metric"] == "bleu:length_penalty=0.5" and record["score"] >= record["initial_score"]
+    capsys.readouterr()
+    with pytest.raises(InputError, match="length_penalty"):
+        make_objective("bleu:length_penalty=-1")

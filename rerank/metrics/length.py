@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from rerank.bleu import REF_LEN
+from rerank.config import option
 from rerank.metrics.base import METRICS, Metric
 from rerank.metrics.bleu import BleuMetric
 
@@ -19,7 +22,10 @@ class LengthMetric(Metric):
     width = 2
     higher_is_better = None  # neither: closeness to 100 matters, so no better/worse marks
 
-    Config = BleuMetric.Config  # BLEU's tokenisation decides what a word is
+    @dataclass
+    class Config:  # BLEU's tokenisation decides what a word is
+        tokenize: str = option("13a", "sacrebleu's tokeniser (none for tokenised text)")
+        lowercase: bool = option(False, "lowercase before scoring")
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False):
         self.bleu = BleuMetric(tokenize, lowercase)

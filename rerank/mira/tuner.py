@@ -70,7 +70,7 @@ class Problem:
     @property
     def is_bleu(self) -> bool:
         """Whether the metric is plain BLEU (the tuners' compiled fast paths)."""
-        return type(self.metric) is BleuMetric
+        return type(self.metric) is BleuMetric and not self.metric.length_penalty
 
 
 @dataclass
