@@ -258,3 +258,39 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
         )
         write_list_info(outputs.signature(out), read_list_info(first_path), record)
     return first_shard["segments"]
+
+
+def average_weights(paths: Sequence[str]) -> dict:
+    """The mean of the replicas' weight vectors, each first divided by its L1 norm (tuners'
+    weights are defined up to a positive scale: MERT's are L1-normalised, MIRA's are not), as
+    a weights record (``weights``, ``averaged_from``): one replica-independent direction
+    instead of picking one replica (issue 46's stability candidate).
+
+    Raises:
+        InputError: fewer than two files, files whose columns differ, a replica of all-zero
+            weights (no direction to average).
+    """
+    if len(paths) < 2:
+        raise InputError("averaging needs at least two weights files (the replicas)")
+    maps = [read_weights(path) for path in paths]
+    names = list(maps[0])
+    vectors = []
+    for path, weights in zip(paths, maps):
+        if list(weights) != names:
+            raise InputError(f"columns {list(weights)} differ from {paths[0]}'s {names}", path)
+        flat = np.array(
+            [v for name in names for v in (weights[name] if isinstance(weights[name], list) else [weights[name]])],
+            dtype=np.float64,
+        )
+        norm = np.abs(flat).sum()
+        if norm == 0:
+            raise InputError("all weights are 0: no direction to average", path)
+        vectors.append(flat / norm)
+    mean = np.mean(vectors, axis=0)
+    out, k = {}, 0
+    for name in names:
+        count = len(maps[0][name]) if isinstance(maps[0][name], list) else 1
+        values = [float(v) for v in mean[k : k + count]]
+        out[name] = values if isinstance(maps[0][name], list) else values[0]
+        k += count
+    return {"weights": out, "averaged_from": [os.path.abspath(p) for p in paths]}

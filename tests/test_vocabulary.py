@@ -147,3 +147,31 @@ def test_segment_scores_from_arrays_in_the_api():
     )
     tuned = rerank.tune(nbest, ["a", "c"], metric="seg:q", scores={"q": [0, 1, 0, 1]}, init="zeros", tokenize="none")
     assert tuned.score == pytest.approx(1.0) and rerank.apply(nbest, tuned) == ["b", "d"]
+
+
+def test_replica_weights_average_by_direction(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(json.dumps({"weights": {"F": 2.0, "G": [1.0, -1.0]}}))  # L1 4
+    (tmp_path / "b.json").write_text(json.dumps({"weights": {"F": 0.5, "G": [0.0, 0.5]}}))  # L1 1
+    argv = ["average", "--weights", str(tmp_path / "a.json"), "--weights", str(tmp_path / "b.json")]
+    assert main(argv + ["--out", str(tmp_path / "avg.json")]) == 0
+    out = json.loads((tmp_path / "avg.json").read_text())["weights"]
+    assert out["F"] == pytest.approx((0.5 + 0.5) / 2)
+    assert out["G"] == pytest.approx([(0.25 + 0.0) / 2, (-0.25 + 0.5) / 2])
+    (tmp_path / "c.json").write_text(json.dumps({"weights": {"F": 1.0}}))
+    assert (
+        main(
+            [
+                "average",
+                "--weights",
+                str(tmp_path / "a.json"),
+                "--weights",
+                str(tmp_path / "c.json"),
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 1
+    )
+    assert "differ from" in capsys.readouterr().err
+    assert main(["average", "--weights", str(tmp_path / "a.json"), "--out", str(tmp_path / "x.json")]) == 1
+    assert "at least two weights files" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write, signature_path
 from rerank.report import experiment_report, format_table, plots_available, report_files, significance_table
-from rerank.reranking import apply_file, merge_shards, truncate_file, union_files
+from rerank.reranking import apply_file, average_weights, merge_shards, truncate_file, union_files
 from rerank.textio import read_lines
 
 
@@ -88,6 +88,13 @@ def cmd_folds(args) -> None:
 def cmd_merge(args) -> None:
     segments = merge_shards(args.shards, args.out)
     print(f"{len(args.shards)} shards, {segments} segments -> {args.out}", file=sys.stderr)
+
+
+def cmd_average(args) -> None:
+    record = average_weights(args.weights)
+    with atomic_write(args.out) as handle:
+        json.dump(record, handle, indent=2, allow_nan=False)
+        handle.write("\n")
 
 
 def cmd_convert(args) -> None:
@@ -322,6 +329,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             },
         ),
     )
+
+    p = sub.add_parser(
+        "average",
+        help="average the replicas' weights (each L1-normalised) into one weights file",
+        epilog="example: rerank average --weights w.seed1.json --weights w.seed2.json --weights w.seed3.json --out w.avg.json",
+    )
+    p.add_argument("--weights", required=True, action="append", help="a replica's weights JSON; repeat for each")
+    p.add_argument("--out", required=True, help="the averaged weights JSON (rerank apply --weights takes it)")
+    p.set_defaults(func=cmd_average, paths=lambda a: ({"--weights": a.weights}, {"--out": a.out}))
 
     p = sub.add_parser(
         "merge",
