@@ -317,6 +317,21 @@ class HFCausalLMScorer(_PairScorer):
         return sums, lengths
 
 
+#: CTranslate2's compute types (``ctranslate2.Translator(compute_type=…)``); unset: int8 on the CPU, float16 on CUDA
+CT2_COMPUTE_TYPES = (
+    "default",
+    "auto",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+
+
 @SCORERS.register("ct2")
 class CT2Scorer(_PairScorer):
     """``ct2:DIR,...``: forced decoding with CTranslate2's ``score_batch`` (module
@@ -328,7 +343,11 @@ class CT2Scorer(_PairScorer):
 
     @dataclass
     class Config(_PairConfig):
-        compute_type: str = option("", "int8, float16, float32… (default int8 on the CPU, float16 on CUDA)")
+        compute_type: str = option(
+            "",
+            "CTranslate2's compute type (default int8 on the CPU, float16 on CUDA; the device may support fewer)",
+            choices=CT2_COMPUTE_TYPES,
+        )
         bpe: str = option("", "for models converted from fairseq: subword-nmt:CODES, sentencepiece:MODEL or none")
         threads: Optional[int] = option(
             None, "batches side by side on the CPU (default: the CPUs available)", type=positive_int
