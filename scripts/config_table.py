@@ -8,13 +8,15 @@ every tuning run reached its beam's tuning-set score, and time.
 
 Settings come from ``OUT/settings.json`` (written by run_pipeline.sh). Scores come from
 ``OUT/report/table.json`` (``rerank report``: test_2016, 3 replicas). Times come from
-``OUT/timings.tsv`` (``scripts/stage.sh``: name, seconds, output path).
+``OUT/timings.tsv`` (name, seconds, output path; written from Snakemake's benchmark files by
+``workflow/timings.py``, or by the bash pipeline's ``scripts/stage.sh`` before it).
 A stage that a directory skipped because its output is shared with another run (the
-trained models of run_configs.sh) is named in ``OUT/pipeline.log`` (``== NAME: done (PATH
-exists), skipped``); its time is looked up by PATH in the timings of every directory given,
+trained models of run_configs.sh) is named in ``OUT/skipped.tsv`` (``NAME<TAB>PATH``), or in
+an older run's ``OUT/pipeline.log`` (``== NAME: done (PATH exists), skipped``); its time is looked up by PATH in the timings of every directory given,
 so each row's time is what the configuration costs from scratch.  ``compute`` sums every
 stage; ``wall`` estimates a fresh run on 2 cores: the stages of the two training chains side
-by side (``chain_a``/``chain_b`` of run_pipeline.sh), everything else one after the other.
+by side (the baseline's chain and the R2L model's, as the bash pipeline ran them; Snakemake's
+``--cores 2`` runs them side by side too), everything else one after the other.
 Writes ``OUT.md`` (Markdown) and ``OUT.json``.
 """
 
@@ -55,10 +57,17 @@ def read_timings(out: str) -> List[Tuple[str, int, Optional[str]]]:
 
 
 def skipped_stages(out: str) -> Dict[str, str]:
-    """{stage name: resolved output path} of the stages ``OUT/pipeline.log`` says were
-    skipped because their output existed."""
-    path = os.path.join(out, "pipeline.log")
+    """{stage name: resolved output path} of the stages ``OUT/skipped.tsv`` (or an older run's
+    ``OUT/pipeline.log``) says were skipped because their output existed."""
     found: Dict[str, str] = {}
+    listed = os.path.join(out, "skipped.tsv")
+    if os.path.exists(listed):
+        with open(listed, encoding="utf-8") as handle:
+            for line in handle:
+                name, _, output = line.rstrip("\n").partition("\t")
+                if output:
+                    found[name] = os.path.realpath(output)
+    path = os.path.join(out, "pipeline.log")
     if os.path.exists(path):
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in handle:

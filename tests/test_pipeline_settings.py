@@ -127,21 +127,6 @@ def test_an_unknown_feature_set_is_refused_in_one_line_before_any_work(tmp_path)
     )
 
 
-def test_the_pipeline_and_its_settings_helper_list_the_same_feature_sets():
-    sys.path.insert(0, str(SCRIPT.parent))
-    from pipeline_settings import ALL_FEATURES, PAPER_FEATURES
-
-    lines = PIPELINE.read_text().splitlines()
-    line = next(l for l in lines if l.startswith("ALL_FEATURES="))
-    assert line == f'ALL_FEATURES="{" ".join(ALL_FEATURES)}"'
-    line = next(l for l in lines if l.startswith("PAPER_FEATURES="))
-    assert line.split("  #")[0] == f'PAPER_FEATURES="{" ".join(PAPER_FEATURES)}"'
-    # the table of scorers and tuning sets (a here-document) has one line per set, in that order
-    start = next(i for i, l in enumerate(lines) if l.endswith("<<SETS_END"))
-    end = lines.index("SETS_END")
-    assert [l.split()[0] for l in lines[start + 1 : end]] == list(ALL_FEATURES)
-
-
 def _resolved(**env):
     run = subprocess.run(
         ["bash", str(PIPELINE), "--settings"], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env}

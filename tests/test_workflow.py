@@ -1,0 +1,351 @@
+"""The main job's settings and rules (config/schema.yaml, config/SYSTEM.yaml,
+workflow/settings.py, workflow/Snakefile): a bad setting is one line naming it, the help is
+generated from the schema, Snakemake's dry runs of both systems (and of the SLURM profile) plan
+the jobs counted here by hand, and a tiny corpus runs end to end, then resumes with nothing to do."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+pytest.importorskip("jsonschema")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow"))
+import settings  # noqa: E402  (workflow/settings.py)
+
+sys.path.remove(str(ROOT / "workflow"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from pipeline_settings import ALL_FEATURES  # noqa: E402
+
+sys.path.remove(str(ROOT / "scripts"))
+
+
+def _error(environ):
+    with pytest.raises(settings.SettingsError) as raised:
+        settings.from_environment(environ)
+    return str(raised.value)
+
+
+def test_every_setting_has_help_an_example_and_a_value_for_every_system():
+    schema = settings.load_schema()
+    systems = [settings.load_system(name) for name in settings.SYSTEMS]
+    for name, spec in schema["properties"].items():
+        assert spec.get("description") and "example" in spec, name
+        # each value in exactly one place: the schema's default, or every system's file
+        assert ("default" in spec) != all(name in s for s in systems), name
+        assert all(name in s for s in systems) or not any(name in s for s in systems), name
+    for system in systems:  # a system file sets only settings the schema knows
+        assert set(system) <= set(schema["properties"])
+    # the feature sets, in their columns' order, are the ones pipeline_settings.py compares
+    assert settings.feature_sets(schema) == list(ALL_FEATURES)
+
+
+def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_path):
+    default = settings.from_environment({})
+    assert (default["system"], default["arch"], default["nbest"], default["features"]) == (
+        "transformer",
+        "transformer-tiny",
+        100,
+        ["r2l", "mbr", "len", "ibm1"],
+    )
+    assert default["out"] == str(ROOT / "out" / "multi30k-transformer") and default["replicas"] == 3
+    mixed = settings.from_environment(
+        {"SYSTEM": "gru", "NBEST": "50", "FEATURES": "len+r2l", "OUT": str(tmp_path), "L2R2": "0", "LR": "0.001"}
+    )
+    assert (mixed["arch"], mixed["nbest"], mixed["features"], mixed["out"], mixed["lr"]) == (
+        "gru",
+        50,
+        ["r2l", "len"],  # canonical order
+        str(tmp_path),
+        0.001,
+    )
+    assert settings.from_environment({"FEATURES": "all", "L2R2": "0"})["features"] == [
+        f for f in ALL_FEATURES if f != "l2r2"
+    ]
+    lines = settings.recorded(settings.from_environment({"TUNERS": "mira"}))
+    assert "FEATURES=r2l mbr len ibm1" in lines and "TUNERS=mira" in lines and "LR=0" in lines
+    assert [line.split("=")[0].lower() for line in lines] == settings.RECORDED
+
+
+@pytest.mark.parametrize(
+    "environ,message",
+    [
+        ({"NBEST": "fifty"}, "NBEST: 'fifty' is not a number"),
+        ({"NBEST": "0"}, "NBEST: 0 is less than the minimum of 1"),
+        ({"BF16_AUTOCAST": "yes"}, "BF16_AUTOCAST: 'yes' is not 0 or 1"),
+        ({"ARCH": "lstm"}, "ARCH: 'lstm' is not one of ['gru', 'transformer-tiny', 'transformer-small']"),
+        (
+            {"FEATURES": "r2l+bert"},
+            "FEATURES: unknown feature set 'bert' (choose from: " + " ".join(ALL_FEATURES) + ")",
+        ),
+        ({"TUNERS": "mira kbmira"}, "TUNERS: 'kbmira' is not one of ['mira', 'mert', 'pro']"),
+        ({"SYSTEM": "lstm"}, "SYSTEM: unknown system 'lstm' (choose from: transformer gru)"),
+        ({"R2L_NBEST": "20", "FEATURES": "mbr"}, "R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
+    ],
+)
+def test_a_bad_setting_is_one_line_naming_it(environ, message):
+    assert _error(environ) == message
+
+
+def test_an_unknown_setting_or_wrong_type_in_a_configuration_file_is_one_line():
+    with pytest.raises(settings.SettingsError, match=r"^unknown setting 'beam_size' \(settings: system out "):
+        settings.complete({"system": "gru", "beam_size": 5})
+    with pytest.raises(settings.SettingsError, match=r"^NBEST: 'twenty' is not of type 'integer'$"):
+        settings.complete({"nbest": "twenty"})
+    with pytest.raises(settings.SettingsError, match=r"^FEATURES: unknown feature set 'bleurt'"):
+        settings.complete({"features": ["r2l", "bleurt"]})
+    # Snakemake's --config features=r2l+mbr arrives as a string
+    assert settings.complete({"features": "mbr+r2l"})["features"] == ["r2l", "mbr"]
+
+
+def test_the_help_and_the_docs_table_are_generated_from_the_schema():
+    help_text = settings.help_text()
+    schema = settings.load_schema()
+    for name in schema["properties"]:
+        assert f"  {name.upper()} (" in help_text
+        assert f"e.g. {name.upper()}=" in " ".join(help_text.split())
+    # the system-dependent values and the defaults come from their one place
+    assert "[transformer 27, gru 12; e.g. MAX_EPOCH=30]" in help_text
+    assert "[default 3; e.g. REPLICAS=5]" in help_text
+    table = settings.markdown_table()
+    docs = (ROOT / "docs" / "usage" / "pipeline.md").read_text(encoding="utf-8")
+    assert table in docs, "docs/usage/pipeline.md's settings table is stale: python workflow/settings.py table"
+
+
+def _run_pipeline(*args, **env):
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "run_pipeline.sh"), *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
+
+
+def test_run_pipeline_help_and_settings_are_the_generated_ones(tmp_path):
+    run = _run_pipeline("--help")
+    assert run.returncode == 0 and run.stdout.strip() == settings.help_text().strip()
+    run = _run_pipeline("--settings", SYSTEM="gru", NBEST="50", OUT=str(tmp_path))
+    assert run.returncode == 0
+    assert run.stdout.splitlines() == [f"OUT={tmp_path}"] + settings.recorded(
+        settings.from_environment({"SYSTEM": "gru", "NBEST": "50", "OUT": str(tmp_path)})
+    )
+    out = tmp_path / "new"
+    run = _run_pipeline(SYSTEM="gru", NBEST="fifty", OUT=str(out))
+    assert run.returncode == 1 and not out.exists()
+    assert run.stderr.strip() == "run_pipeline: error: NBEST: 'fifty' is not a number"
+
+
+# --- Snakemake --------------------------------------------------------------------------
+
+snakemake_missing = shutil.which("snakemake") is None and not (ROOT / ".venv" / "bin" / "snakemake").exists()
+
+
+def _snakemake(*args, cwd=ROOT, env=None):
+    exe = shutil.which("snakemake") or str(ROOT / ".venv" / "bin" / "snakemake")
+    return subprocess.run(
+        [exe, "--snakefile", str(ROOT / "workflow" / "Snakefile"), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _job_counts(stdout):
+    """{rule: jobs} of a dry run's job stats table."""
+    lines = stdout.splitlines()
+    start = lines.index("Job stats:") + 3
+    counts = {}
+    for line in lines[start:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(snakemake_missing, reason="snakemake is not installed (the [workflow] extra)")
+def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
+    run = _snakemake("-n", "--configfile", str(ROOT / "config" / "transformer.yaml"), "--config", f"out={tmp_path}/t")
+    assert run.returncode == 0, run.stderr + run.stdout
+    # 6 feature sets to tune (nmt, r2l, mbr, len, ibm1, all) x 2 tuners x 3 replicas, + 3 chrF-tuned
+    assert _job_counts(run.stdout) == {
+        "prepare": 1,
+        "train": 1,
+        "train_r2l": 1,
+        "nbest": 2,
+        "features": 8,  # 4 feature sets x 2 splits
+        "full_list": 2,
+        "tune": 39,
+        "apply": 39,
+        "experiment": 1,
+        "oracle": 1,
+        "eval": 1,
+        "report": 1,
+        "system": 1,
+        "all": 1,
+        "total": 99,
+    }
+    assert not (tmp_path / "t").exists()  # a dry run writes nothing
+    run = _snakemake("-n", "--configfile", str(ROOT / "config" / "gru.yaml"), "--config", f"out={tmp_path}/g")
+    assert run.returncode == 0, run.stderr + run.stdout
+    counts = _job_counts(run.stdout)
+    # every model of the paper's system; 8 sets -> 10 tuned sets x 2 tuners x 3 + 3
+    assert {k: counts[k] for k in ("train", "train_r2l", "train_channel", "train_l2r2", "train_lm", "embed_train")} == {
+        k: 1 for k in ("train", "train_r2l", "train_channel", "train_l2r2", "train_lm", "embed_train")
+    }
+    assert (counts["features"], counts["tune"], counts["apply"]) == (16, 63, 63)
+    # a setting that changes the plan: R2L's own lists joined to the baseline's; 4 shards per feature rule
+    run = _snakemake(
+        "-n",
+        "--configfile",
+        str(ROOT / "config" / "transformer.yaml"),
+        "--config",
+        f"out={tmp_path}/t",
+        "r2l_nbest=50",
+        "shards=4",
+        "tuners=[mira]",
+        "chrf_tuning=0",
+    )
+    assert run.returncode == 0, run.stderr + run.stdout
+    counts = _job_counts(run.stdout)
+    assert (counts["nbest_r2l"], counts["union"], counts["rescore"]) == (2, 2, 2)
+    assert (counts["features_shard"], counts["features"], counts["tune"]) == (32, 8, 18)
+    assert "system" not in counts  # a rescored union is not replayable by rerank translate
+    # a bad setting given to Snakemake directly
+    run = _snakemake("-n", "--config", f"out={tmp_path}/t", "features=r2l+bleurt")
+    assert run.returncode != 0 and "FEATURES: unknown feature set 'bleurt'" in run.stderr + run.stdout
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(snakemake_missing, reason="snakemake is not installed (the [workflow] extra)")
+def test_the_slurm_profile_plans_the_gru_system(tmp_path):
+    profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm" and profile["rerun-triggers"] == "mtime"
+    run = _snakemake(
+        "--profile",
+        str(ROOT / "profiles" / "slurm"),
+        "--dry-run",
+        "--configfile",
+        str(ROOT / "config" / "gru.yaml"),
+        "--config",
+        f"out={tmp_path}/g",
+        "shards=2",
+    )
+    assert run.returncode == 0, run.stderr + run.stdout
+    counts = _job_counts(run.stdout)
+    assert (counts["features_shard"], counts["features"], counts["train"]) == (32, 16, 1)
+    # every rule the profile names exists
+    rules = _snakemake("--list-rules", "--configfile", str(ROOT / "config" / "gru.yaml"), "--config", "shards=2")
+    names = set(rules.stdout.split())
+    assert set(profile["set-resources"]) | set(profile["set-threads"]) <= names
+
+
+def _tiny_corpus(root: Path):
+    from tests.test_nmt import _write_corpus
+
+    _write_corpus(str(root), n_train=300, n_val=16, n_test=10)
+
+
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.slow
+@pytest.mark.skipif(snakemake_missing, reason="snakemake is not installed (the [workflow] extra)")
+def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tmp_path):
+    pytest.importorskip("fairseq")
+    corpus = tmp_path / "m30k"
+    _tiny_corpus(corpus)
+    out = tmp_path / "out"
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "system": "transformer",
+                "out": str(out),
+                "data": str(corpus),
+                "max_epoch": 1,
+                "aux_epoch": 1,
+                "patience": 1,
+                "nbest": 3,
+                "features": ["r2l", "len"],
+                "tuners": ["mira"],
+                "replicas": 2,
+                "chrf_tuning": 0,
+                "max_tokens": 1000,
+                "bf16_autocast": 0,
+            }
+        )
+    )
+    env = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "RERANK_CACHE": "off"}
+    out.mkdir()
+    run = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=env)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    table = (out / "report" / "table.txt").read_text()
+    for row in ("+nmt", "+r2l", "+len", "+all", "oracle"):
+        assert row in table
+    # the lists' columns: the beam's, then each feature set's, in FEATURES' order
+    signature = json.loads((out / "nbest" / "test.full.nbest.json").read_text())
+    assert "R2L" in json.dumps(signature) and "len" in json.dumps(signature).lower()
+    # settings.json (scripts/pipeline_settings.py) and the system for rerank translate
+    recorded = json.loads((out / "settings.json").read_text())
+    assert recorded["settings"]["NBEST"] == "3" and recorded["settings"]["FEATURES"] == "r2l len"
+    assert (out / "system" / "system.json").exists()
+    # timings.tsv from the benchmark files: one line per stage that ran, with its output
+    timings = {line.split("\t")[0]: line.split("\t") for line in (out / "timings.tsv").read_text().splitlines()}
+    assert {"prepare", "train", "train-r2l", "nbest-val", "features-r2l-test", "tune-all-seed2", "report"} <= set(
+        timings
+    )
+    assert timings["train"][2] == os.path.realpath(out / "model.transformer-tiny" / "train.done")
+    # a second run has nothing to do and leaves the table as it was
+    again = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=env)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    assert (out / "report" / "table.txt").read_text() == table
+    # another setting in the same OUT is refused before any work (pipeline_settings.py)
+    config.write_text(config.read_text().replace("nbest: 3", "nbest: 4"))
+    refused = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=env)
+    assert refused.returncode != 0 and "NBEST=3 (this run: 4)" in refused.stderr + refused.stdout
+
+
+def test_timings_come_from_the_benchmark_files_and_skipped_stages_are_listed(tmp_path):
+    sys.path.insert(0, str(ROOT / "workflow"))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from config_table import read_timings, skipped_stages
+        from timings import write_timings
+    finally:
+        sys.path.remove(str(ROOT / "workflow"))
+        sys.path.remove(str(ROOT / "scripts"))
+    out = tmp_path / "out"
+    (out / "benchmarks").mkdir(parents=True)
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    (out / "benchmarks" / "train.tsv").write_text(header + "4356.4\t1:12:36\t900\t1\t1\t1\t1\t1\t99\t4300\n")
+    (out / "benchmarks" / "nbest-val.tsv").write_text(header + "258.6\t0:04:18\t900\t1\t1\t1\t1\t1\t99\t250\n")
+    (out / "timings.tsv").write_text("prepare\t22\t/old/prepare.json\ntrain\t1\t/old/train.done\n")  # a bash run's
+    shared = tmp_path / "shared" / "r2l" / "train.done"  # a model another run trained (a link to it)
+    shared.parent.mkdir(parents=True)
+    shared.write_text("")
+    (out / "models").mkdir()
+    os.symlink(shared.parent, out / "models" / "r2l")
+    stages = {
+        "prepare": str(out / "data" / "prepare.json"),
+        "train": str(out / "model" / "train.done"),
+        "nbest-val": str(out / "nbest" / "val.nbest"),
+        "train-r2l": str(out / "models" / "r2l" / "train.done"),
+        "report": str(out / "report" / "table.txt"),
+    }
+    write_timings(str(out), stages)
+    # the bash run's prepare line stays; train is the benchmark's (rounded), not the old line
+    assert read_timings(str(out)) == [
+        ("prepare", 22, "/old/prepare.json"),
+        ("train", 4356, os.path.realpath(stages["train"])),
+        ("nbest-val", 259, os.path.realpath(stages["nbest-val"])),
+    ]
+    # the R2L model existed (shared) and ran nowhere here: config_table looks it up by its real path
+    assert skipped_stages(str(out)) == {"train-r2l": str(shared.resolve())}

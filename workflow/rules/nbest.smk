@@ -1,0 +1,82 @@
+# n-best lists: the baseline's (NBEST hypotheses, beam NBEST) on val and test_2016, and with
+# R2L_NBEST the right-to-left model's own lists, joined to the baseline's (rerank union) and
+# scored again by the baseline (forced decoding) so that the beam's columns cover every hypothesis.
+
+FAIRSEQ_SUBSET = {"val": "valid", "test": "test"}
+
+
+def nbest_shell(model_dir, split, name, size):
+    """rerank nmt nbest of MODEL_DIR's checkpoint on SPLIT into N/NAME.nbest (and .1best).
+    With R2L_NBEST both models decode side by side, one thread each; alone, the baseline's
+    decoding keeps torch's threads (as the bash pipeline did: its lists stay byte-identical)."""
+    threads = f"OMP_NUM_THREADS={THREADS} " if THREADS and C["r2l_nbest"] else ""
+    return (
+        f"env {threads}rerank nmt nbest --data-bin {D}/bin --checkpoint {model_dir}/{CHECKPOINT_OF.format(model_dir)} "
+        f"--subset {FAIRSEQ_SUBSET[split]} --nbest {size} --out-nbest {N}/{name}.nbest --out-1best {N}/{name}.1best"
+    )
+
+
+for _split in ("val", "test"):
+    stage(f"nbest-{_split}", f"{N}/{_split}.nbest")
+    stage(f"nbest-r2l-{_split}", f"{N}/{_split}.r2l-beam.nbest")
+    stage(f"union-{_split}", f"{N}/{_split}.union.nbest")
+    stage(f"rescore-{_split}", f"{N}/{_split}.union.nmt.nbest")
+
+
+rule nbest:
+    input:
+        f"{M}/train.done",
+    output:
+        nbest=f"{N}/{{split}}.nbest",
+        best=f"{N}/{{split}}.1best",
+    benchmark:
+        f"{OUT}/benchmarks/nbest-{{split}}.tsv"
+    threads: 1
+    params:
+        cmd=lambda w: nbest_shell(M, w.split, w.split, C["nbest"]),
+    shell:
+        "{params.cmd}"
+
+
+rule nbest_r2l:
+    input:
+        f"{R2L_DIR}/train.done",
+    output:
+        nbest=f"{N}/{{split}}.r2l-beam.nbest",
+        best=f"{N}/{{split}}.r2l-beam.1best",
+    benchmark:
+        f"{OUT}/benchmarks/nbest-r2l-{{split}}.tsv"
+    threads: 1
+    params:
+        cmd=lambda w: nbest_shell(R2L_DIR, w.split, f"{w.split}.r2l-beam", C["r2l_nbest"]),
+    shell:
+        "{params.cmd}"
+
+
+rule union:
+    input:
+        beam=f"{N}/{{split}}.nbest",
+        r2l=f"{N}/{{split}}.r2l-beam.nbest",
+    output:
+        f"{N}/{{split}}.union.nbest",
+    benchmark:
+        f"{OUT}/benchmarks/union-{{split}}.tsv"
+    shell:
+        "rerank union --nbest {input.beam} --nbest {input.r2l} --out {output}"
+
+
+rule rescore:
+    input:
+        nbest=f"{N}/{{split}}.union.nbest",
+        model=f"{M}/train.done",
+    output:
+        f"{N}/{{split}}.union.nmt.nbest",
+    benchmark:
+        f"{OUT}/benchmarks/rescore-{{split}}.tsv"
+    params:
+        source=lambda w: SPLIT_SOURCE[w.split],
+        checkpoint=f"{M}/{CHECKPOINT_OF.format(M)}",
+    shell:
+        "rerank features add --nbest {input.nbest} --source {params.source} "
+        f"--scorer fairseq:{{params.checkpoint}},dict={M},bpe=subword-nmt:{M}/bpe.codes,direction=forward,name=NMT "
+        "--beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm --out {output}"

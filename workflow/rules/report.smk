@@ -1,0 +1,90 @@
+# Report: the experiment's manifest (what is compared, in the report's row order), the oracle,
+# replica 1's scores, the significance report over the replicas, and the trained system.
+
+APPLIED = [f"{R}/{d}/test.seed{s}.txt" for d in TUNING for s in REPLICA_SEEDS]
+stage("oracle", f"{R}/test.oracle")
+stage("eval", f"{OUT}/results.txt")
+stage("report", f"{OUT}/report/table.txt")
+stage("system", f"{OUT}/system/system.json")
+
+
+rule experiment:
+    input:
+        APPLIED,
+        baseline=f"{N}/test.1best",
+        nbest=first_list("test"),
+    output:
+        f"{OUT}/experiment.json",
+    params:
+        systems=lambda w: " ".join(f"--system '{row}={R}/{d}/test.seed{{replica}}.txt'" for d, (*_, row) in TUNING.items()),
+        ref=REF["test"],
+    shell:
+        f"rerank experiment {OUT} --ref {{params.ref}} --baseline {{input.baseline}} --nbest {{input.nbest}} "
+        f"--tokenize none --replicas {C['replicas']} {{params.systems}}"
+
+
+rule oracle:
+    input:
+        first_list("test"),
+    output:
+        f"{R}/test.oracle",
+    benchmark:
+        f"{OUT}/benchmarks/oracle.tsv"
+    params:
+        ref=REF["test"],
+    shell:
+        "rerank oracle --nbest {input} --ref {params.ref} --tokenize none --out {output}"
+
+
+def eval_hyps():
+    """rerank eval's systems: the beam, replica 1 of +nmt, +all and +all/MERT (those tuned), the oracle."""
+    hyps = {"baseline": f"{N}/test.1best"}
+    for name, tuning in (("+nmt", "nmt"), ("+all", "all"), ("+all/MERT", "all.mert")):
+        if tuning in TUNING:
+            hyps[name] = f"{R}/{tuning}/test.seed1.txt"
+    hyps["oracle"] = f"{R}/test.oracle"
+    return hyps
+
+
+rule eval:
+    input:
+        list(eval_hyps().values()),
+    output:
+        json=f"{OUT}/results.json",
+        txt=f"{OUT}/results.txt",
+    benchmark:
+        f"{OUT}/benchmarks/eval.tsv"
+    params:
+        hyps=" ".join(f"--hyp '{name}={path}'" for name, path in eval_hyps().items()),
+        ref=REF["test"],
+    shell:
+        "rerank eval --ref {params.ref} --tokenize none {params.hyps} --json --out {output.json} > /dev/null && "
+        "rerank eval --ref {params.ref} --tokenize none {params.hyps} --out {output.txt} > /dev/null"
+
+
+rule report:
+    input:
+        f"{OUT}/experiment.json",
+        APPLIED,
+    output:
+        f"{OUT}/report/table.txt",
+    benchmark:
+        f"{OUT}/benchmarks/report.tsv"
+    shell:
+        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt"
+
+
+# the trained system in one directory (decoder, +all's scorer chain as tuned, the replica of
+# the best val score): rerank translate --system OUT/system --input RAW.en --out OUT.de
+rule system:
+    input:
+        nbest=f"{N}/val.full.nbest",
+        weights=[f"{R}/all/weights.seed{s}.json" for s in REPLICA_SEEDS],
+    output:
+        f"{OUT}/system/system.json",
+    benchmark:
+        f"{OUT}/benchmarks/system.tsv"
+    params:
+        weights=lambda w, input: " ".join(f"--weights {p}" for p in input.weights),
+    shell:
+        f"rerank pack-system --nbest {{input.nbest}} --data-bin {D}/bin {{params.weights}} --out {OUT}/system"

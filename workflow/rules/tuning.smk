@@ -1,0 +1,56 @@
+# Tuning: each feature set alone on top of the beam's, then all of them, with every tuner
+# (REPLICAS seeds each), on val; each replica's weights applied to test_2016. Feature sets are
+# named by scorer (the lists' signatures record them: rerank tune --feature-sets).
+
+#: tuning directory (R/DIR): (tuner, --feature-sets or "" for every column, metric, report row)
+TUNING = {}
+for _tuner in C["tuners"]:
+    for _name, _sets in [("nmt", "beam")] + [(f, f"beam,{FEATURE_SETS[f][0]}") for f in FEATURES] + [("all", "")]:
+        _suffix = "" if _tuner == "mira" else f".{_tuner}"
+        _row = f"+{_name}" + ("" if _tuner == "mira" else f"/{_tuner.upper()}")
+        TUNING[f"{_name}{_suffix}"] = (_tuner, _sets, "bleu", _row)
+if C["chrf_tuning"]:  # +all tuned for chrF instead of BLEU (MIRA): the report shows both rows
+    TUNING["all.chrf"] = ("mira", "", "chrf", "+all/chrF-tuned")
+
+for _dir in TUNING:
+    for _seed in REPLICA_SEEDS:
+        stage(f"tune-{_dir}-seed{_seed}", f"{R}/{_dir}/weights.seed{_seed}.json")
+        stage(f"apply-{_dir}-seed{_seed}", f"{R}/{_dir}/test.seed{_seed}.txt")
+
+
+def tune_args(tuning_dir):
+    tuner, sets, metric, _ = TUNING[tuning_dir]
+    if metric != "bleu":
+        return f"--metric {metric}"
+    return f"--algorithm {tuner}" + (f" --feature-sets {sets}" if sets else "")
+
+
+rule tune:
+    input:
+        nbest=f"{N}/val.full.nbest",
+    output:
+        f"{R}/{{tuning}}/weights.seed{{seed}}.json",
+    wildcard_constraints:
+        tuning="|".join(re.escape(d) for d in TUNING),
+    benchmark:
+        f"{OUT}/benchmarks/tune-{{tuning}}-seed{{seed}}.tsv"
+    params:
+        args=lambda w: tune_args(w.tuning),
+        ref=REF["val"],
+    shell:
+        "rerank tune {params.args} --nbest {input.nbest} --ref {params.ref} --tokenize none "
+        "--out {output} --seed {wildcards.seed} --quiet"
+
+
+rule apply:
+    input:
+        nbest=f"{N}/test.full.nbest",
+        weights=f"{R}/{{tuning}}/weights.seed{{seed}}.json",
+    output:
+        f"{R}/{{tuning}}/test.seed{{seed}}.txt",
+    wildcard_constraints:
+        tuning="|".join(re.escape(d) for d in TUNING),
+    benchmark:
+        f"{OUT}/benchmarks/apply-{{tuning}}-seed{{seed}}.tsv"
+    shell:
+        "rerank apply --nbest {input.nbest} --weights {input.weights} --out {output}"

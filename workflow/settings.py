@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""The main job's settings: one schema (``config/schema.yaml``: type, help text and, where
+every system shares it, the default of each setting), one file per system
+(``config/transformer.yaml``, ``config/gru.yaml``: the rest), and what is generated from
+them — the resolved configuration that ``workflow/Snakefile`` runs, ``run_pipeline.sh
+--help`` and ``--settings``, the settings table of ``docs/usage/pipeline.md`` and the
+``KEY=VALUE`` lines of ``OUT/settings.json`` (``scripts/pipeline_settings.py``).
+
+A setting is named in lower case in the configuration (``snakemake --config nbest=50``) and
+in capitals as an environment variable of ``run_pipeline.sh`` (``NBEST=50``); an
+environment variable wins over the system's value, which wins over the schema's default.
+
+    python workflow/settings.py help        # run_pipeline.sh --help
+    python workflow/settings.py settings    # OUT=... and KEY=VALUE lines (run_pipeline.sh --settings)
+    python workflow/settings.py config      # the resolved configuration, JSON (what Snakemake runs)
+    python workflow/settings.py table       # the Markdown table of settings (docs/usage/pipeline.md)
+    python workflow/settings.py preflight   # the checks before any work (models, OUT's settings)
+
+Errors (an unknown system, a value of the wrong type, a feature set that does not exist,
+an unknown setting in a configuration file) are one line, ``run_pipeline: error: ...``,
+exit status 1. Needs PyYAML and jsonschema (Snakemake's own dependencies).
+"""
+
+import json
+import os
+import sys
+import textwrap
+from typing import Dict, List, Mapping, Optional
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG_DIR = os.path.join(ROOT, "config")
+SCHEMA_PATH = os.path.join(CONFIG_DIR, "schema.yaml")
+#: the systems, each a file config/NAME.yaml; the first is the default
+SYSTEMS = ("transformer", "gru")
+#: the order of settings.json's KEY=VALUE lines (the bash pipeline's; scripts/pipeline_settings.py
+#: compares them with an earlier run's, so a run of the bash pipeline resumes)
+RECORDED = (
+    "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
+    "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
+    "lr warmup bf16_autocast"
+).split()
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; its message is one line naming the setting."""
+
+
+def load_schema() -> Dict:
+    """The JSON schema of the settings (``config/schema.yaml``)."""
+    with open(SCHEMA_PATH, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def feature_sets(schema: Optional[Dict] = None) -> List[str]:
+    """Every feature set, in the order of their columns (the schema's ``features`` enum)."""
+    schema = schema or load_schema()
+    return list(schema["properties"]["features"]["items"]["enum"])
+
+
+def load_system(system: str) -> Dict:
+    """The settings of ``config/SYSTEM.yaml``; raises SettingsError for a system that does
+    not exist."""
+    if system not in SYSTEMS:
+        raise SettingsError(f"SYSTEM: unknown system '{system}' (choose from: {' '.join(SYSTEMS)})")
+    with open(os.path.join(CONFIG_DIR, f"{system}.yaml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _parse(name: str, text: str, spec: Dict, schema: Dict):
+    """An environment variable's text as the schema's type of setting ``name``."""
+    kind = spec.get("type")
+    var = name.upper()
+    if kind == "integer":
+        try:
+            value = int(text)
+        except ValueError:
+            if "enum" in spec:
+                choices = " or ".join(str(c) for c in spec["enum"])
+                raise SettingsError(f"{var}: '{text}' is not {choices}") from None
+            raise SettingsError(f"{var}: '{text}' is not a number") from None
+        return value
+    if kind == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            raise SettingsError(f"{var}: '{text}' is not a number") from None
+        return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+    if kind == "array":
+        return text.replace("+", " ").replace(",", " ").split()
+    return text
+
+
+def normalise(config: Dict, schema: Dict) -> Dict:
+    """``config`` with the schema's defaults filled in, ``features`` as a list in the
+    columns' order (``all``: every set; ``l2r2`` dropped when ``l2r2`` is 0) and strings of
+    lists (``--config features=r2l+mbr``) split."""
+    config = dict(config)
+    for name, spec in schema["properties"].items():
+        if name not in config and "default" in spec:
+            config[name] = spec["default"]
+        if spec.get("type") == "array" and isinstance(config.get(name), str):
+            config[name] = _parse(name, config[name], spec, schema)
+    features = config.get("features")
+    if isinstance(features, list):
+        if features == ["all"]:
+            features = feature_sets(schema)
+        order = feature_sets(schema)
+        unknown = [f for f in features if f not in order]
+        if unknown:
+            raise SettingsError(f"FEATURES: unknown feature set '{unknown[0]}' (choose from: {' '.join(order)})")
+        config["features"] = [f for f in order if f in features and (f != "l2r2" or config.get("l2r2", 1) == 1)]
+    return config
+
+
+def validate(config: Dict, schema: Dict) -> None:
+    """Raise SettingsError (one line naming the setting) unless ``config`` satisfies the
+    schema, and the cross-setting rule (``r2l_nbest`` needs the ``r2l`` feature set)."""
+    import jsonschema
+
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: list(e.path))
+    if errors:
+        error = errors[0]
+        where = next((str(p) for p in error.path if isinstance(p, str)), "config")
+        if error.validator == "additionalProperties":
+            names = sorted(set(config) - set(schema["properties"]))
+            raise SettingsError(f"unknown setting '{names[0]}' (settings: {' '.join(schema['properties'])}; --help)")
+        raise SettingsError(f"{where.upper()}: {error.message}")
+    if config["r2l_nbest"] != 0 and "r2l" not in config["features"]:
+        raise SettingsError(f"R2L_NBEST={config['r2l_nbest']} needs the r2l feature set in FEATURES (or R2L_NBEST=0)")
+
+
+def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
+    """A configuration as Snakemake gives it (a system file, perhaps with ``--config``
+    overrides; empty: the default system's) resolved and validated: the system's file under
+    it, the schema's defaults, ``out`` absolute (relative to the project root)."""
+    schema = schema or load_schema()
+    system = config.get("system", SYSTEMS[0])
+    merged = {**load_system(system), **dict(config)}
+    merged = normalise(merged, schema)
+    validate(merged, schema)
+    merged["out"] = os.path.normpath(os.path.join(ROOT, merged["out"]))
+    return merged
+
+
+def from_environment(environ: Mapping[str, str], schema: Optional[Dict] = None) -> Dict:
+    """The configuration of ``run_pipeline.sh``: ``SYSTEM``'s file, then every setting that
+    is set as an environment variable (its name in capitals), resolved and validated."""
+    schema = schema or load_schema()
+    system = environ.get("SYSTEM") or SYSTEMS[0]
+    config = load_system(system)
+    for name, spec in schema["properties"].items():
+        if name == "system":
+            continue
+        text = environ.get(name.upper())
+        if text is not None and text != "":
+            config[name] = _parse(name, text, spec, schema)
+        elif text == "" and name == "data":
+            config[name] = ""
+    return complete(config, schema)
+
+
+def layout(config: Mapping) -> Dict[str, str]:
+    """The run's directories (absolute): data, the baseline's model, n-best lists, tuning runs,
+    re-ranking models (named by their settings: models/r2l.transformer-tiny, models/channel.small-own),
+    the MLMME model."""
+    out = config["out"]
+    aux = config["aux_preset"] if config["aux_arch"] == "gru" else config["aux_arch"]
+    return {
+        "out": out,
+        "data": f"{out}/data",
+        "model": f"{out}/model" + ("" if config["arch"] == "gru" else f".{config['arch']}"),
+        "nbest": f"{out}/nbest",
+        "rerank": f"{out}/rerank",
+        "models": f"{out}/models",
+        "embed": f"{out}/embed",
+        "r2l": f"{out}/models/r2l.{aux}",
+        "channel": f"{out}/models/channel.{aux}" + ("-own" if config["channel_vocab"] == "own" else ""),
+        "l2r2": f"{out}/models/l2r2",
+        "lm": f"{out}/models/lm" + ("" if config["lm_arch"] == "lstm" else f".{config['lm_arch']}"),
+    }
+
+
+def _train_args(config: Mapping, preset: str, save_dir: str, extra: str) -> str:
+    """rerank nmt train's arguments for a model of ``preset`` (a GRU preset or a transformer
+    architecture) in ``save_dir``: the run's shared settings, then the model's own (``extra``)."""
+    arch = "gru"
+    if preset.startswith("transformer-"):
+        arch, preset = preset, "cpu"
+    args = (
+        f"--data-bin {config['out']}/data/bin --save-dir {save_dir} --arch {arch} --preset {preset} "
+        f"--variant {config['variant']} --patience {config['patience']} --max-tokens {config['max_tokens']} "
+        f"--lr {config['lr']} {extra}"
+    )
+    if arch != "gru":  # the GRU's Adam has no warm-up
+        args += f" --warmup {config['warmup']}"
+        if config["bf16_autocast"]:
+            args += " --bf16-autocast"
+    return args
+
+
+def models(config: Mapping) -> Dict[str, str]:
+    """{model directory: rerank nmt train's arguments} of every translation model this run
+    trains (the baseline, and the right-to-left, channel and second left-to-right models its
+    feature sets need), in the order they are checked."""
+    paths = layout(config)
+    aux = config["aux_preset"] if config["aux_arch"] == "gru" else config["aux_arch"]
+    seed = config["seed"]
+    base = config["preset"] if config["arch"] == "gru" else config["arch"]
+    every = {
+        "baseline": (paths["model"], base, f"--max-epoch {config['max_epoch']} --seed {seed}"),
+        "channel": (
+            paths["channel"],
+            aux,
+            f"--direction backward --target-vocab {config['channel_vocab']} --max-epoch {config['aux_epoch']} "
+            f"--patience 2 --seed {seed}",
+        ),
+        "r2l": (paths["r2l"], aux, f"--direction r2l --max-epoch {config['aux_epoch']} --patience 2 --seed {seed}"),
+        "l2r2": (
+            paths["l2r2"],
+            config["preset"],
+            f"--role L2R2 --max-epoch {config['l2r2_epoch']} --patience 2 --seed {seed + 1}",
+        ),
+    }
+    return {
+        directory: _train_args(config, preset, directory, extra)
+        for name, (directory, preset, extra) in every.items()
+        if name == "baseline" or name in config["features"]
+    }
+
+
+def lm_args(config: Mapping) -> str:
+    """rerank nmt train-lm's arguments of the German LM."""
+    paths = layout(config)
+    return f"--prepared {paths['data']} --save-dir {paths['lm']} --max-epoch {config['lm_epoch']} --arch {config['lm_arch']}"
+
+
+def preflight(config: Mapping, python: str = sys.executable) -> None:
+    """Before any work: a finished model directory (train.done) that holds a model trained with
+    other settings is refused (``rerank nmt train --check``: a directory may be shared with a run
+    of other settings), then OUT's settings are compared with an earlier run's and written
+    (``scripts/pipeline_settings.py``). Exits with the failing command's status; its one-line
+    error is on stderr."""
+    import subprocess
+
+    checks = [
+        ["rerank", "nmt", "train", "--check", *args.split()]
+        for d, args in models(config).items()
+        if os.path.exists(os.path.join(d, "train.done"))
+    ]
+    if "lm" in config["features"] and os.path.exists(os.path.join(layout(config)["lm"], "train.done")):
+        checks.append(["rerank", "nmt", "train-lm", "--check", *lm_args(config).split()])
+    checks.append(
+        [
+            python,
+            os.path.join(ROOT, "scripts", "pipeline_settings.py"),
+            os.path.join(config["out"], "settings.json"),
+            *recorded(config),
+        ]
+    )
+    for command in checks:
+        status = subprocess.run(command, stdout=subprocess.DEVNULL).returncode
+        if status:
+            sys.exit(status)
+
+
+def _text(value) -> str:
+    """A setting's value as settings.json and --settings write it."""
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def recorded(config: Mapping) -> List[str]:
+    """The ``KEY=VALUE`` lines of ``OUT/settings.json`` (``scripts/pipeline_settings.py``)."""
+    return [f"{name.upper()}={_text(config[name])}" for name in RECORDED]
+
+
+def help_text(schema: Optional[Dict] = None) -> str:
+    """``run_pipeline.sh --help``: usage, then every setting with its help text, each
+    system's value or the default, and an example."""
+    schema = schema or load_schema()
+    systems = {name: load_system(name) for name in SYSTEMS}
+    lines = [
+        "The main job: Multi30k en->de NMT -> n-best lists -> re-ranking features from independently",
+        "trained models -> tuning on val with MIRA and MERT (REPLICAS seeds each), one feature set at a",
+        "time and all together -> re-ranked test_2016 -> BLEU/METEOR/TER/chrF/length table with",
+        "significance (rerank report) -> the trained system in OUT/system (rerank translate).",
+        "Rules: workflow/Snakefile (Snakemake, --cores JOBS); settings: config/schema.yaml and",
+        "config/SYSTEM.yaml (generated help: workflow/settings.py).",
+        "",
+        "  bash scripts/run_pipeline.sh              # SYSTEM=transformer, under out/multi30k-transformer",
+        "  SYSTEM=gru bash scripts/run_pipeline.sh   # the paper's GRU system, under out/multi30k",
+        "  SYSTEM=gru NBEST=50 OUT=out/gru50 bash scripts/run_pipeline.sh   # a setting overrides the system's",
+        "  bash scripts/run_pipeline.sh --settings   # the resolved settings (KEY=VALUE), nothing run",
+        "  bash scripts/run_pipeline.sh --dry-run    # what would run (snakemake --dry-run)",
+        "  snakemake -n --configfile config/gru.yaml --config nbest=50   # the same rules, Snakemake's own way",
+        "",
+        "Every rule skips when its output is newer than its inputs, so an interrupted run resumes where",
+        "it stopped (training resumes from its last checkpoint); OUT/benchmarks/ holds each rule's",
+        "Snakemake benchmark and OUT/timings.tsv their wall seconds. A run in an OUT that holds a run",
+        "with other settings is refused before any work (scripts/pipeline_settings.py): give a new OUT.",
+        "",
+        "Settings (environment variables; in a configuration file or --config, the same name in lower case):",
+    ]
+    for name, spec in schema["properties"].items():
+        kind = spec.get("type")
+        if "enum" in spec:
+            kind = "|".join(str(c) for c in spec["enum"])
+        elif kind == "array":
+            kind = "list of " + "|".join(spec["items"]["enum"])
+        values = []
+        if name == "system":
+            values.append(f"default {SYSTEMS[0]}")
+        elif "default" in spec:
+            values.append(f"default {_text(spec['default']) or '(empty)'}")
+        else:
+            values.append(
+                ", ".join(f"{s} {_text(systems[s].get(name, s if name == 'system' else ''))}" for s in SYSTEMS)
+            )
+        body = f"{spec['description']} [{'; '.join(values)}; e.g. {name.upper()}={_text(spec['example'])}]"
+        lines.append(f"  {name.upper()} ({kind})")
+        lines.extend(
+            textwrap.wrap(body, width=96, initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False)
+        )
+    return "\n".join(lines)
+
+
+def markdown_table(schema: Optional[Dict] = None) -> str:
+    """The settings table of ``docs/usage/pipeline.md`` (one row per setting)."""
+    schema = schema or load_schema()
+    systems = {name: load_system(name) for name in SYSTEMS}
+    rows = ["| setting | transformer | gru | what it sets |", "|---|---|---|---|"]
+    for name, spec in schema["properties"].items():
+        if name == "system":
+            cells = ["`transformer` (default)", "`gru`"]
+        else:
+            cells = [f"`{_text(systems[s].get(name, spec.get('default')))}`" for s in SYSTEMS]
+        description = " ".join(spec["description"].split()).replace("|", "\\|")
+        rows.append(f"| `{name.upper()}` | {cells[0]} | {cells[1]} | {description} |")
+    return "\n".join(rows)
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) != 1 or argv[0] not in ("help", "settings", "config", "table", "preflight"):
+        print("usage: settings.py help|settings|config|table|preflight", file=sys.stderr)
+        return 2
+    try:
+        if argv[0] == "help":
+            print(help_text())
+        elif argv[0] == "table":
+            print(markdown_table())
+        else:
+            config = from_environment(os.environ)
+            if argv[0] == "preflight":
+                preflight(config)
+            elif argv[0] == "settings":
+                print(f"OUT={config['out']}")
+                print("\n".join(recorded(config)))
+            else:
+                print(json.dumps(config, indent=1))
+    except SettingsError as error:
+        print(f"run_pipeline: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
