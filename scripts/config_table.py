@@ -9,7 +9,7 @@ every tuning run reached its beam's tuning-set score, and time.
 Settings come from ``OUT/settings.json`` (written by run_pipeline.sh). Scores come from
 ``OUT/report/table.json`` (``rerank report``: test_2016, 3 replicas). Times come from
 ``OUT/timings.tsv`` (name, seconds, output path; written from Snakemake's benchmark files by
-``workflow/timings.py``, or by the bash pipeline's ``scripts/stage.sh`` before it).
+``workflow/timings.py``, or by the bash pipeline before it).
 A stage that a directory skipped because its output is shared with another run (the
 trained models of run_configs.sh) is named in ``OUT/skipped.tsv`` (``NAME<TAB>PATH``), or in
 an older run's ``OUT/pipeline.log`` (``== NAME: done (PATH exists), skipped``); its time is looked up by PATH in the timings of every directory given,

@@ -349,3 +349,35 @@ def test_timings_come_from_the_benchmark_files_and_skipped_stages_are_listed(tmp
     ]
     # the R2L model existed (shared) and ran nowhere here: config_table looks it up by its real path
     assert skipped_stages(str(out)) == {"train-r2l": str(shared.resolve())}
+
+
+def test_the_tables_settings_their_help_and_their_errors():
+    config = settings.tables_from_environment({"BETAS": "1+0.5", "SIZES": "4", "VARIANTS": "regular", "K": "2"})
+    assert (config["betas"], config["sizes"], config["variants"], config["k"]) == ([1, 0.5], [4], ["regular"], 2)
+    assert config["feats"] == os.path.join(config["data"], "features", "test_2016_flickr-resnet50-avgpool.npy")
+    assert config["out"] == str(ROOT / "out" / "tables")
+    for environ, message in (
+        ({"K": "1"}, "K: 1 is less than the minimum of 2"),
+        ({"VARIANTS": "strong"}, "VARIANTS: 'strong' is not one of ['weak', 'regular', 'optimised']"),
+        ({"BETAS": "1 x"}, "BETAS: 'x' is not a number"),
+        ({"PROTOCOL": "paper"}, "PROTOCOL=paper needs IMAGES and IMAGE_NAMES (features of train, val and test)"),
+    ):
+        with pytest.raises(settings.SettingsError) as raised:
+            settings.tables_from_environment(environ)
+        assert str(raised.value) == message
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "run_tables.sh"), "--help"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 0 and run.stdout.strip() == settings.help_text(tables=True).strip()
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "run_tables.sh")],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "K": "1"},
+    )
+    assert run.returncode == 1 and run.stderr.strip() == "run_tables.sh: error: K: 1 is less than the minimum of 2"
+    docs = (ROOT / "docs" / "usage" / "paper-tables.md").read_text(encoding="utf-8")
+    assert settings.markdown_table(tables=True) in docs, "paper-tables.md's table is stale: settings.py --tables table"

@@ -88,7 +88,8 @@ def _parse(name: str, text: str, spec: Dict, schema: Dict):
             raise SettingsError(f"{var}: '{text}' is not a number") from None
         return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
     if kind == "array":
-        return text.replace("+", " ").replace(",", " ").split()
+        items = text.replace("+", " ").replace(",", " ").split()
+        return [_parse(name, item, spec["items"], schema) for item in items]
     return text
 
 
@@ -100,8 +101,8 @@ def normalise(config: Dict, schema: Dict) -> Dict:
     for name, spec in schema["properties"].items():
         if name not in config and "default" in spec:
             config[name] = spec["default"]
-        if spec.get("type") == "array" and isinstance(config.get(name), str):
-            config[name] = _parse(name, config[name], spec, schema)
+        if spec.get("type") == "array" and isinstance(config.get(name), (str, int, float)):
+            config[name] = _parse(name, str(config[name]), spec, schema)
     features = config.get("features")
     if isinstance(features, list):
         if features == ["all"]:
@@ -114,7 +115,7 @@ def normalise(config: Dict, schema: Dict) -> Dict:
     return config
 
 
-def validate(config: Dict, schema: Dict) -> None:
+def validate(config: Dict, schema: Dict, cross: bool = True) -> None:
     """Raise SettingsError (one line naming the setting) unless ``config`` satisfies the
     schema, and the cross-setting rule (``r2l_nbest`` needs the ``r2l`` feature set)."""
     import jsonschema
@@ -127,7 +128,7 @@ def validate(config: Dict, schema: Dict) -> None:
             names = sorted(set(config) - set(schema["properties"]))
             raise SettingsError(f"unknown setting '{names[0]}' (settings: {' '.join(schema['properties'])}; --help)")
         raise SettingsError(f"{where.upper()}: {error.message}")
-    if config["r2l_nbest"] != 0 and "r2l" not in config["features"]:
+    if cross and config["r2l_nbest"] != 0 and "r2l" not in config["features"]:
         raise SettingsError(f"R2L_NBEST={config['r2l_nbest']} needs the r2l feature set in FEATURES (or R2L_NBEST=0)")
 
 
@@ -159,6 +160,47 @@ def from_environment(environ: Mapping[str, str], schema: Optional[Dict] = None) 
         elif text == "" and name == "data":
             config[name] = ""
     return complete(config, schema)
+
+
+TABLES_SCHEMA_PATH = os.path.join(CONFIG_DIR, "tables.schema.yaml")
+#: the settings of the tables' grid that name files or directories (made absolute, relative to the root)
+TABLES_PATHS = ("out", "out_main", "data", "feats", "feat_split", "paper_table", "images", "image_names")
+
+
+def load_tables_schema() -> Dict:
+    """The JSON schema of the paper's tables' settings (``config/tables.schema.yaml``)."""
+    with open(TABLES_SCHEMA_PATH, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def tables_complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
+    """The tables' configuration (Snakemake's, perhaps with ``--config`` overrides) resolved
+    and validated: defaults, lists from strings, FEATS and FEAT_SPLIT derived from DATA when
+    empty, paths absolute; PROTOCOL=paper needs IMAGES and IMAGE_NAMES."""
+    schema = schema or load_tables_schema()
+    merged = normalise(dict(config), schema)
+    validate(merged, schema, cross=False)
+    data = merged["data"]
+    merged["feats"] = merged["feats"] or f"{data}/features/test_2016_flickr-resnet50-avgpool.npy"
+    merged["feat_split"] = merged["feat_split"] or f"{data}/task1/image_splits/test_2016_flickr.txt"
+    if merged["protocol"] == "paper" and not (merged["images"] and merged["image_names"]):
+        raise SettingsError("PROTOCOL=paper needs IMAGES and IMAGE_NAMES (features of train, val and test)")
+    for name in TABLES_PATHS:
+        if merged[name]:
+            merged[name] = os.path.normpath(os.path.join(ROOT, merged[name]))
+    return merged
+
+
+def tables_from_environment(environ: Mapping[str, str], schema: Optional[Dict] = None) -> Dict:
+    """The configuration of ``run_tables.sh``: every setting set as an environment variable (its
+    name in capitals) over the schema's defaults, resolved and validated."""
+    schema = schema or load_tables_schema()
+    config = {}
+    for name, spec in schema["properties"].items():
+        text = environ.get(name.upper())
+        if text:
+            config[name] = _parse(name, text, spec, schema)
+    return tables_complete(config, schema)
 
 
 def layout(config: Mapping) -> Dict[str, str]:
@@ -277,30 +319,54 @@ def recorded(config: Mapping) -> List[str]:
     return [f"{name.upper()}={_text(config[name])}" for name in RECORDED]
 
 
-def help_text(schema: Optional[Dict] = None) -> str:
-    """``run_pipeline.sh --help``: usage, then every setting with its help text, each
-    system's value or the default, and an example."""
-    schema = schema or load_schema()
-    systems = {name: load_system(name) for name in SYSTEMS}
-    lines = [
-        "The main job: Multi30k en->de NMT -> n-best lists -> re-ranking features from independently",
-        "trained models -> tuning on val with MIRA and MERT (REPLICAS seeds each), one feature set at a",
-        "time and all together -> re-ranked test_2016 -> BLEU/METEOR/TER/chrF/length table with",
-        "significance (rerank report) -> the trained system in OUT/system (rerank translate).",
-        "Rules: workflow/Snakefile (Snakemake, --cores JOBS); settings: config/schema.yaml and",
-        "config/SYSTEM.yaml (generated help: workflow/settings.py).",
-        "",
-        "  bash scripts/run_pipeline.sh              # SYSTEM=transformer, under out/multi30k-transformer",
-        "  SYSTEM=gru bash scripts/run_pipeline.sh   # the paper's GRU system, under out/multi30k",
-        "  SYSTEM=gru NBEST=50 OUT=out/gru50 bash scripts/run_pipeline.sh   # a setting overrides the system's",
-        "  bash scripts/run_pipeline.sh --settings   # the resolved settings (KEY=VALUE), nothing run",
-        "  bash scripts/run_pipeline.sh --dry-run    # what would run (snakemake --dry-run)",
-        "  snakemake -n --configfile config/gru.yaml --config nbest=50   # the same rules, Snakemake's own way",
-        "",
-        "Every rule skips when its output is newer than its inputs, so an interrupted run resumes where",
-        "it stopped (training resumes from its last checkpoint); OUT/benchmarks/ holds each rule's",
-        "Snakemake benchmark and OUT/timings.tsv their wall seconds. A run in an OUT that holds a run",
-        "with other settings is refused before any work (scripts/pipeline_settings.py): give a new OUT.",
+MAIN_HELP = """\
+The main job: Multi30k en->de NMT -> n-best lists -> re-ranking features from independently
+trained models -> tuning on val with MIRA and MERT (REPLICAS seeds each), one feature set at a
+time and all together -> re-ranked test_2016 -> BLEU/METEOR/TER/chrF/length table with
+significance (rerank report) -> the trained system in OUT/system (rerank translate).
+Rules: workflow/Snakefile (Snakemake, --cores JOBS); settings: config/schema.yaml and
+config/SYSTEM.yaml (generated help: workflow/settings.py).
+
+  bash scripts/run_pipeline.sh              # SYSTEM=transformer, under out/multi30k-transformer
+  SYSTEM=gru bash scripts/run_pipeline.sh   # the paper's GRU system, under out/multi30k
+  SYSTEM=gru NBEST=50 OUT=out/gru50 bash scripts/run_pipeline.sh   # a setting overrides the system's
+  bash scripts/run_pipeline.sh --settings   # the resolved settings (KEY=VALUE), nothing run
+  bash scripts/run_pipeline.sh --dry-run    # what would run (snakemake --dry-run)
+  snakemake -n --configfile config/gru.yaml --config nbest=50   # the same rules, Snakemake's own way
+
+Every rule skips when its output is newer than its inputs, so an interrupted run resumes where
+it stopped (training resumes from its last checkpoint); OUT/benchmarks/ holds each rule's
+Snakemake benchmark and OUT/timings.tsv their wall seconds. A run in an OUT that holds a run
+with other settings is refused before any work (scripts/pipeline_settings.py): give a new OUT.
+"""
+
+TABLES_HELP = """\
+The paper's Tables 3 and 4 (Calixto & Liu 2017): NMT variants weak / regular / optimised x 20-
+and 50-best lists x re-rankers +VSE (s_i) and +MLMME beta = 1 / 0.75 / 0.5 / 0.25 (s_s and s_i),
+with the baseline, +nmt, +all (the main job's features, where its lists are shared) and oracle
+rows, the paper's value beside ours in every cell (docs/usage/paper-tables.md: the protocols).
+Rules: workflow/tables.smk (Snakemake, --cores JOBS); settings: config/tables.schema.yaml.
+
+  bash scripts/run_tables.sh                  # everything under out/tables (about 8 h on 2 CPU cores)
+  K=10 OUT=out/tables-k10 bash scripts/run_tables.sh
+  bash scripts/run_tables.sh --dry-run        # what would run (snakemake --dry-run)
+  snakemake -n -s workflow/tables.smk --config k=10   # the same rules, Snakemake's own way
+
+It runs SYSTEM=gru scripts/run_pipeline.sh into OUT_MAIN first (MAIN_JOB=0 skips that: the files
+must exist). Every rule skips when its output is newer than its inputs; OUT/timings.tsv holds the
+wall seconds of every stage (from OUT/benchmarks/).
+"""
+
+
+def help_text(schema: Optional[Dict] = None, tables: bool = False) -> str:
+    """``run_pipeline.sh --help`` (``tables``: ``run_tables.sh --help``): usage, then every
+    setting with its help text, each system's value or the default, and an example."""
+    if tables:
+        schema, systems, head = schema or load_tables_schema(), {}, TABLES_HELP
+    else:
+        schema, head = schema or load_schema(), MAIN_HELP
+        systems = {name: load_system(name) for name in SYSTEMS}
+    lines = head.splitlines() + [
         "",
         "Settings (environment variables; in a configuration file or --config, the same name in lower case):",
     ]
@@ -309,16 +375,15 @@ def help_text(schema: Optional[Dict] = None) -> str:
         if "enum" in spec:
             kind = "|".join(str(c) for c in spec["enum"])
         elif kind == "array":
-            kind = "list of " + "|".join(spec["items"]["enum"])
+            items = spec["items"]
+            kind = "list of " + ("|".join(str(c) for c in items["enum"]) if "enum" in items else items["type"])
         values = []
         if name == "system":
             values.append(f"default {SYSTEMS[0]}")
         elif "default" in spec:
             values.append(f"default {_text(spec['default']) or '(empty)'}")
         else:
-            values.append(
-                ", ".join(f"{s} {_text(systems[s].get(name, s if name == 'system' else ''))}" for s in SYSTEMS)
-            )
+            values.append(", ".join(f"{s} {_text(systems[s].get(name, ''))}" for s in SYSTEMS))
         body = f"{spec['description']} [{'; '.join(values)}; e.g. {name.upper()}={_text(spec['example'])}]"
         lines.append(f"  {name.upper()} ({kind})")
         lines.extend(
@@ -327,8 +392,16 @@ def help_text(schema: Optional[Dict] = None) -> str:
     return "\n".join(lines)
 
 
-def markdown_table(schema: Optional[Dict] = None) -> str:
-    """The settings table of ``docs/usage/pipeline.md`` (one row per setting)."""
+def markdown_table(schema: Optional[Dict] = None, tables: bool = False) -> str:
+    """The settings table of ``docs/usage/pipeline.md`` (``tables``: of
+    ``docs/usage/paper-tables.md``; one row per setting)."""
+    if tables:
+        schema = schema or load_tables_schema()
+        rows = ["| setting | default | what it sets |", "|---|---|---|"]
+        for name, spec in schema["properties"].items():
+            description = " ".join(spec["description"].split()).replace("|", "\\|")
+            rows.append(f"| `{name.upper()}` | `{_text(spec['default']) or '(empty)'}` | {description} |")
+        return "\n".join(rows)
     schema = schema or load_schema()
     systems = {name: load_system(name) for name in SYSTEMS}
     rows = ["| setting | transformer | gru | what it sets |", "|---|---|---|---|"]
@@ -343,14 +416,24 @@ def markdown_table(schema: Optional[Dict] = None) -> str:
 
 
 def main(argv: List[str]) -> int:
-    if len(argv) != 1 or argv[0] not in ("help", "settings", "config", "table", "preflight"):
-        print("usage: settings.py help|settings|config|table|preflight", file=sys.stderr)
+    tables = bool(argv) and argv[0] == "--tables"
+    argv = argv[1:] if tables else argv
+    verbs = ("help", "settings", "config", "table") + (() if tables else ("preflight",))
+    if len(argv) != 1 or argv[0] not in verbs:
+        print("usage: settings.py [--tables] help|settings|config|table|preflight", file=sys.stderr)
         return 2
+    prefix = "run_tables.sh" if tables else "run_pipeline"
     try:
         if argv[0] == "help":
-            print(help_text())
+            print(help_text(tables=tables))
         elif argv[0] == "table":
-            print(markdown_table())
+            print(markdown_table(tables=tables))
+        elif tables:
+            config = tables_from_environment(os.environ)
+            if argv[0] == "settings":
+                print("\n".join(f"{name.upper()}={_text(value)}" for name, value in config.items()))
+            else:
+                print(json.dumps(config, indent=1))
         else:
             config = from_environment(os.environ)
             if argv[0] == "preflight":
@@ -361,7 +444,7 @@ def main(argv: List[str]) -> int:
             else:
                 print(json.dumps(config, indent=1))
     except SettingsError as error:
-        print(f"run_pipeline: error: {error}", file=sys.stderr)
+        print(f"{prefix}: error: {error}", file=sys.stderr)
         return 1
     return 0
 
