@@ -56,3 +56,54 @@ def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
     assert main(argv + ["--weights-from", "Bogus"]) == 1
     assert "has no 'Bogus' column for the distribution" in capsys.readouterr().err
     assert not (tmp_path / "o.txt").exists()
+
+
+def test_reference_aggregation_by_hand_and_against_sacrebleu(tmp_path, capsys):
+    from sacrebleu.metrics import BLEU
+
+    from rerank.features.consensus import ConsensusScorer
+
+    # BLEU, by hand: candidate "a b" against r0 = "a b", r1 = "a c" (weights 1/2 each). The
+    # aggregate reference has unigrams a 1, b 1/2, c 1/2 and bigrams "a b" 1/2, "a c" 1/2, length
+    # 2: matches 1 + 1/2 of 2 unigrams and 1/2 of 1 bigram, so BLEU = sqrt(0.75 · 0.5) = 61.24
+    # (the exact expected utility is (100 + 50) / 2 = 75)
+    cands = NBestList(np.array([0, 1]), ["a b"], np.zeros((1, 1)), ["NMT"])
+    refs = NBestList(np.array([0, 2]), ["a b", "a c"], np.zeros((2, 1)), ["NMT"])
+    p = np.array([0.5, 0.5])
+    bleu = ConsensusScorer(ConsensusScorer.Config("bleu", "uniform", 1.0, "aggregate"))
+    assert bleu.aggregate_expected(cands, refs, p) == pytest.approx([100 * np.sqrt(0.75 * 0.5)])
+    exact = ConsensusScorer(ConsensusScorer.Config("bleu", "uniform"))
+    assert exact.cross_expected(cands, refs, p) == pytest.approx([75.0])
+    # one pseudo-reference per segment: the aggregate is that reference, so the utilities are
+    # sacrebleu's sentence BLEU and chrF exactly
+    write_split(tmp_path, "test", 12, seed=3)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    first = NBestList(
+        np.arange(nbest.num_segments + 1),
+        [nbest.hypotheses[o] for o in nbest.offsets[:-1]],
+        nbest.features[nbest.offsets[:-1]],
+        nbest.feature_names,
+    )
+    one = np.ones(nbest.num_segments)
+    seg = np.repeat(np.arange(nbest.num_segments), np.diff(nbest.offsets))
+    for metric, reference in (
+        ("bleu", lambda h, r: BLEU(effective_order=True, tokenize="none").sentence_score(h, [r]).score),
+        ("chrf", lambda h, r: CHRF().sentence_score(h, [r]).score),
+    ):
+        scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform", 1.0, "aggregate"))
+        got = scorer.aggregate_expected(nbest, first, one)
+        want = [reference(h, first.hypotheses[s]) for h, s in zip(nbest.hypotheses, seg)]
+        assert got == pytest.approx(want, abs=1e-9)
+        # the scorer's column (mbr:chrf,algorithm=aggregate) is the same engine, the list its own references
+        column = next(iter(make_scorer(f"mbr:{metric},algorithm=aggregate").score(nbest, None, None).values()))
+        weighted = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "aggregate"))
+        assert column == pytest.approx(weighted.aggregate_expected(nbest, nbest, weighted.distribution(nbest)))
+    # the command: the argmax of the aggregate utilities; no matrix (no pairs are scored)
+    out = tmp_path / "agg.txt"
+    argv = ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--algorithm", "aggregate", "--out", str(out)]
+    assert main(argv) == 0
+    assert out.read_text().splitlines() == [nbest.hypotheses[i] for i in nbest.select(column)]
+    assert "mbr (aggregate): 12 segments" in capsys.readouterr().err
+    assert main(argv[:-1] + [str(tmp_path / "agg2.txt"), "--matrix", str(tmp_path / "m.tsv")]) == 1
+    assert "--matrix needs --algorithm exact" in capsys.readouterr().err
+    assert not (tmp_path / "agg2.txt").exists() and not (tmp_path / "m.tsv").exists()

@@ -168,6 +168,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--temperature", type=positive_float, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
     )
+    p.add_argument(
+        "--algorithm",
+        default="exact",
+        choices=["exact", "aggregate"],
+        help="exact: every candidate against every pseudo-reference (N^2 utilities per segment); aggregate: "
+        "against one aggregate reference, the pseudo-references' n-gram counts averaged by weight (N utilities: "
+        "Vamvas & Sennrich 2024) (default: exact), e.g. --algorithm aggregate",
+    )
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
         "--matrix",
@@ -185,10 +193,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_mbr(args) -> None:
     result = mbr_decode(
-        args.candidates, args.out, args.metric, args.pseudo_refs, args.weights_from, args.temperature, args.matrix
+        args.candidates,
+        args.out,
+        args.metric,
+        args.pseudo_refs,
+        args.weights_from,
+        args.temperature,
+        args.matrix,
+        args.algorithm,
     )
     print(
-        f"mbr: {result['segments']} segments, mean expected {args.metric} of the selections "
+        f"mbr ({args.algorithm}): {result['segments']} segments, mean "
+        f"{'expected' if args.algorithm == 'exact' else 'aggregate-reference'} {args.metric} of the selections "
         f"{result['expected']:.2f} -> {args.out}",
         file=sys.stderr,
     )
