@@ -72,7 +72,12 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     bleu = BLEU(tokenize="none")
     means = {}
     for line in lines:
-        name, mean, seeds, columns = line.split("\t")
+        name, mean, seeds, ter, length, columns = line.split("\t")
+        assert columns == {"noise": "Noise,LenRatio@bleu", "good": "Good,LenRatio@bleu"}[name]
+        hyps = [(out / "crossfit" / name / f"val.seed{s}.txt").read_text().splitlines() for s in (1, 2)]
+        scores = [bleu.corpus_score(h, [refs]) for h in hyps]
+        assert abs(float(length.split()[1]) - np.mean([round(100 * b.sys_len / b.ref_len, 2) for b in scores])) < 0.006
+        assert ter.startswith("TER ")
         want = [
             bleu.corpus_score((out / "crossfit" / name / f"val.seed{s}.txt").read_text().splitlines(), [refs]).score
             for s in (1, 2)
@@ -93,13 +98,21 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     assert other.returncode == 1 and other.stderr.strip().endswith(
         "holds a run of other columns or folds; give another NAME"
     )
+    # every column (all) tuned for another metric (@METRIC: rerank tune --metric)
+    other = _run(str(out), "lp=all@bleu:length_penalty=1", IMAGES=str(images), K="3", REPLICAS="1")
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.split("\t")[-1].strip() == "all@bleu:length_penalty=1"
+    tuned = json.loads((out / "crossfit" / "lp" / "weights.seed1.json").read_text())
+    assert "length_penalty" in json.dumps(tuned)
 
 
 def test_bad_arguments_are_refused_in_one_line(tmp_path):
     run = _run(str(tmp_path))
     assert run.returncode == 1 and run.stderr.strip() == "crossfit_val: error: no NAME=COLUMNS given (--help)"
     run = _run(str(tmp_path), "justcolumns")
-    assert run.returncode == 1 and run.stderr.strip() == "crossfit_val: error: 'justcolumns' is not NAME=COLUMNS"
+    assert (
+        run.returncode == 1 and run.stderr.strip() == "crossfit_val: error: 'justcolumns' is not NAME=COLUMNS[@METRIC]"
+    )
     run = _run(str(tmp_path), "a=NMT")
     assert (
         run.returncode == 1
