@@ -10,7 +10,7 @@
 #       ibm1=NMT,WordPenalty,NMTNorm,R2L,R2LNorm,MBRBLEU,MBRchrF,LenRatio,LenDev,IBM1Norm,IBM1InvNorm
 #
 #   bash scripts/crossfit_val.sh out/multi30k-transformer all=all 'lp1=all@bleu:length_penalty=1' \
-#       'bleu-ter=all@0.5*bleu+0.5*ter'
+#       'bleu-ter=all@0.5*bleu-0.5*ter'
 #
 # OUT: a run_pipeline.sh directory (its nbest/val.full.nbest, data/tok/val.de); COLUMNS:
 # the columns tuned (rerank tune --features), the others get weight 0, or all (every column);
