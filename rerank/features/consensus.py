@@ -78,41 +78,54 @@ def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1
 
 
 def aggregate_matches(
-    candidates: List[np.ndarray], references: List[np.ndarray], weights: np.ndarray, order: int
+    ids: np.ndarray, lengths: np.ndarray, segment: np.ndarray, weight: np.ndarray, order: int
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """n-gram statistics of each candidate against the aggregate of ``references``
-    (Vamvas & Sennrich 2024): the references' n-gram counts averaged with ``weights``.
+    """n-gram statistics of texts against their segment's aggregate reference (Vamvas &
+    Sennrich 2024): the n-gram counts of the segment's references averaged with their weights.
+    Vectorised over all the texts given (every segment at once).
 
     Args:
-        candidates: C int64 arrays of token (or character) ids.
-        references: R int64 arrays of ids of the same vocabulary.
-        weights: float64[R], the references' weights (summing to 1).
+        ids: int64[L] the token (or character) ids of every text, one after the other.
+        lengths: int64[T] each text's length in ``ids``.
+        segment: int64[T] each text's segment (any integers; texts of a segment share one aggregate).
+        weight: float64[T] a reference's weight within its segment (summing to 1), or -1 for a
+            candidate (a text that is scored, not aggregated; a text can be both only by
+            appearing twice).
         order: the highest n-gram order.
     Returns:
-        (matches float64[C, order]: sum over n-grams g of min(count_c(g), aggregate(g));
-        candidate n-grams float64[C, order]; aggregate reference n-grams float64[order]:
-        the weighted mean of max(len_r - n + 1, 0)).  Memory is linear in the n-grams.
+        (matches float64[T, order]: for a candidate, the sum over its n-grams g of
+        min(count(g), aggregate(g)), else 0; n-grams float64[T, order]: max(len - n + 1, 0);
+        aggregate reference n-grams float64[T, order]: the weighted mean of its segment's
+        references' n-gram counts, per text).  Memory is linear in the n-grams.
     """
-    count = len(candidates)
-    matches, totals, ref_totals = np.zeros((count, order)), np.zeros((count, order)), np.zeros(order)
-    texts = list(candidates) + list(references)
+    count = len(lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    candidate = weight < 0
+    matches, totals, ref_totals = np.zeros((count, order)), np.zeros((count, order)), np.zeros((count, order))
+    _, segment = np.unique(segment, return_inverse=True)
+    segments = int(segment.max()) + 1 if count else 0
     for n in range(1, order + 1):
-        windows = [np.lib.stride_tricks.sliding_window_view(t, n) for t in texts if len(t) >= n]
-        owners = [np.full(len(t) - n + 1, i) for i, t in enumerate(texts) if len(t) >= n]
-        if not windows:
+        windows = np.maximum(lengths - n + 1, 0)
+        totals[:, n - 1] = windows
+        ref_totals[:, n - 1] = np.bincount(
+            segment[~candidate], weights=weight[~candidate] * windows[~candidate], minlength=segments
+        )[segment]
+        total = int(windows.sum())
+        if not total:
             continue
-        grams, owner = np.concatenate(windows), np.concatenate(owners)
+        owner = np.repeat(np.arange(count), windows)
+        position = np.repeat(starts, windows) + np.arange(total) - np.repeat(np.cumsum(windows) - windows, windows)
+        grams = np.column_stack([segment[owner], ids[position[:, None] + np.arange(n)]])
         _, code = np.unique(grams, axis=0, return_inverse=True)
         code = code.reshape(-1)
         distinct = int(code.max()) + 1
-        is_ref = owner >= count
-        aggregate = np.bincount(code[is_ref], weights=weights[owner[is_ref] - count], minlength=distinct)
-        ref_totals[n - 1] = aggregate.sum()
-        # each candidate's count of each of its n-grams, clipped by the aggregate's
-        pairs, per_pair = np.unique(owner[~is_ref] * distinct + code[~is_ref], return_counts=True)
-        cand, gram = pairs // distinct, pairs % distinct
-        matches[:, n - 1] = np.bincount(cand, weights=np.minimum(per_pair, aggregate[gram]), minlength=count)
-        totals[:, n - 1] = np.bincount(cand, weights=per_pair, minlength=count)
+        is_ref = ~candidate[owner]
+        aggregate = np.bincount(code[is_ref], weights=weight[owner[is_ref]], minlength=distinct)
+        # each candidate's count of each of its n-grams, clipped by its segment's aggregate
+        keys, per_key = np.unique(owner[~is_ref] * distinct + code[~is_ref], return_counts=True)
+        matches[:, n - 1] = np.bincount(
+            keys // distinct, weights=np.minimum(per_key, aggregate[keys % distinct]), minlength=count
+        )
     return matches, totals, ref_totals
 
 
@@ -170,15 +183,21 @@ class ConsensusScorer(Scorer):
             return {self.NAMES[self.metric]: self.aggregate_expected(nbest, nbest, p)}
         return self._expected(nbest, p)
 
-    def _ids(self, texts: Sequence[str]) -> List[np.ndarray]:
-        """Each text as ids: words (BLEU; the lists are tokenised text, split on whitespace)
-        or characters without whitespace (chrF, as sacrebleu's default)."""
+    def _ids(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """(int64[L] ids, int64[T] lengths) of ``texts``: words (BLEU; the lists are tokenised
+        text, split on whitespace) or characters without whitespace (chrF, as sacrebleu's default)."""
         if self.metric == "bleu":
-            vocabulary: Dict[str, int] = {}
-            return [
-                np.array([vocabulary.setdefault(w, len(vocabulary)) for w in t.split()], dtype=np.int64) for t in texts
-            ]
-        return [np.array([ord(c) for c in "".join(t.split())], dtype=np.int64) for t in texts]
+            words = [t.split() for t in texts]
+            lengths = np.array([len(w) for w in words], dtype=np.int64)
+            flat = [w for ws in words for w in ws]
+            ids = np.unique(np.array(flat, dtype=object), return_inverse=True)[1] if flat else np.zeros(0)
+            return np.asarray(ids, dtype=np.int64).reshape(-1), lengths
+        stripped = ["".join(t.split()) for t in texts]
+        lengths = np.array([len(t) for t in stripped], dtype=np.int64)
+        return np.frombuffer("".join(stripped).encode("utf-32-le"), dtype=np.uint32).astype(np.int64), lengths
+
+    #: hypotheses (candidates and pseudo-references) aggregated at once: bounds the n-gram arrays
+    aggregate_block = 20_000
 
     def aggregate_expected(self, candidates, refs, p_refs) -> np.ndarray:
         """float64[M] utility of every candidate against its segment's aggregate reference
@@ -186,6 +205,7 @@ class ConsensusScorer(Scorer):
         (the same segments) averaged with ``p_refs``; sentence BLEU (effective order, the
         aggregate length as reference length) or chrF (order 6, beta 2) from the averaged
         statistics.  Equals :meth:`cross_expected` where a segment has one pseudo-reference.
+        Vectorised over blocks of segments (about ``aggregate_block`` hypotheses each).
 
         Raises:
             InputError: lists of different segment counts.
@@ -196,14 +216,24 @@ class ConsensusScorer(Scorer):
             )
         order = ORDER if self.metric == "bleu" else ChrfMetric().metric.char_order
         stats = np.zeros((len(candidates.hypotheses), NUM_STATS if self.metric == "bleu" else 3 * order))
-        for s in range(candidates.num_segments):
-            c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
-            r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
-            ids = self._ids(list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]))
-            matches, totals, ref_totals = aggregate_matches(ids[: c1 - c0], ids[c1 - c0 :], p_refs[r0:r1], order)
+        sizes = np.diff(candidates.offsets) + np.diff(refs.offsets)
+        for first, last in cost_ranges(np.cumsum(sizes), self.aggregate_block):
+            c0, c1 = int(candidates.offsets[first]), int(candidates.offsets[last])
+            r0, r1 = int(refs.offsets[first]), int(refs.offsets[last])
+            texts = list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1])
+            segment = np.concatenate(
+                [
+                    np.repeat(np.arange(first, last), np.diff(candidates.offsets[first : last + 1])),
+                    np.repeat(np.arange(first, last), np.diff(refs.offsets[first : last + 1])),
+                ]
+            )
+            weight = np.concatenate([-np.ones(c1 - c0), p_refs[r0:r1]])
+            ids, lengths = self._ids(texts)
+            matches, totals, ref_totals = aggregate_matches(ids, lengths, segment, weight, order)
+            matches, totals, ref_totals = matches[: c1 - c0], totals[: c1 - c0], ref_totals[: c1 - c0]
             if self.metric == "bleu":
                 stats[c0:c1, 0:REF_LEN:2], stats[c0:c1, 1:REF_LEN:2] = matches, totals
-                stats[c0:c1, REF_LEN] = ref_totals[0]  # the expected reference length
+                stats[c0:c1, REF_LEN] = ref_totals[:, 0]  # the expected reference length
             else:  # as sacrebleu: an order the reference has no n-gram of counts no hypothesis n-grams
                 stats[c0:c1, 0::3] = np.where(ref_totals > 0, totals, 0.0)
                 stats[c0:c1, 1::3] = ref_totals
