@@ -47,18 +47,24 @@ bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
 export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
 snakemake=(snakemake --snakefile "$ROOT/workflow/Snakefile" --configfile "$config" --cores "$JOBS"
-           --rerun-triggers mtime --printshellcmds --quiet rules)
+           --rerun-triggers mtime --rerun-incomplete --printshellcmds --quiet rules)
+where=(); [ ! -d "$OUT" ] || where=(--directory "$OUT")  # OUT/.snakemake: a run's own state
 case "$mode" in
-  dry-run) "${snakemake[@]}" --dry-run; exit ;;
-  dag) "${snakemake[@]}" --dag; exit ;;
+  dry-run) "${snakemake[@]}" "${where[@]}" --dry-run; exit ;;
+  dag) "${snakemake[@]}" "${where[@]}" --dag; exit ;;
 esac
+# one run per OUT: a second is refused; a run killed before (Ctrl-C, a lost machine) left
+# Snakemake's lock behind, which this run clears (its unfinished jobs rerun: --rerun-incomplete;
+# a training resumes from its last checkpoint). Snakemake's own state (locks, incomplete jobs)
+# lives in OUT/.snakemake: runs in other OUTs never block each other
+mkdir -p "$OUT/.snakemake"
+exec 9> "$OUT/.snakemake/run_pipeline.lock"
+flock -n 9 || { echo "run_pipeline: error: $OUT: another run is using this directory" >&2; exit 1; }
 # before any work: finished models of other settings, an OUT that holds a run of other
 # settings (one line each; workflow/settings.py preflight); Snakemake's onstart then skips it
 "$ROOT/.venv/bin/python" "$SETTINGS" preflight
 export RERANK_PREFLIGHT_DONE=1
-mkdir -p "$OUT"
-# Snakemake's own state (locks, incomplete jobs) lives in OUT/.snakemake: runs in other OUTs
-# never block each other
+"${snakemake[@]}" --directory "$OUT" --unlock > /dev/null 2>&1 || true
 "${snakemake[@]}" --directory "$OUT"
 
 R="$OUT/rerank"

@@ -44,8 +44,15 @@ if [ "$MAIN_JOB" = 1 ] && [ "$mode" = run ]; then
   SYSTEM=gru OUT="$OUT_MAIN" bash "$ROOT/scripts/run_pipeline.sh"  # the paper's GRU system, every feature
 fi
 snakemake=(snakemake --snakefile "$ROOT/workflow/tables.smk" --configfile "$config" --cores "$JOBS"
-           --rerun-triggers mtime --quiet rules)
-if [ "$mode" = dry-run ]; then "${snakemake[@]}" --dry-run; exit; fi
-mkdir -p "$OUT"
+           --rerun-triggers mtime --rerun-incomplete --quiet rules)
+where=(); [ ! -d "$OUT" ] || where=(--directory "$OUT")  # OUT/.snakemake: a run's own state
+if [ "$mode" = dry-run ]; then "${snakemake[@]}" "${where[@]}" --dry-run; exit; fi
+mkdir -p "$OUT/.snakemake"
+# one run per OUT: a second is refused; a run killed before (Ctrl-C, a lost machine) left
+# Snakemake's lock behind, which this run may clear (its unfinished jobs rerun: --rerun-incomplete;
+# a training resumes from its last checkpoint)
+exec 9> "$OUT/.snakemake/run_tables.lock"
+flock -n 9 || { echo "run_tables.sh: error: $OUT: another run is using this directory" >&2; exit 1; }
+"${snakemake[@]}" --directory "$OUT" --unlock > /dev/null 2>&1 || true
 "${snakemake[@]}" --directory "$OUT"
 cat "$OUT/tables.md"
