@@ -107,3 +107,38 @@ def test_reference_aggregation_by_hand_and_against_sacrebleu(tmp_path, capsys):
     assert main(argv[:-1] + [str(tmp_path / "agg2.txt"), "--matrix", str(tmp_path / "m.tsv")]) == 1
     assert "--matrix needs --algorithm exact" in capsys.readouterr().err
     assert not (tmp_path / "agg2.txt").exists() and not (tmp_path / "m.tsv").exists()
+
+
+def test_confidence_based_pruning_keeps_the_exact_choice_with_fewer_utilities(tmp_path, capsys):
+    from rerank.features.consensus import ConsensusScorer
+
+    # 40 segments of 40 candidates, each candidate its own pseudo-reference (uniform): at
+    # alpha 1 nothing is pruned and every reference is drawn, so the selection is exact MBR's
+    rng = np.random.default_rng(0)
+    words = "ein mann eine frau hund rennt über die wiese im park mit ball".split()
+    segments, hyps = 40, []
+    for _ in range(segments):
+        base = list(rng.choice(words, size=8))
+        for _ in range(40):
+            h = list(base)
+            for _ in range(int(rng.integers(0, 4))):  # a few edits of a shared sentence
+                h[int(rng.integers(0, len(h)))] = str(rng.choice(words))
+            hyps.append(" ".join(h))
+    nbest = NBestList(np.arange(0, 40 * segments + 1, 40), hyps, np.zeros((len(hyps), 1)), ["NMT"])
+    for metric in ("chrf", "bleu"):
+        scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform"))
+        p = scorer.distribution(nbest)
+        exact = nbest.select(scorer._expected(nbest, p)[scorer.names(False)[0]])
+        chosen, computed = scorer.pruned_select(nbest, nbest, p, alpha=1.0)
+        assert list(chosen) == list(exact) and computed == 40 * 40 * segments
+        # pruning at 0.99: almost always the exact choice, for a fraction of the utilities
+        chosen, computed = scorer.pruned_select(nbest, nbest, p, alpha=0.99)
+        assert np.mean(chosen == exact) >= 0.9 and computed < 0.6 * 40 * 40 * segments
+    write_nbest(nbest, str(tmp_path / "c.nbest"))
+    argv = ["mbr", "--candidates", str(tmp_path / "c.nbest"), "--metric", "chrf", "--weights-from", "uniform"]
+    assert main(argv + ["--algorithm", "pruned", "--alpha", "1", "--out", str(tmp_path / "p.txt")]) == 0
+    assert "64,000 utilities computed" in capsys.readouterr().err
+    assert main(argv + ["--out", str(tmp_path / "e.txt")]) == 0
+    assert (tmp_path / "p.txt").read_text() == (tmp_path / "e.txt").read_text()
+    assert main(argv + ["--algorithm", "pruned", "--alpha", "1.5", "--out", str(tmp_path / "x.txt")]) == 1
+    assert "alpha must be in (0, 1], not 1.5" in capsys.readouterr().err and not (tmp_path / "x.txt").exists()

@@ -171,11 +171,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--algorithm",
         default="exact",
-        choices=["exact", "aggregate"],
+        choices=["exact", "aggregate", "pruned"],
         help="exact: every candidate against every pseudo-reference (N^2 utilities per segment); aggregate: "
         "against one aggregate reference, the pseudo-references' n-gram counts averaged by weight (N utilities: "
-        "Vamvas & Sennrich 2024) (default: exact), e.g. --algorithm aggregate",
+        "Vamvas & Sennrich 2024); pruned: confidence-based pruning on growing samples of pseudo-references "
+        "(Cheng & Vlachos 2023) (default: exact), e.g. --algorithm pruned",
     )
+    p.add_argument(
+        "--alpha",
+        type=positive_float,
+        default=0.99,
+        help="--algorithm pruned: a candidate is dropped when its bootstrap chance of beating the current best "
+        "is below 1 - alpha; 1 prunes nothing (default: 0.99), e.g. --alpha 0.9",
+    )
+    p.add_argument("--seed", type=int, default=1, help="--algorithm pruned: seed of the draws (default: 1), e.g. 2")
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
         "--matrix",
@@ -201,7 +210,16 @@ def cmd_mbr(args) -> None:
         args.temperature,
         args.matrix,
         args.algorithm,
+        args.alpha,
+        args.seed,
     )
+    if args.algorithm == "pruned":
+        print(
+            f"mbr (pruned, alpha {args.alpha:g}): {result['segments']} segments, {result['utilities']:,} utilities "
+            f"computed -> {args.out}",
+            file=sys.stderr,
+        )
+        return
     print(
         f"mbr ({args.algorithm}): {result['segments']} segments, mean "
         f"{'expected' if args.algorithm == 'exact' else 'aggregate-reference'} {args.metric} of the selections "

@@ -20,6 +20,12 @@ probability, into one aggregate reference, and each candidate is scored once aga
 counts, its length the expected reference length) — O(N) utilities per segment instead of
 O(N²); with one pseudo-reference it equals the exact utility.
 
+``rerank mbr --algorithm pruned`` is confidence-based pruning (Cheng & Vlachos 2023, "Faster
+Minimum Bayes Risk Decoding with Confidence-based Pruning"): utilities against a growing
+sample of the pseudo-references (8, 16, 32, … of them), and after each step every candidate
+whose bootstrap estimate of beating the current best falls below ``1 − alpha`` is dropped;
+the survivors are ranked on every pseudo-reference drawn.
+
 All ordered pairs of a group of lists (at most ``max_pairs``, see :func:`pair_groups`) come
 from the statistics layer in one vectorised pass (:func:`rerank.bleu.pair_bleu_stats`,
 :meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`); scores are those layers' own formulas,
@@ -274,6 +280,83 @@ class ConsensusScorer(Scorer):
                 expected[c0:c1] += np.bincount(hyp, weights=p_refs[r0:r1][ref] * utility, minlength=n)
         return expected
 
+    def pruned_select(
+        self,
+        candidates,
+        refs,
+        p_refs,
+        alpha: float = 0.99,
+        schedule: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
+        bootstrap: int = 500,
+        seed: int = 1,
+    ) -> Tuple[np.ndarray, int]:
+        """Confidence-based pruning MBR (Cheng & Vlachos 2023, Algorithm 1): for every segment,
+        the pseudo-references are drawn in a random order (without replacement when
+        ``p_refs`` is uniform within the segment, else with replacement by ``p_refs``: a
+        Monte-Carlo estimate of the same expectation); at each size of ``schedule`` (then all
+        of them) the surviving candidates' utilities against the references drawn so far are
+        resampled ``bootstrap`` times, and a candidate whose mean beats or ties the current
+        best's in fewer than ``1 − alpha`` of the resamples is pruned.  The survivor of the
+        highest mean utility on all drawn references is selected (the earlier on ties).
+
+        Args:
+            candidates, refs: lists of the same segments (candidates and pseudo-references).
+            p_refs: float64[R] weights of the pseudo-references (summing to 1 per segment).
+            alpha: confidence, in (0, 1]; 1 prunes nothing (exact MBR on the drawn references).
+            schedule: increasing numbers of pseudo-references drawn before each pruning.
+            bootstrap: resamples per pruning step.
+            seed: of the draws and resamples.
+        Returns:
+            (int64[N] selected candidate rows, number of utilities computed).
+        Raises:
+            InputError: lists of different segment counts, alpha outside (0, 1].
+        """
+        if not 0 < alpha <= 1:
+            raise InputError(f"the pruning confidence alpha must be in (0, 1], not {alpha}")
+        if candidates.num_segments != refs.num_segments:
+            raise InputError(
+                f"{refs.num_segments} segments of pseudo-references but {candidates.num_segments} of candidates"
+            )
+        rng = np.random.default_rng(seed)
+        chosen = np.zeros(candidates.num_segments, dtype=np.int64)
+        computed = 0
+        for s in range(candidates.num_segments):
+            c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
+            r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
+            n, m = c1 - c0, r1 - r0
+            weights = p_refs[r0:r1]
+            if np.allclose(weights, weights[0]):
+                order = rng.permutation(m)
+            else:
+                order = rng.choice(m, size=m, p=weights / weights.sum())
+            texts = list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1])
+            alive = np.arange(n)
+            table = np.zeros((n, m))  # utilities of candidate i against the k-th drawn reference
+            drawn = 0
+            for size in [k for k in schedule if k < m] + [m]:
+                new = np.arange(drawn, size)
+                hyp = np.repeat(alive, len(new))
+                col = np.tile(new, len(alive))
+                table[hyp, col] = self.utilities(texts, hyp, n + order[col])
+                computed += len(hyp)
+                drawn = size
+                if len(alive) == 1 or size == m or alpha == 1:
+                    continue
+                means = table[alive, :drawn].mean(axis=1)
+                best = alive[int(np.argmax(means))]
+                resample = rng.integers(0, drawn, size=(bootstrap, drawn))
+                target = table[best][resample].mean(axis=1)  # [bootstrap]
+                wins = np.concatenate(  # a block of candidates at a time: [block, bootstrap, drawn] floats
+                    [
+                        (table[block][:, resample].mean(axis=2) >= target).mean(axis=1)
+                        for block in np.array_split(alive, max(1, len(alive) * bootstrap * drawn // 4_000_000))
+                    ]
+                )
+                alive = alive[(wins >= 1 - alpha) | (alive == best)]
+            means = table[alive, :drawn].mean(axis=1)
+            chosen[s] = c0 + alive[int(np.argmax(means))]
+        return chosen, computed
+
     def distribution(self, nbest) -> np.ndarray:
         """float64[M] the weight of every hypothesis within its segment: the softmax of the
         ``feature`` column at ``temperature``, or uniform.
@@ -324,6 +407,8 @@ def mbr_decode(
     temperature: float = 1.0,
     matrix_path: Optional[str] = None,
     algorithm: str = "exact",
+    alpha: float = 0.99,
+    seed: int = 1,
 ) -> Dict[str, float]:
     """Minimum Bayes-risk decoding (Kumar & Byrne 2004), exact: for every segment, the
     candidate of the highest expected ``utility`` (sentence BLEU or chrF, 0-100) against
@@ -335,21 +420,30 @@ def mbr_decode(
     ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility`` lines (0-based within the
     segment); both appear together or not at all.  ``algorithm="aggregate"``: each candidate
     against its segment's aggregate reference (:meth:`ConsensusScorer.aggregate_expected`;
-    no matrix).  Returns {"segments", "expected"} (the mean expected utility, or aggregate
-    utility, of the selections).
+    no matrix); ``"pruned"``: confidence-based pruning at ``alpha`` and ``seed``
+    (:meth:`ConsensusScorer.pruned_select`; no matrix).  Returns {"segments", "expected"
+    (the mean expected utility, or aggregate utility, of the selections; pruned: none),
+    "utilities" (how many were computed)}.
 
     Raises:
         InputError: unreadable lists, lists of different segment counts, a missing column,
             a matrix asked of the aggregate algorithm.
     """
-    scorer = ConsensusScorer(ConsensusScorer.Config(utility, weights_from, temperature, algorithm))
-    if algorithm == "aggregate" and matrix_path:
-        raise InputError("--matrix needs --algorithm exact: the aggregate algorithm scores no pairs")
+    scorer = ConsensusScorer(
+        ConsensusScorer.Config(utility, weights_from, temperature, "aggregate" if algorithm == "aggregate" else "exact")
+    )
+    if algorithm != "exact" and matrix_path:
+        raise InputError(f"--matrix needs --algorithm exact: the {algorithm} algorithm scores no full matrix")
     candidates = read_nbest(candidates_path)
     refs = read_nbest(pseudo_refs_path, num_segments=candidates.num_segments) if pseudo_refs_path else candidates
     p = scorer.distribution(refs)
     with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
+        if algorithm == "pruned":
+            chosen, computed = scorer.pruned_select(candidates, refs, p, alpha=alpha, seed=seed)
+            with outputs.open(out) as best:
+                best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
+            return {"segments": candidates.num_segments, "expected": float("nan"), "utilities": computed}
         if algorithm == "aggregate":
             expected = scorer.aggregate_expected(candidates, refs, p)
         elif handle is None and refs is candidates:  # the scorer's own path: the same numbers as its column
@@ -364,4 +458,9 @@ def mbr_decode(
         chosen = candidates.select(expected)
         with outputs.open(out) as best:
             best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
-    return {"segments": candidates.num_segments, "expected": float(np.mean(expected[chosen]))}
+    counts = np.diff(candidates.offsets) * (np.diff(refs.offsets) if algorithm == "exact" else 1)
+    return {
+        "segments": candidates.num_segments,
+        "expected": float(np.mean(expected[chosen])),
+        "utilities": int(counts.sum()),
+    }
