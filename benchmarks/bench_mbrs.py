@@ -46,7 +46,11 @@ def run_mbrs(segments, metric: str):
     if metric == "chrf":
         scorer = MetricChrF(MetricChrF.Config())
     else:
-        scorer = MetricBLEU(MetricBLEU.Config(tokenize="none", effective_order=True))
+        try:  # sentence BLEU as rerank's mbr:bleu: tokenize none, effective order
+            config = MetricBLEU.Config(tokenize="none", effective_order=True)
+        except TypeError:
+            config = MetricBLEU.Config(tokenize="none")
+        scorer = MetricBLEU(config)
     decoder = DecoderMBR(DecoderMBR.Config(), scorer)
     chosen = []
     for hyps in segments:
