@@ -78,12 +78,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.compare:
         a, b = (json.load(open(p, encoding="utf-8")) for p in args.compare)
+        segments = read_segments(a["nbest"])
         for metric in ("chrf", "bleu"):
-            same = sum(x == y for x, y in zip(a[metric]["chosen"], b[metric]["chosen"])) / len(a[metric]["chosen"])
+            pairs = list(zip(a[metric]["chosen"], b[metric]["chosen"]))
+            same = sum(x == y for x, y in pairs) / len(pairs)
+            # ties between identical hypotheses: rerank takes the earlier (Moses), mbrs may not
+            text = sum(segments[s][x] == segments[s][y] for s, (x, y) in enumerate(pairs)) / len(pairs)
             print(
                 f"{metric}: {a['engine']} {a[metric]['seconds']:.1f} s, {b['engine']} {b[metric]['seconds']:.1f} s "
-                f"({b[metric]['seconds'] / max(a[metric]['seconds'], 1e-9):.1f}x); same selection in {same:.2%} of "
-                f"{len(a[metric]['chosen'])} segments"
+                f"({b[metric]['seconds'] / max(a[metric]['seconds'], 1e-9):.1f}x); the same candidate in {same:.2%} "
+                f"of {len(pairs)} segments, the same text in {text:.2%}"
             )
         return 0
     path = args.nbest
@@ -95,6 +99,9 @@ def main(argv=None) -> int:
             keep = {str(i) for i in range(args.segments)}
             out.writelines(line for line in handle if line.split(" ||| ", 1)[0] in keep)
         path = trimmed
+    if args.engine == "mbrs":  # imported before the clock starts (mbrs loads torch and COMET's modules)
+        import mbrs.decoders  # noqa: F401
+        import mbrs.metrics  # noqa: F401
     result = {"engine": args.engine, "nbest": args.nbest, "segments": len(segments)}
     for metric in ("chrf", "bleu"):
         start = time.perf_counter()
