@@ -121,3 +121,49 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
     )
     assert not (tmp_path / "crossfit").exists()
     assert _run("--help").returncode == 0 and "cross-fitted" in _run("--help").stdout
+
+
+def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
+    # two rows tuned on this val list: one on an oracle column (Good), one on noise (Noise):
+    # cross-fitted on val, the first gains significantly over the beam, the second does not
+    out, images, refs = _pipeline_out(tmp_path)
+    firsts, seen = [], set()
+    for line in (out / "nbest" / "val.full.nbest").read_text().splitlines():
+        segment = line.split(" ||| ")[0]
+        if segment not in seen:
+            seen.add(segment)
+            firsts.append(line.split(" ||| ")[1])
+    assert len(firsts) == 60
+    (out / "nbest" / "val.1best").write_text("".join(h + "\n" for h in firsts))
+    systems = []
+    for name, columns in (("+good", "Good,LenRatio"), ("+noise", "Noise")):
+        directory = out / "rerank" / name[1:]
+        directory.mkdir(parents=True)
+        argv = ["tune", "--nbest", str(out / "nbest" / "val.full.nbest"), "--ref", str(out / "data" / "tok" / "val.de")]
+        argv += ["--tokenize", "none", "--features", columns, "--quiet", "--out", str(directory / "weights.seed1.json")]
+        assert main(argv) == 0
+        systems.append([name, [f"rerank/{name[1:]}/test.seed{{replica}}.txt"]])
+    (out / "experiment.json").write_text(
+        json.dumps({"reference": "data/tok/val.de", "baseline": ["nbest/val.1best"], "systems": systems})
+    )
+    script = Path(__file__).resolve().parents[1] / "scripts" / "val_guard.py"
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    run = subprocess.run(
+        [sys.executable, str(script), str(out), "--k", "3", "--images", str(images)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+    )
+    assert run.returncode == 0, run.stderr
+    table = (out / "report" / "val_guard.md").read_text()
+    good = next(line for line in table.splitlines() if line.startswith("| +good |"))
+    noise = next(line for line in table.splitlines() if line.startswith("| +noise |"))
+    assert good.endswith("| gain |") and not noise.endswith("| gain |")
+    # the cross-fitted outputs are those of rerank crossfit with the row's own columns
+    weights = json.loads((out / "crossfit" / "guard" / "good" / "weights.seed1.json").read_text())
+    assert weights["crossfit"]["features"] == ["Good", "LenRatio"] and len(weights["folds"]) == 3
+    rows = json.loads((out / "report" / "val_guard.json").read_text())["rows"]
+    bleu = BLEU(tokenize="none")
+    hyps = (out / "crossfit" / "guard" / "good" / "val.seed1.txt").read_text().splitlines()
+    row = next(r for r in rows if r["system"] == "+good" and r["metric"] == "bleu")
+    assert abs(row["score"] - bleu.corpus_score(hyps, [refs]).score) < 1e-9
