@@ -67,6 +67,7 @@ if C["shards"] == 1:
             name="|".join(FEATURES) or "(?!)",
         benchmark:
             f"{OUT}/benchmarks/features-{{name}}-{{split}}.tsv"
+        threads: lambda w: TORCH_JOBS if w.name in TORCH_SETS else 1
         params:
             cmd=lambda w: feature_job(w.split, w.name),
         shell:
@@ -84,6 +85,7 @@ else:  # SHARDS jobs per feature set and split, then rerank merge (it refuses a 
             shard=r"\d+",
         benchmark:
             f"{OUT}/benchmarks/features-{{name}}-{{split}}.shard{{shard}}.tsv"
+        threads: lambda w: TORCH_JOBS if w.name in TORCH_SETS else 1
         params:
             cmd=lambda w: feature_job(w.split, w.name, int(w.shard)),
         shell:
