@@ -14,29 +14,17 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SETTINGS="$ROOT/workflow/settings.py"
-# the settings need PyYAML and jsonschema: the project's .venv has them (Snakemake's own
-# dependencies); --help and --settings use any python3 that has them before installing anything
-python_with_settings() {
-  local py
-  for py in "$ROOT/.venv/bin/python" python3; do
-    if command -v "$py" > /dev/null 2>&1 && "$py" -c "import yaml, jsonschema" > /dev/null 2>&1; then
-      echo "$py"; return
-    fi
-  done
-  bash "$ROOT/scripts/setup_env.sh" nmt >&2
-  echo "$ROOT/.venv/bin/python"
-}
 mode=run
 case "${1:-}" in
   "") ;;
-  -h|--help) exec "$(python_with_settings)" "$SETTINGS" help ;;
-  --settings) exec "$(python_with_settings)" "$SETTINGS" settings ;;
+  -h|--help) exec "$(bash "$ROOT/scripts/settings_python.sh")" "$SETTINGS" help ;;
+  --settings) exec "$(bash "$ROOT/scripts/settings_python.sh")" "$SETTINGS" settings ;;
   -n|--dry-run) mode=dry-run ;;
   --dag) mode=dag ;;
   *) echo "run_pipeline: error: unknown argument '$1' (settings are environment variables: --help)" >&2; exit 1 ;;
 esac
 [ $# -le 1 ] || { echo "run_pipeline: error: one argument at most (--help)" >&2; exit 1; }
-PY=$(python_with_settings)
+PY=$(bash "$ROOT/scripts/settings_python.sh")
 config=$(mktemp "${TMPDIR:-/tmp}/rerank-pipeline.XXXXXX.json")
 trap 'rm -f "$config"' EXIT
 "$PY" "$SETTINGS" config > "$config"  # a bad setting: one line, exit 1, nothing written

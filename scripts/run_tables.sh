@@ -11,26 +11,16 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SETTINGS="$ROOT/workflow/settings.py"
-python_with_settings() {  # a python with PyYAML and jsonschema (the .venv's, or the machine's)
-  local py
-  for py in "$ROOT/.venv/bin/python" python3; do
-    if command -v "$py" > /dev/null 2>&1 && "$py" -c "import yaml, jsonschema" > /dev/null 2>&1; then
-      echo "$py"; return
-    fi
-  done
-  bash "$ROOT/scripts/setup_env.sh" nmt >&2
-  echo "$ROOT/.venv/bin/python"
-}
 mode=run
 case "${1:-}" in
   "") ;;
-  -h|--help) exec "$(python_with_settings)" "$SETTINGS" --tables help ;;
-  --settings) exec "$(python_with_settings)" "$SETTINGS" --tables settings ;;
+  -h|--help) exec "$(bash "$ROOT/scripts/settings_python.sh")" "$SETTINGS" --tables help ;;
+  --settings) exec "$(bash "$ROOT/scripts/settings_python.sh")" "$SETTINGS" --tables settings ;;
   -n|--dry-run) mode=dry-run ;;
   *) echo "run_tables.sh: error: unknown argument '$1' (settings are environment variables: --help)" >&2; exit 2 ;;
 esac
 [ $# -le 1 ] || { echo "run_tables.sh: error: one argument at most (--help)" >&2; exit 2; }
-PY=$(python_with_settings)
+PY=$(bash "$ROOT/scripts/settings_python.sh")
 config=$(mktemp "${TMPDIR:-/tmp}/rerank-tables.XXXXXX.json")
 trap 'rm -f "$config"' EXIT
 "$PY" "$SETTINGS" --tables config > "$config"  # a bad setting: one line, exit 1, nothing written
