@@ -68,6 +68,12 @@ def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_p
     assert settings.from_environment({"FEATURES": "all", "L2R2": "0"})["features"] == [
         f for f in ALL_FEATURES if f != "l2r2"
     ]
+    # every rule runs inside OUT: DATA is absolute (relative to the project root), and an empty
+    # DATA is the shared Multi30k copy beside the project, as rerank nmt prepare finds it from
+    # the root (a fresh clone's first run once downloaded instead: prepare ran inside OUT)
+    assert settings.from_environment({"DATA": "data/m30k"})["data"] == str(ROOT / "data" / "m30k")
+    local = os.path.normpath(ROOT / ".." / "shared" / "data" / "multi30k")
+    assert default["data"] == (local if os.path.isdir(local) else "")
     lines = settings.recorded(settings.from_environment({"TUNERS": "mira"}))
     assert "FEATURES=r2l mbr len ibm1" in lines and "TUNERS=mira" in lines and "LR=0" in lines
     assert [line.split("=")[0].lower() for line in lines] == settings.RECORDED

@@ -135,13 +135,21 @@ def validate(config: Dict, schema: Dict, cross: bool = True) -> None:
 def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
     """A configuration as Snakemake gives it (a system file, perhaps with ``--config``
     overrides; empty: the default system's) resolved and validated: the system's file under
-    it, the schema's defaults, ``out`` absolute (relative to the project root)."""
+    it, the schema's defaults, ``out`` and ``data`` absolute (relative to the project root:
+    every rule runs inside OUT); an empty ``data`` is ``../shared/data/multi30k`` beside the
+    project when it exists (``rerank nmt prepare``'s default, seen from the root), else stays
+    empty (the public repository is downloaded)."""
     schema = schema or load_schema()
     system = config.get("system", SYSTEMS[0])
     merged = {**load_system(system), **dict(config)}
     merged = normalise(merged, schema)
     validate(merged, schema)
     merged["out"] = os.path.normpath(os.path.join(ROOT, merged["out"]))
+    local = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "multi30k"))
+    if merged["data"]:
+        merged["data"] = os.path.normpath(os.path.join(ROOT, merged["data"]))
+    elif os.path.isdir(local):
+        merged["data"] = local
     return merged
 
 
