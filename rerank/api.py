@@ -9,7 +9,7 @@ stays light); the README's "From Python" section is an example that the tests ru
     tuned = rerank.tune(nbest, rerank.read_lines("val.de"), algorithm="mert", tokenize="none")
     best = rerank.apply(rerank.add_features(rerank.read_nbest("test.nbest"), ["mbr:bleu"]), tuned)
 
-This module sits on the top floor beside the command line (``tests/test_layers.py``):
+This module sits on the top floor beside the command line (``tests/core/test_layers.py``):
 it calls the layers below and nothing imports it but ``rerank/__init__.py``'s lazy
 attribute lookup.
 """
@@ -39,7 +39,7 @@ from rerank.nbest import (
     weights_vector,
     write_nbest,
 )
-from rerank.report import format_table, significance_of
+from rerank.report import SignificanceSettings, format_table, significance_of
 from rerank.textio import read_lines
 
 __all__ = [
@@ -327,6 +327,9 @@ def significance(
     references = _references(references)
     if not references[0]:
         raise InputError("no references: nothing to score")
-    return significance_of(
-        _one_or_streams(references), texts, metrics=list(metrics), bleu=BleuSettings(tokenize, lowercase), **options
-    )
+    known = ("shuffles", "resamples", "seed", "compare_to", "lang")
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"significance() has no setting {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    settings = SignificanceSettings(metrics=tuple(metrics), bleu=BleuSettings(tokenize, lowercase), **options)
+    return significance_of(_one_or_streams(references), texts, settings)

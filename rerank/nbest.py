@@ -404,7 +404,12 @@ class _BlockParser:
         self.expected = self.names_of(tokens)
 
     def add(self, line: str, lineno: int) -> bool:
-        """Parse one line; True when it starts a new segment."""
+        """Parse one line; True when it starts a new segment.
+
+        Raises:
+            InputError: a line without 4 ``|||`` fields, with a NUL byte, empty, a non-integer or
+                out-of-order segment id, other feature names than the first line's (file and line).
+        """
         fields = line.rstrip("\n").split(" ||| ")
         if len(fields) != 4:
             if not line.strip():
@@ -441,7 +446,11 @@ class _BlockParser:
         return new
 
     def block(self, upto: Optional[int] = None) -> NBestList:
-        """The list of the accumulated rows before row ``upto`` (whole segments)."""
+        """The list of the accumulated rows before row ``upto`` (whole segments).
+
+        Raises:
+            InputError: a total that is not a number (file and line).
+        """
         upto = len(self.hypotheses) if upto is None else upto
         starts = [s for s in self.starts if s < upto]
         try:

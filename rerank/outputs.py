@@ -27,6 +27,7 @@ line naming the option and the path.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import glob
@@ -114,10 +115,28 @@ def _check_writable(option: str, path: str) -> None:
         raise InputError(f"{option}: the file is read-only: refusing to replace it", path)
 
 
+#: where the signature of a list written to standard output goes (``--signature FILE``), or None
+_STDOUT_SIGNATURE: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("stdout_signature", default=None)
+
+
+@contextlib.contextmanager
+def stdout_signature(path: Optional[str]) -> Iterator[None]:
+    """While the block runs, the signature of a list written to ``-`` goes to ``path``
+    (``--signature FILE`` of the verbs that write lists); None: it has none."""
+    token = _STDOUT_SIGNATURE.set(path)
+    try:
+        yield
+    finally:
+        _STDOUT_SIGNATURE.reset(token)
+
+
 def signature_path(path: Optional[str]) -> Optional[str]:
-    """The side file (signature) of an output list ``path``: ``path + '.json'``, or None
-    where there is no file to put one beside (``-``, a device, a FIFO, no path)."""
-    if path is None or path == "-" or _is_special(os.path.realpath(path)):
+    """The side file (signature) of an output list ``path``: ``path + '.json'``; for ``-``
+    (standard output) the file :func:`stdout_signature` names, if any; None where there is
+    no file to put one beside (a device, a FIFO, no path)."""
+    if path == "-":
+        return _STDOUT_SIGNATURE.get()
+    if path is None or _is_special(os.path.realpath(path)):
         return None
     return path + ".json"
 

@@ -76,6 +76,7 @@ class LineProgress:
         self.lines += 1
 
     def update(self, n: float = 1) -> None:
+        """``n`` more units done; a line when :attr:`interval` seconds have passed since the last."""
         self.n += n
         now = time.monotonic()
         if now - self.last >= self.interval:
@@ -83,16 +84,18 @@ class LineProgress:
             self._write(self.line())
 
     def close(self) -> None:
+        """The last line (``… in all``), if any line was written."""
         if not self.closed and self.lines:
             self._write(self.line().replace(" elapsed", " in all"))
         self.closed = True
 
     # the tqdm methods some callers use
     def set_description(self, desc: str) -> None:
+        """tqdm's: the name at the start of each line."""
         self.desc = desc
 
     def refresh(self) -> None:
-        pass
+        """tqdm's: nothing to redraw (lines are written as they come)."""
 
 
 def progress_bar(

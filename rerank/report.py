@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -41,40 +42,61 @@ FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
 
 
+@dataclass(frozen=True)
+class SignificanceSettings:
+    """How ``rerank signif`` / ``rerank report`` score and test (MultEval's approximate
+    randomisation and bootstrap over optimiser replicas; Clark et al. 2011).
+
+    Attributes:
+        metrics: metric specs (``bleu``, ``chrf:word_order=2``, ``seg:comet``…).
+        bleu: BLEU's and the length ratio's tokeniser, and every metric's lowercasing.
+        lang: the target language (METEOR's).
+        shuffles: approximate-randomisation shuffles per comparison (MultEval: 10,000).
+        resamples: bootstrap resamples behind s_sel (MultEval: 10,000).
+        seed: the random seed of both.
+        compare_to: a second system every other one is also tested against (‡ / ⇓), or None.
+        baseline_name: the baseline's name in the rows.
+        progress: a progress bar (or a line every few seconds off a terminal).
+    """
+
+    metrics: Tuple[str, ...] = tuple(DEFAULT_METRICS)
+    bleu: BleuSettings = BleuSettings()
+    lang: str = "de"
+    shuffles: int = 10000
+    resamples: int = 10000
+    seed: int = DEFAULT_SEED
+    compare_to: Optional[str] = None
+    baseline_name: str = "baseline"
+    progress: bool = False
+
+
 def significance_table(
     ref_path: str,
     baseline: Sequence[str],
     systems: Sequence[Tuple[str, Sequence[str]]],
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    bleu: BleuSettings = BleuSettings(),
-    lang: str = "de",
-    shuffles: int = 10000,
-    resamples: int = 10000,
-    seed: int = DEFAULT_SEED,
-    compare_to: Optional[str] = None,
-    baseline_name: str = "baseline",
-    progress: bool = False,
+    settings: SignificanceSettings = SignificanceSettings(),
 ) -> Dict:
-    """Score the baseline and each system (lists of replica files) on every metric.
+    """Score the baseline and each system (lists of replica files) on every metric:
+    :func:`significance_of` on the files' texts, ``meta.reference`` the reference path.
 
     Returns ``{"rows": [...], "meta": {...}}``; each row has system, metric, score,
     s_sel, s_opt, p_value (None for the baseline), delta (score − baseline score),
-    p_compare (against ``compare_to``; None where not applicable), replicas and the
-    replica scores.  ``bleu``: the tokeniser of BLEU and length, and the lowercasing of
-    every metric.  Raises :class:`InputError` for a file whose line count differs from the
-    reference's, or an unknown ``compare_to`` name.
+    p_compare (against ``compare_to``; None where not applicable), replicas, the
+    replica scores and the replicas' files.
+
+    Raises:
+        InputError: a file whose line count differs from the reference's, no reference
+            segments, a system named twice or as the baseline, an unknown ``compare_to``.
     """
     refs = read_references(ref_path)
     if not segment_count(refs):
         raise InputError(
             "no reference segments: nothing to score", ref_path if isinstance(ref_path, str) else ref_path[0]
         )
-    check_system_names(baseline_name, systems)
-    files = {baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
+    check_system_names(settings.baseline_name, systems)
+    files = {settings.baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
     texts = {name: [read_system(p, segment_count(refs)) for p in paths] for name, paths in files.items()}
-    result = significance_of(
-        refs, texts, metrics, bleu, lang, shuffles, resamples, seed, compare_to, baseline_name, progress, files
-    )
+    result = significance_of(refs, texts, settings, files)
     result["meta"] = {"reference": ref_path, **result["meta"]}
     return result
 
@@ -82,26 +104,21 @@ def significance_table(
 def significance_of(
     refs: Sequence[str],
     texts: Dict[str, List[List[str]]],
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    bleu: BleuSettings = BleuSettings(),
-    lang: str = "de",
-    shuffles: int = 10000,
-    resamples: int = 10000,
-    seed: int = DEFAULT_SEED,
-    compare_to: Optional[str] = None,
-    baseline_name: str = "baseline",
-    progress: bool = False,
+    settings: SignificanceSettings = SignificanceSettings(),
     files: Optional[Dict[str, List[str]]] = None,
 ) -> Dict:
     """:func:`significance_table` on texts held in memory: ``texts`` maps each system (the
-    baseline first, named ``baseline_name``) to its replicas, each a list of N hypotheses
-    for the N ``refs``. ``files`` (the replicas' paths, by system) are needed only by
-    ``seg:`` metrics, which read each file's sidecar scores; rows carry them as ``files``.
+    baseline first, named ``settings.baseline_name``) to its replicas, each a list of N
+    hypotheses for the N ``refs``. ``files`` (the replicas' paths, by system) are needed only
+    by ``seg:`` metrics, which read each file's sidecar scores; rows carry them as ``files``.
 
     Raises:
         InputError: a replica of another length than the references, an unknown
             ``compare_to``, a ``seg:`` metric without files.
     """
+    metrics, bleu, lang = settings.metrics, settings.bleu, settings.lang
+    shuffles, resamples, seed = settings.shuffles, settings.resamples, settings.seed
+    compare_to, baseline_name = settings.compare_to, settings.baseline_name
     names = list(texts)
     if not names or names[0] != baseline_name:
         raise InputError(f"the first system must be the baseline {baseline_name!r}")
@@ -115,7 +132,7 @@ def significance_of(
     rows, signatures = [], {}
     items = [(m, n) for m in metrics for n in names]
     bar = None
-    if progress:
+    if settings.progress:
         bar = progress_bar(total=len(items), desc="signif", unit="system·metric")
     unavailable = {}
     for metric_name in metrics:
@@ -318,7 +335,11 @@ def _footer(meta: Dict) -> List[str]:
 
 
 def format_table(result: Dict, fmt: str = "text") -> str:
-    """Render :func:`significance_table`'s result as text, markdown, latex, json or csv."""
+    """Render :func:`significance_table`'s result as text, markdown, latex, json or csv.
+
+    Raises:
+        InputError: an unknown format.
+    """
     rows, meta = result["rows"], result["meta"]
     if fmt == "json":
         return json.dumps({"rows": rows, "meta": meta}, indent=2, ensure_ascii=False) + "\n"
@@ -462,11 +483,8 @@ def experiment_report(
             computed = os.path.join(tmp, "test.oracle")
             oracle_file(nbest, ref, computed, experiment.bleu)
             systems = systems + [("oracle", [computed])]
-        result = significance_table(
-            ref,
-            baseline,
-            systems,
-            metrics=metrics,
+        settings = SignificanceSettings(
+            metrics=tuple(metrics),
             bleu=experiment.bleu,
             shuffles=shuffles,
             resamples=resamples,
@@ -474,6 +492,7 @@ def experiment_report(
             compare_to=compare_to,
             progress=True,
         )
+        result = significance_table(ref, baseline, systems, settings)
         if experiment.paper is not None:
             published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))

@@ -18,7 +18,9 @@
 # (environment variables): K (folds, 5), FOLD_SEED (seed of the fold assignment, 1),
 # REPLICAS (tuner seeds 1..REPLICAS, 3), IMAGES (the image of each val segment, default
 # ../shared/data/multi30k/task1/image_splits/val.txt; folds keep an image's segments
-# together). Writes OUT/crossfit/{val.folds.tsv,NAME/val.seedS.txt,NAME/weights.seedS.json,
+# together), TUNE_ARGS (more rerank crossfit options for every NAME of this call, e.g.
+# TUNE_ARGS='--mira-C 0.001': recorded with the NAME, so give each setting its own NAME).
+# Writes OUT/crossfit/{val.folds.tsv,NAME/val.seedS.txt,NAME/weights.seedS.json,
 # results.tsv}; every output is skipped when it exists, so a run resumes. Prints one line
 # per NAME: the val BLEU of each seed and their mean, with the mean TER and length ratio.
 set -euo pipefail
@@ -32,7 +34,7 @@ for pair in "$@"; do
   [[ "$pair" =~ ^[A-Za-z0-9_.-]+=[^=@]+(@.+)?$ ]] \
     || { echo "crossfit_val: error: '$pair' is not NAME=COLUMNS[@METRIC]" >&2; exit 1; }
 done
-K=${K:-5}; FOLD_SEED=${FOLD_SEED:-1}; REPLICAS=${REPLICAS:-3}
+K=${K:-5}; FOLD_SEED=${FOLD_SEED:-1}; REPLICAS=${REPLICAS:-3}; read -r -a TUNE_ARGS <<< "${TUNE_ARGS:-}"
 IMAGES=${IMAGES:-$ROOT/../shared/data/multi30k/task1/image_splits/val.txt}
 NBEST="$OUT/nbest/val.full.nbest"; REF="$OUT/data/tok/val.de"
 for f in "$NBEST" "$REF" "$IMAGES"; do
@@ -47,14 +49,15 @@ for pair in "$@"; do
   if [[ "$columns" == *@* ]]; then metric=${columns#*@}; columns=${columns%%@*}; fi
   select=(--features "$columns"); [ "$columns" != all ] || select=()
   mkdir -p "$C/$name"
-  if [ -e "$C/$name/columns" ] && [ "$(cat "$C/$name/columns")" != "$columns metric=$metric k=$K fold_seed=$FOLD_SEED" ]; then
-    echo "crossfit_val: error: $C/$name holds a run of other columns or folds; give another NAME" >&2; exit 1
+  record="$columns metric=$metric k=$K fold_seed=$FOLD_SEED${TUNE_ARGS[*]:+ ${TUNE_ARGS[*]}}"
+  if [ -e "$C/$name/columns" ] && [ "$(cat "$C/$name/columns")" != "$record" ]; then
+    echo "crossfit_val: error: $C/$name holds a run of other columns, folds or options; give another NAME" >&2; exit 1
   fi
-  echo "$columns metric=$metric k=$K fold_seed=$FOLD_SEED" > "$C/$name/columns"
+  echo "$record" > "$C/$name/columns"
   scores=() ters=() ratios=()
   for S in $(seq 1 "$REPLICAS"); do
     [ -e "$C/$name/val.seed$S.txt" ] || rerank crossfit --nbest "$NBEST" --ref "$REF" --tokenize none \
-      --folds "$FOLDS" "${select[@]}" --metric "$metric" --seed "$S" --quiet \
+      --folds "$FOLDS" "${select[@]}" --metric "$metric" --seed "$S" --quiet ${TUNE_ARGS[@]+"${TUNE_ARGS[@]}"} \
       --out "$C/$name/val.seed$S.txt" --weights-out "$C/$name/weights.seed$S.json" > /dev/null
     read -r bleu ter ratio < <(rerank eval --ref "$REF" --tokenize none --hyp "$C/$name/val.seed$S.txt" --json \
       --metrics bleu,ter,length | python3 -c 'import json, sys

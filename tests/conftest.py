@@ -17,12 +17,16 @@ import random
 import numpy as np
 import pytest
 
-# every test computes its tuning data afresh (tests/test_tuning_cache.py turns the cache on
+# every test computes its tuning data afresh (tests/core/test_tuning_cache.py turns the cache on
 # in a directory of its own): no test depends on what another left in a shared cache
 os.environ["RERANK_CACHE"] = "off"
 from sacrebleu.metrics import BLEU
 
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
+
+#: the project's root (tests are laid out by package: tests/core, tests/mira, tests/features,
+#: tests/nmt, tests/embed, tests/cli, tests/workflow, tests/docs)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: marker -> the modules its extra installs (setup.py's extras_require)
 EXTRAS = {

@@ -29,7 +29,7 @@ from rerank.cli import core, embed, features, generate, nmt, system, tune
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
 from rerank.features.scorer import scorer_summaries
-from rerank.outputs import check_paths
+from rerank.outputs import check_paths, stdout_signature
 
 
 def scorers_help() -> str:
@@ -113,9 +113,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _terminate) if argv is None else None
     try:
-        if getattr(args, "paths", None) is not None:
-            check_paths(*args.paths(args))
-        args.func(args)
+        with stdout_signature(getattr(args, "signature", None)):
+            if getattr(args, "paths", None) is not None:
+                inputs, outputs = args.paths(args)
+                if getattr(args, "signature", None):
+                    if args.signature not in outputs.values():
+                        raise InputError(
+                            "--signature is for a list written to standard output (-); a list written to a "
+                            "file has its signature beside it (FILE.json)"
+                        )
+                check_paths(inputs, outputs)
+            args.func(args)
     except InputError as err:
         print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
         return 1

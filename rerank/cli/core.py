@@ -14,7 +14,15 @@ import numpy as np
 from rerank import DEFAULT_SEED
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import sacrebleu_score
-from rerank.cli.options import bleu_options, bleu_settings, metric_options, note_once, references, seg_sidecars
+from rerank.cli.options import (
+    bleu_options,
+    bleu_settings,
+    metric_options,
+    note_once,
+    references,
+    seg_sidecars,
+    signature_option,
+)
 from rerank.convert import FORMATS as CONVERT_FORMATS
 from rerank.convert import convert_file
 from rerank.errors import InputError
@@ -24,7 +32,14 @@ from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_ob
 from rerank.metrics import format_table as format_scores
 from rerank.oracle import oracle_file
 from rerank.outputs import atomic_write, signature_path
-from rerank.report import experiment_report, format_table, plots_available, report_files, significance_table
+from rerank.report import (
+    SignificanceSettings,
+    experiment_report,
+    format_table,
+    plots_available,
+    report_files,
+    significance_table,
+)
 from rerank.reranking import apply_file, average_weights, merge_shards, truncate_file, union_files
 from rerank.textio import read_lines
 
@@ -159,11 +174,8 @@ def cmd_signif(args) -> None:
             path = os.path.join(tmp, f"{name}.txt")
             oracle_file(nbest, references(args), path, bleu)
             systems.append((name, [path]))
-        result = significance_table(
-            references(args),
-            _files(args.baseline),
-            systems,
-            metrics=args.metrics.split(","),
+        settings = SignificanceSettings(
+            metrics=tuple(args.metrics.split(",")),
             bleu=bleu,
             lang=args.lang,
             shuffles=args.shuffles,
@@ -172,6 +184,7 @@ def cmd_signif(args) -> None:
             compare_to=args.compare_to,
             progress=True,  # a bar on a terminal, a line every few seconds elsewhere
         )
+        result = significance_table(references(args), _files(args.baseline), systems, settings)
     text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
     sys.stdout.write(text)
     if args.out:
@@ -299,6 +312,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         choices=("h", "detok"),
         help="fairseq: the H- hypothesis (tokenised) or the D- one (detokenised) (default: h)",
     )
+    signature_option(p)
     p.set_defaults(
         func=cmd_convert,
         paths=lambda a: ({"input": a.input}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),
@@ -318,6 +332,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="the first hypothesis of every segment, one line each: the decoder's own 1-best "
         "(the list's order, as Moses, fairseq and Marian write them)",
     )
+    signature_option(p)
     p.set_defaults(
         func=cmd_truncate,
         paths=lambda a: (
@@ -346,6 +361,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("shards", nargs="+", help="the shards (any order): lists written with --num-shards/--shard-id")
     p.add_argument("--out", required=True, help="the joined list (and OUT.json, its signature)")
+    signature_option(p)
     p.set_defaults(
         func=cmd_merge,
         paths=lambda a: ({"shards": a.shards}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),
@@ -373,6 +389,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="the union (and OUT.json, its signature): column WordPenalty only "
         "(model scores of one list do not describe another's hypotheses)",
     )
+    signature_option(p)
     p.set_defaults(
         func=cmd_union,
         paths=lambda a: ({"--nbest": a.nbest}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from rerank.argtypes import non_negative_int, positive_float, positive_int
-from rerank.cli.options import FORMATS_HELP, device_options, device_settings
+from rerank.cli.options import FORMATS_HELP, device_options, device_settings, signature_option
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
@@ -117,6 +117,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--shard-id", type=non_negative_int, help="the block this process scores, 0..N-1, e.g. --shard-id 0")
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     device_options(q)
+    signature_option(q)
     q.set_defaults(
         paths=lambda a: (
             {
@@ -158,7 +159,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="another list of the same segments whose hypotheses are the pseudo-references (default: the "
         "candidates themselves), e.g. 256 samples per sentence from rerank generate --sampling",
     )
-    p.add_argument("--metric", default="chrf", choices=["bleu", "chrf"], help="the sentence utility (default: chrf)")
+    p.add_argument(
+        "--metric",
+        default="chrf",
+        choices=["bleu", "chrf", "ter"],
+        help="the sentence utility (ter: minus sentence TER; default: chrf)",
+    )
     p.add_argument(
         "--weights-from",
         default="NMT",

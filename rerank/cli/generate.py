@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from rerank.argtypes import positive_int
-from rerank.cli.options import device_options, device_settings
+from rerank.cli.options import device_options, device_settings, signature_option
 from rerank.features.generate import Sampling, generate_file
 from rerank.outputs import signature_path
 
@@ -64,6 +64,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     device_options(p)
     p.add_argument("--out-nbest", required=True, help="the n-best list (and OUT_NBEST.json, its signature)")
     p.add_argument("--out-1best", required=True, help="the first candidate of every sentence")
+    signature_option(p, "--out-nbest")
     p.set_defaults(
         func=cmd_generate,
         paths=lambda a: (

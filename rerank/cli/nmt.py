@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from rerank.argtypes import positive_int
-from rerank.cli.options import device_options
+from rerank.cli.options import device_options, signature_option
 from rerank.errors import InputError
 from rerank.nmt.data import PrepareConfig, prepare
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
@@ -270,6 +270,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     device_options(q)
     q.add_argument("--out-1best", required=True, help="the beam's 1-best, one line per sentence")
+    signature_option(q, "--out-nbest")
     q.set_defaults(
         paths=lambda a: (
             {"--checkpoint": a.checkpoint, "--input": a.input},

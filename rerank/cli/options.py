@@ -60,6 +60,17 @@ def seg_sidecars(spec: str, path: str) -> list:
     return [f"{path}.{m.key}" for _, m in terms if hasattr(m, "key")]
 
 
+def signature_option(p: argparse.ArgumentParser, output: str = "--out") -> None:
+    """``--signature FILE``: where the signature of a list written to standard output goes
+    (a list written to a file has its signature beside it, ``FILE.json``)."""
+    p.add_argument(
+        "--signature",
+        metavar="FILE",
+        help=f"with {output} - (standard output): write the list's signature (JSON) to FILE, "
+        f"e.g. --signature test.nbest.json (default: a list on standard output gets none)",
+    )
+
+
 def device_options(p: argparse.ArgumentParser) -> None:
     """``--device`` and ``--dtype`` of every verb that runs a neural model
     (:class:`rerank.devices.DeviceSettings`)."""

@@ -7,8 +7,9 @@ import argparse
 import json
 
 from rerank.argtypes import positive_int
-from rerank.cli.options import device_options, device_settings
+from rerank.cli.options import device_options, device_settings, signature_option
 from rerank.features.system import pack_system, translate
+from rerank.outputs import signature_path
 
 
 def cmd_pack(args) -> None:
@@ -74,7 +75,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the throughput as JSON (default: a line on stderr)")
     device_options(p)
+    signature_option(p, "--nbest-out")
     p.set_defaults(
         func=cmd_translate,
-        paths=lambda a: ({"--input": a.input}, {"--out": a.out, "--nbest-out": a.nbest_out}),
+        paths=lambda a: (
+            {"--input": a.input},
+            {"--out": a.out, "--nbest-out": a.nbest_out, "--nbest-out (signature)": signature_path(a.nbest_out)},
+        ),
     )

@@ -192,7 +192,11 @@ def extract_split(
     images_dir: str, split_path: str, backbone: Backbone, batch_size: int = 16, progress: bool = False
 ) -> Tuple[List[str], np.ndarray]:
     """(image names, float32 (N, dim)) for the images listed in ``split_path`` (one file
-    name per line, relative to ``images_dir``)."""
+    name per line, relative to ``images_dir``).
+
+    Raises:
+        InputError: an empty image name in ``split_path`` (file and line).
+    """
 
     names = read_lines(split_path)
     for lineno, name in enumerate(names, start=1):

@@ -141,11 +141,13 @@ class Vocabulary:
         return ids or [UNK]
 
     def save(self, path: str) -> None:
+        """Write the words (JSON list, the two reserved ids left out) to ``path``, atomically."""
         with atomic_write(path) as out:
             json.dump(self.words[2:], out, ensure_ascii=False)
 
     @classmethod
     def load(cls, path: str) -> "Vocabulary":
+        """The vocabulary :meth:`save` wrote to ``path``."""
         with open(path, encoding="utf-8") as handle:
             return cls(json.load(handle))
 

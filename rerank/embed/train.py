@@ -185,7 +185,12 @@ def train_embeddings(
     and sizes, and every weight whose name and shape match: e.g. a VSE or β > 0 model
     fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With
     ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and ``config.json`` (settings,
-    history, signature)."""
+    history, signature).
+
+    Raises:
+        InputError: an unknown contrastive sampling, β = 1 without image features, a start model without an
+            encoder this training needs.
+    """
     config.model.check()
     if config.contrastive not in ("batch", "random"):
         raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")

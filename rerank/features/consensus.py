@@ -46,6 +46,7 @@ from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, cost_ranges
 from rerank.metrics.chrf import ChrfMetric
+from rerank.metrics.ter import TerMetric
 from rerank.nbest import read_nbest
 from rerank.outputs import StagedOutputs
 
@@ -137,7 +138,7 @@ def aggregate_matches(
 
 @SCORERS.register("mbr")
 class ConsensusScorer(Scorer):
-    """Expected sentence-BLEU or chrF of each hypothesis against its list (MBR utility).
+    """Expected sentence-BLEU, chrF or minus TER of each hypothesis against its list (MBR utility).
 
     Args:
         config: :attr:`Config` (``mbr:bleu``, ``mbr:chrf,feature=uniform,temperature=0.5``).
@@ -145,11 +146,13 @@ class ConsensusScorer(Scorer):
         InputError: (from the spec) an unknown utility or setting, a non-positive temperature.
     """
 
-    summary = "MBRBLEU / MBRchrF: MBR expected utility"
+    summary = "MBRBLEU / MBRchrF / MBRTER: MBR expected utility (MBRTER: minus expected TER)"
 
     @dataclass
     class Config:
-        utility: str = option("", "the sentence utility", choices=("bleu", "chrf"), positional=True)
+        utility: str = option(
+            "", "the sentence utility (ter: minus sentence TER)", choices=("bleu", "chrf", "ter"), positional=True
+        )
         feature: str = option("NMT", "the log-probability column of the distribution, or uniform (samples)")
         temperature: float = option(1.0, "softmax temperature", type=positive_float)
         algorithm: str = option(
@@ -160,7 +163,7 @@ class ConsensusScorer(Scorer):
 
     set_name = "MBR"
 
-    NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF"}
+    NAMES = {"bleu": "MBRBLEU", "chrf": "MBRchrF", "ter": "MBRTER"}
     #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of
     #: segments, and within one long list per block of its references
     max_pairs = 1_000_000
@@ -170,14 +173,21 @@ class ConsensusScorer(Scorer):
             raise InputError(f"mbr: the utility must be one of {', '.join(self.NAMES)}: mbr:bleu or mbr:chrf")
         self.metric, self.feature, self.temperature = config.utility, config.feature or "NMT", config.temperature
         self.algorithm = config.algorithm or "exact"
+        if self.metric == "ter" and self.algorithm == "aggregate":
+            raise InputError("mbr: aggregate needs an n-gram utility (bleu or chrf); TER has no aggregate reference")
 
     def names(self, has_images: bool) -> List[str]:
         return [self.NAMES[self.metric]]
 
     def utilities(self, hypotheses, hyp, ref) -> np.ndarray:
-        """float64[P] sentence utility (0-100) of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``."""
+        """float64[P] sentence utility of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``:
+        BLEU or chrF (0-100), or minus sentence TER (sacrebleu's tokenisation and edit
+        counts, :class:`rerank.metrics.ter.TerMetric`; ≤ 0, higher is better)."""
         if self.metric == "bleu":
             return bleu_from_stats(pair_bleu_stats(hypotheses, hyp, ref), effective_order=True)
+        if self.metric == "ter":
+            ter = TerMetric()
+            return -ter.score(ter.pair_stats(hypotheses, hyp, ref))
 
         chrf = ChrfMetric()
         return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))

@@ -59,7 +59,11 @@ DIRECTIONS = ("forward", "backward")
 def import_transformers():
     """The ``transformers`` module.  torchaudio, which fairseq-fixed installs built for
     another torch, cannot load beside torch 2.13 CPU; transformers imports it whenever it
-    is installed, so a torchaudio that fails to import is hidden from it first."""
+    is installed, so a torchaudio that fails to import is hidden from it first.
+
+    Raises:
+        InputError: transformers is not installed (the ``[hf]`` extra).
+    """
     try:
         importlib.import_module("torchaudio")
     except Exception:  # an OSError for the missing CUDA libraries, or ImportError
@@ -73,7 +77,11 @@ def import_transformers():
 
 
 def detokenizer(value: Optional[str], spec: str):
-    """A function detokenising tokenised text (``moses:LANG``: sacremoses), or None."""
+    """A function detokenising tokenised text (``moses:LANG``: sacremoses), or None.
+
+    Raises:
+        InputError: a spec other than ``moses:LANG``.
+    """
     if not value:
         return None
     kind, _, lang = value.partition(":")
@@ -422,9 +430,18 @@ class CT2Scorer(_PairScorer):
         order, chunk = np.argsort([len(t) for t in target], kind="stable"), self.batch * self.threads * 8
         for start in range(0, len(order), chunk):
             rows = order[start : start + chunk]
-            results = self.model.score_batch(
-                [source[r] for r in rows], [target[r] for r in rows], max_batch_size=self.batch
-            )
+            try:
+                results = self.model.score_batch(
+                    [source[r] for r in rows], [target[r] for r in rows], max_batch_size=self.batch
+                )
+            except RuntimeError as err:  # a hypothesis longer than the model's positions
+                if "position" not in str(err):
+                    raise
+                longest = max(len(target[r]) for r in rows)
+                raise InputError(
+                    f"ct2:{self.path}: a hypothesis of {longest} tokens is too long for the model ({err}); "
+                    "shorter hypotheses (rerank generate --max-length) or a model of more positions"
+                ) from None
             for r, result in zip(rows, results):
                 sums[r] = float(np.sum(result.log_probs))
                 lengths[r] = len(result.log_probs)

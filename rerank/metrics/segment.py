@@ -85,6 +85,11 @@ class SegmentMetric(Metric):
 
     @property
     def sidecar(self) -> str:
+        """The file of segment scores beside the bound file: ``FILE.KEY``.
+
+        Raises:
+            InputError: no file is bound (scores come from a file's sidecar).
+        """
         if self.path is None:
             raise InputError(f"{self.name}: segment scores come from a file's sidecar; no file was given")
         return f"{self.path}.{self.key}"
@@ -111,7 +116,11 @@ class SegmentMetric(Metric):
         return self.hypothesis_stats(hypotheses, references, np.arange(len(hypotheses)), np.arange(len(hypotheses)))
 
     def hypothesis_stats(self, hypotheses, references, segment, lines):
-        """float64[M, 2] rows [score, 1] of lines ``lines`` of the bound file."""
+        """float64[M, 2] rows [score, 1] of lines ``lines`` of the bound file.
+
+        Raises:
+            InputError: fewer scores than lines in the bound file.
+        """
         values = self.values()
         lines = np.asarray(lines, dtype=np.int64)
         if len(lines) and lines.max() >= len(values):

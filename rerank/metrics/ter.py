@@ -44,6 +44,17 @@ class TerMetric(SacrebleuStatsMetric):
         out[:, 1] = np.mean(lengths, axis=0) if len(hyp_words) else 0.0
         return out
 
+    def pair_stats(self, texts, hyp, ref) -> np.ndarray:
+        """float64[P, 2] [edits, reference length] of ``texts[hyp[k]]`` against
+        ``texts[ref[k]]`` (MBR's pairs within a segment): each text tokenised once."""
+        tok = self.metric.tokenizer
+        words = [tok(t.rstrip()).split() for t in texts]
+        refs = [words[j] for j in ref]
+        out = np.zeros((len(refs), 2))
+        out[:, 0] = ter_edits([words[i] for i in hyp], refs) if refs else 0.0
+        out[:, 1] = [len(r) for r in refs]
+        return out
+
     def score(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
         edits, ref_len = stats[..., 0], stats[..., 1]

@@ -144,6 +144,9 @@ class Mira(Tuner):
     Config = MiraConfig
     #: run the numpy loop even for BLEU (tests compare it with the C loop)
     numpy_loop = False
+    #: segments per call of the epoch (C or numpy): the state carries over, so the result is
+    #: that of one call, and Ctrl-C / SIGTERM wait for one block only (well under a second)
+    BLOCK = 8192
 
     def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
         config = self.config
@@ -160,9 +163,22 @@ class Mira(Tuner):
         run_epoch = mira_epoch if problem.is_bleu and not self.numpy_loop else partial(mira_epoch_numpy, problem.metric)
         for epoch in range(1, config.iterations + 1):
             order = rng.permutation(N) if config.shuffle else np.arange(N)
-            updates, loss, num_updates = run_epoch(
-                features, stats, offsets, order, w, totals, num_updates, bg, config.C, config.decay, config.model_bg
-            )
+            updates, loss = 0, 0.0
+            for lo in range(0, N, self.BLOCK):  # the state is updated in place: blocks = one call
+                block_updates, block_loss, num_updates = run_epoch(
+                    features,
+                    stats,
+                    offsets,
+                    order[lo : lo + self.BLOCK],
+                    w,
+                    totals,
+                    num_updates,
+                    bg,
+                    config.C,
+                    config.decay,
+                    config.model_bg,
+                )
+                updates, loss = updates + block_updates, loss + block_loss
             avg = totals / num_updates if num_updates else w.copy()
             gain = problem.gain(avg)
             epoch_score.append(gain)

@@ -32,6 +32,7 @@ uphill).
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -147,6 +148,30 @@ class Mert(Tuner):
     name = "mert"
     Config = MertConfig
 
+    #: line searches run between two looks at the clock (and at Ctrl-C / SIGTERM)
+    CHUNK = 64
+    #: seconds between two progress lines inside one long iteration
+    EVERY = 10.0
+
+    def _line_searches(self, search, columns, pool, talk: bool, run: int, progress) -> list:
+        """``search`` on every direction's slopes, a chunk at a time: inside an iteration of
+        many directions (``talk``) a line every :attr:`EVERY` seconds says how many are done
+        and estimates the iteration's time left, and an interrupt waits for one chunk only."""
+        found, started = [], time.perf_counter()
+        last = started
+        for lo in range(0, len(columns), self.CHUNK):
+            part = columns[lo : lo + self.CHUNK]
+            found += list(pool.map(search, part)) if pool else [search(c) for c in part]
+            now = time.perf_counter()
+            if talk and now - last >= self.EVERY and len(found) < len(columns):
+                left = (now - started) / len(found) * (len(columns) - len(found))
+                progress(
+                    f"run {run + 1}: {len(found)}/{len(columns)} line searches of this iteration, "
+                    f"about {left:.0f} s left in it"
+                )
+                last = now
+        return found
+
     def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
         config = self.config
         features, w0 = problem.features, problem.start
@@ -178,8 +203,7 @@ class Mert(Tuner):
                 a = features @ w
                 slopes = features @ directions.T  # (M, D): every direction's slopes at once
                 columns = [np.ascontiguousarray(slopes[:, k]) for k in range(len(directions))]
-                search = partial(line_search, problem, a)
-                found_all = list(pool.map(search, columns)) if pool else [search(c) for c in columns]
+                found_all = self._line_searches(partial(line_search, problem, a), columns, pool, talk, run, progress)
                 line_searches += len(directions)
                 best_step_gain, best_step = config.epsilon, None
                 for k, (gamma, found) in enumerate(found_all):  # first direction wins ties

@@ -63,6 +63,7 @@ class TuningSetup:
     beam_feature: Optional[str] = None
 
     def tuner(self):
+        """A fresh tuner of ``algorithm`` with ``config`` (:data:`rerank.mira.tuner.TUNERS`)."""
         return make_tuner(self.algorithm, self.config)
 
     def objective(self) -> Metric:

@@ -247,6 +247,9 @@ def _dimensions(args, embed: int, encoder: int, decoder: int, attention: int, ou
 
 @register_model_architecture("bahdanau_gru", "bahdanau_gru")
 def base_architecture(args):
+    """The cpu preset's sizes (embeddings 256, encoder 256, decoder 512, attention 256, output
+    256) and dropout 0.5, for every option the command line left unset (fairseq's
+    ``register_model_architecture``)."""
     args.dropout = getattr(args, "dropout", 0.5)
     _dimensions(args, embed=256, encoder=256, decoder=512, attention=256, out=256)
 

@@ -63,6 +63,8 @@ class FusedLabelSmoothedCE(torch.autograd.Function):
 
 @dataclass
 class FusedLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
+    """fairseq's label-smoothed cross-entropy settings, plus ``bf16_autocast``."""
+
     bf16_autocast: bool = field(
         default=False,
         metadata={

@@ -111,7 +111,11 @@ def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = Fals
 
 
 def read_raw(data_dir: str, stem: str, lang: str) -> List[str]:
-    """Read ``task1/raw/{stem}.{lang}.gz`` (or the uncompressed file) as a list of lines."""
+    """Read ``task1/raw/{stem}.{lang}.gz`` (or the uncompressed file) as a list of lines.
+
+    Raises:
+        InputError: the file is missing (neither ``.gz`` nor plain).
+    """
     path = os.path.join(data_dir, "task1", "raw", f"{stem}.{lang}")
     for candidate in (path + ".gz", path):
         if os.path.exists(candidate):
@@ -132,6 +136,9 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     evaluation), ``out_dir/bpe.codes``, ``out_dir/bpe/{split}.{lang}``, ``out_dir/bin``
     (fairseq-preprocess output) and ``out_dir/prepare.json`` (signature).  Each step is
     skipped when its output exists.
+
+    Raises:
+        InputError: a split whose source and target line counts differ, or a missing file.
     """
     from subword_nmt.apply_bpe import BPE
     from subword_nmt.learn_bpe import learn_bpe

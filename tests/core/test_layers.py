@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import ROOT
+
 #: the subpackages of ``rerank`` that are layers of their own, by floor
 FLOORS = {"mira": 1, "nmt": 1, "embed": 2, "features": 3, "cli": 4}
 

@@ -847,6 +847,30 @@ def test_standard_output_and_devices_get_no_side_file(files, capsys, monkeypatch
     assert not (files / "pipe.nbest.json").exists()
 
 
+def test_a_list_on_standard_output_takes_its_signature_where_signature_says(files, capsys, monkeypatch):
+    """``--signature FILE`` with ``--out -``: the list goes to standard output, its signature
+    to FILE (the same record a file's OUT.json gets); FILE is an output as any other (never an
+    input, never beside a file output)."""
+    from rerank.nbest import ListInfo, write_list_info
+
+    monkeypatch.chdir(files)
+    write_list_info(str(files / "dev.nbest.json"), ListInfo("F", {"beam": ["F"]}, declared=True), {"made_by": "test"})
+    argv = ["truncate", "--nbest", str(files / "dev.nbest"), "--size", "1"]
+    assert main(argv + ["--out", "-", "--signature", "t.json"]) == 0
+    assert capsys.readouterr().out.count("|||") == 6
+    assert main(argv + ["--out", "t.nbest"]) == 0
+    piped, beside = json.loads((files / "t.json").read_text()), json.loads((files / "t.nbest.json").read_text())
+    assert piped["beam_feature"] == beside["beam_feature"] and piped["feature_sets"] == beside["feature_sets"]
+    assert not (files / "-.json").exists()
+    assert main(argv + ["--out", "t2.nbest", "--signature", "t2.json"]) == 1
+    assert "--signature is for a list written to standard output (-)" in capsys.readouterr().err
+    assert not (files / "t2.nbest").exists() and not (files / "t2.json").exists()
+    before = (files / "dev.nbest.json").read_bytes()
+    assert main(argv + ["--out", "-", "--signature", str(files / "dev.nbest.json")]) == 1
+    assert "refusing to overwrite it" in capsys.readouterr().err
+    assert (files / "dev.nbest.json").read_bytes() == before
+
+
 def test_an_output_that_ends_in_a_slash_is_refused(files, capsys):
     argv = ["apply", "--nbest", str(files / "dev.nbest"), "--weights", str(files / "w.json")]
     assert main(argv + ["--out", str(files / "newdir") + "/"]) == 1

@@ -47,6 +47,43 @@ def test_a_hand_computed_case_with_pseudo_references_and_the_matrix(tmp_path):
     assert (tmp_path / "o.txt").read_text() == "a b c\n"
 
 
+def test_ter_mbr_is_minus_the_expected_sentence_ter_of_sacrebleu(tmp_path, capsys):
+    """mbr:ter and rerank mbr --metric ter: utility = minus sacrebleu's sentence TER; the
+    column is the expected utility under the list's own softmax, the selection its argmax."""
+    from sacrebleu.metrics import TER
+
+    # one segment of three hypotheses, NMT log-probabilities 0, -1, -2
+    texts = ["a man rides a horse", "a man rides the horse fast", "dog"]
+    nbest = NBestList(np.array([0, 3]), texts, np.array([[0.0], [-1.0], [-2.0]]), ["NMT"])
+    write_nbest(nbest, str(tmp_path / "l.nbest"))
+    p = np.exp([0.0, -1.0, -2.0])
+    p /= p.sum()
+    ter = TER()
+    expected = [-sum(p[r] * ter.sentence_score(h, [texts[r]]).score for r in range(3)) for h in texts]
+    column = make_scorer("mbr:ter").score(nbest, None, None)["MBRTER"]
+    assert column == pytest.approx(expected)
+    out = tmp_path / "o.txt"
+    assert main(["mbr", "--candidates", str(tmp_path / "l.nbest"), "--metric", "ter", "--out", str(out)]) == 0
+    assert out.read_text() == texts[int(np.argmax(expected))] + "\n"
+    assert (
+        main(
+            [
+                "mbr",
+                "--candidates",
+                str(tmp_path / "l.nbest"),
+                "--metric",
+                "ter",
+                "--algorithm",
+                "aggregate",
+                "--out",
+                str(tmp_path / "a.txt"),
+            ]
+        )
+        == 1
+    )
+    assert "TER has no aggregate reference" in capsys.readouterr().err
+
+
 def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
     write_split(tmp_path, "test", 5, seed=1)
     write_split(tmp_path, "other", 4, seed=2)

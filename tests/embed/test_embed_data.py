@@ -7,8 +7,9 @@ import pytest
 from rerank.embed.data import PAD, UNK, Vocabulary, align_images, batch_tokens, load_image_features, read_task2
 from rerank.errors import InputError
 from rerank.nmt.data import preprocess_lines
+from tests.conftest import ROOT
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k")
+SHARED = os.path.join(ROOT, "..", "shared", "data", "multi30k")
 
 
 def _task2(root, n=3):
@@ -115,7 +116,7 @@ def test_task1_pairs_merge_with_task2_images(tmp_path):
         read_task1(str(root), "train")
 
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k")
+SHARED = os.path.join(ROOT, "..", "shared", "data", "multi30k")
 
 
 @pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "task2", "raw")), reason="no local Multi30k copy")

@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import ROOT
+
 SCRIPT = os.path.join(ROOT, "scripts", "learning_curves.py")
 
 V = (

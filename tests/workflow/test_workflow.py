@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT as ROOT_DIR
+
 yaml = pytest.importorskip("yaml")
 pytest.importorskip("jsonschema")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(ROOT_DIR)
 sys.path.insert(0, str(ROOT / "workflow"))
 import settings  # noqa: E402  (workflow/settings.py)
 
@@ -255,21 +257,27 @@ def test_the_slurm_profile_plans_the_gru_system(tmp_path):
 
 
 def _tiny_corpus(root: Path):
-    from tests.test_nmt import _write_corpus
+    from tests.nmt.test_nmt import _write_corpus
 
     _write_corpus(str(root), n_train=300, n_val=16, n_test=10)
 
 
-@pytest.mark.workflow
-@pytest.mark.nmt
-@pytest.mark.slow
-@pytest.mark.skipif(snakemake_missing, reason="snakemake is not installed (the [workflow] extra)")
-def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tmp_path):
+TINY_JOB_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "RERANK_CACHE": "off"}
+
+
+@pytest.fixture(scope="module")
+def tiny_job(tmp_path_factory):
+    """The default main job's rules on a tiny corpus (every default feature set: r2l, mbr, len,
+    ibm1; MIRA, 2 replicas; 100-best lists as the default job's, so that the documentation's
+    step-by-step commands run as written): (its OUT, its configuration file)."""
+    if snakemake_missing:
+        pytest.skip("snakemake is not installed (the [workflow] extra)")
     pytest.importorskip("fairseq")
-    corpus = tmp_path / "m30k"
+    root = tmp_path_factory.mktemp("tiny-job")
+    corpus = root / "m30k"
     _tiny_corpus(corpus)
-    out = tmp_path / "out"
-    config = tmp_path / "tiny.yaml"
+    out = root / "out"
+    config = root / "tiny.yaml"
     config.write_text(
         yaml.safe_dump(
             {
@@ -279,8 +287,7 @@ def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tmp_pat
                 "max_epoch": 1,
                 "aux_epoch": 1,
                 "patience": 1,
-                "nbest": 3,
-                "features": ["r2l", "len"],
+                "nbest": 100,
                 "tuners": ["mira"],
                 "replicas": 2,
                 "chrf_tuning": 0,
@@ -289,19 +296,26 @@ def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tmp_pat
             }
         )
     )
-    env = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "RERANK_CACHE": "off"}
     out.mkdir()
-    run = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=env)
+    run = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=TINY_JOB_ENV)
     assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    return out, config
+
+
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.slow
+def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tiny_job):
+    out, config = tiny_job
     table = (out / "report" / "table.txt").read_text()
-    for row in ("+nmt", "+r2l", "+len", "+all", "oracle"):
+    for row in ("+nmt", "+r2l", "+mbr", "+len", "+ibm1", "+all", "oracle"):
         assert row in table
     # the lists' columns: the beam's, then each feature set's, in FEATURES' order
     signature = json.loads((out / "nbest" / "test.full.nbest.json").read_text())
     assert "R2L" in json.dumps(signature) and "len" in json.dumps(signature).lower()
     # settings.json (scripts/pipeline_settings.py) and the system for rerank translate
     recorded = json.loads((out / "settings.json").read_text())
-    assert recorded["settings"]["NBEST"] == "3" and recorded["settings"]["FEATURES"] == "r2l len"
+    assert recorded["settings"]["NBEST"] == "100" and recorded["settings"]["FEATURES"] == "r2l mbr len ibm1"
     assert (out / "system" / "system.json").exists()
     # timings.tsv from the benchmark files: one line per stage that ran, with its output
     timings = {line.split("\t")[0]: line.split("\t") for line in (out / "timings.tsv").read_text().splitlines()}
@@ -310,13 +324,45 @@ def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tmp_pat
     )
     assert timings["train"][2] == os.path.realpath(out / "model.transformer-tiny" / "train.done")
     # a second run has nothing to do and leaves the table as it was
-    again = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=env)
+    again = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=TINY_JOB_ENV)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
     assert (out / "report" / "table.txt").read_text() == table
     # another setting in the same OUT is refused before any work (pipeline_settings.py)
-    config.write_text(config.read_text().replace("nbest: 3", "nbest: 4"))
-    refused = _snakemake("--cores", "2", "--configfile", str(config), "--directory", str(out), env=env)
-    assert refused.returncode != 0 and "NBEST=3 (this run: 4)" in refused.stderr + refused.stdout
+    changed = config.parent / "changed.yaml"
+    changed.write_text(config.read_text().replace("nbest: 100", "nbest: 99"))
+    refused = _snakemake("--cores", "2", "--configfile", str(changed), "--directory", str(out), env=TINY_JOB_ENV)
+    assert refused.returncode != 0 and "NBEST=100 (this run: 99)" in refused.stderr + refused.stdout
+
+
+def _raw_test_text(directory, out):
+    """``my_test.en``: the tiny corpus' raw English test sentences (what a user would bring)."""
+    import gzip
+
+    corpus = out.parent / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz"
+    with gzip.open(corpus, "rt", encoding="utf-8") as handle:
+        (directory / "my_test.en").write_text(handle.read(), encoding="utf-8")
+
+
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.slow
+def test_the_any_test_set_page_runs_on_the_tiny_jobs_system(tiny_job, tmp_path):
+    """docs/usage/any-test-set.md as written, with ``out/multi30k-transformer`` the tiny job's
+    OUT: rerank translate equals the step-by-step commands line for line (tokenised output)."""
+    from tests.docs.test_docs import run_page
+
+    out, _ = tiny_job
+
+    def setup(directory):
+        (directory / "out").mkdir()
+        os.symlink(out, directory / "out" / "multi30k-transformer")
+        _raw_test_text(directory, out)
+
+    run_page("docs/usage/any-test-set.md", tmp_path, setup=setup)
+    translated = (tmp_path / "my_test.tok.de").read_text(encoding="utf-8").splitlines()
+    assert translated == (tmp_path / "my.reranked.de").read_text(encoding="utf-8").splitlines()
+    assert len(translated) == len((tmp_path / "my_test.en").read_text(encoding="utf-8").splitlines())
+    assert json.loads((tmp_path / "my-system" / "system.json").read_text())["weights"]
 
 
 def test_timings_come_from_the_benchmark_files_and_skipped_stages_are_listed(tmp_path):

@@ -171,6 +171,22 @@ def test_mira_numpy_loop_equals_the_c_loop_on_bleu():
     assert numpy_loop.score == pytest.approx(c_loop.score)
 
 
+def test_a_mira_epoch_in_blocks_of_segments_is_the_epoch_in_one_call():
+    """Each epoch runs a block of segments per call (so an interrupt waits for one block):
+    blocks of 7 segments give exactly the one-call epoch, for the C and the numpy loop."""
+    refs, hyps, segment, offsets, features = _nbest(50, 8, seed=7, num_features=3)
+    stats = bleu_stats(hyps, refs, segment)
+    config = MiraConfig(iterations=5, seed=3)
+    for numpy_loop in (False, True):
+        whole, blocks = Mira(config), Mira(config)
+        whole.numpy_loop = blocks.numpy_loop = numpy_loop
+        blocks.BLOCK = 7
+        a, b = whole.tune(features, stats, offsets), blocks.tune(features, stats, offsets)
+        assert np.array_equal(a.weights, b.weights)
+        assert a.details["epoch_updates"] == b.details["epoch_updates"]
+        assert a.details["epoch_score"] == b.details["epoch_score"]
+
+
 def _chrf_versus_bleu_list():
     """Every segment: hypothesis A (the beam's: right words, wrong content, BLEU 29.0 chrF
     48.6) and B (the content with wrong inflections: BLEU 4.9, chrF 54.1)."""

@@ -20,8 +20,9 @@ from rerank.errors import InputError
 from rerank.nbest import NBestList, write_lines, write_nbest
 from rerank.textio import read_references
 from rerank.tuning_data import load_tuning_data
+from tests.conftest import ROOT
 
-TASK2 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k", "task2", "raw")
+TASK2 = os.path.join(ROOT, "..", "shared", "data", "multi30k", "task2", "raw")
 
 
 def _task2(k, lines=400):

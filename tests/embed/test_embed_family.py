@@ -190,7 +190,7 @@ def test_objectives_fix_their_settings_and_bad_settings_are_refused():
 def test_a_text_only_model_is_selected_on_sentence_ranking_even_with_validation_images():
     from rerank.embed.evaluation import image_sentence_ranking
     from rerank.embed.train import EmbedTrainConfig, encode_sentences, train_embeddings, validation_score
-    from tests.test_embed_train import planted
+    from tests.embed.test_embed_train import planted
 
     train, _ = planted(80, seed=1)
     valid, _ = planted(20, seed=2)  # has image features: a β = 0 model never trains on them

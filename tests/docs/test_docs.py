@@ -15,6 +15,12 @@ are not run. An HTML comment right before a block directs it:
 A page whose Python blocks register components (``docs/extending.md``) runs its ``rerank``
 commands in the same process as those blocks (``<!-- docs-test: inprocess -->`` anywhere
 on the page), as a user's script that imports its module before ``rerank.cli.main`` would.
+
+A page whose blocks need trained models of a kind the tests can build (``docs/usage/byom.md``:
+a CTranslate2 model, a Hugging Face channel model, fairseq right-to-left models) names the
+test that builds tiny ones under the page's own file names and runs the page with
+:func:`run_page` (``<!-- docs-test: run-by=tests/features/test_byom.py -->`` anywhere on the page);
+that test then checks what the page's commands wrote.
 """
 
 import glob
@@ -29,9 +35,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import write_split
+from tests.conftest import ROOT, write_split
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = sorted(
     os.path.relpath(p, ROOT)
     for p in [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)]
@@ -110,7 +115,7 @@ def test_every_page_with_code_is_checked():
 DRIVER = r"""
 import json, os, shlex, subprocess, sys
 sys.path.insert(0, os.environ["DOCS_ROOT"])
-from tests.test_docs import commands
+from tests.docs.test_docs import commands
 steps, inprocess = json.load(open(sys.argv[1]))
 namespace = {"__name__": "__docs__"}
 for lang, code, where in steps:
@@ -128,8 +133,10 @@ for lang, code, where in steps:
 """
 
 
-@pytest.mark.parametrize("page", RUNNABLE)
-def test_the_pages_code_runs(page, tmp_path):
+def run_page(page: str, directory, setup=None) -> None:
+    """Run every block of ``page`` as the module docstring says, in ``directory`` (the quick
+    start's small lists written first); ``setup(directory)`` then lays out whatever else the
+    page names (tiny models)."""
     found = blocks(page)
     text = open(os.path.join(ROOT, page), encoding="utf-8").read()
     env = {
@@ -160,19 +167,46 @@ def test_the_pages_code_runs(page, tmp_path):
         assert not directive, f"{where}: unknown directive {directive!r}"
         steps.append((RUN[lang], code, where))
     if steps:
-        write_split(tmp_path, "val", 40, seed=1)
-        write_split(tmp_path, "test", 30, seed=2)
-        hypotheses = sum(1 for _ in open(tmp_path / "val.nbest", encoding="utf-8"))
+        write_split(directory, "val", 40, seed=1)
+        write_split(directory, "test", 30, seed=2)
+        hypotheses = sum(1 for _ in open(directory / "val.nbest", encoding="utf-8"))
         rng = np.random.default_rng(0)
-        (tmp_path / "val.nbest.comet").write_text("".join(f"{x:.4f}\n" for x in rng.random(hypotheses)))
-        (tmp_path / "steps.json").write_text(json.dumps([steps, "<!-- docs-test: inprocess -->" in text]))
-        (tmp_path / "driver.py").write_text(DRIVER)
+        (directory / "val.nbest.comet").write_text("".join(f"{x:.4f}\n" for x in rng.random(hypotheses)))
+        if setup is not None:
+            setup(directory)
+        (directory / "steps.json").write_text(json.dumps([steps, "<!-- docs-test: inprocess -->" in text]))
+        (directory / "driver.py").write_text(DRIVER)
         done = subprocess.run(
-            [sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "steps.json")],
-            cwd=tmp_path,
+            [sys.executable, str(directory / "driver.py"), str(directory / "steps.json")],
+            cwd=directory,
             env=env,
             capture_output=True,
             text=True,
         )
         assert done.returncode == 0, f"{page}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert steps or checked, f"{page}: nothing was run"
+
+
+RUN_BY = re.compile(r"^<!-- docs-test: run-by=(?P<test>\S+) -->$", re.M)
+
+
+def run_by(page: str):
+    """The test file that runs ``page`` with the tiny models it names (``<!-- docs-test:
+    run-by=tests/test_X.py -->`` anywhere on the page), or None."""
+    found = RUN_BY.search(open(os.path.join(ROOT, page), encoding="utf-8").read())
+    return found and found["test"]
+
+
+def test_pages_that_need_models_are_run_by_the_test_they_name():
+    """A page whose blocks need trained models names the test that builds tiny ones and runs
+    the page through :func:`run_page`; that test exists and does."""
+    owned = {page: run_by(page) for page in RUNNABLE if run_by(page)}
+    assert "docs/usage/byom.md" in owned
+    for page, test in owned.items():
+        source = open(os.path.join(ROOT, test), encoding="utf-8").read()
+        assert f'run_page("{page}"' in source, f"{page}: {test} does not run it"
+
+
+@pytest.mark.parametrize("page", [p for p in RUNNABLE if not run_by(p)])
+def test_the_pages_code_runs(page, tmp_path):
+    run_page(page, tmp_path)

@@ -11,9 +11,9 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from rerank.cli import main
-from tests.conftest import random_corpus
+from tests.conftest import ROOT, random_corpus
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "crossfit_val.sh"
+SCRIPT = Path(ROOT) / "scripts" / "crossfit_val.sh"
 
 
 def _pipeline_out(tmp_path):
@@ -96,7 +96,7 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     assert (out / "crossfit" / "good" / "val.seed1.txt").stat().st_mtime_ns == stamp
     other = _run(str(out), "good=Good", IMAGES=str(images), K="3", REPLICAS="2")
     assert other.returncode == 1 and other.stderr.strip().endswith(
-        "holds a run of other columns or folds; give another NAME"
+        "holds a run of other columns, folds or options; give another NAME"
     )
     # every column (all) tuned for another metric (@METRIC: rerank tune --metric)
     other = _run(str(out), "lp=all@bleu:length_penalty=1", IMAGES=str(images), K="3", REPLICAS="1")
@@ -104,6 +104,11 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     assert other.stdout.split("\t")[-1].strip() == "all@bleu:length_penalty=1"
     tuned = json.loads((out / "crossfit" / "lp" / "weights.seed1.json").read_text())
     assert "length_penalty" in json.dumps(tuned)
+    # a tuner setting (TUNE_ARGS) reaches rerank crossfit and is recorded with the NAME
+    strong = _run(str(out), "c1=Good,LenRatio", IMAGES=str(images), K="3", REPLICAS="1", TUNE_ARGS="--mira-C 0.5")
+    assert strong.returncode == 0, strong.stderr
+    assert json.loads((out / "crossfit" / "c1" / "weights.seed1.json").read_text())["config"]["C"] == 0.5
+    assert (out / "crossfit" / "c1" / "columns").read_text().strip().endswith("fold_seed=1 --mira-C 0.5")
 
 
 def test_bad_arguments_are_refused_in_one_line(tmp_path):
@@ -146,7 +151,7 @@ def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
     (out / "experiment.json").write_text(
         json.dumps({"reference": "data/tok/val.de", "baseline": ["nbest/val.1best"], "systems": systems})
     )
-    script = Path(__file__).resolve().parents[1] / "scripts" / "val_guard.py"
+    script = Path(ROOT) / "scripts" / "val_guard.py"
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     run = subprocess.run(
         [sys.executable, str(script), str(out), "--k", "3", "--images", str(images)],

@@ -200,6 +200,20 @@ def test_features_add_with_hf_ct2_and_their_errors(models, tmp_path, capsys):
         one_line_error(capsys, "torch sees no CUDA device")
 
 
+def test_a_hypothesis_longer_than_the_ct2_models_positions_is_one_line(models, tmp_path, capsys):
+    """The tiny Marian has 256 positions: a 300-word hypothesis cannot be scored by its
+    CTranslate2 conversion; features add says so in one line (CTranslate2 raised a
+    RuntimeError, a traceback, after rerank generate decoded up to its --max-length)."""
+    long = NBestList(np.array([0, 1]), [" ".join(["ein"] * 300)], np.zeros((1, 1)), ["NMT"])
+    write_nbest(long, str(tmp_path / "l.nbest"))
+    write_lines(["a dog ."], str(tmp_path / "l.en"))
+    argv = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", str(tmp_path / "l.en")]
+    assert main(argv + ["--device", "cpu", "--scorer", f"ct2:{models['ct2']}", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "tokens is too long for the model" in err and "--max-length" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_scores_equal_cpu_scores(models):
     nbest = _nbest()

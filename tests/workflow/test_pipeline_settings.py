@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pipeline_settings.py"
+from tests.conftest import ROOT
+
+SCRIPT = Path(ROOT) / "scripts" / "pipeline_settings.py"
 RUN = ["NBEST=20", "ARCH=gru", "MAX_EPOCH=12", "JOBS=2", "TUNERS=mira mert", "REPLICAS=3"]
 
 

@@ -13,14 +13,16 @@ import subprocess
 import numpy as np
 import pytest
 
-from tests.conftest import needs  # noqa: E402
+from tests.conftest import (
+    ROOT,
+    needs,  # noqa: E402
+)
 
 pytestmark = needs("nmt")
 
 from rerank.cli import main  # noqa: E402
 from rerank.nbest import NBestList, read_nbest, write_lines, write_nbest  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = [("red", "rote"), ("blue", "blaue"), ("green", "grüne"), ("black", "schwarze")]
 
 

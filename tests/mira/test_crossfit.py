@@ -10,7 +10,7 @@ from rerank.cli import main
 from rerank.errors import InputError
 from rerank.folds import assign_folds, read_folds, write_folds
 from rerank.nbest import NBestList, read_nbest, write_lines, write_nbest
-from tests.test_cli import tuning_files  # noqa: F401  (fixture)
+from tests.cli.test_cli import tuning_files  # noqa: F401  (fixture)
 
 
 def small_list():

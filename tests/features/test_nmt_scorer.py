@@ -16,7 +16,7 @@ from rerank.errors import InputError  # noqa: E402
 from rerank.features.scorer import make_scorer  # noqa: E402
 from rerank.nbest import NBestList  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
-from tests.test_nmt import EN_DE, _write_corpus  # noqa: E402
+from tests.nmt.test_nmt import EN_DE, _write_corpus  # noqa: E402
 
 
 def _write_task2(root, n=60, seed=1):

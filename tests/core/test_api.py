@@ -13,9 +13,9 @@ import rerank
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.nbest import NBestList
-from tests.conftest import write_split
+from tests.conftest import ROOT, write_split
 
-PYTHON_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "usage", "python.md")
+PYTHON_PAGE = os.path.join(ROOT, "docs", "usage", "python.md")
 
 
 def test_the_docs_from_python_example_runs(tmp_path, monkeypatch, capsys):

@@ -9,7 +9,8 @@ import zipfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import ROOT
+
 GENERIC = ("features", "nmt", "mira", "embed")
 
 

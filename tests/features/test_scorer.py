@@ -12,7 +12,7 @@ from rerank.embed.train import EmbedTrainConfig, encode_images, encode_sentences
 from rerank.errors import InputError  # noqa: E402
 from rerank.features.scorer import make_scorer  # noqa: E402
 from rerank.nbest import NBestList  # noqa: E402
-from tests.test_embed_train import planted  # noqa: E402
+from tests.embed.test_embed_train import planted  # noqa: E402
 
 
 @pytest.fixture(scope="module")

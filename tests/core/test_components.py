@@ -12,9 +12,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import write_split
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.conftest import ROOT, write_split
 
 TOY_METRIC = '''
 """A toy metric: unigram recall, 100 · clipped matched words / reference words."""

@@ -23,7 +23,7 @@ from rerank.mira.tuning import TuningSetup, tune_file  # noqa: E402
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text  # noqa: E402
 from rerank.reranking import apply_file  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
-from tests.test_nmt import _write_corpus  # noqa: E402
+from tests.nmt.test_nmt import _write_corpus  # noqa: E402
 
 
 @pytest.fixture(scope="module")
