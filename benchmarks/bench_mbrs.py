@@ -8,9 +8,14 @@ in each (``--engine``), each run writing its selections (0-based index within th
 time as JSON; ``--compare`` reads both.
 
     python3 -m venv /tmp/mbrs-venv && /tmp/mbrs-venv/bin/pip install torch==2.13.0 mbrs==0.1.8
+    /tmp/mbrs-venv/bin/pip install fastchrf==0.2.1   # mbrs' Rust chrF (--fastchrf)
     /tmp/mbrs-venv/bin/python benchmarks/bench_mbrs.py --engine mbrs --nbest test.nbest --out mbrs.json
     .venv/bin/python benchmarks/bench_mbrs.py --engine rerank --nbest test.nbest --out rerank.json
     .venv/bin/python benchmarks/bench_mbrs.py --compare rerank.json mbrs.json
+
+``--algorithm aggregate|pruned`` runs both libraries' other decoders (``centroid``: rerank's
+only; mbrs' centroid decoder clusters embeddings of neural metrics); ``--fastchrf`` gives mbrs
+its Rust chrF; ``--metrics chrf`` one utility.
 
 The list is read as Moses n-best text (``id ||| hypothesis ||| features ||| score``) by both.
 """
@@ -39,33 +44,41 @@ def read_segments(path: str) -> List[List[str]]:
     return segments
 
 
-def run_mbrs(segments, metric: str):
-    from mbrs.decoders import DecoderMBR
+def run_mbrs(segments, metric: str, algorithm: str = "exact", fastchrf: bool = False):
+    """mbrs' selections (0-based within each segment): ``DecoderMBR`` (exact),
+    ``DecoderAggregateMBR`` or ``DecoderPruningMBR`` (alpha 0.99, its default schedule), the
+    candidates as their own uniformly weighted pseudo-references; chrF with
+    ``fastchrf=True`` is mbrs' Rust chrF (its fastest setting for chrF)."""
+    from mbrs.decoders import DecoderAggregateMBR, DecoderMBR, DecoderPruningMBR
     from mbrs.metrics import MetricBLEU, MetricChrF
 
     if metric == "chrf":
-        scorer = MetricChrF(MetricChrF.Config())
-    else:
-        try:  # sentence BLEU as rerank's mbr:bleu: tokenize none, effective order
-            config = MetricBLEU.Config(tokenize="none", effective_order=True)
-        except TypeError:
-            config = MetricBLEU.Config(tokenize="none")
-        scorer = MetricBLEU(config)
-    decoder = DecoderMBR(DecoderMBR.Config(), scorer)
+        scorer = MetricChrF(MetricChrF.Config(fastchrf=fastchrf))
+    else:  # sentence BLEU as rerank's mbr:bleu: tokenize none, effective order
+        scorer = MetricBLEU(MetricBLEU.Config(tokenize="none", effective_order=True))
+    decoder = {"exact": DecoderMBR, "aggregate": DecoderAggregateMBR, "pruned": DecoderPruningMBR}[algorithm]
+    decoder = decoder(decoder.Config(), scorer)
     chosen = []
     for hyps in segments:
         chosen.append(int(decoder.decode(hyps, hyps, source=None, nbest=1).idx[0]))
     return chosen
 
 
-def run_rerank(path: str, metric: str):
+def run_rerank(nbest, metric: str, algorithm: str = "exact"):
+    """rerank's selections (0-based within each segment) of the list ``nbest`` (read before the
+    clock starts, as mbrs gets its lists) by ``rerank mbr``'s engine
+    (:func:`rerank.features.consensus.mbr_decode`'s algorithms), uniform weights."""
     from rerank.features.consensus import ConsensusScorer
-    from rerank.nbest import read_nbest
 
-    nbest = read_nbest(path)
-    scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform"))
-    values = scorer._expected(nbest, scorer.distribution(nbest))[scorer.names(False)[0]]
-    return [int(i - o) for i, o in zip(nbest.select(values), nbest.offsets[:-1])]
+    engine = algorithm if algorithm in ("aggregate", "centroid") else "exact"
+    scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform", 1.0, engine))
+    p = scorer.distribution(nbest)
+    if algorithm == "pruned":
+        chosen, _ = scorer.pruned_select(nbest, nbest, p)
+    else:
+        values = scorer.score(nbest, None, None)[scorer.names(False)[0]]
+        chosen = nbest.select(values)
+    return [int(i - o) for i, o in zip(chosen, nbest.offsets[:-1])]
 
 
 def main(argv=None) -> int:
@@ -73,19 +86,30 @@ def main(argv=None) -> int:
     parser.add_argument("--engine", choices=["rerank", "mbrs"], help="which library decodes")
     parser.add_argument("--nbest", help="the n-best list (Moses format), e.g. test.nbest")
     parser.add_argument("--segments", type=int, default=0, help="only the first N segments (default: all)")
+    parser.add_argument(
+        "--metrics", default="chrf,bleu", help="the utilities, comma-separated (default: chrf,bleu), e.g. chrf"
+    )
+    parser.add_argument(
+        "--algorithm",
+        default="exact",
+        choices=["exact", "aggregate", "pruned", "centroid"],
+        help="the decoder (default: exact; centroid: rerank only), e.g. aggregate",
+    )
+    parser.add_argument("--fastchrf", action="store_true", help="mbrs: its Rust chrF (MetricChrF fastchrf=True)")
     parser.add_argument("--out", help="the selections and times as JSON")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --out files")
     args = parser.parse_args(argv)
     if args.compare:
         a, b = (json.load(open(p, encoding="utf-8")) for p in args.compare)
         segments = read_segments(a["nbest"])
-        for metric in ("chrf", "bleu"):
+        for metric in [m for m in ("chrf", "bleu") if m in a and m in b]:
             pairs = list(zip(a[metric]["chosen"], b[metric]["chosen"]))
             same = sum(x == y for x, y in pairs) / len(pairs)
             # ties between identical hypotheses: rerank takes the earlier (Moses), mbrs may not
             text = sum(segments[s][x] == segments[s][y] for s, (x, y) in enumerate(pairs)) / len(pairs)
             print(
-                f"{metric}: {a['engine']} {a[metric]['seconds']:.1f} s, {b['engine']} {b[metric]['seconds']:.1f} s "
+                f"{metric}: {a['engine']} {a.get('algorithm', 'exact')} {a[metric]['seconds']:.1f} s, "
+                f"{b['engine']} {b.get('algorithm', 'exact')} {b[metric]['seconds']:.1f} s "
                 f"({b[metric]['seconds'] / max(a[metric]['seconds'], 1e-9):.1f}x); the same candidate in {same:.2%} "
                 f"of {len(pairs)} segments, the same text in {text:.2%}"
             )
@@ -102,12 +126,27 @@ def main(argv=None) -> int:
     if args.engine == "mbrs":  # imported before the clock starts (mbrs loads torch and COMET's modules)
         import mbrs.decoders  # noqa: F401
         import mbrs.metrics  # noqa: F401
-    result = {"engine": args.engine, "nbest": args.nbest, "segments": len(segments)}
-    for metric in ("chrf", "bleu"):
+    result = {
+        "engine": args.engine,
+        "algorithm": args.algorithm,
+        "fastchrf": args.fastchrf,
+        "nbest": path,
+        "segments": len(segments),
+    }
+    if args.engine == "rerank":
+        from rerank.nbest import read_nbest
+
+        nbest = read_nbest(path)
+        if args.algorithm == "centroid":  # imported before the clock starts, as mbrs' modules
+            import sklearn.cluster  # noqa: F401
+    for metric in args.metrics.split(","):
         start = time.perf_counter()
-        chosen = run_mbrs(segments, metric) if args.engine == "mbrs" else run_rerank(path, metric)
+        if args.engine == "mbrs":
+            chosen = run_mbrs(segments, metric, args.algorithm, args.fastchrf)
+        else:
+            chosen = run_rerank(nbest, metric, args.algorithm)
         result[metric] = {"seconds": round(time.perf_counter() - start, 3), "chosen": chosen}
-        print(f"{args.engine} {metric}: {result[metric]['seconds']} s", file=sys.stderr)
+        print(f"{args.engine} {args.algorithm} {metric}: {result[metric]['seconds']} s", file=sys.stderr)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle)
     return 0

@@ -69,6 +69,14 @@ def _i64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where that
+    is unknown): how many blocks of pairs the kernels run side by side."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 def clipped_matches(codes, h_start, h_len, r_start, r_len, segment, presorted: bool = False) -> np.ndarray:
     """float64[M, K] clipped n-gram matches of each hypothesis against its reference,
     for the K orders of ``codes`` (int[K, L], row n: codes of the (n+1)-grams starting at

@@ -17,13 +17,14 @@ whitespace only, for already tokenised text such as the Multi30k ``lc.norm.tok``
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from rerank._native import clipped_matches, sort_runs
+from rerank._native import clipped_matches, cpu_count, sort_runs
 from rerank.errors import InputError
 
 ORDER = 4
@@ -151,7 +152,7 @@ def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool
     return ids, lengths
 
 
-def _ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: int = ORDER) -> np.ndarray:
+def ngram_codes(ids: np.ndarray, lengths: np.ndarray, vocab_size: int, orders: int = ORDER) -> np.ndarray:
     """int64[orders, L] exact codes of the n-gram starting at each token (-1 where it would
     cross the end of its line).  Token ids are packed ``bit_length(vocab_size)`` bits each
     when ``orders`` of them fit in 63 bits; otherwise each order's codes are densely
@@ -182,14 +183,33 @@ def pair_matches(
     distinct unordered pair is matched once; each text's codes are sorted once and merged
     per pair (``rerank/_kernels.c``).  Returns float64[K, orders]."""
 
-    codes = _ngram_codes(ids, lengths, vocab_size, orders)
+    codes = ngram_codes(ids, lengths, vocab_size, orders)
     starts = np.cumsum(lengths) - lengths
     sort_runs(codes, starts, lengths)
     lo = np.minimum(hyp_index, ref_index).astype(np.int64)
     hi = np.maximum(hyp_index, ref_index).astype(np.int64)
     keys, where = np.unique(hi * len(lengths) + lo, return_inverse=True)  # sorted by the reference (hi)
     a, b = keys % len(lengths), keys // len(lengths)
-    matches = clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
+    # the C kernel runs without the GIL: blocks of pairs on the CPUs side by side
+    workers = min(cpu_count(), max(1, len(keys) // 20_000))
+    if workers == 1:
+        matches = clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
+    else:
+        cuts = np.linspace(0, len(keys), workers + 1).astype(np.int64)
+        with ThreadPoolExecutor(workers) as pool:
+            parts = pool.map(
+                lambda k: clipped_matches(
+                    codes,
+                    starts[a[cuts[k] : cuts[k + 1]]],
+                    lengths[a[cuts[k] : cuts[k + 1]]],
+                    starts,
+                    lengths,
+                    b[cuts[k] : cuts[k + 1]],
+                    presorted=True,
+                ),
+                range(workers),
+            )
+            matches = np.concatenate(list(parts))
     return matches[where.reshape(-1)]
 
 
@@ -211,13 +231,24 @@ def pair_bleu_stats(
     ref_index = np.asarray(ref_index, dtype=np.int64)
     vocab: dict = {}
     ids, lengths = _token_ids(texts, vocab, tokenize, lowercase)
-    stats = np.zeros((len(hyp_index), NUM_STATS))
-    if len(hyp_index):
-        stats[:, 0:REF_LEN:2] = pair_matches(ids, lengths, len(vocab), hyp_index, ref_index, ORDER)
-        stats[:, REF_LEN] = lengths[ref_index]
-        h_len = lengths[hyp_index]
-        for n in range(1, ORDER + 1):
-            stats[:, 2 * n - 1] = np.maximum(h_len - n + 1, 0)
+    if not len(hyp_index):
+        return np.zeros((0, NUM_STATS))
+    matches = pair_matches(ids, lengths, len(vocab), hyp_index, ref_index, ORDER)
+    return bleu_stats_from_matches(matches, lengths[hyp_index], lengths[ref_index])
+
+
+def bleu_stats_from_matches(matches: np.ndarray, hyp_len: np.ndarray, ref_len: np.ndarray) -> np.ndarray:
+    """float64[..., 9] BLEU statistics rows (layout in the module docstring) of clipped
+    matches float[..., ORDER] (orders 1..4) of hypotheses of ``hyp_len`` words against
+    references of ``ref_len`` (float: an expected length for an aggregate reference),
+    vectorised over leading axes."""
+    matches = np.asarray(matches, dtype=np.float64)
+    hyp_len = np.asarray(hyp_len, dtype=np.float64)
+    stats = np.empty(matches.shape[:-1] + (NUM_STATS,))
+    stats[..., 0:REF_LEN:2] = matches
+    for n in range(1, ORDER + 1):
+        stats[..., 2 * n - 1] = np.maximum(hyp_len - n + 1, 0)
+    stats[..., REF_LEN] = ref_len
     return stats
 
 
@@ -242,7 +273,7 @@ def bleu_stats(
     Raises:
         ValueError: ``segment`` has the wrong shape or an id outside 0..N-1.
 
-    n-grams are compared exactly through integer codes (:func:`_ngram_codes`); clipped
+    n-grams are compared exactly through integer codes (:func:`ngram_codes`); clipped
     counts come from merging each hypothesis's sorted codes with its reference's, in
     compiled C (``rerank/_kernels.c``), O(L log L) per hypothesis.
     """
@@ -263,7 +294,7 @@ def bleu_stats(
         return stats
     if len(streams) == 1:
         r_ids, r_len = refs[0]
-        codes = _ngram_codes(np.concatenate([h_ids, r_ids]), np.concatenate([h_len, r_len]), len(vocab))
+        codes = ngram_codes(np.concatenate([h_ids, r_ids]), np.concatenate([h_len, r_len]), len(vocab))
         h_start = np.cumsum(h_len) - h_len
         r_start = len(h_ids) + np.cumsum(r_len) - r_len
         stats[:, 0:REF_LEN:2] = clipped_matches(codes, h_start, h_len, r_start, r_len, segment)
@@ -274,7 +305,7 @@ def bleu_stats(
     # shorter on ties
     ids = np.concatenate([h_ids] + [r for r, _ in refs])
     lengths = np.concatenate([h_len] + [length for _, length in refs])
-    codes = _ngram_codes(ids, lengths, len(vocab))
+    codes = ngram_codes(ids, lengths, len(vocab))
     merged, m_len = _merged_references(codes[:, len(h_ids) :], [length for _, length in refs], N)
     h_start = np.cumsum(h_len) - h_len
     m_start = len(h_ids) + np.cumsum(m_len) - m_len
@@ -341,7 +372,7 @@ def _merged_references(codes: np.ndarray, lengths: Sequence[np.ndarray], segment
 
     Args:
         codes: int64[ORDER, L] the references' codes, stream after stream, segment after
-            segment within a stream (``_ngram_codes`` of their tokens).
+            segment within a stream (``ngram_codes`` of their tokens).
         lengths: R int arrays (N,) of token counts, one per stream.
     Returns:
         (int64[ORDER, T] the runs, int64[N] their lengths).

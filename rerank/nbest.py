@@ -545,6 +545,37 @@ def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
     return nbest
 
 
+def iter_nbest_pair(
+    path: str, other: str, block_size: Optional[int] = None
+) -> Iterator[Tuple[int, NBestList, NBestList]]:
+    """Stream two lists of the same segments in step (e.g. candidates and pseudo-references):
+    yields ``(first segment id, block of path, block of other)`` holding the same segments,
+    each renumbered from 0; memory is bounded by a block of each.
+
+    Raises:
+        InputError: the lists hold different numbers of segments (naming the shorter one),
+            or as :func:`iter_nbest`.
+    """
+    rest = iter_nbest(other, block_size)
+    held: List[NBestList] = []  # blocks of ``other`` from segment ``base`` on
+    base = end = 0
+    last = 0
+    for first, block in iter_nbest(path, block_size):
+        last = first + block.num_segments
+        while end < last:
+            got = next(rest, None)
+            if got is None:
+                raise InputError(f"{end} segments, but {path} has more", other)
+            held.append(got[1])
+            end = got[0] + got[1].num_segments
+        joined = concat_blocks(held)
+        yield first, block, joined.subset(np.arange(first - base, last - base))
+        held = [joined.subset(np.arange(last - base, end - base))] if end > last else []
+        base = last
+    if end > last or next(rest, None) is not None:
+        raise InputError(f"more segments than the {last} of {path}", other)
+
+
 def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
     """One list from consecutive blocks (:func:`iter_nbest`), segments renumbered."""
     if len(blocks) == 1:

@@ -17,6 +17,7 @@ from rerank.nbest import (
     ListInfo,
     NBestList,
     NBestWriter,
+    count_segments,
     finite_scores,
     iter_nbest,
     read_list_info,
@@ -25,21 +26,31 @@ from rerank.nbest import (
     write_list_info,
 )
 from rerank.outputs import StagedOutputs
+from rerank.shards import Shard, shard_blocks
+from rerank.signature import write_signed
 from rerank.textio import read_json
 
 
 def apply_file(
-    nbest_path: str, weights_path: str, out: str, out_nbest: Optional[str] = None, folds_path: Optional[str] = None
+    nbest_path: str,
+    weights_path: str,
+    out: str,
+    out_nbest: Optional[str] = None,
+    folds_path: Optional[str] = None,
+    shard: Optional[Shard] = None,
 ) -> int:
     """Write the best hypothesis of every segment of ``nbest_path`` under the weights of
     ``weights_path`` to ``out`` (and, with ``out_nbest``, the list with totals = weighted
     scores).  With ``folds_path`` (:mod:`rerank.folds`), fold k's segments use the weights
-    file whose path has ``{fold}`` replaced by k.  Outputs appear together or not at all.
-    Returns the number of segments.
+    file whose path has ``{fold}`` replaced by k.  ``shard``: only that block of segments
+    (:mod:`rerank.shards`), each output with a signature recording the shard, for
+    :func:`merge_shards`.  Outputs appear together or not at all.  Returns the number of
+    segments written.
 
     Raises:
         InputError: unreadable files, weights that name no column or overflow, a folds
-            file of another segment count, ``folds_path`` without ``{fold}`` in ``weights_path``.
+            file of another segment count, ``folds_path`` without ``{fold}`` in ``weights_path``,
+            a shard of standard input, to standard output or holding no segment.
     """
     folds = None
     if folds_path:
@@ -50,12 +61,20 @@ def apply_file(
     else:
         sources = [weights_path]
     weights = [read_weights(path) for path in sources]  # every weights file checked before the list is read
+    lo, hi, total = 0, None, None
+    if shard is not None:
+        total = count_segments(nbest_path)
+        if total is None:
+            raise InputError("shards need a list file (its segment count), not standard input", nbest_path)
+        lo, hi = shard.bounds(total, nbest_path)
+        shard.check_output(out)
     vectors = None
-    segments = 0
+    segments, info, names = 0, None, None
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle, contextlib.ExitStack() as stack:
             writer = NBestWriter(stack.enter_context(outputs.open(out_nbest)), out_nbest) if out_nbest else None
-            for first, block in iter_nbest(nbest_path):
+            blocks = iter_nbest(nbest_path)
+            for first, block in blocks if shard is None else shard_blocks(blocks, lo, hi):
                 if vectors is None:
                     vectors = np.stack([weights_vector(w, block, path) for w, path in zip(weights, sources)])
                 with np.errstate(over="ignore", invalid="ignore"):
@@ -74,12 +93,18 @@ def apply_file(
                 best = block.select(scores)
                 handle.write("".join(block.hypotheses[i] + "\n" for i in best))
                 if writer is not None:
-                    writer.write(block, first, scores)
-                segments = first + block.num_segments
-        if folds is not None and segments != len(folds.fold):
+                    writer.write(block, first - lo, scores)
+                segments, info, names = first + block.num_segments - lo, block.info, block.feature_names
+        if folds is not None and shard is None and segments != len(folds.fold):
             raise InputError(
                 f"{len(folds.fold)} segments in the folds file but {segments} in the n-best list", folds_path
             )
+        if shard is not None:  # each output says which shard it holds
+            run = {"input": nbest_path, "weights": [read_json(path) for path in sources], "segments": segments}
+            write_signed(outputs.signature(out), {"shard": shard.record(total, nbest_path, "text"), **run})
+            if out_nbest:
+                record = {"shard": shard.record(total, nbest_path), **run, "features": names}
+                write_list_info(outputs.signature(out_nbest), info, record)
     return segments
 
 
@@ -201,14 +226,17 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
 
 
 def merge_shards(paths: Sequence[str], out: str) -> int:
-    """Join the shards of one ``features add --num-shards N`` run (``paths``, in any order)
-    into the list ``out`` with its signature, in segment order: the same list one process
-    would have written.  Returns the number of segments.
+    """Join the shards of one ``--num-shards N`` run (``paths``, in any order; :mod:`rerank.shards`)
+    into ``out``, in segment order: the output one process would have written.  Lists
+    (``features add``, ``generate``, ``nmt nbest``) are joined with their ids renumbered and a
+    signature (``merged_from``); text outputs (``apply``/``mbr --out``, ``--out-1best``: a line
+    per segment) are concatenated.  Returns the number of segments.
 
     Raises:
         InputError: a file that is no shard (no shard record in its signature), shards of
-            different runs (another input list, another N, other scorers or columns), a
-            shard given twice or one missing — naming the file or the shard.
+            different runs (another input, another N, other scorers, columns or settings, a
+            list mixed with text), a shard given twice or one missing, a shard holding another
+            number of segments than its record — naming the file or the shard.
     """
     shards = []
     for path in paths:
@@ -216,25 +244,43 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
         record = read_json(side) if os.path.isfile(side) else None
         shard = record.get("shard") if isinstance(record, dict) else None
         if not isinstance(shard, dict) or not all(k in shard for k in ("id", "of", "first", "last", "input_sha256")):
-            raise InputError("not a shard: its signature records no shard (features add --num-shards)", path)
+            raise InputError("not a shard: its signature records no shard (a run with --num-shards)", path)
         shards.append((shard, record, path))
     first_shard, first_record, first_path = shards[0]
     for shard, record, path in shards[1:]:
-        for key, what in (("input_sha256", "input list"), ("of", "number of shards"), ("segments", "segments")):
+        for key, what in (
+            ("input_sha256", "input"),
+            ("of", "number of shards"),
+            ("segments", "segments"),
+            ("kind", "kind of output"),
+        ):
             if shard.get(key) != first_shard.get(key):
                 raise InputError(f"a shard of another run (another {what} than {first_path}'s)", path)
-        for key in ("scorers", "features"):
+        for key in _SHARD_SETTINGS:
             if record.get(key) != first_record.get(key):
                 raise InputError(f"a shard of another run (other {key} than {first_path}'s)", path)
     by_id: dict = {}
-    for shard, _, path in shards:
+    for shard, record, path in shards:
         if shard["id"] in by_id:
             raise InputError(f"shard {shard['id']} is given twice (also {by_id[shard['id']][2]})", path)
-        by_id[shard["id"]] = (shard, _, path)
+        by_id[shard["id"]] = (shard, record, path)
     missing = [k for k in range(first_shard["of"]) if k not in by_id]
     if missing:
         raise InputError(f"shard {missing[0]} of {first_shard['of']} is missing")
     ordered = [by_id[k] for k in range(first_shard["of"])]
+    if first_shard.get("kind", "nbest") == "text":
+        with StagedOutputs() as outputs:
+            outputs.drop_signature(out)
+            with outputs.open(out) as handle:
+                for shard, _, path in ordered:
+                    with open(path, encoding="utf-8") as part:
+                        lines = part.readlines()
+                    if len(lines) != shard["last"] - shard["first"] or any(not x.endswith("\n") for x in lines):
+                        raise InputError(
+                            f"{len(lines)} lines but shard {shard['id']} holds {shard['last'] - shard['first']}", path
+                        )
+                    handle.writelines(lines)
+        return first_shard["segments"]
     hypotheses = 0
     with StagedOutputs() as outputs:  # the list and its signature together
         with outputs.open(out) as handle:
@@ -248,16 +294,33 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
                     raise InputError(
                         f"{written} segments but shard {shard['id']} holds {shard['last'] - shard['first']}", path
                     )
-        record = {
-            k: v for k, v in first_record.items() if k not in ("shard", "signature", "beam_feature", "feature_sets")
-        }
+        record = {k: v for k, v in first_record.items() if k not in _SHARD_OWN + ("beam_feature", "feature_sets")}
         record.update(
             merged_from=[path for _, _, path in ordered],
             hypotheses=hypotheses,
             seconds=round(sum(r.get("seconds", 0.0) for _, r, _ in ordered), 3),
         )
+        if "segments" in first_record:
+            record["segments"] = first_shard["segments"]
         write_list_info(outputs.signature(out), read_list_info(first_path), record)
     return first_shard["segments"]
+
+
+#: signature entries of a shard that are its own, not the run's
+_SHARD_OWN = ("shard", "signature", "hypotheses", "seconds", "scorer_seconds", "segments", "input")
+#: the settings that the shards of one run share (paths and devices may differ between machines)
+_SHARD_SETTINGS = (
+    "scorers",
+    "features",
+    "model",
+    "nbest",
+    "beam",
+    "sampling",
+    "max_length",
+    "config",
+    "weights",
+    "mbr",
+)
 
 
 def average_weights(paths: Sequence[str]) -> dict:

@@ -21,6 +21,8 @@ from rerank.cli.options import (
     note_once,
     references,
     seg_sidecars,
+    shard_option_value,
+    shard_options,
     signature_option,
 )
 from rerank.convert import FORMATS as CONVERT_FORMATS
@@ -45,7 +47,7 @@ from rerank.textio import read_lines
 
 
 def cmd_apply(args) -> None:
-    apply_file(args.nbest, args.weights, args.out, args.out_nbest, args.folds)
+    apply_file(args.nbest, args.weights, args.out, args.out_nbest, args.folds, shard_option_value(args))
 
 
 def cmd_eval(args) -> None:
@@ -262,6 +264,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--folds",
         help="folds file (rerank folds): fold k's segments use the --weights file whose path has {fold} replaced by k",
     )
+    shard_options(p, "segments of the list")
     p.set_defaults(
         func=cmd_apply,
         paths=lambda a: (
@@ -356,11 +359,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "merge",
-        help="join the shards of one features add --num-shards run into one list, in segment order",
-        epilog="example: rerank merge --out test.full.nbest test.full.shard0.nbest test.full.shard1.nbest",
+        help="join the shards of one --num-shards run (features add, apply, mbr, generate, nmt nbest) in segment order",
+        epilog="example: rerank merge --out test.full.nbest test.full.shard0.nbest test.full.shard1.nbest; "
+        "rerank merge --out test.mbr.de test.mbr.shard0.de test.mbr.shard1.de",
     )
-    p.add_argument("shards", nargs="+", help="the shards (any order): lists written with --num-shards/--shard-id")
-    p.add_argument("--out", required=True, help="the joined list (and OUT.json, its signature)")
+    p.add_argument(
+        "shards",
+        nargs="+",
+        help="the shards (any order): lists or text outputs written with --num-shards/--shard-id, each with its "
+        "signature SHARD.json",
+    )
+    p.add_argument("--out", required=True, help="the joined list (and OUT.json, its signature) or text output")
     signature_option(p)
     p.set_defaults(
         func=cmd_merge,

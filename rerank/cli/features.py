@@ -8,8 +8,15 @@ import sys
 
 import numpy as np
 
-from rerank.argtypes import non_negative_int, positive_float, positive_int
-from rerank.cli.options import FORMATS_HELP, device_options, device_settings, signature_option
+from rerank.argtypes import positive_float, positive_int
+from rerank.cli.options import (
+    FORMATS_HELP,
+    device_options,
+    device_settings,
+    shard_option_value,
+    shard_options,
+    signature_option,
+)
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
@@ -29,15 +36,8 @@ def cmd_features(args) -> None:
         ScoringInputs(args.source, args.images, args.image_split, args.segment_images, args.folds),
         devices=device_settings(args),
         beam=_beam(args),
-        shard=_shard(args),
+        shard=shard_option_value(args),
     )
-
-
-def _shard(args):
-    """(K, N) of --shard-id / --num-shards, or None."""
-    if (args.num_shards is None) != (args.shard_id is None):
-        raise InputError("--num-shards and --shard-id go together (e.g. --num-shards 4 --shard-id 0)")
-    return None if args.num_shards is None else (args.shard_id, args.num_shards)
 
 
 def _beam(args):
@@ -108,13 +108,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="with --beam-feature: the columns of the list's beam feature set (default: "
         "none), e.g. --beam-set NMT,WordPenalty,NMTNorm",
     )
-    q.add_argument(
-        "--num-shards",
-        type=positive_int,
-        help="split the work into N contiguous blocks of segments (with --shard-id; one per SLURM array task), "
-        "e.g. --num-shards 4 (default: no shards); join them with rerank merge",
-    )
-    q.add_argument("--shard-id", type=non_negative_int, help="the block this process scores, 0..N-1, e.g. --shard-id 0")
+    shard_options(q, "segments of the list")
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     device_options(q)
     signature_option(q)
@@ -177,11 +171,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--algorithm",
         default="exact",
-        choices=["exact", "aggregate", "pruned"],
+        choices=["exact", "aggregate", "centroid", "pruned"],
         help="exact: every candidate against every pseudo-reference (N^2 utilities per segment); aggregate: "
         "against one aggregate reference, the pseudo-references' n-gram counts averaged by weight (N utilities: "
-        "Vamvas & Sennrich 2024); pruned: confidence-based pruning on growing samples of pseudo-references "
+        "Vamvas & Sennrich 2024); centroid: against the aggregates of --clusters k-means clusters of the "
+        "pseudo-references' n-gram counts, weighted by cluster probability (N*k utilities: Deguchi et al. 2024; "
+        "needs scikit-learn); pruned: confidence-based pruning on growing samples of pseudo-references "
         "(Cheng & Vlachos 2023) (default: exact), e.g. --algorithm pruned",
+    )
+    p.add_argument(
+        "--clusters",
+        type=positive_int,
+        default=8,
+        help="--algorithm centroid: clusters of pseudo-references per segment (default: 8), e.g. --clusters 16",
     )
     p.add_argument(
         "--alpha",
@@ -194,9 +196,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
         "--matrix",
-        help="also write every utility: segment<TAB>candidate<TAB>pseudo-reference<TAB>utility (0-based within "
-        "the segment)",
+        help="also write every utility: segment<TAB>candidate<TAB>pseudo-reference<TAB>utility (the segment's id "
+        "in the whole list, candidate and pseudo-reference 0-based within the segment: shards' matrices join with "
+        "cat) (default: none), e.g. --matrix test.utilities.tsv",
     )
+    shard_options(p, "segments of the lists")
     p.set_defaults(
         func=cmd_mbr,
         paths=lambda a: (
@@ -218,6 +222,8 @@ def cmd_mbr(args) -> None:
         args.algorithm,
         args.alpha,
         args.seed,
+        shard_option_value(args),
+        args.clusters,
     )
     if args.algorithm == "pruned":
         print(
@@ -228,7 +234,8 @@ def cmd_mbr(args) -> None:
         return
     print(
         f"mbr ({args.algorithm}): {result['segments']} segments, mean "
-        f"{'expected' if args.algorithm == 'exact' else 'aggregate-reference'} {args.metric} of the selections "
+        f"{ {'exact': 'expected', 'aggregate': 'aggregate-reference'}.get(args.algorithm, 'centroid-expected') } "
+        f"{args.metric} of the selections "
         f"{result['expected']:.2f} -> {args.out}",
         file=sys.stderr,
     )

@@ -7,14 +7,14 @@ import argparse
 import sys
 
 from rerank.argtypes import positive_int
-from rerank.cli.options import device_options, device_settings, signature_option
+from rerank.cli.options import device_options, device_settings, shard_option_value, shard_options, signature_option
 from rerank.features.generate import Sampling, generate_file
 from rerank.outputs import signature_path
 
 
 def cmd_generate(args) -> None:
     sampling = Sampling.parse(args.sampling) if args.sampling is not None else None
-    listing = generate_file(
+    record = generate_file(
         args.model,
         args.input,
         args.out_nbest,
@@ -25,10 +25,11 @@ def cmd_generate(args) -> None:
         device_settings(args),
         args.max_length,
         progress=True,  # a bar on a terminal, a line every few seconds elsewhere
+        shard=shard_option_value(args),
     )
     print(
-        f"{listing.num_segments} segments, {len(listing.hypotheses)} candidates "
-        f"({' '.join(listing.feature_names)}) -> {args.out_nbest}, {args.out_1best}",
+        f"{record['segments']} segments, {record['hypotheses']} candidates "
+        f"({' '.join(record['features'])}) -> {args.out_nbest}, {args.out_1best}",
         file=sys.stderr,
     )
 
@@ -62,6 +63,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-length", type=positive_int, default=256, help="longest candidate in tokens (default: 256)")
     device_options(p)
+    shard_options(p, "sentences of the input")
     p.add_argument("--out-nbest", required=True, help="the n-best list (and OUT_NBEST.json, its signature)")
     p.add_argument("--out-1best", required=True, help="the first candidate of every sentence")
     signature_option(p, "--out-nbest")

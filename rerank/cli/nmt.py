@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from rerank.argtypes import positive_int
-from rerank.cli.options import device_options, signature_option
+from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option
 from rerank.errors import InputError
 from rerank.nmt.data import PrepareConfig, prepare
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
@@ -83,10 +83,25 @@ def cmd_nmt(args) -> None:
             raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
         if args.input:
             generate_nbest_from_text(
-                args.data_bin, args.checkpoint, args.input, args.out_nbest, args.out_1best, args.out_source, config
+                args.data_bin,
+                args.checkpoint,
+                args.input,
+                args.out_nbest,
+                args.out_1best,
+                args.out_source,
+                config,
+                shard_option_value(args),
             )
         else:
-            generate_nbest(args.data_bin, args.checkpoint, args.subset, args.out_nbest, args.out_1best, config)
+            generate_nbest(
+                args.data_bin,
+                args.checkpoint,
+                args.subset,
+                args.out_nbest,
+                args.out_1best,
+                config,
+                shard=shard_option_value(args),
+            )
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -270,6 +285,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     device_options(q)
     q.add_argument("--out-1best", required=True, help="the beam's 1-best, one line per sentence")
+    shard_options(q, "sentences of --subset or --input")
     signature_option(q, "--out-nbest")
     q.set_defaults(
         paths=lambda a: (

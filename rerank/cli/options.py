@@ -8,10 +8,12 @@ import dataclasses
 import sys
 from typing import Any, Dict, Iterable, Optional
 
+from rerank.argtypes import non_negative_int, positive_int
 from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
 from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
 from rerank.errors import InputError
 from rerank.metrics import METRIC_HELP, make_metric
+from rerank.shards import Shard
 
 
 def bleu_options(p: argparse.ArgumentParser) -> None:
@@ -69,6 +71,31 @@ def signature_option(p: argparse.ArgumentParser, output: str = "--out") -> None:
         help=f"with {output} - (standard output): write the list's signature (JSON) to FILE, "
         f"e.g. --signature test.nbest.json (default: a list on standard output gets none)",
     )
+
+
+def shard_options(p: argparse.ArgumentParser, what: str) -> None:
+    """``--num-shards N --shard-id K`` (:mod:`rerank.shards`): the K-th of N contiguous blocks
+    of ``what`` (e.g. "sentences of the input"), joined afterwards by ``rerank merge``."""
+    p.add_argument(
+        "--num-shards",
+        type=positive_int,
+        help=f"split the work into N contiguous blocks of {what} (with --shard-id; one per machine or SLURM "
+        "array task), e.g. --num-shards 4 (default: no shards); join the outputs with rerank merge",
+    )
+    p.add_argument(
+        "--shard-id",
+        type=non_negative_int,
+        help="the block this process does, 0..N-1 (default: none), e.g. --shard-id 0",
+    )
+
+
+def shard_option_value(args) -> Optional[Shard]:
+    """The :class:`rerank.shards.Shard` of ``--num-shards`` / ``--shard-id``, or None.
+
+    Raises:
+        InputError: one without the other, an id outside 0..N-1.
+    """
+    return Shard.from_args(args.num_shards, args.shard_id)
 
 
 def device_options(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,8 @@ from rerank.folds import read_folds
 from rerank.nbest import ListInfo, NBestList, NBestWriter, count_segments, iter_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
-from rerank.textio import file_digest, read_lines
+from rerank.shards import Shard, shard_blocks
+from rerank.textio import read_lines
 
 
 @dataclass
@@ -197,7 +198,7 @@ def add_features(
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
     devices: Optional[DeviceSettings] = None,
     beam: Optional[Tuple[str, Sequence[str]]] = None,
-    shard: Optional[Tuple[int, int]] = None,
+    shard: Optional[Shard] = None,
 ) -> Dict:
     """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
     scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
@@ -209,10 +210,9 @@ def add_features(
     by forced decoding under the first list's model, so that ``rerank tune`` starts from
     that model's ranking again.
 
-    ``shard`` = (K, N): score only shard K of N, the K-th of N contiguous blocks of
-    segments (segments ``K·S//N`` to ``(K+1)·S//N − 1`` of S), written as a list of its own
-    (ids from 0) whose signature records the shard and the input's SHA-256, for
-    :func:`merge_shards` (fairseq's ``--num-shards``/``--shard-id``, as SLURM array jobs run).
+    ``shard``: score only that shard, the K-th of N contiguous blocks of segments
+    (:mod:`rerank.shards`), written as a list of its own (ids from 0) whose signature
+    records the shard and the input's SHA-256, for :func:`rerank.reranking.merge_shards`.
 
     Raises:
         InputError: an unknown or unbuildable scorer, inputs of another segment count, a
@@ -245,14 +245,9 @@ def add_features(
     total = count_segments(nbest_path)  # line counts checked before the first model call
     lo, hi = 0, None
     if shard is not None:
-        k, n = shard
-        if not 0 <= k < n:
-            raise InputError(f"--shard-id {k} of --num-shards {n}: ids run 0..{n - 1}")
         if total is None:
             raise InputError("shards need a list file (its segment count), not standard input", nbest_path)
-        lo, hi = k * total // n, (k + 1) * total // n
-        if hi <= lo:
-            raise InputError(f"shard {k} of {n} holds no segment ({total} segments in the list)", nbest_path)
+        lo, hi = shard.bounds(total, nbest_path)
     if total is not None:
         for path, values in per_segment:
             if len(values) != total:
@@ -266,16 +261,9 @@ def add_features(
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
             checked = False
-            for first, block in iter_nbest(nbest_path):
+            blocks = iter_nbest(nbest_path)
+            for first, block in blocks if shard is None else shard_blocks(blocks, lo, hi):
                 last = first + block.num_segments
-                if shard is not None:  # the block's segments inside the shard, renumbered from 0
-                    if last <= lo:
-                        continue
-                    if first >= hi:
-                        break
-                    keep = np.arange(max(lo, first), min(hi, last)) - first
-                    block = block.subset(keep)
-                    first, last = first + int(keep[0]), first + int(keep[-1]) + 1
                 for path, values in per_segment:
                     if last > len(values):
                         raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
@@ -335,14 +323,7 @@ def add_features(
             "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
         }
         if shard is not None:
-            record["shard"] = {
-                "id": shard[0],
-                "of": shard[1],
-                "first": lo,
-                "last": hi,
-                "segments": total,
-                "input_sha256": file_digest(nbest_path),
-            }
+            record["shard"] = shard.record(total, nbest_path)
         write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
     say(
         f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "

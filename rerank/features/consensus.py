@@ -26,29 +26,40 @@ sample of the pseudo-references (8, 16, 32, … of them), and after each step ev
 whose bootstrap estimate of beating the current best falls below ``1 − alpha`` is dropped;
 the survivors are ranked on every pseudo-reference drawn.
 
-All ordered pairs of a group of lists (at most ``max_pairs``, see :func:`pair_groups`) come
-from the statistics layer in one vectorised pass (:func:`rerank.bleu.pair_bleu_stats`,
-:meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`); scores are those layers' own formulas,
-so no metric is implemented twice.
+``algorithm=centroid`` (``rerank mbr --algorithm centroid``) is centroid MBR (Deguchi et al.
+2024): the pseudo-references of a segment clustered by weighted k-means on their n-gram
+counts, each centroid its cluster's aggregate reference, weighted by the cluster's mass.
+
+For BLEU and chrF, every distinct pair of a segment's distinct texts is matched at once by
+matrix products over n-gram indicator matrices (:class:`NgramCounts`); a segment too large
+for them, and TER, go pair by pair through the statistics layer
+(:func:`rerank.bleu.pair_bleu_stats`, :meth:`rerank.metrics.chrf.ChrfMetric.pair_stats`,
+:meth:`rerank.metrics.ter.TerMetric.pair_stats`) in groups of at most ``max_pairs`` pairs
+(:func:`pair_groups`).  Statistics become scores by those layers' own formulas
+(:func:`rerank.bleu.bleu_stats_from_matches`, :meth:`ChrfMetric.stats_from_matches`), so
+no metric is implemented twice, and both routes give the same values, bit for bit.
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.argtypes import positive_float
-from rerank.bleu import NUM_STATS, ORDER, REF_LEN, bleu_from_stats, pair_bleu_stats
+from rerank.argtypes import positive_float, positive_int
+from rerank.bleu import ORDER, bleu_from_stats, bleu_stats_from_matches, ngram_codes, pair_bleu_stats
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, cost_ranges
 from rerank.metrics.chrf import ChrfMetric
 from rerank.metrics.ter import TerMetric
-from rerank.nbest import read_nbest
+from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
+from rerank.shards import Shard, shard_blocks
+from rerank.signature import write_signed
+from rerank.textio import file_digest
 
 
 def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -84,56 +95,124 @@ def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1
     return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
 
 
-def aggregate_matches(
-    ids: np.ndarray, lengths: np.ndarray, segment: np.ndarray, weight: np.ndarray, order: int
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """n-gram statistics of texts against their segment's aggregate reference (Vamvas &
-    Sennrich 2024): the n-gram counts of the segment's references averaged with their weights.
-    Vectorised over all the texts given (every segment at once).
+class NgramCounts:
+    """The n-gram counts of a few texts (one segment's candidates and pseudo-references), per
+    order the triplets (text, n-gram, count).  Two products on them:
 
-    Args:
-        ids: int64[L] the token (or character) ids of every text, one after the other.
-        lengths: int64[T] each text's length in ``ids``.
-        segment: int64[T] each text's segment (any integers; texts of a segment share one aggregate).
-        weight: float64[T] a reference's weight within its segment (summing to 1), or -1 for a
-            candidate (a text that is scored, not aggregated; a text can be both only by
-            appearing twice).
-        order: the highest n-gram order.
-    Returns:
-        (matches float64[T, order]: for a candidate, the sum over its n-grams g of
-        min(count(g), aggregate(g)), else 0; n-grams float64[T, order]: max(len - n + 1, 0);
-        aggregate reference n-grams float64[T, order]: the weighted mean of its segment's
-        references' n-gram counts, per text).  Memory is linear in the n-grams.
+    * all pairs' clipped matches by matrix products (:meth:`matches`): for order n, column
+      (g, t) of an indicator matrix is 1 where a text holds n-gram g at least t times, so
+      ``sum_g min(c_a(g), c_b(g))`` is the dot product of the rows of texts a and b (exact:
+      float32 holds integers below 2^24);
+    * matches against aggregate references of fractional counts x(g) (Vamvas & Sennrich
+      2024; :meth:`aggregate_matches`): ``sum_g min(c_a(g), x(g))`` over each text's
+      triplets, linear in the n-grams.
     """
-    count = len(lengths)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    candidate = weight < 0
-    matches, totals, ref_totals = np.zeros((count, order)), np.zeros((count, order)), np.zeros((count, order))
-    _, segment = np.unique(segment, return_inverse=True)
-    segments = int(segment.max()) + 1 if count else 0
-    for n in range(1, order + 1):
-        windows = np.maximum(lengths - n + 1, 0)
-        totals[:, n - 1] = windows
-        ref_totals[:, n - 1] = np.bincount(
-            segment[~candidate], weights=weight[~candidate] * windows[~candidate], minlength=segments
-        )[segment]
-        total = int(windows.sum())
-        if not total:
-            continue
-        owner = np.repeat(np.arange(count), windows)
-        position = np.repeat(starts, windows) + np.arange(total) - np.repeat(np.cumsum(windows) - windows, windows)
-        grams = np.column_stack([segment[owner], ids[position[:, None] + np.arange(n)]])
-        _, code = np.unique(grams, axis=0, return_inverse=True)
-        code = code.reshape(-1)
-        distinct = int(code.max()) + 1
-        is_ref = ~candidate[owner]
-        aggregate = np.bincount(code[is_ref], weights=weight[owner[is_ref]], minlength=distinct)
-        # each candidate's count of each of its n-grams, clipped by its segment's aggregate
-        keys, per_key = np.unique(owner[~is_ref] * distinct + code[~is_ref], return_counts=True)
-        matches[:, n - 1] = np.bincount(
-            keys // distinct, weights=np.minimum(per_key, aggregate[keys % distinct]), minlength=count
+
+    #: the most indicator cells (float32) :meth:`matches` builds for one set of texts
+    #: (~128 MB); a larger segment is scored pair by pair (:func:`rerank.bleu.pair_matches`)
+    max_cells = 32_000_000
+
+    def __init__(self, ids: np.ndarray, lengths: np.ndarray, vocab_size: int, order: int):
+        """Count the n-grams (orders 1..``order``) of the texts given flat as token ``ids``
+        (int64[L], ids below ``vocab_size``) and ``lengths`` (int64[T])."""
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        codes = ngram_codes(ids, self.lengths, vocab_size, order)
+        owner = np.repeat(np.arange(len(self.lengths)), self.lengths)
+        self.triplets: List[Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, int]]] = []
+        for k in range(order):
+            valid = codes[k] >= 0
+            if not valid.any():
+                self.triplets.append(None)
+                continue
+            grams, gram = np.unique(codes[k][valid], return_inverse=True)
+            key, count = np.unique(owner[valid] * len(grams) + gram.reshape(-1), return_counts=True)
+            self.triplets.append((key // len(grams), key % len(grams), count, len(grams)))
+        self._indicator: Optional[list] = None
+
+    def _indicators(self) -> Optional[list]:
+        """Per order the float32 indicator matrix [T, (n-gram, t) columns], or None where they
+        would exceed :attr:`max_cells`."""
+        if self._indicator is None:
+            tops = []
+            for part in self.triplets:
+                if part is not None:
+                    text, g, count, size = part
+                    top = np.zeros(size, dtype=np.int64)
+                    np.maximum.at(top, g, count)
+                    tops.append(top)
+            if len(self.lengths) * sum(int(t.sum()) for t in tops) > self.max_cells:
+                return None
+            self._indicator, tops = [], iter(tops)
+            for part in self.triplets:
+                if part is None:
+                    self._indicator.append(None)
+                    continue
+                text, g, count, _ = part
+                base = np.concatenate([[0], np.cumsum(next(tops))])
+                matrix = np.zeros((len(self.lengths), int(base[-1])), dtype=np.float32)
+                within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+                matrix[np.repeat(text, count), np.repeat(base[g], count) + within] = 1.0
+                self._indicator.append(matrix)
+        return self._indicator
+
+    def fits(self) -> bool:
+        """Whether :meth:`matches` can build its matrices (:attr:`max_cells`)."""
+        return self._indicators() is not None
+
+    def matches(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """float64[len(rows), len(cols), order] clipped matches of texts ``rows`` against
+        ``cols``, by matrix products.  Raises ``MemoryError`` where :meth:`fits` is false."""
+        indicator = self._indicators()
+        if indicator is None:
+            raise MemoryError("n-gram indicator matrices over NgramCounts.max_cells")
+        out = np.zeros((len(rows), len(cols), len(indicator)))
+        for k, matrix in enumerate(indicator):
+            if matrix is not None:
+                out[:, :, k] = matrix[rows] @ matrix[cols].T
+        return out
+
+    def aggregate_matches(self, rows: np.ndarray, refs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """float64[len(rows), K, order] clipped matches of texts ``rows`` against K aggregate
+        references: column j of ``weights`` (float64[len(refs), K]) averages the n-gram
+        counts of the texts ``refs`` (Vamvas & Sennrich 2024's aggregate; a column per
+        centroid for centroid MBR).  Linear in the texts' n-grams; ``rows`` distinct."""
+        count_texts = len(self.lengths)
+        out = np.zeros((len(rows), weights.shape[1], len(self.triplets)))
+        where = np.full(count_texts, -1, dtype=np.int64)
+        where[rows] = np.arange(len(rows))
+        weight_of = np.zeros((count_texts, weights.shape[1]))
+        np.add.at(weight_of, refs, weights)  # a text given twice among refs counts twice
+        for k, part in enumerate(self.triplets):
+            if part is None:
+                continue
+            text, g, count, size = part
+            for j in range(weights.shape[1]):
+                aggregate = np.bincount(g, weights=weight_of[text, j] * count, minlength=size)
+                keep = where[text] >= 0
+                out[:, j, k] = np.bincount(
+                    where[text[keep]], weights=np.minimum(count[keep], aggregate[g[keep]]), minlength=len(rows)
+                )
+        return out
+
+    def vectors(self):
+        """[T, n-grams of all orders] each text's n-gram counts, the space in which centroid
+        MBR clusters: a dense array up to 4M cells, else scipy.sparse CSR."""
+        from scipy.sparse import csr_matrix
+
+        rows, cols, values, offset = [], [], [], 0
+        for part in self.triplets:
+            if part is not None:
+                text, g, count, size = part
+                rows.append(text)
+                cols.append(g + offset)
+                values.append(count.astype(np.float64))
+                offset += size
+        if not rows:
+            return np.zeros((len(self.lengths), 1))
+        matrix = csr_matrix(
+            (np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=(len(self.lengths), offset)
         )
-    return matches, totals, ref_totals
+        return matrix.toarray() if len(self.lengths) * offset <= 4_000_000 else matrix
 
 
 @SCORERS.register("mbr")
@@ -157,9 +236,11 @@ class ConsensusScorer(Scorer):
         temperature: float = option(1.0, "softmax temperature", type=positive_float)
         algorithm: str = option(
             "exact",
-            "exact (every pair) or aggregate (one aggregate reference per segment: Vamvas & Sennrich 2024)",
-            choices=("exact", "aggregate"),
+            "exact (every pair), aggregate (one aggregate reference per segment: Vamvas & Sennrich 2024) or "
+            "centroid (the aggregates of k clusters: Deguchi et al. 2024)",
+            choices=("exact", "aggregate", "centroid"),
         )
+        clusters: int = option(8, "centroid: clusters of pseudo-references per segment (k)", type=positive_int)
 
     set_name = "MBR"
 
@@ -173,90 +254,259 @@ class ConsensusScorer(Scorer):
             raise InputError(f"mbr: the utility must be one of {', '.join(self.NAMES)}: mbr:bleu or mbr:chrf")
         self.metric, self.feature, self.temperature = config.utility, config.feature or "NMT", config.temperature
         self.algorithm = config.algorithm or "exact"
-        if self.metric == "ter" and self.algorithm == "aggregate":
-            raise InputError("mbr: aggregate needs an n-gram utility (bleu or chrf); TER has no aggregate reference")
+        self.clusters = config.clusters
+        if self.metric == "ter" and self.algorithm in ("aggregate", "centroid"):
+            raise InputError(
+                f"mbr: {self.algorithm} needs an n-gram utility (bleu or chrf); TER has no aggregate reference"
+            )
 
     def names(self, has_images: bool) -> List[str]:
         return [self.NAMES[self.metric]]
 
-    def utilities(self, hypotheses, hyp, ref) -> np.ndarray:
+    def utilities(self, hypotheses, hyp, ref, segment: Optional[np.ndarray] = None) -> np.ndarray:
         """float64[P] sentence utility of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``:
         BLEU or chrF (0-100), or minus sentence TER (sacrebleu's tokenisation and edit
-        counts, :class:`rerank.metrics.ter.TerMetric`; ≤ 0, higher is better)."""
+        counts, :class:`rerank.metrics.ter.TerMetric`; ≤ 0, higher is better).  Identical
+        texts (samples repeat: 256 epsilon samples of a sentence hold ~140 distinct ones)
+        are scored once.  ``segment`` (int[T], the texts' segments, pairs never across them):
+        BLEU and chrF of each segment's distinct texts all at once by matrix products
+        (:class:`NgramCounts`) where they fit, else pair by pair (:func:`rerank.bleu.pair_matches`).
+        The same values either way, bit for bit."""
+        if segment is not None and self.metric != "ter":
+            segment = np.asarray(segment, dtype=np.int64)
+            out = np.empty(len(hyp))
+            owner = segment[hyp]
+            order = np.argsort(owner, kind="stable")
+            cuts = np.searchsorted(owner[order], np.arange(int(segment.max(initial=-1)) + 2))
+            for s in range(len(cuts) - 1):
+                pick = order[cuts[s] : cuts[s + 1]]
+                if not len(pick):
+                    continue
+                rows = np.flatnonzero(segment == s)
+                local = np.full(len(segment), -1, dtype=np.int64)
+                local[rows] = np.arange(len(rows))
+                gather = self.pair_utilities_of([hypotheses[r] for r in rows])
+                out[pick] = gather(local[hyp[pick]], local[ref[pick]])
+            return out
+        index: Dict[str, int] = {}
+        ids = np.fromiter((index.setdefault(t, len(index)) for t in hypotheses), np.int64, len(hypotheses))
+        if len(index) == len(ids):
+            return self._pair_utilities(hypotheses, hyp, ref)
+        distinct = len(index)
+        pair = ids[hyp] * distinct + ids[ref]
+        if distinct * distinct <= 4 * len(pair):  # a dense table of the text pairs: no sort
+            table = np.zeros(distinct * distinct, dtype=np.int32)
+            table[pair] = 1
+            keys = np.flatnonzero(table)
+            table[keys] = np.arange(len(keys), dtype=np.int32)
+            back = table[pair]
+        else:
+            keys, back = np.unique(pair, return_inverse=True)
+        return self._pair_utilities(list(index), keys // distinct, keys % distinct)[back.reshape(-1)]
+
+    #: the most distinct texts of a segment whose all-pairs utility matrix is built at once
+    max_matrix_texts = 1500
+
+    def pair_utilities_of(
+        self, texts: Sequence[str], every_pair: bool = True
+    ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """A function (hyp int[P], ref int[P]) -> float64[P] utilities of pairs of ``texts``
+        (one segment's): for BLEU and chrF by matrix products of :class:`NgramCounts` (at
+        most ``max_matrix_texts`` distinct texts and its cells) — ``every_pair``: the matrix
+        of every distinct pair at once, gathered at each call; else at each call only the
+        block of the distinct texts it asks for (pruning asks for few) — otherwise
+        :meth:`utilities` pair by pair."""
+        index: Dict[str, int] = {}
+        ids = np.fromiter((index.setdefault(t, len(index)) for t in texts), np.int64, len(texts))
+        if self.metric != "ter" and len(index) <= self.max_matrix_texts:
+            tokens, lengths, vocab = self._ids(list(index))
+            counts = NgramCounts(tokens, lengths, vocab, self._order())
+            if counts.fits():
+
+                def block(rows, cols):
+                    return self.from_matches(counts.matches(rows, cols), lengths[rows][:, None], lengths[cols][None, :])
+
+                if every_pair:
+                    matrix = block(np.arange(len(index)), np.arange(len(index)))
+                    return lambda hyp, ref: matrix[ids[hyp], ids[ref]]
+
+                def asked(hyp, ref):
+                    rows, row = np.unique(ids[hyp], return_inverse=True)
+                    cols, col = np.unique(ids[ref], return_inverse=True)
+                    return block(rows, cols)[row.reshape(-1), col.reshape(-1)]
+
+                return asked
+        return lambda hyp, ref: self.utilities(texts, hyp, ref)
+
+    def from_matches(self, matches: np.ndarray, hyp_len, ref_len, ref_ngrams=None) -> np.ndarray:
+        """Utilities float64[...] from clipped matches float[..., order] of hypotheses of
+        ``hyp_len`` tokens (words, or characters without whitespace) against references of
+        ``ref_len`` (broadcast): sentence BLEU (effective order) or chrF (beta 2) through
+        the statistics layer (:func:`rerank.bleu.bleu_stats_from_matches`,
+        :meth:`rerank.metrics.chrf.ChrfMetric.stats_from_matches`).  ``ref_ngrams``
+        (float[..., order], chrF): the reference's n-grams per order where they are not
+        ``ref_len − n + 1`` (an aggregate reference's expected counts); BLEU takes an
+        aggregate's expected length as ``ref_len``."""
         if self.metric == "bleu":
-            return bleu_from_stats(pair_bleu_stats(hypotheses, hyp, ref), effective_order=True)
+            return bleu_from_stats(bleu_stats_from_matches(matches, hyp_len, ref_len), effective_order=True)
+        n = np.arange(matches.shape[-1])
+        hyp_ngrams = np.maximum(np.asarray(hyp_len)[..., None] - n, 0)
+        if ref_ngrams is None:
+            ref_ngrams = np.maximum(np.asarray(ref_len)[..., None] - n, 0)
+        chrf = ChrfMetric()
+        return chrf.score(chrf.stats_from_matches(matches, hyp_ngrams, ref_ngrams))
+
+    def _pair_utilities(self, texts, hyp, ref) -> np.ndarray:
+        """:meth:`utilities` of the pairs as given (no texts merged)."""
+        if self.metric == "bleu":
+            return bleu_from_stats(pair_bleu_stats(texts, hyp, ref), effective_order=True)
         if self.metric == "ter":
             ter = TerMetric()
-            return -ter.score(ter.pair_stats(hypotheses, hyp, ref))
-
+            return -ter.score(ter.pair_stats(texts, hyp, ref))
         chrf = ChrfMetric()
-        return chrf.score(chrf.pair_stats(hypotheses, hyp, ref))
+        return chrf.score(chrf.pair_stats(texts, hyp, ref))
 
     def score(self, nbest, sources, images):
         # uniform: candidates that are samples, the Monte-Carlo estimate weighs them alike
         p = self.distribution(nbest)
         if self.algorithm == "aggregate":
             return {self.NAMES[self.metric]: self.aggregate_expected(nbest, nbest, p)}
+        if self.algorithm == "centroid":
+            return {self.NAMES[self.metric]: self.centroid_expected(nbest, nbest, p)}
         return self._expected(nbest, p)
 
-    def _ids(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
-        """(int64[L] ids, int64[T] lengths) of ``texts``: words (BLEU; the lists are tokenised
-        text, split on whitespace) or characters without whitespace (chrF, as sacrebleu's default)."""
+    def _ids(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, int]:
+        """(int64[L] ids, int64[T] lengths, vocabulary size) of ``texts``: words (BLEU; the
+        lists are tokenised text, split on whitespace) or characters without whitespace
+        (chrF, as sacrebleu's default), ids dense from 0."""
         if self.metric == "bleu":
             words = [t.split() for t in texts]
             lengths = np.array([len(w) for w in words], dtype=np.int64)
             flat = [w for ws in words for w in ws]
-            ids = np.unique(np.array(flat, dtype=object), return_inverse=True)[1] if flat else np.zeros(0)
-            return np.asarray(ids, dtype=np.int64).reshape(-1), lengths
-        stripped = ["".join(t.split()) for t in texts]
-        lengths = np.array([len(t) for t in stripped], dtype=np.int64)
-        return np.frombuffer("".join(stripped).encode("utf-32-le"), dtype=np.uint32).astype(np.int64), lengths
+        else:
+            flat = "".join("".join(t.split()) for t in texts)
+            lengths = np.array([len("".join(t.split())) for t in texts], dtype=np.int64)
+        if not len(flat):
+            return np.zeros(0, dtype=np.int64), lengths, 1
+        if self.metric == "bleu":
+            vocabulary, ids = np.unique(np.array(flat, dtype=object), return_inverse=True)
+        else:
+            vocabulary, ids = np.unique(np.frombuffer(flat.encode("utf-32-le"), dtype=np.uint32), return_inverse=True)
+        return np.asarray(ids, dtype=np.int64).reshape(-1), lengths, len(vocabulary)
 
-    #: hypotheses (candidates and pseudo-references) aggregated at once: bounds the n-gram arrays
-    aggregate_block = 20_000
+    def _order(self) -> int:
+        """The highest n-gram order of the utility (BLEU 4 words, chrF 6 characters)."""
+        return ORDER if self.metric == "bleu" else ChrfMetric().metric.char_order
+
+    def _segment_counts(self, candidates, refs, s):
+        """One segment's distinct texts of both lists, counted: (NgramCounts, lengths, candidate
+        text ids int[n], pseudo-reference text ids int[m])."""
+        c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
+        r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
+        index: Dict[str, int] = {}
+        cand = np.array([index.setdefault(t, len(index)) for t in candidates.hypotheses[c0:c1]], dtype=np.int64)
+        ref = np.array([index.setdefault(t, len(index)) for t in refs.hypotheses[r0:r1]], dtype=np.int64)
+        tokens, lengths, vocab = self._ids(list(index))
+        return NgramCounts(tokens, lengths, vocab, self._order()), lengths, cand, ref
+
+    def _against_aggregates(self, counts, lengths, cand, refs, weights) -> np.ndarray:
+        """float64[n, K] utility of candidate texts ``cand`` against K aggregate references,
+        column j of ``weights`` (float64[len(refs), K], summing to 1) averaging texts ``refs``:
+        BLEU with the aggregate's expected length, chrF with its expected n-gram counts."""
+        distinct, back = np.unique(cand, return_inverse=True)  # candidates that repeat: scored once
+        matches = counts.aggregate_matches(distinct, refs, weights)  # [distinct, K, order]
+        if self.metric == "bleu":
+            values = self.from_matches(matches, lengths[distinct][:, None], (weights.T @ lengths[refs])[None, :])
+        else:
+            n = np.arange(matches.shape[-1])
+            windows = np.maximum(lengths[refs][:, None] - n, 0)  # [refs, order]
+            values = self.from_matches(matches, lengths[distinct][:, None], None, (weights.T @ windows)[None, :, :])
+        return values[back.reshape(-1)]
 
     def aggregate_expected(self, candidates, refs, p_refs) -> np.ndarray:
         """float64[M] utility of every candidate against its segment's aggregate reference
-        (reference aggregation, Vamvas & Sennrich 2024): the pseudo-references of ``refs``
-        (the same segments) averaged with ``p_refs``; sentence BLEU (effective order, the
-        aggregate length as reference length) or chrF (order 6, beta 2) from the averaged
-        statistics.  Equals :meth:`cross_expected` where a segment has one pseudo-reference.
-        Vectorised over blocks of segments (about ``aggregate_block`` hypotheses each).
+        (reference aggregation, Vamvas & Sennrich 2024): the n-gram counts of the
+        pseudo-references of ``refs`` (the same segments) averaged with ``p_refs``; sentence
+        BLEU (effective order, the expected reference length) or chrF (order 6, beta 2, the
+        expected n-gram counts) from the averaged statistics (:class:`NgramCounts`).  Equals
+        :meth:`cross_expected` where a segment has one pseudo-reference.
 
         Raises:
             InputError: lists of different segment counts.
         """
+        self._same_segments(candidates, refs)
+        expected = np.zeros(len(candidates.hypotheses))
+        for s in range(candidates.num_segments):
+            counts, lengths, cand, ref = self._segment_counts(candidates, refs, s)
+            r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
+            c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
+            expected[c0:c1] = self._against_aggregates(counts, lengths, cand, ref, p_refs[r0:r1, None])[:, 0]
+        return expected
+
+    def references_per_segment(self, refs) -> np.ndarray:
+        """int[N] the references each candidate is scored against, per segment: 1 for
+        ``aggregate``, min(clusters, pseudo-references) for ``centroid``."""
+        counts = np.diff(refs.offsets)
+        return np.ones_like(counts) if self.algorithm == "aggregate" else np.minimum(counts, self.clusters)
+
+    def cluster(self, texts: Sequence[str], weights: np.ndarray, seed: int) -> np.ndarray:
+        """int64[R] the cluster (0..k-1) of each of one segment's pseudo-references: weighted
+        k-means (scikit-learn's ``KMeans``, k-means++ start, ``sample_weight`` = their
+        probabilities) of their n-gram count vectors (the utility's own n-grams, orders 1 to
+        4 words or 1 to 6 characters: :meth:`NgramCounts.vectors`), k = min(``clusters``,
+        distinct texts); each its own cluster where there are no more than k.
+
+        Raises:
+            InputError: scikit-learn is not installed.
+        """
+        index: Dict[str, int] = {}
+        ids = np.array([index.setdefault(t, len(index)) for t in texts], dtype=np.int64)
+        k = min(self.clusters, len(index))
+        if len(texts) <= self.clusters or k <= 1:
+            return np.arange(len(texts), dtype=np.int64) if len(texts) <= self.clusters else np.zeros_like(ids)
+        try:
+            from sklearn.cluster import KMeans
+        except ImportError:
+            raise InputError("mbr: algorithm=centroid needs scikit-learn: pip install 'rerank[mbr]'") from None
+        tokens, lengths, vocab = self._ids(texts)
+        vectors = NgramCounts(tokens, lengths, vocab, self._order()).vectors()
+        labels = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(vectors, sample_weight=weights).labels_
+        return np.unique(labels, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+    def centroid_expected(self, candidates, refs, p_refs, first: int = 0) -> np.ndarray:
+        """float64[M] centroid-based MBR (Deguchi et al. 2024, "Centroid-Based Efficient
+        Minimum Bayes Risk Decoding"): each segment's pseudo-references clustered by
+        :meth:`cluster` in the utility's own feature space (n-gram counts, where Deguchi et al.
+        cluster COMET embeddings), each cluster's centroid the weighted mean of its members'
+        n-gram counts — its aggregate reference (Vamvas & Sennrich 2024) — and a candidate's
+        expected utility ``sum_c P(c) · u(h, centroid_c)``, P(c) the cluster's total
+        probability.  k = 1 is :meth:`aggregate_expected`; k ≥ the pseudo-references is exact
+        MBR (:meth:`cross_expected`).  O(N·k) utilities per segment; segment s clusters with
+        seed ``first`` + s (its id in the whole list).
+
+        Raises:
+            InputError: lists of different segment counts; scikit-learn missing.
+        """
+        self._same_segments(candidates, refs)
+        expected = np.zeros(len(candidates.hypotheses))
+        for s in range(candidates.num_segments):
+            c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
+            r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
+            p = p_refs[r0:r1]
+            labels = self.cluster(refs.hypotheses[r0:r1], p, first + s)
+            mass = np.bincount(labels, weights=p)
+            weights = np.zeros((r1 - r0, len(mass)))
+            weights[np.arange(r1 - r0), labels] = p / np.where(mass[labels] > 0, mass[labels], 1.0)
+            counts, lengths, cand, ref = self._segment_counts(candidates, refs, s)
+            expected[c0:c1] = self._against_aggregates(counts, lengths, cand, ref, weights) @ mass
+        return expected
+
+    @staticmethod
+    def _same_segments(candidates, refs) -> None:
         if candidates.num_segments != refs.num_segments:
             raise InputError(
                 f"{refs.num_segments} segments of pseudo-references but {candidates.num_segments} of candidates"
             )
-        order = ORDER if self.metric == "bleu" else ChrfMetric().metric.char_order
-        stats = np.zeros((len(candidates.hypotheses), NUM_STATS if self.metric == "bleu" else 3 * order))
-        sizes = np.diff(candidates.offsets) + np.diff(refs.offsets)
-        for first, last in cost_ranges(np.cumsum(sizes), self.aggregate_block):
-            c0, c1 = int(candidates.offsets[first]), int(candidates.offsets[last])
-            r0, r1 = int(refs.offsets[first]), int(refs.offsets[last])
-            texts = list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1])
-            segment = np.concatenate(
-                [
-                    np.repeat(np.arange(first, last), np.diff(candidates.offsets[first : last + 1])),
-                    np.repeat(np.arange(first, last), np.diff(refs.offsets[first : last + 1])),
-                ]
-            )
-            weight = np.concatenate([-np.ones(c1 - c0), p_refs[r0:r1]])
-            ids, lengths = self._ids(texts)
-            matches, totals, ref_totals = aggregate_matches(ids, lengths, segment, weight, order)
-            matches, totals, ref_totals = matches[: c1 - c0], totals[: c1 - c0], ref_totals[: c1 - c0]
-            if self.metric == "bleu":
-                stats[c0:c1, 0:REF_LEN:2], stats[c0:c1, 1:REF_LEN:2] = matches, totals
-                stats[c0:c1, REF_LEN] = ref_totals[:, 0]  # the expected reference length
-            else:  # as sacrebleu: an order the reference has no n-gram of counts no hypothesis n-grams
-                stats[c0:c1, 0::3] = np.where(ref_totals > 0, totals, 0.0)
-                stats[c0:c1, 1::3] = ref_totals
-                stats[c0:c1, 2::3] = matches
-        if self.metric == "bleu":
-            return bleu_from_stats(stats, effective_order=True)
-        return ChrfMetric().score(stats)
 
     def cross_expected(self, candidates, refs, p_refs, matrix=None) -> np.ndarray:
         """float64[M] expected utility of every candidate of ``candidates`` against the
@@ -270,21 +520,18 @@ class ConsensusScorer(Scorer):
         Raises:
             InputError: lists of different segment counts.
         """
-        if candidates.num_segments != refs.num_segments:
-            raise InputError(
-                f"{refs.num_segments} segments of pseudo-references but {candidates.num_segments} of candidates"
-            )
+        self._same_segments(candidates, refs)
         expected = np.zeros(len(candidates.hypotheses))
         for s in range(candidates.num_segments):
             c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
             r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
             n, m = c1 - c0, r1 - r0
-            texts = list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1])
+            gather = self.pair_utilities_of(list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]))
             step = max(1, self.max_pairs // n)
             for k0 in range(0, m, step):
                 ref = np.repeat(np.arange(k0, min(m, k0 + step)), n)
                 hyp = np.tile(np.arange(n), len(ref) // n)
-                utility = self.utilities(texts, hyp, n + ref)
+                utility = gather(hyp, n + ref)
                 if matrix is not None:
                     matrix(s, hyp, ref, utility)
                 expected[c0:c1] += np.bincount(hyp, weights=p_refs[r0:r1][ref] * utility, minlength=n)
@@ -299,6 +546,7 @@ class ConsensusScorer(Scorer):
         schedule: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
         bootstrap: int = 500,
         seed: int = 1,
+        first: int = 0,
     ) -> Tuple[np.ndarray, int]:
         """Confidence-based pruning MBR (Cheng & Vlachos 2023, Algorithm 1): for every segment,
         the pseudo-references are drawn in a random order (without replacement when
@@ -315,7 +563,8 @@ class ConsensusScorer(Scorer):
             alpha: confidence, in (0, 1]; 1 prunes nothing (exact MBR on the drawn references).
             schedule: increasing numbers of pseudo-references drawn before each pruning.
             bootstrap: resamples per pruning step.
-            seed: of the draws and resamples.
+            seed: of the draws and resamples; segment s (``first`` + its index here: its id in
+                the whole list) draws from the stream seeded by (seed, first + s).
         Returns:
             (int64[N] selected candidate rows, number of utilities computed).
         Raises:
@@ -323,14 +572,11 @@ class ConsensusScorer(Scorer):
         """
         if not 0 < alpha <= 1:
             raise InputError(f"the pruning confidence alpha must be in (0, 1], not {alpha}")
-        if candidates.num_segments != refs.num_segments:
-            raise InputError(
-                f"{refs.num_segments} segments of pseudo-references but {candidates.num_segments} of candidates"
-            )
-        rng = np.random.default_rng(seed)
+        self._same_segments(candidates, refs)
         chosen = np.zeros(candidates.num_segments, dtype=np.int64)
         computed = 0
         for s in range(candidates.num_segments):
+            rng = np.random.default_rng([seed, first + s])
             c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
             r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
             n, m = c1 - c0, r1 - r0
@@ -339,7 +585,9 @@ class ConsensusScorer(Scorer):
                 order = rng.permutation(m)
             else:
                 order = rng.choice(m, size=m, p=weights / weights.sum())
-            texts = list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1])
+            gather = self.pair_utilities_of(
+                list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False
+            )
             alive = np.arange(n)
             table = np.zeros((n, m))  # utilities of candidate i against the k-th drawn reference
             drawn = 0
@@ -347,7 +595,7 @@ class ConsensusScorer(Scorer):
                 new = np.arange(drawn, size)
                 hyp = np.repeat(alive, len(new))
                 col = np.tile(new, len(alive))
-                table[hyp, col] = self.utilities(texts, hyp, n + order[col])
+                table[hyp, col] = gather(hyp, n + order[col])
                 computed += len(hyp)
                 drawn = size
                 if len(alive) == 1 or size == m or alpha == 1:
@@ -355,13 +603,13 @@ class ConsensusScorer(Scorer):
                 means = table[alive, :drawn].mean(axis=1)
                 best = alive[int(np.argmax(means))]
                 resample = rng.integers(0, drawn, size=(bootstrap, drawn))
-                target = table[best][resample].mean(axis=1)  # [bootstrap]
-                wins = np.concatenate(  # a block of candidates at a time: [block, bootstrap, drawn] floats
-                    [
-                        (table[block][:, resample].mean(axis=2) >= target).mean(axis=1)
-                        for block in np.array_split(alive, max(1, len(alive) * bootstrap * drawn // 4_000_000))
-                    ]
-                )
+                # each resample as counts of the drawn references: its means are one matrix product
+                picks = np.bincount(
+                    (np.arange(bootstrap)[:, None] * drawn + resample).reshape(-1), minlength=bootstrap * drawn
+                ).reshape(bootstrap, drawn)
+                resampled = table[alive, :drawn] @ picks.T / drawn  # [alive, bootstrap]
+                target = resampled[int(np.flatnonzero(alive == best)[0])]
+                wins = (resampled >= target).mean(axis=1)
                 alive = alive[(wins >= 1 - alpha) | (alive == best)]
             means = table[alive, :drawn].mean(axis=1)
             chosen[s] = c0 + alive[int(np.argmax(means))]
@@ -393,18 +641,15 @@ class ConsensusScorer(Scorer):
             n = int(b - a)
             if last - first == 1 and n * n > self.max_pairs:  # one long list: its pairs a block of references at a time
                 step = max(1, self.max_pairs // n)
-                texts, weights = nbest.hypotheses[a:b], p[a:b]
+                gather, weights = self.pair_utilities_of(nbest.hypotheses[a:b]), p[a:b]
                 for r0 in range(0, n, step):
                     ref = np.repeat(np.arange(r0, min(n, r0 + step)), n)
                     hyp = np.tile(np.arange(n), len(ref) // n)
-                    expected[a:b] += np.bincount(
-                        hyp, weights=weights[ref] * self.utilities(texts, hyp, ref), minlength=n
-                    )
+                    expected[a:b] += np.bincount(hyp, weights=weights[ref] * gather(hyp, ref), minlength=n)
                 continue
             hyp, ref = list_pairs(nbest.offsets[first : last + 1] - a)
-            expected[a:b] = np.bincount(
-                hyp, weights=p[a:b][ref] * self.utilities(nbest.hypotheses[a:b], hyp, ref), minlength=b - a
-            )
+            utility = self.utilities(nbest.hypotheses[a:b], hyp, ref, nbest.segment[a:b] - first)
+            expected[a:b] = np.bincount(hyp, weights=p[a:b][ref] * utility, minlength=b - a)
         return {self.NAMES[self.metric]: expected}
 
 
@@ -419,58 +664,105 @@ def mbr_decode(
     algorithm: str = "exact",
     alpha: float = 0.99,
     seed: int = 1,
+    shard: Optional[Shard] = None,
+    clusters: int = 8,
 ) -> Dict[str, float]:
-    """Minimum Bayes-risk decoding (Kumar & Byrne 2004), exact: for every segment, the
-    candidate of the highest expected ``utility`` (sentence BLEU or chrF, 0-100) against
-    the pseudo-references — the candidates themselves, or the same segment of
+    """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate of
+    the highest expected ``utility`` (sentence BLEU, chrF or minus TER) against the
+    pseudo-references — the candidates themselves, or the same segment of
     ``pseudo_refs_path`` (e.g. samples) — weighted by the softmax of their ``weights_from``
     column at ``temperature``, or uniformly; the first on ties.  The one engine of the
-    ``mbr:`` scorer (:class:`ConsensusScorer`), so the selection is the argmax of its
+    ``mbr:`` scorer (:class:`ConsensusScorer`), so the exact selection is the argmax of its
     column.  Writes the selections to ``out`` and, with ``matrix_path``, every utility as
-    ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility`` lines (0-based within the
-    segment); both appear together or not at all.  ``algorithm="aggregate"``: each candidate
-    against its segment's aggregate reference (:meth:`ConsensusScorer.aggregate_expected`;
-    no matrix); ``"pruned"``: confidence-based pruning at ``alpha`` and ``seed``
-    (:meth:`ConsensusScorer.pruned_select`; no matrix).  Returns {"segments", "expected"
-    (the mean expected utility, or aggregate utility, of the selections; pruned: none),
-    "utilities" (how many were computed)}.
+    ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility`` lines (the segment id of the
+    whole list, candidate and pseudo-reference 0-based within the segment); both appear
+    together or not at all.  ``algorithm``: ``exact``; ``aggregate`` (each candidate against
+    its segment's aggregate reference, :meth:`ConsensusScorer.aggregate_expected`);
+    ``centroid`` (against ``clusters`` cluster centroids, :meth:`ConsensusScorer.centroid_expected`);
+    ``pruned`` (confidence-based pruning at ``alpha`` and ``seed``,
+    :meth:`ConsensusScorer.pruned_select`; the draws of segment s are seeded by (seed, s),
+    so shards select as one process does).  The lists are streamed a block of segments at
+    a time (:func:`rerank.nbest.iter_nbest_pair`); ``shard``: only that block of segments
+    (:mod:`rerank.shards`), ``out`` with a signature recording it.  Returns {"segments",
+    "expected" (the mean expected, aggregate or centroid utility of the selections; pruned:
+    nan), "utilities" (how many were computed)}.
 
     Raises:
         InputError: unreadable lists, lists of different segment counts, a missing column,
-            a matrix asked of the aggregate algorithm.
+            a matrix asked of another algorithm than exact, a shard of standard input or to
+            standard output, or holding no segment.
     """
     scorer = ConsensusScorer(
-        ConsensusScorer.Config(utility, weights_from, temperature, "aggregate" if algorithm == "aggregate" else "exact")
+        ConsensusScorer.Config(
+            utility,
+            weights_from,
+            temperature,
+            algorithm if algorithm in ("aggregate", "centroid") else "exact",
+            clusters,
+        )
     )
     if algorithm != "exact" and matrix_path:
         raise InputError(f"--matrix needs --algorithm exact: the {algorithm} algorithm scores no full matrix")
-    candidates = read_nbest(candidates_path)
-    refs = read_nbest(pseudo_refs_path, num_segments=candidates.num_segments) if pseudo_refs_path else candidates
-    p = scorer.distribution(refs)
+    lo, hi, total = 0, None, None
+    if shard is not None:
+        total = count_segments(candidates_path)
+        if total is None:
+            raise InputError("shards need a list file (its segment count), not standard input", candidates_path)
+        lo, hi = shard.bounds(total, candidates_path)
+        shard.check_output(out)
+    if pseudo_refs_path:
+        blocks = iter_nbest_pair(candidates_path, pseudo_refs_path)
+    else:
+        blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))
+    if shard is not None:
+        blocks = shard_blocks(blocks, lo, hi)
+    segments, utilities, expected_sum = 0, 0, 0.0
     with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
-        if algorithm == "pruned":
-            chosen, computed = scorer.pruned_select(candidates, refs, p, alpha=alpha, seed=seed)
-            with outputs.open(out) as best:
-                best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
-            return {"segments": candidates.num_segments, "expected": float("nan"), "utilities": computed}
-        if algorithm == "aggregate":
-            expected = scorer.aggregate_expected(candidates, refs, p)
-        elif handle is None and refs is candidates:  # the scorer's own path: the same numbers as its column
-            expected = scorer._expected(candidates, p)[scorer.names(False)[0]]
-        else:
+        best = stack.enter_context(outputs.open(out))
+        for first, candidates, refs in blocks:
+            p = scorer.distribution(refs)
+            if algorithm == "pruned":
+                chosen, computed = scorer.pruned_select(candidates, refs, p, alpha=alpha, seed=seed, first=first)
+                utilities += computed
+            else:
+                if algorithm == "aggregate":
+                    expected = scorer.aggregate_expected(candidates, refs, p)
+                elif algorithm == "centroid":
+                    expected = scorer.centroid_expected(candidates, refs, p, first)
+                elif handle is None and refs is candidates:  # the scorer's own path: the same numbers as its column
+                    expected = scorer._expected(candidates, p)[scorer.names(False)[0]]
+                else:
 
-            def write(segment, hyp, ref, values):
-                rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
-                handle.writelines(f"{segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
+                    def write(segment, hyp, ref, values, first=first):
+                        rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
+                        handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
 
-            expected = scorer.cross_expected(candidates, refs, p, write if handle is not None else None)
-        chosen = candidates.select(expected)
-        with outputs.open(out) as best:
+                    expected = scorer.cross_expected(candidates, refs, p, write if handle is not None else None)
+                chosen = candidates.select(expected)
+                expected_sum += float(np.sum(expected[chosen]))
+                per_segment = np.diff(refs.offsets) if algorithm == "exact" else scorer.references_per_segment(refs)
+                utilities += int((np.diff(candidates.offsets) * per_segment).sum())
             best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
-    counts = np.diff(candidates.offsets) * (np.diff(refs.offsets) if algorithm == "exact" else 1)
+            segments += candidates.num_segments
+        if shard is not None:
+            record = {
+                "shard": shard.record(total, candidates_path, "text"),
+                "input": candidates_path,
+                "segments": segments,
+                "mbr": {
+                    "metric": utility,
+                    "algorithm": algorithm,
+                    "weights_from": weights_from,
+                    "temperature": temperature,
+                    "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path else None,
+                    **({"alpha": alpha, "seed": seed} if algorithm == "pruned" else {}),
+                    **({"clusters": clusters} if algorithm == "centroid" else {}),
+                },
+            }
+            write_signed(outputs.signature(out), record)
     return {
-        "segments": candidates.num_segments,
-        "expected": float(np.mean(expected[chosen])),
-        "utilities": int(counts.sum()),
+        "segments": segments,
+        "expected": float("nan") if algorithm == "pruned" else expected_sum / max(segments, 1),
+        "utilities": utilities,
     }

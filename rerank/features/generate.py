@@ -10,10 +10,11 @@ translation model, written as ``rerank nmt nbest`` writes them.
   2023): at every step the tokens of probability below ε are removed, the rest
   renormalised and one drawn; N independent samples per sentence (duplicates kept: they
   are Monte-Carlo samples).  Hugging Face: ``generate(do_sample=True, epsilon_cutoff=ε,
-  top_k=0)`` seeded with ``torch.manual_seed``; CTranslate2 has no epsilon sampling, so
+  top_k=0)`` one sentence per call, seeded with ``torch.manual_seed`` from (seed, sentence id); CTranslate2 has no epsilon sampling, so
   the steps run here: one ``translate_batch(target_prefix=…, return_logits_vocab=True)``
-  per step gives every sample's next-token logits, the truncation and the draw are
-  numpy's (seeded ``numpy.random.default_rng``).
+  per step gives every sample's next-token logits (a block of rows per call: CTranslate2
+  returns the logits of every prefix position), the truncation and the draw are numpy's
+  (``numpy.random.default_rng`` seeded by (seed, sentence id)).
 
 Every candidate is then scored by forced decoding with the same model and scorer as
 ``features add --scorer hf:/ct2:`` (columns ``NAME`` and ``NAMENorm``: the log-probability
@@ -40,6 +41,8 @@ from rerank.features.scorer import make_scorer
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
+from rerank.shards import Shard
+from rerank.signature import write_signed
 from rerank.textio import read_lines
 
 
@@ -75,19 +78,20 @@ def _hf_candidates(
     beam: int,
     sampling: Optional[Sampling],
     max_length: int,
-    chunk: int = 0,
+    first: int = 0,
 ) -> List[List[str]]:
     import torch
 
     tok, model = scorer.tokenizer, scorer.model
     out: List[List[str]] = []
-    if sampling is not None:  # chunk k of the input: a seed of its own, derived from the user's
-        torch.manual_seed(int(np.random.SeedSequence([sampling.seed, chunk]).generate_state(1)[0]))
+    # sampling: one sentence per call, sentence i seeded by (seed, i), so the samples do not
+    # depend on chunks or shards
+    step = scorer.batch if sampling is None else 1
     with torch.inference_mode():
-        for start in progress_bar(
-            range(0, len(sources), scorer.batch), desc="generate", unit="batch", enabled=scorer.progress
-        ):
-            enc = tok(sources[start : start + scorer.batch], return_tensors="pt", padding=True).to(scorer.device)
+        for start in progress_bar(range(0, len(sources), step), desc="generate", unit="batch", enabled=scorer.progress):
+            if sampling is not None:
+                torch.manual_seed(int(np.random.SeedSequence([sampling.seed, first + start]).generate_state(1)[0]))
+            enc = tok(sources[start : start + step], return_tensors="pt", padding=True).to(scorer.device)
             if sampling is None:
                 ids = model.generate(
                     **enc,
@@ -129,10 +133,9 @@ def _ct2_candidates(
     beam: int,
     sampling: Optional[Sampling],
     max_length: int,
-    chunk: int = 0,
+    first: int = 0,
 ) -> List[List[str]]:
-    tok = scorer.tokenizer
-    source_tokens = [tok.convert_ids_to_tokens(ids) for ids in tok(list(sources))["input_ids"]]
+    source_tokens = scorer.source_tokens(sources)
     if sampling is None:
         results = scorer.model.translate_batch(
             source_tokens,
@@ -142,10 +145,12 @@ def _ct2_candidates(
             length_penalty=1.0,
             max_batch_size=scorer.batch,
         )
-        return [[tok.convert_tokens_to_string(h) for h in r.hypotheses] for r in results]
+        return [[scorer.detokenize(h) for h in r.hypotheses] for r in results]
     vocabulary = _ct2_vocabulary(scorer.path)
-    eos = tok.eos_token
-    rng = np.random.default_rng([sampling.seed, chunk])  # chunk k of the input: a stream of its own
+    eos = scorer.eos_token
+    # sentence i (``first`` + its index here) draws from a stream of its own, seeded by
+    # (seed, i): the samples do not depend on chunks or shards
+    streams = [np.random.default_rng([sampling.seed, first + s]) for s in range(len(sources))]
     rows = [s for s in range(len(sources)) for _ in range(nbest)]
     prefixes: List[List[str]] = [[] for _ in rows]
     done = np.zeros(len(rows), dtype=bool)
@@ -153,29 +158,38 @@ def _ct2_candidates(
         live = np.flatnonzero(~done)
         if not len(live):
             break
-        results = scorer.model.translate_batch(
-            [source_tokens[rows[i]] for i in live],
-            target_prefix=[prefixes[i] for i in live],
-            max_decoding_length=step + 1,
-            beam_size=1,
-            return_logits_vocab=True,
-            max_batch_size=scorer.batch,
-        )
-        logits = np.stack([np.asarray(r.logits[0][-1], dtype=np.float64) for r in results])
-        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        kept = np.where(probs >= sampling.epsilon, probs, 0.0)
-        empty = kept.sum(axis=1) == 0  # every token below ε: keep the most probable one
-        kept[empty, probs[empty].argmax(axis=1)] = 1.0
-        kept /= kept.sum(axis=1, keepdims=True)
-        draws = (kept.cumsum(axis=1) > rng.random(len(live))[:, None]).argmax(axis=1)
+        # CTranslate2 returns the logits of every position of the prefix (rows × step ×
+        # vocabulary floats): a block of rows per call, keeping only each row's last
+        # position, truncated and drawn from before the next block
+        block = scorer.batch * getattr(scorer, "threads", 1)
+        uniform = np.array([streams[rows[i]].random() for i in live])
+        draws = np.empty(len(live), dtype=np.int64)
+        for b in range(0, len(live), block):
+            part = live[b : b + block]
+            results = scorer.model.translate_batch(
+                [source_tokens[rows[i]] for i in part],
+                target_prefix=[prefixes[i] for i in part],
+                max_decoding_length=step + 1,
+                beam_size=1,
+                return_logits_vocab=True,
+                max_batch_size=scorer.batch,
+            )
+            logits = np.stack([np.asarray(r.logits[0][-1], dtype=np.float64) for r in results])
+            del results
+            probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+            probs /= probs.sum(axis=1, keepdims=True)
+            kept = np.where(probs >= sampling.epsilon, probs, 0.0)
+            empty = kept.sum(axis=1) == 0  # every token below ε: keep the most probable one
+            kept[empty, probs[empty].argmax(axis=1)] = 1.0
+            kept /= kept.sum(axis=1, keepdims=True)
+            draws[b : b + len(part)] = (kept.cumsum(axis=1) > uniform[b : b + len(part), None]).argmax(axis=1)
         for i, token_id in zip(live, draws):
             token = vocabulary[token_id]
             if token == eos:
                 done[i] = True
             else:
                 prefixes[i].append(token)
-    texts = [tok.convert_tokens_to_string(p) for p in prefixes]
+    texts = [scorer.detokenize(p) for p in prefixes]
     return [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
 
 
@@ -191,19 +205,23 @@ def generate_file(
     max_length: int = 256,
     progress: bool = False,
     chunk_rows: int = 2048,
-) -> NBestList:
+    shard: Optional[Shard] = None,
+) -> Dict:
     """Write the ``nbest`` candidates of every line of ``input_path`` (text as the model
     expects it) under ``model`` (``hf:PATH,...`` or ``ct2:DIR,...``, the scorer
     specifications of ``features add``) to ``out_nbest`` (+ its signature ``.json``) and
     ``out_1best``, all together or none (module docstring).  ``beam`` (default ``nbest``)
-    or ``sampling``.  The input is decoded in chunks of about ``chunk_rows`` candidates
-    (sentences × ``nbest``): memory is bounded by a chunk, not by the input (sampling held
-    7.4 GB for 1,014 sentences × 20 samples); each chunk of a sampled run draws from a
-    random stream of its own, derived from the seed and the chunk.  Returns the list.
+    or ``sampling``.  The input is decoded, scored and written in chunks of about
+    ``chunk_rows`` candidates (sentences × ``nbest``): memory is bounded by a chunk, not by
+    the input.  Sentence i of a sampled run draws from a random stream of its own, seeded by
+    (seed, i): the samples are the same whatever the chunks or shards.  ``shard``: only that
+    block of sentences (:mod:`rerank.shards`), both outputs with signatures recording it.
+    Returns the signature's record (``segments``, ``hypotheses``, ``features``, ...).
 
     Raises:
         InputError: another model kind, ``beam < nbest``, both beam and sampling, an
-            empty input, a model that cannot be loaded.
+            empty input, a model that cannot be loaded, a shard holding no sentence or
+            written to standard output.
     """
     kind = model.partition(":")[0]
     if kind not in ("hf", "ct2"):
@@ -216,6 +234,11 @@ def generate_file(
     sources = read_lines(input_path)
     if not sources:
         raise InputError("no source sentences", input_path)
+    lo, hi = 0, len(sources)
+    if shard is not None:
+        lo, hi = shard.bounds(len(sources), input_path)
+        shard.check_output(out_nbest)
+        shard.check_output(out_1best)
     began = time.perf_counter()
     scorer = make_scorer(model, devices)
     if getattr(scorer, "direction", "forward") != "forward":
@@ -223,50 +246,56 @@ def generate_file(
     scorer.progress = progress
     generate = _hf_candidates if kind == "hf" else _ct2_candidates
     per_chunk = max(1, chunk_rows // nbest)
-    candidates: List[List[str]] = []
-    for k, start in enumerate(range(0, len(sources), per_chunk)):
-        candidates += generate(scorer, sources[start : start + per_chunk], nbest, beam, sampling, max_length, k)
-    inputs = [sources[s] for s, cands in enumerate(candidates) for _ in cands]
-    outputs = [c for cands in candidates for c in cands]
-    total, length = scorer.score_pairs(inputs, outputs)
-    norm = total / np.maximum(length, 1)
-    counts = np.array([len(c) for c in candidates])
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    order = np.concatenate(
-        [offsets[s] + np.argsort(-norm[offsets[s] : offsets[s + 1]], kind="stable") for s in range(len(candidates))]
-    )
     names = [scorer.name, f"{scorer.name}Norm"]
-    listing = NBestList(
-        offsets,
-        [outputs[i] for i in order],
-        np.column_stack([total[order], norm[order]]),
-        names,
-        info=ListInfo(names[1], {"beam": names}, True),
-    )
-    record = {
-        "model": model,
-        "input": input_path,
-        "nbest": nbest,
-        "beam": None if sampling else beam,
-        "sampling": None
-        if sampling is None
-        else {"method": "epsilon", "epsilon": sampling.epsilon, "seed": sampling.seed},
-        "max_length": max_length,
-        "chunk_sentences": per_chunk,
-        "devices": {"device": devices.device, "dtype": devices.dtype},
-        "segments": len(sources),
-        "hypotheses": len(outputs),
-        "seconds": round(time.perf_counter() - began, 3),
-    }
+    info = ListInfo(names[1], {"beam": names}, True)
+    hypotheses = 0
     with StagedOutputs() as staged:
-        with staged.open(out_nbest) as handle:
-            NBestWriter(handle, out_nbest).write(listing)
-        with staged.open(out_1best) as handle:
-            handle.write("".join(listing.hypotheses[o] + "\n" for o in offsets[:-1]))
-        write_list_info(
-            staged.signature(out_nbest), listing.info, record, ["torch", "transformers", "ctranslate2", "numpy"]
-        )
-    return listing
+        with staged.open(out_nbest) as handle, staged.open(out_1best) as best:
+            writer = NBestWriter(handle, out_nbest)
+            for start in range(lo, hi, per_chunk):
+                part = sources[start : min(hi, start + per_chunk)]
+                candidates = generate(scorer, part, nbest, beam, sampling, max_length, start)
+                inputs = [part[s] for s, cands in enumerate(candidates) for _ in cands]
+                outputs = [c for cands in candidates for c in cands]
+                total, length = scorer.score_pairs(inputs, outputs)
+                norm = total / np.maximum(length, 1)
+                offsets = np.concatenate([[0], np.cumsum([len(c) for c in candidates])]).astype(np.int64)
+                order = np.concatenate(
+                    [
+                        offsets[s] + np.argsort(-norm[offsets[s] : offsets[s + 1]], kind="stable")
+                        for s in range(len(part))
+                    ]
+                )
+                block = NBestList(
+                    offsets, [outputs[i] for i in order], np.column_stack([total[order], norm[order]]), names, info=info
+                )
+                writer.write(block, start - lo)
+                best.write("".join(block.hypotheses[o] + "\n" for o in offsets[:-1]))
+                hypotheses += len(outputs)
+        record = {
+            "model": model,
+            "input": input_path,
+            "nbest": nbest,
+            "beam": None if sampling else beam,
+            "sampling": None
+            if sampling is None
+            else {"method": "epsilon", "epsilon": sampling.epsilon, "seed": sampling.seed},
+            "max_length": max_length,
+            "chunk_sentences": per_chunk,
+            "devices": {"device": devices.device, "dtype": devices.dtype},
+            "segments": hi - lo,
+            "hypotheses": hypotheses,
+            "features": names,
+            "seconds": round(time.perf_counter() - began, 3),
+        }
+        packages = ["torch", "transformers", "ctranslate2", "numpy"]
+        if shard is not None:
+            record["shard"] = shard.record(len(sources), input_path)
+            write_signed(
+                staged.signature(out_1best), {**record, "shard": shard.record(len(sources), input_path, "text")}
+            )
+        write_list_info(staged.signature(out_nbest), info, record, packages)
+    return record
 
 
 __all__: Sequence[str] = ["Sampling", "generate_file"]

@@ -405,19 +405,38 @@ class CT2Scorer(_PairScorer):
             raise InputError(f"not a CTranslate2 translation model: {one_line(err)}", self.path) from None
         self.compute_type = compute
 
+    def source_tokens(self, inputs: Sequence[str]) -> List[List[str]]:
+        """The sources as CTranslate2 takes them (:meth:`tokens`'s first half): the Hugging
+        Face tokenizer's tokens with its </s>, or the subwords of ``bpe=``."""
+        if self.bpe is not None:
+            return [self.bpe.process_line(text).split() for text in inputs]
+        tok = self.tokenizer
+        return [tok.convert_ids_to_tokens(ids) for ids in tok(list(inputs))["input_ids"]]
+
+    @property
+    def eos_token(self) -> str:
+        """The target vocabulary's end-of-sentence token (fairseq's ``</s>`` for ``bpe=`` models)."""
+        return "</s>" if self.bpe is not None else self.tokenizer.eos_token
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """The text of output tokens (without end-of-sentence): the tokenizer's
+        ``convert_tokens_to_string``, or the subword step's decoding for ``bpe=`` models."""
+        if self.bpe is not None:
+            return self.bpe.decode(tokens)
+        return self.tokenizer.convert_tokens_to_string(list(tokens))
+
     def tokens(self, inputs, outputs):
         """(source tokens, target tokens) as CTranslate2 takes them: the Hugging Face
         tokenizer's (source with its </s>, target without: ``score_batch`` appends it), or
         for a fairseq model the subwords of ``bpe=`` (CTranslate2 adds the source's </s>
         itself, as fairseq does; targets reversed for ``r2l``)."""
+        source = self.source_tokens(inputs)
         if self.bpe is not None:
-            source = [self.bpe.process_line(text).split() for text in inputs]
             target = [self.bpe.process_line(text).split() for text in outputs]
             if self.direction == "r2l":
                 target = [t[::-1] for t in target]
             return source, target
         tok = self.tokenizer
-        source = [tok.convert_ids_to_tokens(ids) for ids in tok(list(inputs))["input_ids"]]
         target = [tok.convert_ids_to_tokens(ids) for ids in tok(text_target=list(outputs))["input_ids"]]
         eos = tok.eos_token
         return source, [t[:-1] if t and t[-1] == eos else t for t in target]

@@ -94,6 +94,28 @@ class _NoBPE:
     def process_line(text: str) -> str:
         return text
 
+    @staticmethod
+    def decode(tokens: Sequence[str]) -> str:
+        """The text of a model's output tokens: joined by spaces."""
+        return " ".join(tokens)
+
+
+class _SubwordNMT:
+    """subword-nmt's BPE (``@@ `` marks a word that goes on), as fairseq's ``--bpe subword_nmt``."""
+
+    def __init__(self, handle):
+        from subword_nmt.apply_bpe import BPE
+
+        self.bpe = BPE(handle)
+
+    def process_line(self, text: str) -> str:
+        return self.bpe.process_line(text)
+
+    @staticmethod
+    def decode(tokens: Sequence[str]) -> str:
+        """The text of a model's output subwords: ``@@`` joins removed (fairseq's ``--remove-bpe``)."""
+        return (" ".join(tokens) + " ").replace("@@ ", "").rstrip()
+
 
 class _SentencePieceBPE:
     """A SentencePiece model as the subword step: pieces joined by spaces."""
@@ -108,22 +130,24 @@ class _SentencePieceBPE:
     def process_line(self, text: str) -> str:
         return " ".join(self.model.encode(text, out_type=str))
 
+    def decode(self, tokens: Sequence[str]) -> str:
+        """The text of a model's output pieces (SentencePiece's own decoding)."""
+        return self.model.decode_pieces(list(tokens))
+
 
 def make_bpe(spec: str, source: str):
     """``subword-nmt:CODES``, ``sentencepiece:MODEL`` or ``none`` -> an object with
-    ``process_line(text) -> subword text``.  Raises :class:`InputError`."""
+    ``process_line(text) -> subword text`` and ``decode(tokens) -> text``.  Raises :class:`InputError`."""
     kind, _, path = spec.partition(":")
     if kind == "none" and not path:
         return _NoBPE()
     if kind == "sentencepiece" and path:
         return _SentencePieceBPE(path)
     if kind == "subword-nmt" and path:
-        from subword_nmt.apply_bpe import BPE
-
         if not os.path.isfile(path):
             raise InputError("no such BPE codes file", path)
         with open(path, encoding="utf-8") as handle:
-            return BPE(handle)
+            return _SubwordNMT(handle)
     raise InputError(f"{source}: bpe must be subword-nmt:CODES, sentencepiece:MODEL or none, not {spec!r}")
 
 

@@ -65,16 +65,27 @@ class ChrfMetric(SacrebleuStatsMetric):
         order = self.metric.char_order
         hyp_index = np.asarray(hyp_index, dtype=np.int64)
         ref_index = np.asarray(ref_index, dtype=np.int64)
-        out = np.zeros((len(hyp_index), 3 * order))
-        if len(hyp_index):
-            out[:, 2::3] = pair_matches(
-                ids.astype(np.int64).reshape(-1), lengths, len(alphabet), hyp_index, ref_index, order
-            )
-            n = np.arange(order)
-            ref_counts = np.maximum(lengths[ref_index, None] - n, 0)
-            # as sacrebleu: an order the reference has no n-gram of counts no hypothesis n-grams
-            out[:, 0::3] = np.where(ref_counts > 0, np.maximum(lengths[hyp_index, None] - n, 0), 0)
-            out[:, 1::3] = ref_counts
+        if not len(hyp_index):
+            return np.zeros((0, 3 * order))
+        matches = pair_matches(ids.astype(np.int64).reshape(-1), lengths, len(alphabet), hyp_index, ref_index, order)
+        n = np.arange(order)
+        return self.stats_from_matches(
+            matches, np.maximum(lengths[hyp_index, None] - n, 0), np.maximum(lengths[ref_index, None] - n, 0)
+        )
+
+    @staticmethod
+    def stats_from_matches(matches: np.ndarray, hyp_ngrams: np.ndarray, ref_ngrams: np.ndarray) -> np.ndarray:
+        """float64[..., 3 · order] chrF statistics (sacrebleu's layout: per order hypothesis,
+        reference and match counts) of clipped character n-gram ``matches`` float[..., order]
+        between hypotheses of ``hyp_ngrams`` and references of ``ref_ngrams`` n-grams per order
+        (float for an aggregate reference), vectorised over leading axes; as sacrebleu, an
+        order the reference has no n-gram of counts no hypothesis n-grams."""
+        matches = np.asarray(matches, dtype=np.float64)
+        ref_ngrams = np.broadcast_to(np.asarray(ref_ngrams, dtype=np.float64), matches.shape)
+        out = np.empty(matches.shape[:-1] + (3 * matches.shape[-1],))
+        out[..., 0::3] = np.where(ref_ngrams > 0, hyp_ngrams, 0.0)
+        out[..., 1::3] = ref_ngrams
+        out[..., 2::3] = matches
         return out
 
     def score(self, stats):

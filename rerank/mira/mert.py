@@ -202,7 +202,7 @@ class Mert(Tuner):
                 directions = np.vstack([axes, randoms])
                 a = features @ w
                 slopes = features @ directions.T  # (M, D): every direction's slopes at once
-                columns = [np.ascontiguousarray(slopes[:, k]) for k in range(len(directions))]
+                columns = list(np.ascontiguousarray(slopes.T))  # one transposing copy: contiguous rows
                 found_all = self._line_searches(partial(line_search, problem, a), columns, pool, talk, run, progress)
                 line_searches += len(directions)
                 best_step_gain, best_step = config.epsilon, None

@@ -42,6 +42,8 @@ from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, writ
 from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
 from rerank.nmt.data import preprocess_lines
 from rerank.outputs import StagedOutputs
+from rerank.shards import Shard
+from rerank.signature import write_signed
 from rerank.textio import read_json, read_lines
 
 #: direction -> the name of the model's score columns (``NAME``, ``NAMENorm``); ``NAMENorm``,
@@ -153,17 +155,22 @@ def generate_nbest(
     out_1best: str,
     config: GenerateConfig = GenerateConfig(),
     provenance: Optional[dict] = None,
+    shard: Optional[Shard] = None,
 ) -> NBestList:
     """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
     list (Moses format) and the 1-best file.  Returns the n-best list.
 
     A signature ``out_nbest + '.json'`` records the settings, the data directory, the
     checkpoint and versions (``provenance`` overrides entries: the raw-text route records
-    its input and the model's own data directory, not its temporary one).
+    its input and the model's own data directory, not its temporary one; a ``shard``
+    entry there marks both outputs as a shard, the 1-best with a signature of its own).
+    ``shard``: only that block of the subset's sentences (:mod:`rerank.shards`), decoded
+    from a copy of them binarised into a temporary directory.
 
     Raises:
         InputError: no such subset, a beam smaller than the n-best size, a direction
-            :func:`model_direction` refuses.
+            :func:`model_direction` refuses, a shard holding no sentence or written to
+            standard output.
     """
     from fairseq.data import data_utils
 
@@ -175,9 +182,17 @@ def generate_nbest(
     if beam < config.nbest:
         raise InputError(f"beam {beam} is smaller than nbest {config.nbest}")
     direction = model_direction(checkpoint, config.direction)
+    if shard is not None:
+        lo, hi = shard.bounds(num_segments, prefix + ".bin")
+        shard.check_output(out_nbest)
+        shard.check_output(out_1best)
+        provenance = {**(provenance or {}), "shard": shard.record(num_segments, prefix + ".bin")}
     # a right-to-left model's subword tokens are put in reading order before BPE removal
     bpe_args = ["--remove-bpe"] if direction == "forward" else []
     with tempfile.TemporaryDirectory() as tmp:
+        if shard is not None:  # the shard's sentences, binarised again on their own
+            bin_dir = _binarised_slice(bin_dir, subset, config, lo, hi, os.path.join(tmp, "shard"))
+            num_segments = hi - lo
         raw = os.path.join(tmp, "generate.txt")
         cmd = [
             sys.executable,
@@ -222,20 +237,43 @@ def generate_nbest(
         write_nbest(nbest, outputs.stage(out_nbest))
         write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
         info = ListInfo(nbest.feature_names[2], {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
-        write_list_info(
-            outputs.signature(out_nbest),
-            info,
-            {
-                "config": asdict(config),
-                "direction": direction,
-                "subset": subset,
-                "checkpoint": os.path.abspath(checkpoint),
-                "data_bin": os.path.abspath(bin_dir),
-                **(provenance or {}),
-            },
-            ["torch", "fairseq-fixed"],
-        )
+        record = {
+            "config": asdict(config),
+            "direction": direction,
+            "subset": subset,
+            "checkpoint": os.path.abspath(checkpoint),
+            "data_bin": os.path.abspath(bin_dir),
+            "segments": nbest.num_segments,
+            **(provenance or {}),
+        }
+        write_list_info(outputs.signature(out_nbest), info, record, ["torch", "fairseq-fixed"])
+        if "shard" in record:
+            write_signed(outputs.signature(out_1best), {**record, "shard": {**record["shard"], "kind": "text"}})
     return nbest
+
+
+def _binarised_slice(bin_dir: str, subset: str, config: GenerateConfig, lo: int, hi: int, out_dir: str) -> str:
+    """``out_dir``, a copy of sentences ``lo..hi-1`` of ``subset`` of ``bin_dir`` (both
+    languages, fairseq's indexed format, the same dictionaries) as its subset of that name."""
+    import shutil
+
+    from fairseq.data import data_utils, indexed_dataset
+
+    os.makedirs(out_dir)
+    for lang in (config.src, config.tgt):
+        shutil.copy(os.path.join(bin_dir, f"dict.{lang}.txt"), out_dir)
+        name = f"{subset}.{config.src}-{config.tgt}.{lang}"
+        prefix = os.path.join(bin_dir, name)
+        if not os.path.exists(prefix + ".idx"):
+            continue
+        impl = indexed_dataset.infer_dataset_impl(prefix)
+        dataset = data_utils.load_indexed_dataset(prefix, None, impl)
+        target = os.path.join(out_dir, name)
+        builder = indexed_dataset.make_builder(target + ".bin", impl=impl, vocab_size=65535)
+        for k in range(lo, hi):
+            builder.add_item(dataset[k])
+        builder.finalize(target + ".idx")
+    return out_dir
 
 
 def generate_nbest_from_text(
@@ -246,6 +284,7 @@ def generate_nbest_from_text(
     out_1best: str,
     out_source: Optional[str] = None,
     config: GenerateConfig = GenerateConfig(),
+    shard: Optional[Shard] = None,
 ) -> NBestList:
     """n-best lists for any raw source text (one sentence per line), with the model's own
     preprocessing: the text convention of :func:`rerank.nmt.data.preprocess_lines` (Moses
@@ -253,10 +292,12 @@ def generate_nbest_from_text(
     directory (``bin_dir/..``, ``rerank nmt prepare``'s layout), binarised with the
     model's dictionaries into a temporary directory and decoded as :func:`generate_nbest`.
     ``out_source`` receives the preprocessed source (what ``rerank features add
-    --source`` expects).
+    --source`` expects).  ``shard``: only that block of the input's lines
+    (:mod:`rerank.shards`), every output marked as that shard.
 
     Raises:
-        InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout.
+        InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout; a
+            shard holding no line or written to standard output.
     """
     from subword_nmt.apply_bpe import BPE
 
@@ -272,6 +313,13 @@ def generate_nbest_from_text(
     empty = next((k for k, line in enumerate(raw) if not line.strip()), None)
     if empty is not None:
         raise InputError("empty source line (every line must hold a sentence)", input_path, empty + 1)
+    provenance = {"data_bin": os.path.abspath(bin_dir), "input": os.path.abspath(input_path), "subset": None}
+    if shard is not None:
+        lo, hi = shard.bounds(len(raw), input_path)
+        for path in (out_nbest, out_1best, out_source):
+            shard.check_output(path)
+        provenance["shard"] = shard.record(len(raw), input_path)
+        raw = raw[lo:hi]
     tokenised = preprocess_lines(raw, config.src)
     with open(codes, encoding="utf-8") as handle:
         bpe = BPE(handle)
@@ -312,8 +360,11 @@ def generate_nbest_from_text(
             out_nbest,
             out_1best,
             config,
-            {"data_bin": os.path.abspath(bin_dir), "input": os.path.abspath(input_path), "subset": None},
+            provenance,
         )
     if out_source:
-        write_lines(tokenised, out_source)
+        with StagedOutputs() as outputs:
+            write_lines(tokenised, outputs.stage(out_source))
+            if shard is not None:
+                write_signed(outputs.signature(out_source), {"shard": {**provenance["shard"], "kind": "text"}})
     return nbest

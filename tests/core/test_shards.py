@@ -48,7 +48,7 @@ def test_bad_shards_are_refused_in_one_line(tmp_path, capsys):
     cases = [
         ([tmp_path / "s0.nbest"], "shard 1 of 2 is missing"),
         ([tmp_path / "s0.nbest", tmp_path / "s0.nbest"], "shard 0 is given twice"),
-        ([tmp_path / "s0.nbest", tmp_path / "o1.nbest"], "a shard of another run (another input list"),
+        ([tmp_path / "s0.nbest", tmp_path / "o1.nbest"], "a shard of another run (another input than"),
         ([tmp_path / "s0.nbest", tmp_path / "val.nbest"], "not a shard: its signature records no shard"),
     ]
     for shards, message in cases:
@@ -70,4 +70,4 @@ def test_one_shard_or_as_many_as_segments(tmp_path, shards, capsys):
     )
     assert (tmp_path / "m.nbest").read_bytes() == (tmp_path / "full.nbest").read_bytes()
     assert _add(tmp_path, "--num-shards", "6", "--shard-id", "0", out="x.nbest") == 1
-    assert "shard 0 of 6 holds no segment (5 segments in the list)" in capsys.readouterr().err
+    assert "shard 0 of 6 holds no segment (5 segments)" in capsys.readouterr().err

@@ -111,5 +111,31 @@ def test_the_bring_your_own_model_page_runs_on_tiny_models(tmp_path):
         == 0
     )
     assert (tmp_path / "test.chrf.nbest").read_bytes() == open(one, "rb").read()
-    for name in ("test.mbr.de", "test.mbr-agg.de", "test.mbr-pruned.de"):
+    for name in ("test.mbr.de", "test.mbr-agg.de", "test.mbr-pruned.de", "test.mbr-centroid.de"):
         assert len(read_lines(str(tmp_path / name))) == len(read_lines(str(tmp_path / "test.en")))
+    # the text shards merged: what one process writes (MBR on test.nbest: the chrF default;
+    # generate: beam search over test.en)
+    assert (
+        main(
+            ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--weights-from", "CT2"]
+            + ["--out", str(tmp_path / "one.mbr.de")]
+        )
+        == 0
+    )
+    assert (tmp_path / "test.mbr.merged.de").read_bytes() == (tmp_path / "one.mbr.de").read_bytes()
+    argv = ["generate", "--model", f"ct2:{tmp_path / 'opus-mt-en-de-ct2'}", "--input", str(tmp_path / "test.en")]
+    argv += [
+        "--nbest",
+        "8",
+        "--max-length",
+        "64",
+        "--out-nbest",
+        str(tmp_path / "one.nbest"),
+        "--out-1best",
+        str(tmp_path / "one.1best"),
+    ]
+    assert main(argv) == 0
+    assert (
+        read_nbest(str(tmp_path / "test.beam.nbest")).hypotheses == read_nbest(str(tmp_path / "one.nbest")).hypotheses
+    )
+    assert (tmp_path / "test.beam.1best").read_bytes() == (tmp_path / "one.1best").read_bytes()

@@ -315,11 +315,14 @@ def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(mode
 
 def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models, tmp_path):
     from rerank.features.generate import Sampling, generate_file
+    from rerank.nbest import read_nbest
+    from rerank.reranking import merge_shards
+    from rerank.shards import Shard
 
     write_lines(SOURCES * 3, str(tmp_path / "src.en"))
     runs = {}
     for name, rows in (("whole", 10_000), ("chunked", 2)):  # 2 rows = one sentence per chunk
-        runs[name] = generate_file(
+        generate_file(
             f"ct2:{models['ct2']}",
             str(tmp_path / "src.en"),
             str(tmp_path / f"{name}.nbest"),
@@ -329,21 +332,33 @@ def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models,
             max_length=12,
             chunk_rows=rows,
         )
+        runs[name] = read_nbest(str(tmp_path / f"{name}.nbest"))
     assert runs["whole"].hypotheses == runs["chunked"].hypotheses
     assert np.allclose(runs["whole"].features, runs["chunked"].features, atol=1e-5)
-    sampled = [
-        generate_file(
+
+    def sample(name, rows, shard=None):
+        record = generate_file(
             f"ct2:{models['ct2']}",
             str(tmp_path / "src.en"),
-            str(tmp_path / f"s{k}.nbest"),
-            str(tmp_path / f"s{k}.1best"),
+            str(tmp_path / f"{name}.nbest"),
+            str(tmp_path / f"{name}.1best"),
             3,
             sampling=Sampling(0.02, 7),
             devices=CPU,
             max_length=8,
-            chunk_rows=3,
-        ).hypotheses
-        for k in range(2)
-    ]
-    assert sampled[0] == sampled[1]
+            chunk_rows=rows,
+            shard=shard,
+        )
+        return record
+
+    # the same samples whatever the chunks (sentence i is seeded by (seed, i)) or shards
+    assert sample("s0", 3)["hypotheses"] == 6 * 3  # 6 sentences, 3 samples each
+    sample("s1", 10_000)
+    assert (tmp_path / "s0.nbest").read_bytes() == (tmp_path / "s1.nbest").read_bytes()
+    for k in range(2):
+        assert sample(f"shard{k}", 3, Shard(k, 2))["segments"] == 3
+    merge_shards([str(tmp_path / "shard1.nbest"), str(tmp_path / "shard0.nbest")], str(tmp_path / "m.nbest"))
+    merge_shards([str(tmp_path / "shard0.1best"), str(tmp_path / "shard1.1best")], str(tmp_path / "m.1best"))
+    assert (tmp_path / "m.nbest").read_bytes() == (tmp_path / "s0.nbest").read_bytes()
+    assert (tmp_path / "m.1best").read_bytes() == (tmp_path / "s0.1best").read_bytes()
     assert read_list_info(str(tmp_path / "s0.nbest")).beam_feature is not None

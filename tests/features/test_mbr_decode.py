@@ -179,3 +179,181 @@ def test_confidence_based_pruning_keeps_the_exact_choice_with_fewer_utilities(tm
     assert (tmp_path / "p.txt").read_text() == (tmp_path / "e.txt").read_text()
     assert main(argv + ["--algorithm", "pruned", "--alpha", "1.5", "--out", str(tmp_path / "x.txt")]) == 1
     assert "alpha must be in (0, 1], not 1.5" in capsys.readouterr().err and not (tmp_path / "x.txt").exists()
+
+
+def test_centroid_mbr_by_hand_and_its_two_limits(tmp_path, capsys):
+    """Centroid MBR (Deguchi et al. 2024) on the utility's own n-gram counts: the pseudo-
+    references clustered by weighted k-means, each centroid its cluster's aggregate reference;
+    one cluster is reference aggregation, as many clusters as references is exact MBR."""
+    pytest.importorskip("sklearn")  # k-means: scikit-learn (rerank[mbr])
+    from rerank.features.consensus import ConsensusScorer
+
+    # candidate "a b c d"; r0 "a b c d" and r1 "a b c e" (0.2 each) form one cluster, r2 = r3 =
+    # "x y z w" (0.3 each) the other. Cluster 1's centroid: a, b, c, ab, bc, abc counted 1,
+    # d, cd, bcd, abcd 1/2 (r0's half), length 4 -> matches 3.5/4, 2.5/3, 1.5/2, 0.5/1;
+    # BLEU = 100 · (0.875 · 2.5/3 · 0.75 · 0.5)^(1/4); cluster 2 matches nothing (BLEU 0).
+    # Expected = P(cluster 1) · BLEU = 0.4 · 72.31
+    cands = NBestList(np.array([0, 1]), ["a b c d"], np.zeros((1, 1)), ["NMT"])
+    refs = NBestList(np.array([0, 4]), ["a b c d", "a b c e", "x y z w", "x y z w"], np.zeros((4, 1)), ["NMT"])
+    p = np.array([0.2, 0.2, 0.3, 0.3])
+    scorer = ConsensusScorer(ConsensusScorer.Config("bleu", "uniform", 1.0, "centroid", 2))
+    labels = scorer.cluster(refs.hypotheses, p, seed=0)
+    assert labels[0] == labels[1] != labels[2] == labels[3]
+    by_hand = 0.4 * 100 * (0.875 * 2.5 / 3 * 0.75 * 0.5) ** 0.25
+    assert scorer.centroid_expected(cands, refs, p) == pytest.approx([by_hand])
+    # the limits, on lists of several segments: k = 1 is aggregation, k >= N exact MBR
+    write_split(tmp_path, "test", 9, seed=5)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    for metric in ("bleu", "chrf"):
+        one = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "centroid", 1))
+        q = one.distribution(nbest)
+        assert one.centroid_expected(nbest, nbest, q) == pytest.approx(one.aggregate_expected(nbest, nbest, q))
+        every = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "centroid", 1000))
+        exact = ConsensusScorer(ConsensusScorer.Config(metric, "NMT"))
+        assert every.centroid_expected(nbest, nbest, q) == pytest.approx(
+            exact._expected(nbest, q)[exact.names(False)[0]]
+        )
+    # the command and the scorer column are one engine
+    out = tmp_path / "c.txt"
+    argv = ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--algorithm", "centroid", "--clusters", "3"]
+    assert main(argv + ["--metric", "bleu", "--out", str(out)]) == 0
+    column = make_scorer("mbr:bleu,algorithm=centroid,clusters=3").score(nbest, None, None)["MBRBLEU"]
+    assert out.read_text().splitlines() == [nbest.hypotheses[i] for i in nbest.select(column)]
+    assert "mbr (centroid): 9 segments" in capsys.readouterr().err
+    assert main(argv + ["--metric", "ter", "--out", str(tmp_path / "t.txt")]) == 1
+    assert "centroid needs an n-gram utility" in capsys.readouterr().err
+
+
+def test_two_lists_stream_in_step_whatever_their_blocks(tmp_path):
+    from rerank.errors import InputError
+    from rerank.nbest import concat_blocks, iter_nbest_pair
+
+    write_split(tmp_path, "a", 17, seed=8)
+    rng = np.random.default_rng(1)  # another list of the same 17 segments, other widths
+    widths = rng.integers(1, 9, size=17)
+    other = NBestList(
+        np.concatenate([[0], np.cumsum(widths)]),
+        [f"h{i}" for i in range(widths.sum())],
+        np.zeros((widths.sum(), 1)),
+        ["X"],
+    )
+    write_nbest(other, str(tmp_path / "b.nbest"))
+    whole_a, whole_b = read_nbest(str(tmp_path / "a.nbest")), read_nbest(str(tmp_path / "b.nbest"))
+    for size in (1, 3, 10, 1000):
+        parts = list(iter_nbest_pair(str(tmp_path / "a.nbest"), str(tmp_path / "b.nbest"), block_size=size))
+        assert [f for f, _, _ in parts] == list(np.cumsum([0] + [a.num_segments for _, a, _ in parts])[:-1])
+        assert all(a.num_segments == b.num_segments for _, a, b in parts)
+        assert concat_blocks([b for _, _, b in parts]).hypotheses == whole_b.hypotheses
+        assert concat_blocks([a for _, a, _ in parts]).hypotheses == whole_a.hypotheses
+    write_split(tmp_path, "short", 16, seed=9)
+    with pytest.raises(InputError, match="more segments than the 16"):
+        list(iter_nbest_pair(str(tmp_path / "short.nbest"), str(tmp_path / "b.nbest"), block_size=5))
+    with pytest.raises(InputError, match="16 segments, but"):
+        list(iter_nbest_pair(str(tmp_path / "b.nbest"), str(tmp_path / "short.nbest"), block_size=5))
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "centroid", "pruned"])
+def test_mbr_shards_merged_equal_one_process(tmp_path, algorithm, capsys):
+    if algorithm == "centroid":
+        pytest.importorskip("sklearn")  # k-means: scikit-learn (rerank[mbr])
+    write_split(tmp_path, "test", 11, seed=6)
+    write_split(tmp_path, "samples", 11, seed=7)  # pseudo-references: another list of the same segments
+    argv = ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--pseudo-refs", str(tmp_path / "samples.nbest")]
+    argv += ["--weights-from", "uniform", "--algorithm", algorithm, "--clusters", "2"]
+    matrix = ["--matrix", str(tmp_path / "m.tsv")] if algorithm == "exact" else []
+    assert main(argv + ["--out", str(tmp_path / "one.txt")] + matrix) == 0
+    for k in range(3):
+        matrix = ["--matrix", str(tmp_path / f"m{k}.tsv")] if algorithm == "exact" else []
+        shard = ["--num-shards", "3", "--shard-id", str(k), "--out", str(tmp_path / f"s{k}.txt")]
+        assert main(argv + shard + matrix) == 0
+    assert main(["merge", *[str(tmp_path / f"s{k}.txt") for k in (1, 2, 0)], "--out", str(tmp_path / "m.txt")]) == 0
+    assert (tmp_path / "m.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    if algorithm == "exact":  # the matrix names segments by their ids in the whole list: shards join with cat
+        joined = "".join((tmp_path / f"m{k}.tsv").read_text() for k in range(3))
+        assert joined == (tmp_path / "m.tsv").read_text()
+    capsys.readouterr()
+    # bad shards: one line each, nothing written
+    cases = [
+        (["--num-shards", "3", "--shard-id", "3"], "--shard-id 3 of --num-shards 3: ids run 0..2"),
+        (["--num-shards", "12", "--shard-id", "0"], "shard 0 of 12 holds no segment (11 segments)"),
+        (["--shard-id", "0"], "--num-shards and --shard-id go together"),
+    ]
+    for extra, message in cases:
+        assert main(argv + extra + ["--out", str(tmp_path / "x.txt")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+        assert not (tmp_path / "x.txt").exists()
+    assert main(argv + ["--num-shards", "3", "--shard-id", "0", "--out", "-"]) == 1
+    assert "a shard's output must be a file" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "s0.txt"), str(tmp_path / "s2.txt"), "--out", str(tmp_path / "x.txt")]) == 1
+    assert "shard 1 of 3 is missing" in capsys.readouterr().err and not (tmp_path / "x.txt").exists()
+
+
+def test_apply_shards_merged_equal_one_process(tmp_path, capsys):
+    import json
+
+    write_split(tmp_path, "test", 10, seed=3)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    weights = {name: float(k + 1) * (-1) ** k for k, name in enumerate(dict.fromkeys(nbest.feature_names))}
+    (tmp_path / "w.json").write_text(json.dumps({"weights": weights}))
+    argv = ["apply", "--nbest", str(tmp_path / "test.nbest"), "--weights", str(tmp_path / "w.json")]
+    assert main(argv + ["--out", str(tmp_path / "one.txt"), "--out-nbest", str(tmp_path / "one.nbest")]) == 0
+    for k in range(2):
+        out = ["--out", str(tmp_path / f"s{k}.txt"), "--out-nbest", str(tmp_path / f"s{k}.nbest")]
+        assert main(argv + ["--num-shards", "2", "--shard-id", str(k)] + out) == 0
+    assert main(["merge", str(tmp_path / "s1.txt"), str(tmp_path / "s0.txt"), "--out", str(tmp_path / "m.txt")]) == 0
+    assert (
+        main(["merge", str(tmp_path / "s0.nbest"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "m.nbest")]) == 0
+    )
+    assert (tmp_path / "m.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    assert (tmp_path / "m.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()
+    # a text shard and a list shard of the same run are different outputs
+    assert main(["merge", str(tmp_path / "s0.txt"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "x")]) == 1
+    assert "another kind of output" in capsys.readouterr().err
+
+
+def _mbrs_python():
+    """The interpreter of a virtual environment holding mbrs (a peer, never a dependency):
+    ``RERANK_MBRS_PYTHON``, or the benchmark's /tmp/mbrs-venv; None where there is none."""
+    import os
+    import subprocess
+
+    for python in (os.environ.get("RERANK_MBRS_PYTHON"), "/tmp/mbrs-venv/bin/python"):
+        if python and os.path.exists(python):
+            if subprocess.run([python, "-c", "import mbrs"], capture_output=True).returncode == 0:
+                return python
+    return None
+
+
+def test_exact_mbr_selects_what_mbrs_selects(tmp_path):
+    """Exact MBR against mbrs' DecoderMBR (uniform weights, the candidates as their own
+    pseudo-references) on a small list: the same text in every segment (ties between
+    identical texts aside), for chrF and BLEU; skipped where no mbrs environment exists."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    python = _mbrs_python()
+    if python is None:
+        pytest.skip("no mbrs environment (benchmarks/bench_mbrs.py says how to make one)")
+    write_split(tmp_path, "test", 12, seed=11)
+    script = f"{ROOT}/benchmarks/bench_mbrs.py"
+    for engine, interpreter in (("mbrs", python), ("rerank", sys.executable)):
+        run = subprocess.run(
+            [interpreter, script, "--engine", engine, "--nbest", str(tmp_path / "test.nbest")]
+            + ["--out", str(tmp_path / f"{engine}.json")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+    ours, theirs = (json.loads((tmp_path / f"{e}.json").read_text()) for e in ("rerank", "mbrs"))
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    for metric in ("chrf", "bleu"):
+        texts = [
+            (nbest.hypotheses[o + a], nbest.hypotheses[o + b])
+            for o, a, b in zip(nbest.offsets[:-1], ours[metric]["chosen"], theirs[metric]["chosen"])
+        ]
+        assert all(a == b for a, b in texts), metric

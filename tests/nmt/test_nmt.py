@@ -160,6 +160,34 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
     assert read_lines(str(tmp_path / "raw.tok.en")) == read_lines(
         str(tmp_path / "data" / "tok" / "test_2016_flickr.en")
     )
+    # shards (issue 44): 3 blocks of the subset's sentences, and 2 of the raw text's, merged
+    # in any order give the unsharded lists (scores within float noise: other batches)
+    from rerank.cli import main
+    from rerank.reranking import merge_shards
+
+    common = ["nmt", "nbest", "--data-bin", bin_dir, "--checkpoint", ckpt, "--nbest", "3", "--batch-size", "4"]
+    for k in range(3):
+        out = ["--out-nbest", str(tmp_path / f"s{k}.nbest"), "--out-1best", str(tmp_path / f"s{k}.1best")]
+        assert main(common + ["--subset", "test", "--num-shards", "3", "--shard-id", str(k)] + out) == 0
+    for k in range(2):
+        out = ["--out-nbest", str(tmp_path / f"r{k}.nbest"), "--out-1best", str(tmp_path / f"r{k}.1best")]
+        out += ["--out-source", str(tmp_path / f"r{k}.tok.en")]
+        assert main(common + ["--input", str(raw), "--num-shards", "2", "--shard-id", str(k)] + out) == 0
+    assert read_nbest(str(tmp_path / "s1.nbest")).num_segments == 3  # sentences 3..5 of 10
+    for parts, name in (("s2 s0 s1", "subset"), ("r1 r0", "text")):
+        merge_shards([str(tmp_path / f"{p}.nbest") for p in parts.split()], str(tmp_path / f"{name}.nbest"))
+        merge_shards([str(tmp_path / f"{p}.1best") for p in parts.split()], str(tmp_path / f"{name}.1best"))
+        merged = read_nbest(str(tmp_path / f"{name}.nbest"), num_segments=10)
+        assert merged.hypotheses == nb.hypotheses, name
+        assert np.allclose(merged.features, nb.features, atol=1e-4)
+        assert read_lines(str(tmp_path / f"{name}.1best")) == read_lines(str(tmp_path / "test.1best"))
+    merge_shards([str(tmp_path / "r0.tok.en"), str(tmp_path / "r1.tok.en")], str(tmp_path / "merged.tok.en"))
+    assert (tmp_path / "merged.tok.en").read_text() == (tmp_path / "raw.tok.en").read_text()
+    with pytest.raises(InputError, match="shard 1 of 3 is missing"):
+        merge_shards([str(tmp_path / "s0.nbest"), str(tmp_path / "s2.nbest")], str(tmp_path / "x.nbest"))
+    with pytest.raises(InputError, match="another input than"):
+        merge_shards([str(tmp_path / "r0.1best"), str(tmp_path / "s1.1best")], str(tmp_path / "x.1best"))
+
     raw.write_text("a man .\n\nthe dog .\n")
     with pytest.raises(InputError, match="raw.en:2: empty source line"):
         generate_nbest_from_text(bin_dir, ckpt, str(raw), str(tmp_path / "x.nbest"), str(tmp_path / "x.1best"))

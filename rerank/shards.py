@@ -1,0 +1,102 @@
+"""Shards: one command's work split across processes or machines, as fairseq-generate's
+``--num-shards N --shard-id K`` and SLURM array jobs split it.
+
+Shard K of N holds the K-th of N **contiguous blocks** of segments: segments
+``K·S//N`` to ``(K+1)·S//N − 1`` of S (blocks, not strides, so that joining shards is
+concatenation).  A sharded output numbers its segments from 0 and records the shard in
+its signature (``OUT.json``: ``shard`` = id, of, first, last, segments, input_sha256,
+kind), a text output (one line per segment: ``apply``/``mbr --out``, ``--out-1best``)
+too; ``rerank merge`` (:func:`rerank.reranking.merge_shards`) joins the shards of one run in
+segment order and refuses a missing, duplicate or foreign shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Optional, Tuple
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.outputs import signature_path
+from rerank.textio import file_digest
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``id`` of ``of`` (0 ≤ id < of)."""
+
+    id: int
+    of: int
+
+    @classmethod
+    def from_args(cls, num_shards: Optional[int], shard_id: Optional[int]) -> Optional["Shard"]:
+        """The shard of ``--num-shards`` / ``--shard-id``, or None for neither.
+
+        Raises:
+            InputError: one without the other, or an id outside 0..N-1.
+        """
+        if (num_shards is None) != (shard_id is None):
+            raise InputError("--num-shards and --shard-id go together (e.g. --num-shards 4 --shard-id 0)")
+        if num_shards is None:
+            return None
+        if not 0 <= shard_id < num_shards:
+            raise InputError(f"--shard-id {shard_id} of --num-shards {num_shards}: ids run 0..{num_shards - 1}")
+        return cls(shard_id, num_shards)
+
+    def bounds(self, total: int, path: Optional[str] = None) -> Tuple[int, int]:
+        """(first, last) segments of this shard of ``total`` (last exclusive).
+
+        Raises:
+            InputError: the shard holds no segment (more shards than segments), naming ``path``.
+        """
+        lo, hi = self.id * total // self.of, (self.id + 1) * total // self.of
+        if hi <= lo:
+            raise InputError(f"shard {self.id} of {self.of} holds no segment ({total} segments)", path)
+        return lo, hi
+
+    @staticmethod
+    def check_output(path: Optional[str]) -> None:
+        """Refuse a shard written to standard output (``-``) or a device: its signature
+        (``OUT.json``), which records the shard, needs a file beside it.
+
+        Raises:
+            InputError: ``path`` is not a plain file path.
+        """
+        if path is not None and (path == "-" or signature_path(path) is None):
+            raise InputError(f"a shard's output must be a file, not {path!r} (OUT.json records the shard)")
+
+    def record(self, total: int, input_path: str, kind: str = "nbest") -> dict:
+        """The signature's ``shard`` entry for this shard of the ``total`` segments of
+        ``input_path`` (its SHA-256 ties the shards of one run together); ``kind``: what
+        the output is, ``nbest`` (a list) or ``text`` (a line per segment)."""
+        lo, hi = self.bounds(total, input_path)
+        return {
+            "id": self.id,
+            "of": self.of,
+            "first": lo,
+            "last": hi,
+            "segments": total,
+            "input_sha256": file_digest(input_path),
+            "kind": kind,
+        }
+
+
+def shard_blocks(blocks: Iterable[tuple], lo: int, hi: int) -> Iterator[tuple]:
+    """The blocks of :func:`rerank.nbest.iter_nbest` (``(first, NBestList)``) or
+    :func:`rerank.nbest.iter_nbest_pair` (``(first, NBestList, NBestList)``) cut to the
+    segments ``lo..hi-1``: yields the same tuples with ``first`` still the list's own segment
+    id (subtract ``lo`` to number the shard from 0); stops reading after ``hi``."""
+    for first, *parts in blocks:
+        last = first + parts[0].num_segments
+        if last <= lo:
+            continue
+        if first >= hi:
+            break
+        if first < lo or last > hi:
+            keep = np.arange(max(lo, first), min(hi, last)) - first
+            parts, first = [part.subset(keep) for part in parts], first + int(keep[0])
+        yield (first, *parts)
+
+
+__all__ = ["Shard", "shard_blocks"]
