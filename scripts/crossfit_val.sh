@@ -19,10 +19,14 @@
 # REPLICAS (tuner seeds 1..REPLICAS, 3), IMAGES (the image of each val segment, default
 # ../shared/data/multi30k/task1/image_splits/val.txt; folds keep an image's segments
 # together), TUNE_ARGS (more rerank crossfit options for every NAME of this call, e.g.
-# TUNE_ARGS='--mira-C 0.001': recorded with the NAME, so give each setting its own NAME).
+# TUNE_ARGS='--mira-C 0.001': recorded with the NAME, so give each setting its own NAME),
+# AVERAGE (1: also the replicas' averaged weights, issue 46's stability candidate: in each
+# fold the seeds' weights averaged by direction, rerank average, applied to that fold's
+# held-out segments; default 0).
 # Writes OUT/crossfit/{val.folds.tsv,NAME/val.seedS.txt,NAME/weights.seedS.json,
 # results.tsv}; every output is skipped when it exists, so a run resumes. Prints one line
-# per NAME: the val BLEU of each seed and their mean, with the mean TER and length ratio.
+# per NAME: the val BLEU of each seed and their mean, with the mean TER and length ratio;
+# with AVERAGE=1 one more, NAME/avg, of the averaged weights (OUT/crossfit/NAME/val.avg.txt).
 set -euo pipefail
 case "${1:-}" in
   ""|-h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; [ -n "${1:-}" ]; exit ;;
@@ -35,6 +39,9 @@ for pair in "$@"; do
     || { echo "crossfit_val: error: '$pair' is not NAME=COLUMNS[@METRIC]" >&2; exit 1; }
 done
 K=${K:-5}; FOLD_SEED=${FOLD_SEED:-1}; REPLICAS=${REPLICAS:-3}; read -r -a TUNE_ARGS <<< "${TUNE_ARGS:-}"
+AVERAGE=${AVERAGE:-0}
+case "$AVERAGE" in 0|1) ;; *) echo "crossfit_val: error: AVERAGE must be 0 or 1, not '$AVERAGE'" >&2; exit 1 ;; esac
+[ "$AVERAGE" = 0 ] || [ "$REPLICAS" -ge 2 ] || { echo "crossfit_val: error: AVERAGE=1 needs REPLICAS >= 2" >&2; exit 1; }
 IMAGES=${IMAGES:-$ROOT/../shared/data/multi30k/task1/image_splits/val.txt}
 NBEST="$OUT/nbest/val.full.nbest"; REF="$OUT/data/tok/val.de"
 for f in "$NBEST" "$REF" "$IMAGES"; do
@@ -44,6 +51,12 @@ done
 C="$OUT/crossfit"; mkdir -p "$C"
 FOLDS="$C/val.folds.k$K.seed$FOLD_SEED.tsv"
 [ -e "$FOLDS" ] || rerank folds --segment-images "$IMAGES" --k "$K" --seed "$FOLD_SEED" --out "$FOLDS"
+evaluate() {  # BLEU, TER and length ratio of a val output
+  rerank eval --ref "$REF" --tokenize none --hyp "$1" --json --metrics bleu,ter,length | python3 -c 'import json, sys
+rows = {r["metric"]: r["score"] for r in json.load(sys.stdin)}
+print("%.2f %.2f %.2f" % (rows["bleu"], rows["ter"], rows["length"]))'
+}
+mean() { printf '%s\n' "$@" | awk '{s += $1} END {printf "%.2f", s / NR}'; }
 for pair in "$@"; do
   name=${pair%%=*}; columns=${pair#*=}; metric=bleu
   if [[ "$columns" == *@* ]]; then metric=${columns#*@}; columns=${columns%%@*}; fi
@@ -59,13 +72,29 @@ for pair in "$@"; do
     [ -e "$C/$name/val.seed$S.txt" ] || rerank crossfit --nbest "$NBEST" --ref "$REF" --tokenize none \
       --folds "$FOLDS" "${select[@]}" --metric "$metric" --seed "$S" --quiet ${TUNE_ARGS[@]+"${TUNE_ARGS[@]}"} \
       --out "$C/$name/val.seed$S.txt" --weights-out "$C/$name/weights.seed$S.json" > /dev/null
-    read -r bleu ter ratio < <(rerank eval --ref "$REF" --tokenize none --hyp "$C/$name/val.seed$S.txt" --json \
-      --metrics bleu,ter,length | python3 -c 'import json, sys
-rows = {r["metric"]: r["score"] for r in json.load(sys.stdin)}
-print("%.2f %.2f %.2f" % (rows["bleu"], rows["ter"], rows["length"]))')
+    read -r bleu ter ratio < <(evaluate "$C/$name/val.seed$S.txt")
     scores+=("$bleu"); ters+=("$ter"); ratios+=("$ratio")
   done
-  mean() { printf '%s\n' "$@" | awk '{s += $1} END {printf "%.2f", s / NR}'; }
   printf '%s\tmean %s\tseeds %s\tTER %s\tlength %s\t%s@%s\n' "$name" "$(mean "${scores[@]}")" "${scores[*]}" \
     "$(mean "${ters[@]}")" "$(mean "${ratios[@]}")" "$columns" "$metric" | tee -a "$C/results.tsv"
+  [ "$AVERAGE" = 1 ] || continue
+  # each fold's weights of the seeds, averaged by direction, re-rank that fold's segments
+  if [ ! -e "$C/$name/val.avg.txt" ]; then
+    for ((k = 0; k < K; k++)); do
+      parts=()
+      for S in $(seq 1 "$REPLICAS"); do
+        python3 -c 'import json, sys
+folds = json.load(open(sys.argv[1]))["folds"]
+json.dump({"weights": next(f["weights"] for f in folds if f["fold"] == int(sys.argv[2]))}, open(sys.argv[3], "w"))' \
+          "$C/$name/weights.seed$S.json" "$k" "$C/$name/fold$k.seed$S.json"
+        parts+=(--weights "$C/$name/fold$k.seed$S.json")
+      done
+      rerank average "${parts[@]}" --out "$C/$name/weights.avg.fold$k.json"
+    done
+    rerank apply --nbest "$NBEST" --weights "$C/$name/weights.avg.fold{fold}.json" --folds "$FOLDS" \
+      --out "$C/$name/val.avg.txt"
+  fi
+  read -r bleu ter ratio < <(evaluate "$C/$name/val.avg.txt")
+  printf '%s/avg\tmean %s\tseeds averaged\tTER %s\tlength %s\t%s@%s\n' "$name" "$bleu" "$ter" "$ratio" "$columns" \
+    "$metric" | tee -a "$C/results.tsv"
 done

@@ -111,6 +111,42 @@ def test_cross_fitted_bleu_of_two_subsets(tmp_path):
     assert (out / "crossfit" / "c1" / "columns").read_text().strip().endswith("fold_seed=1 --mira-C 0.5")
 
 
+def test_the_replicas_averaged_weights_re_rank_each_held_out_fold(tmp_path):
+    """AVERAGE=1: in each fold the seeds' weights, each divided by its L1 norm, averaged
+    (rerank average), re-rank that fold's segments; checked against a re-ranking by hand."""
+    out, images, refs = _pipeline_out(tmp_path)
+    run = _run(str(out), "good=Good,Noise,LenRatio", IMAGES=str(images), K="3", REPLICAS="2", AVERAGE="1")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert [l.split("\t")[0] for l in lines] == ["good", "good/avg"]
+    name, mean, seeds, ter, length, columns = lines[1].split("\t")
+    assert seeds == "seeds averaged" and columns == "Good,Noise,LenRatio@bleu"
+    hyps = (out / "crossfit" / "good" / "val.avg.txt").read_text().splitlines()
+    assert mean == f"mean {BLEU(tokenize='none').corpus_score(hyps, [refs]).score:.2f}"
+    # by hand: the folds file, each seed's fold weights over L1, their mean, the best per segment
+    fold_of = [int(l.split("\t")[1]) for l in (out / "crossfit" / "val.folds.k3.seed1.tsv").read_text().splitlines()]
+    runs = [json.loads((out / "crossfit" / "good" / f"weights.seed{s}.json").read_text()) for s in (1, 2)]
+    averaged = {}
+    for k in range(3):
+        vectors = []
+        for run_weights in runs:
+            w = next(f["weights"] for f in run_weights["folds"] if f["fold"] == k)
+            vectors.append({c: v / sum(abs(x) for x in w.values()) for c, v in w.items()})
+        averaged[k] = {c: np.mean([v[c] for v in vectors]) for c in vectors[0]}
+    from rerank.nbest import read_nbest
+
+    nbest = read_nbest(str(out / "nbest" / "val.full.nbest"))
+    expected = []
+    for s in range(nbest.num_segments):
+        rows = range(nbest.offsets[s], nbest.offsets[s + 1])
+        w = averaged[fold_of[s]]
+        score = [sum(w.get(c, 0.0) * nbest.features[r, j] for j, c in enumerate(nbest.feature_names)) for r in rows]
+        expected.append(nbest.hypotheses[nbest.offsets[s] + int(np.argmax(score))])
+    assert hyps == expected
+    bad = _run(str(out), "g=Good", IMAGES=str(images), K="3", REPLICAS="1", AVERAGE="1")
+    assert bad.returncode == 1 and bad.stderr.strip() == "crossfit_val: error: AVERAGE=1 needs REPLICAS >= 2"
+
+
 def test_bad_arguments_are_refused_in_one_line(tmp_path):
     run = _run(str(tmp_path))
     assert run.returncode == 1 and run.stderr.strip() == "crossfit_val: error: no NAME=COLUMNS given (--help)"

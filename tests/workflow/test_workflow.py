@@ -227,6 +227,13 @@ def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
     assert (counts["nbest_r2l"], counts["union"], counts["rescore"]) == (2, 2, 2)
     assert (counts["features_shard"], counts["features"], counts["tune"]) == (32, 8, 18)
     assert "system" not in counts  # a rescored union is not replayable by rerank translate
+    # the val guard (GUARD=1) is one more job after tuning, none by default
+    run = _snakemake(
+        "-n", "--configfile", str(ROOT / "config" / "transformer.yaml"), "--config", f"out={tmp_path}/t", "guard=1"
+    )
+    assert run.returncode == 0, run.stderr + run.stdout
+    counts = _job_counts(run.stdout)
+    assert (counts["val_guard"], counts["tune"], counts["total"]) == (1, 39, 100)
     # a bad setting given to Snakemake directly
     run = _snakemake("-n", "--config", f"out={tmp_path}/t", "features=r2l+bleurt")
     assert run.returncode != 0 and "FEATURES: unknown feature set 'bleurt'" in run.stderr + run.stdout

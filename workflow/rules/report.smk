@@ -6,6 +6,8 @@ stage("oracle", f"{R}/test.oracle")
 stage("eval", f"{OUT}/results.txt")
 stage("report", f"{OUT}/report/table.txt")
 stage("system", f"{OUT}/system/system.json")
+if C["guard"]:
+    stage("val_guard", f"{OUT}/report/val_guard.md")
 
 
 rule experiment:
@@ -88,3 +90,23 @@ rule system:
         weights=lambda w, input: " ".join(f"--weights {p}" for p in input.weights),
     shell:
         f"rerank pack-system --nbest {{input.nbest}} --data-bin {D}/bin {{params.weights}} --out {OUT}/system"
+
+
+# The val guard (GUARD=1, issue 46): each row tuned again by cross-fitting on val, tested
+# against the val beam; report/val_guard.md marks a row that only fits val. Never sees test.
+rule val_guard:
+    input:
+        [f"{R}/{d}/weights.seed{s}.json" for d in TUNING for s in REPLICA_SEEDS],
+        experiment=f"{OUT}/experiment.json",
+        nbest=f"{N}/val.full.nbest",
+        beam=f"{N}/val.1best",
+    output:
+        md=f"{OUT}/report/val_guard.md",
+        json=f"{OUT}/report/val_guard.json",
+    params:
+        images=f"{C['data']}/task1/image_splits/val.txt",
+    benchmark:
+        f"{OUT}/benchmarks/val_guard.tsv"
+    threads: 2
+    shell:
+        f"python {os.path.dirname(workflow.basedir)}/scripts/val_guard.py {OUT} --k 5 --images {{params.images}} > /dev/null"
