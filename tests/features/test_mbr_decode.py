@@ -45,6 +45,13 @@ def test_a_hand_computed_case_with_pseudo_references_and_the_matrix(tmp_path):
     expected = [0.5 * u[(h, 0)] + 0.5 * u[(h, 1)] for h in (0, 1)]
     assert expected[0] > expected[1]
     assert (tmp_path / "o.txt").read_text() == "a b c\n"
+    # pruning draws both pseudo-references (fewer than its first step, 8) and prunes nothing
+    # before they are all drawn: the same choice, from the same 4 utilities
+    from rerank.features.consensus import ConsensusScorer
+
+    scorer = ConsensusScorer(ConsensusScorer.Config("chrf", "uniform"))
+    chosen, computed = scorer.pruned_select(cands, refs, np.array([0.5, 0.5]))
+    assert list(chosen) == [0] and computed == 4
 
 
 def test_ter_mbr_is_minus_the_expected_sentence_ter_of_sacrebleu(tmp_path, capsys):
@@ -310,6 +317,17 @@ def test_apply_shards_merged_equal_one_process(tmp_path, capsys):
     # a text shard and a list shard of the same run are different outputs
     assert main(["merge", str(tmp_path / "s0.txt"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "x")]) == 1
     assert "another kind of output" in capsys.readouterr().err
+    # a text shard cut short: a line missing, or its last line without its newline
+    text = (tmp_path / "s1.txt").read_text()
+    for cut, message in (
+        (text[: text.rindex("\n", 0, -1) + 1], "4 lines but shard 1 holds 5"),
+        (text[:-1], "s1.txt:5: its last line has no newline"),
+    ):
+        (tmp_path / "s1.txt").write_text(cut)
+        assert main(["merge", str(tmp_path / "s0.txt"), str(tmp_path / "s1.txt"), "--out", str(tmp_path / "x")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+        assert not (tmp_path / "x").exists()
 
 
 def _mbrs_python():
