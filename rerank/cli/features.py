@@ -143,7 +143,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "mbr",
-        help="minimum Bayes-risk decoding: the candidate of the highest expected utility (sentence BLEU or chrF)",
+        help="minimum Bayes-risk decoding: the candidate of the highest expected utility (sentence BLEU, chrF or minus TER)",
         epilog="example: rerank mbr --candidates test.nbest --metric chrf --out test.mbr.de; with samples as "
         "pseudo-references: --pseudo-refs test.samples.nbest --weights-from uniform",
     )
