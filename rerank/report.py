@@ -36,7 +36,7 @@ from rerank.oracle import oracle_file
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.signif import approximate_randomization, compare, score_system
-from rerank.textio import read_lines, read_references
+from rerank.textio import read_json, read_lines, read_references
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
@@ -306,6 +306,50 @@ def attach_paper(result: Dict, paper: Dict[Tuple[str, str], Dict], source: str) 
     return result
 
 
+#: the mark of a row the val guard (``scripts/val_guard.py``) does not pass
+GUARD_MARK = "§"
+
+
+def read_guard(path: str) -> Dict[str, str]:
+    """The verdicts of a val guard file (``scripts/val_guard.py``'s ``val_guard.verdicts.json``:
+    ``{"verdicts": {system: verdict}}``, "gain" for a row it passes).
+
+    Raises:
+        InputError: unreadable JSON, no ``verdicts`` object of strings.
+    """
+    data = read_json(path)
+    verdicts = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(verdicts, dict) or not all(isinstance(v, str) for v in verdicts.values()):
+        raise InputError('no "verdicts" object (system -> verdict) of scripts/val_guard.py', path)
+    return verdicts
+
+
+def attach_guard(result: Dict, verdicts: Dict[str, str], source: str) -> Dict:
+    """Mark (:data:`GUARD_MARK`) every system of ``result`` whose val guard verdict is not
+    "gain" (issue 46: a row whose cross-fitted val gain is not significant, or that is
+    significantly worse than the beam on val, only fits val); ``row["guard"]`` holds the
+    verdict.  Returns ``result``.
+
+    Raises:
+        InputError: a verdict for a system the table does not hold (another run's file).
+    """
+    systems = {row["system"] for row in result["rows"]}
+    unknown = sorted(set(verdicts) - systems)
+    if unknown:
+        raise InputError(f"verdicts for systems the report does not hold: {', '.join(unknown)}", source)
+    for row in result["rows"]:
+        if row["system"] in verdicts:
+            row["guard"] = verdicts[row["system"]]
+    result["meta"]["guard"] = source
+    return result
+
+
+def _label(system: str, rows: List[Dict]) -> str:
+    """The system's name in a table, marked where the val guard does not pass it."""
+    failed = any(r["system"] == system and r.get("guard", "gain") != "gain" for r in rows)
+    return f"{system} {GUARD_MARK}" if failed else system
+
+
 def _footer(meta: Dict) -> List[str]:
     alpha = meta["alpha"]
     lines = [meta["caption"]] if meta.get("caption") else []
@@ -326,6 +370,11 @@ def _footer(meta: Dict) -> List[str]:
     lines.extend(f"{m.upper()}: {sig}" for m, sig in meta["signatures"].items())
     if meta.get("paper"):
         lines.append(f"paper: the published value of the same row and metric with its marks: {meta['paper']}")
+    if meta.get("guard"):
+        lines.append(
+            f"{GUARD_MARK}: the val guard does not pass the row ({meta['guard']}): tuned again by cross-fitting on "
+            "val, its held-out val BLEU gain is not significant or it is significantly worse than the beam on val"
+        )
     if meta.get("meteor_note"):
         lines.append(meta["meteor_note"])
     lines.extend(f"{m.upper()}: {why}" for m, why in meta.get("unavailable", {}).items())
@@ -354,7 +403,7 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
     cell = {(r["system"], r["metric"]): _cell(r) for r in rows}
     header = ["system"] + [m.upper() for m in metrics]
-    body = [[s] + [cell[(s, m)] for m in metrics] for s in systems]
+    body = [[_label(s, rows)] + [cell[(s, m)] for m in metrics] for s in systems]
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in body]
@@ -464,6 +513,7 @@ def experiment_report(
     compare_to: Optional[str] = None,
     partial: bool = False,
     plots: bool = True,
+    guard: Optional[str] = None,
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
@@ -472,9 +522,11 @@ def experiment_report(
 
     What is compared comes from ``EXP_DIR/experiment.json`` (:meth:`Experiment.read`):
     computing is :func:`significance_table`, formatting :func:`format_table`; this
-    function only reads the manifest and writes every file or none (staged).
+    function only reads the manifest and writes every file or none (staged).  ``guard``: a
+    val guard verdicts file (:func:`read_guard`) whose failing rows are marked.
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
+    verdicts = read_guard(guard) if guard else None
     ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
     written = report_files(exp_dir, out_dir, plots)
     oracle_path = written.pop("oracle")
@@ -496,6 +548,8 @@ def experiment_report(
         if experiment.paper is not None:
             published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
+        if verdicts is not None:
+            attach_guard(result, verdicts, guard)
         if experiment.caption:
             result["meta"]["caption"] = experiment.caption
         if experiment.left_out:

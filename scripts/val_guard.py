@@ -11,8 +11,10 @@ nobody tuned on is not expected to gain from it. Nothing here looks at test_2016
     python scripts/val_guard.py out/multi30k-transformer [--k 5] [--replicas 1]
 
 Writes ``OUT/crossfit/guard/DIR/val.seedS.txt`` (resumable: an existing output is kept),
-``OUT/report/val_guard.json`` (``rerank signif``'s rows) and ``OUT/report/val_guard.md``
-(one line per row: val BLEU, Δ and p, TER Δ and p, length, the verdict). Run it with the
+``OUT/report/val_guard.json`` (``rerank signif``'s rows), ``OUT/report/val_guard.md``
+(one line per row: val BLEU, Δ and p, TER Δ and p, length, the verdict) and
+``OUT/report/val_guard.verdicts.json`` (system -> verdict, which ``rerank report --guard``
+marks in the report). Run it with the
 project's ``.venv`` (``rerank`` on PATH).
 """
 
@@ -128,6 +130,9 @@ def main(argv=None) -> int:
     text = "\n".join(lines) + "\n"
     with open(os.path.join(report, "val_guard.md"), "w", encoding="utf-8") as handle:
         handle.write(text)
+    verdicts = {name: verdict(by[(name, "bleu")], by[(name, "ter")]) for name, _ in systems}
+    with open(os.path.join(report, "val_guard.verdicts.json"), "w", encoding="utf-8") as handle:
+        json.dump({"verdicts": verdicts, "k": args.k, "replicas": args.replicas}, handle, indent=1)
     print(text, end="")
     return 0
 

@@ -222,6 +222,7 @@ def cmd_report(args) -> None:
         compare_to=args.compare_to,
         partial=args.partial,
         plots=args.plots,
+        guard=args.guard,
     )
     with open(written["text"], encoding="utf-8") as handle:
         sys.stdout.write(handle.read())
@@ -243,6 +244,7 @@ def _report_paths(args):
         "baseline": experiment.baseline,
         "systems": [f for _, files in experiment.systems for f in files],
         "nbest": experiment.nbest,
+        "--guard": args.guard,
     }
     args.plots = _report_plots(args)
     return inputs, {"--out": list(report_files(args.experiment_dir, args.out, args.plots).values())}
@@ -540,6 +542,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write the tables only, not gains.png and null.png (default: plots when matplotlib, the [report] "
         "extra, is installed)",
+    )
+    p.add_argument(
+        "--guard",
+        help="mark (§) the rows the val guard does not pass: its verdicts file (scripts/val_guard.py writes "
+        "OUT/report/val_guard.verdicts.json) (default: no marks), e.g. --guard out/job/report/val_guard.verdicts.json",
     )
     signif_options(p)
     p.set_defaults(func=cmd_report, paths=_report_paths)

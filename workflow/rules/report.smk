@@ -68,12 +68,15 @@ rule report:
     input:
         f"{OUT}/experiment.json",
         APPLIED,
+        [f"{OUT}/report/val_guard.verdicts.json"] if C["guard"] else [],
     output:
         f"{OUT}/report/table.txt",
     benchmark:
         f"{OUT}/benchmarks/report.tsv"
+    params:
+        guard=f"--guard {OUT}/report/val_guard.verdicts.json" if C["guard"] else "",
     shell:
-        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt"
+        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt {{params.guard}}"
 
 
 # the trained system in one directory (decoder, +all's scorer chain as tuned, the replica of
@@ -93,7 +96,8 @@ rule system:
 
 
 # The val guard (GUARD=1, issue 46): each row tuned again by cross-fitting on val, tested
-# against the val beam; report/val_guard.md marks a row that only fits val. Never sees test.
+# against the val beam; report/val_guard.md gives the verdicts, and the report marks (§) a
+# row that only fits val. Never sees test.
 rule val_guard:
     input:
         [f"{R}/{d}/weights.seed{s}.json" for d in TUNING for s in REPLICA_SEEDS],
@@ -103,6 +107,7 @@ rule val_guard:
     output:
         md=f"{OUT}/report/val_guard.md",
         json=f"{OUT}/report/val_guard.json",
+        verdicts=f"{OUT}/report/val_guard.verdicts.json",
     params:
         images=f"{C['data']}/task1/image_splits/val.txt",
     benchmark:
