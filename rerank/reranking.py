@@ -17,7 +17,6 @@ from rerank.nbest import (
     ListInfo,
     NBestList,
     NBestWriter,
-    count_segments,
     finite_scores,
     iter_nbest,
     read_list_info,
@@ -63,10 +62,7 @@ def apply_file(
     weights = [read_weights(path) for path in sources]  # every weights file checked before the list is read
     lo, hi, total = 0, None, None
     if shard is not None:
-        total = count_segments(nbest_path)
-        if total is None:
-            raise InputError("shards need a list file (its segment count), not standard input", nbest_path)
-        lo, hi = shard.bounds(total, nbest_path)
+        lo, hi, total = shard.list_bounds(nbest_path)
         shard.check_output(out)
     vectors = None
     segments, info, names = 0, None, None

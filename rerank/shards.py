@@ -18,6 +18,7 @@ from typing import Iterable, Iterator, Optional, Tuple
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.nbest import count_segments
 from rerank.outputs import signature_path
 from rerank.textio import file_digest
 
@@ -54,6 +55,19 @@ class Shard:
         if hi <= lo:
             raise InputError(f"shard {self.id} of {self.of} holds no segment ({total} segments)", path)
         return lo, hi
+
+    def list_bounds(self, path: str) -> Tuple[int, int, int]:
+        """(first, last, S): this shard's block of the segments of the n-best list ``path``.
+
+        Raises:
+            InputError: standard input (no segment count before reading it), a shard holding
+                no segment.
+        """
+        total = count_segments(path)
+        if total is None:
+            raise InputError("shards need a list file (its segment count), not standard input", path)
+        lo, hi = self.bounds(total, path)
+        return lo, hi, total
 
     @staticmethod
     def check_output(path: Optional[str]) -> None:

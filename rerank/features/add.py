@@ -245,9 +245,7 @@ def add_features(
     total = count_segments(nbest_path)  # line counts checked before the first model call
     lo, hi = 0, None
     if shard is not None:
-        if total is None:
-            raise InputError("shards need a list file (its segment count), not standard input", nbest_path)
-        lo, hi = shard.bounds(total, nbest_path)
+        lo, hi, total = shard.list_bounds(nbest_path)
     if total is not None:
         for path, values in per_segment:
             if len(values) != total:

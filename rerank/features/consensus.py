@@ -55,7 +55,7 @@ from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, cost_ranges
 from rerank.metrics.chrf import ChrfMetric
 from rerank.metrics.ter import TerMetric
-from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
+from rerank.nbest import iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
@@ -705,10 +705,7 @@ def mbr_decode(
         raise InputError(f"--matrix needs --algorithm exact: the {algorithm} algorithm scores no full matrix")
     lo, hi, total = 0, None, None
     if shard is not None:
-        total = count_segments(candidates_path)
-        if total is None:
-            raise InputError("shards need a list file (its segment count), not standard input", candidates_path)
-        lo, hi = shard.bounds(total, candidates_path)
+        lo, hi, total = shard.list_bounds(candidates_path)
         shard.check_output(out)
     if pseudo_refs_path:
         blocks = iter_nbest_pair(candidates_path, pseudo_refs_path)
