@@ -577,11 +577,15 @@ def iter_nbest_pair(
 
 
 def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
-    """One list from consecutive blocks (:func:`iter_nbest`), segments renumbered."""
+    """One list from consecutive blocks (:func:`iter_nbest`), segments renumbered; the
+    hypotheses stay packed where every block's are (:class:`PackedStrings`)."""
     if len(blocks) == 1:
         return blocks[0]
     counts = np.concatenate([np.diff(b.offsets) for b in blocks])
-    hypotheses = [h for b in blocks for h in b.hypotheses]
+    if all(isinstance(b.hypotheses, PackedStrings) for b in blocks):
+        hypotheses = PackedStrings.concat([b.hypotheses for b in blocks])
+    else:
+        hypotheses = [h for b in blocks for h in b.hypotheses]
     totals = None if any(b.totals is None for b in blocks) else np.concatenate([b.totals for b in blocks])
     return NBestList(
         np.concatenate([[0], np.cumsum(counts)]),

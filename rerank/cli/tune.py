@@ -17,6 +17,7 @@ from rerank.cli.options import (
     references,
     seg_sidecars,
 )
+from rerank.errors import InputError
 from rerank.mira.tuner import TUNERS
 from rerank.mira.tuning import TuningSetup, crossfit_file, describe, tune_file
 from rerank.nbest import write_lines
@@ -48,8 +49,23 @@ def _say(args):
     return (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
 
 
+def extra_data(args):
+    """The (list, reference) pairs of ``--extra-nbest``/``--extra-ref``, in order.
+
+    Raises:
+        InputError: not one ``--extra-ref`` per ``--extra-nbest``.
+    """
+    lists, refs = args.extra_nbest or [], args.extra_ref or []
+    if len(lists) != len(refs):
+        raise InputError(
+            f"--extra-nbest given {len(lists)} time(s) but --extra-ref {len(refs)}: "
+            "give one --extra-ref after each --extra-nbest"
+        )
+    return list(zip(lists, refs))
+
+
 def cmd_tune(args) -> None:
-    record, result = tune_file(args.nbest, references(args), setup_from_args(args), _say(args))
+    record, result = tune_file(args.nbest, references(args), setup_from_args(args), _say(args), extra_data(args))
     print(f"{args.algorithm}: {describe(result, record['tuning']['init'])}", file=sys.stderr)
     with atomic_write(args.out) as handle:
         json.dump(record, handle, indent=2, allow_nan=False)
@@ -64,6 +80,7 @@ def cmd_crossfit(args) -> None:
         setup_from_args(args),
         _say(args),
         lambda text: print(text, file=sys.stderr),
+        extra_data(args),
     )
     with StagedOutputs() as outputs:  # the selection and its weights appear together
         write_lines(chosen, outputs.stage(args.out))
@@ -101,6 +118,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--ref": a.ref,
                 "--init": _init_path(a.init),
                 "--metric": seg_sidecars(a.metric, a.nbest),
+                "--extra-nbest": a.extra_nbest or [],
+                "--extra-ref": a.extra_ref or [],
             },
             {"--out": a.out},
         ),
@@ -132,6 +151,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--folds": a.folds,
                 "--init": _init_path(a.init),
                 "--metric": seg_sidecars(a.metric, a.nbest),
+                "--extra-nbest": a.extra_nbest or [],
+                "--extra-ref": a.extra_ref or [],
             },
             {"--out": a.out, "--weights-out": a.weights_out},
         ),
@@ -176,6 +197,20 @@ def tuning_options(p: argparse.ArgumentParser) -> None:
         "(added to --features; default: none)",
     )
     p.add_argument("--quiet", action="store_true", help="do not print per-epoch / per-run scores")
+    p.add_argument(
+        "--extra-nbest",
+        action="append",
+        metavar="LIST",
+        help="more tuning data: an n-best list of other segments with the same columns, tuned on beside "
+        "--nbest (by crossfit in every fold) and never selected from; one --extra-ref each; repeatable "
+        "(default: none), e.g. --extra-nbest train.sample.nbest --extra-ref train.sample.de",
+    )
+    p.add_argument(
+        "--extra-ref",
+        action="append",
+        metavar="REF",
+        help="the references of the --extra-nbest before it, one per line (default: none), e.g. --extra-ref train.sample.de",
+    )
     metric_options(p, "tuning")
     bleu_options(p)
     for name in TUNERS.names():

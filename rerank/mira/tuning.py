@@ -12,7 +12,10 @@ as library functions over a typed :class:`TuningSetup`.
   one per hypothesis): :func:`rerank.metrics.make_metric`;
 * cross-fitting (:func:`crossfit_file`): for each fold k of a folds file
   (:mod:`rerank.folds`), tune on the other folds' segments from the same start and
-  select fold k's hypotheses with those weights.
+  select fold k's hypotheses with those weights;
+* more tuning data (``extra``: lists of other segments with the same columns and their
+  references, e.g. held-out training sentences decoded by the same system): tuned on with
+  the list (in every fold), never selected from.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from rerank.errors import InputError
 from rerank.folds import read_folds
 from rerank.metrics import Metric, make_objective
 from rerank.mira.tuner import TuneResult, make_tuner
-from rerank.nbest import NBestList, finite_scores, read_weights, weights_dict, weights_vector
+from rerank.nbest import NBestList, concat_blocks, finite_scores, read_weights, weights_dict, weights_vector
 from rerank.signature import signature
 from rerank.textio import read_lines
 from rerank.tuning_data import load_tuning_data
@@ -325,10 +328,50 @@ def _abspaths(paths):
     return os.path.abspath(paths) if isinstance(paths, str) else [os.path.abspath(p) for p in paths]
 
 
+#: more tuning data: (n-best list, its reference file or files) pairs
+Extra = Sequence[Tuple[str, Any]]
+
+
+def load_with_extra(
+    nbest_path: str, ref_path, extra: Extra, bleu: BleuSettings, metric: Metric
+) -> Tuple[NBestList, np.ndarray, int, List[Dict[str, Any]]]:
+    """The tuning data of a list and of ``extra`` lists after it (:func:`load_tuning_data`
+    of each, joined in that order; list-level settings, such as the beam feature, are the
+    first list's).  Returns (the joined list, its statistics float64[M, K], the first list's
+    segment count S (segments 0..S-1 are its own), one record per extra list: ``nbest``,
+    ``ref``, ``segments``).
+
+    Raises:
+        InputError: as :func:`load_tuning_data` for any list, or an extra list whose
+            columns (names and order) are not the first list's.
+    """
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, bleu, metric)
+    lists, all_stats, records = [full], [stats], []
+    for path, ref in extra:
+        more, _more_refs, more_stats = load_tuning_data(path, ref, bleu, metric)
+        if list(more.feature_names) != list(full.feature_names):
+            raise InputError(
+                f"its columns ({' '.join(more.feature_names)}) are not those of {nbest_path} "
+                f"({' '.join(full.feature_names)}): more tuning data must have the same columns in the same order",
+                path,
+            )
+        lists.append(more)
+        all_stats.append(more_stats)
+        records.append({"nbest": os.path.abspath(path), "ref": _abspaths(ref), "segments": more.num_segments})
+    if not records:
+        return full, stats, full.num_segments, records
+    return concat_blocks(lists), np.concatenate(all_stats), full.num_segments, records
+
+
 def tune_file(
-    nbest_path: str, ref_path: str, setup: TuningSetup = TuningSetup(), progress: Optional[Callable[[str], None]] = None
+    nbest_path: str,
+    ref_path: str,
+    setup: TuningSetup = TuningSetup(),
+    progress: Optional[Callable[[str], None]] = None,
+    extra: Extra = (),
 ) -> Tuple[Dict[str, Any], TuneResult]:
-    """Tune on an n-best list and its references.  Returns (the weights record that
+    """Tune on an n-best list and its references (and on ``extra`` lists of other segments
+    with the same columns: :func:`load_with_extra`).  Returns (the weights record that
     ``rerank tune`` writes: ``weights``, ``tuning``, ``config``, ``bleu_settings``,
     signatures; the :class:`~rerank.mira.tuner.TuneResult`).
 
@@ -337,7 +380,7 @@ def tune_file(
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
-    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
+    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, setup.bleu, metric)
     weights, result, init_from, nbest = tune_list(full, stats, setup, nbest_path, None, progress, tuner, metric)
     record = {
         "weights": weights_dict(weights, full),
@@ -351,7 +394,8 @@ def tune_file(
             **result.details,
             "nbest": os.path.abspath(nbest_path),
             "ref": _abspaths(ref_path),
-            "segments": nbest.num_segments,
+            "segments": own,
+            **({"extra": extra_records, "tuned_segments": nbest.num_segments} if extra_records else {}),
             "hypotheses": len(nbest.hypotheses),
             "seconds": round(time.perf_counter() - start, 3),
         },
@@ -367,10 +411,11 @@ def crossfit_file(
     setup: TuningSetup = TuningSetup(),
     progress: Optional[Callable[[str], None]] = None,
     report: Optional[Callable[[str], None]] = None,
+    extra: Extra = (),
 ) -> Tuple[List[str], Dict[str, Any]]:
     """K-fold cross-fitted re-ranking of one list: for each fold k, tune on the other
-    folds' segments (from the same start as :func:`tune_file`) and select fold k's
-    hypotheses.  Returns (the selected hypothesis of every segment in order, the record
+    folds' segments and every segment of the ``extra`` lists (:func:`load_with_extra`;
+    from the same start as :func:`tune_file`) and select fold k's hypotheses.  Returns (the selected hypothesis of every segment in order, the record
     ``rerank crossfit`` writes: ``crossfit``, ``folds`` (each fold's weights and BLEU),
     ``config``, signatures).  ``report`` gets one line per fold.
 
@@ -379,14 +424,15 @@ def crossfit_file(
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
-    full, _refs, stats = load_tuning_data(nbest_path, ref_path, setup.bleu, metric)
-    folds = read_folds(folds_path, full.num_segments)
+    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, setup.bleu, metric)
+    folds = read_folds(folds_path, own)
+    always = np.arange(own, full.num_segments)  # the extra lists' segments: tuned on in every fold
     init, init_from = start_weights(full, setup.init, nbest_path, setup.beam_feature, progress)
     restricted, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
-    chosen = np.zeros(full.num_segments, dtype=np.int64)
+    chosen = np.zeros(own, dtype=np.int64)
     per_fold = []
     for k in range(folds.k):
-        seen, held = folds.segments(k, held_out=False), folds.segments(k)
+        seen, held = np.concatenate([folds.segments(k, held_out=False), always]), folds.segments(k)
         rows = restricted.rows_of(seen)
         part = restricted.subset(seen)
         result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric)
@@ -414,7 +460,8 @@ def crossfit_file(
             "k": folds.k,
             "nbest": os.path.abspath(nbest_path),
             "ref": _abspaths(ref_path),
-            "segments": full.num_segments,
+            "segments": own,
+            **({"extra": extra_records} if extra_records else {}),
             "seconds": round(time.perf_counter() - start, 3),
         },
         "folds": per_fold,
@@ -427,6 +474,7 @@ __all__ = [
     "TuningSetup",
     "tune_file",
     "crossfit_file",
+    "load_with_extra",
     "start_weights",
     "read_start",
     "start_vector",

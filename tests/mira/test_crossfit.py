@@ -217,3 +217,141 @@ def test_apply_with_one_weights_file_per_fold(tuning_files, capsys):  # noqa: F8
         == 1
     )
     assert "needs {fold}" in capsys.readouterr().err and not (tmp / "o2.txt").exists()
+
+
+def _two_way_lists(tmp, main_segments=4, extra_segments=12):
+    """A val list whose references are every segment's first hypothesis (A: F1 = 1, F2 = 0)
+    and a list of other segments whose references are the second (B: F1 = 0, F2 = 1).  One
+    weight vector picks A everywhere (w1 > w2) or B everywhere: tuned on val alone, A; with
+    the 12 extra segments beside any val segments, B wins corpus BLEU (12 exact of 14–16)."""
+
+    def write(name, segments, ref_of):
+        hyps = [h for s in range(segments) for h in (f"a{s} b c d e", f"v{s} w x y z")]
+        nbest = NBestList(
+            np.arange(0, 2 * segments + 1, 2), hyps, np.tile([[1.0, 0.0], [0.0, 1.0]], (segments, 1)), ["F1", "F2"]
+        )
+        write_nbest(nbest, str(tmp / f"{name}.nbest"))
+        write_lines([hyps[2 * s + ref_of] for s in range(segments)], str(tmp / f"{name}.ref"))
+        return nbest
+
+    write("val", main_segments, 0)
+    write("extra", extra_segments, 1)
+    (tmp / "folds.tsv").write_text("".join(f"img{s}\t{s % 2}\n" for s in range(main_segments)))
+
+
+TUNE = ["--init", "zeros", "--seed", "1", "--mira-iterations", "5", "--quiet"]
+
+
+def test_extra_tuning_data_is_tuned_on_in_every_fold_and_never_selected(tmp_path, capsys):
+    _two_way_lists(tmp_path)
+    val = ["--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.ref")]
+    extra = ["--extra-nbest", str(tmp_path / "extra.nbest"), "--extra-ref", str(tmp_path / "extra.ref")]
+    folds = ["--folds", str(tmp_path / "folds.tsv")]
+
+    def crossfit(name, *more):
+        out, weights = tmp_path / f"{name}.txt", tmp_path / f"{name}.json"
+        assert main(["crossfit", *val, *folds, *more, *TUNE, "--out", str(out), "--weights-out", str(weights)]) == 0
+        return out.read_text().splitlines(), json.loads(weights.read_text())
+
+    alone, _ = crossfit("alone")
+    assert alone == [f"a{s} b c d e" for s in range(4)]  # val's own preference
+    chosen, record = crossfit("extra", *extra)
+    assert chosen == [f"v{s} w x y z" for s in range(4)]  # the extra data's, on every held-out segment
+    assert record["crossfit"]["segments"] == 4 and record["crossfit"]["extra"][0]["segments"] == 12
+    # each fold is tuned on the other fold's 2 val segments and all 12 extra ones: exactly what
+    # `rerank tune` finds on that list written out by hand (val segments first, then the extra)
+    extra_lines = (tmp_path / "extra.nbest").read_text().splitlines()
+    val_lines = (tmp_path / "val.nbest").read_text().splitlines()
+    refs, extra_refs = (
+        (tmp_path / "val.ref").read_text().splitlines(),
+        (tmp_path / "extra.ref").read_text().splitlines(),
+    )
+    for k in range(2):
+        fold = record["folds"][k]
+        assert fold["tuned_segments"] == 14 and fold["applied_segments"] == 2
+        seen = [s for s in range(4) if s % 2 != k]
+        lines = [line for line in val_lines if int(line.split(" ||| ")[0]) in seen]
+        lines += extra_lines
+        renumbered, ids = [], {}
+        for line in lines:
+            head, rest = line.split(" ||| ", 1)
+            key = (len(renumbered) >= 2 * len(seen), head)
+            ids.setdefault(key, len(ids))
+            renumbered.append(f"{ids[key]} ||| {rest}")
+        write_lines(renumbered, str(tmp_path / f"by-hand{k}.nbest"))
+        write_lines([refs[s] for s in seen] + extra_refs, str(tmp_path / f"by-hand{k}.ref"))
+        by_hand = tmp_path / f"by-hand{k}.json"
+        assert (
+            main(
+                [
+                    "tune",
+                    "--nbest",
+                    str(tmp_path / f"by-hand{k}.nbest"),
+                    "--ref",
+                    str(tmp_path / f"by-hand{k}.ref"),
+                    *TUNE,
+                    "--out",
+                    str(by_hand),
+                ]
+            )
+            == 0
+        )
+        assert fold["weights"] == json.loads(by_hand.read_text())["weights"]
+        assert fold["weights"]["F2"] > fold["weights"]["F1"]
+    # rerank tune --extra-nbest: the weights of the two lists written one after the other
+    assert main(["tune", *val, *extra, *TUNE, "--out", str(tmp_path / "tuned.json")]) == 0
+    write_lines(
+        val_lines + [f"{int(l.split(' ||| ')[0]) + 4} ||| {l.split(' ||| ', 1)[1]}" for l in extra_lines],
+        str(tmp_path / "both.nbest"),
+    )
+    write_lines(refs + extra_refs, str(tmp_path / "both.ref"))
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(tmp_path / "both.nbest"),
+                "--ref",
+                str(tmp_path / "both.ref"),
+                *TUNE,
+                "--out",
+                str(tmp_path / "both.json"),
+            ]
+        )
+        == 0
+    )
+    tuned = json.loads((tmp_path / "tuned.json").read_text())
+    assert tuned["weights"] == json.loads((tmp_path / "both.json").read_text())["weights"]
+    assert tuned["tuning"]["segments"] == 4 and tuned["tuning"]["tuned_segments"] == 16
+
+
+def test_extra_tuning_data_of_other_columns_or_without_references_is_one_line(tmp_path, capsys):
+    _two_way_lists(tmp_path)
+    other = NBestList([0, 1], ["x y z"], np.array([[1.0, 2.0]]), ["F2", "F1"])
+    write_nbest(other, str(tmp_path / "other.nbest"))
+    write_lines(["x y z"], str(tmp_path / "other.ref"))
+    base = [
+        "tune",
+        "--nbest",
+        str(tmp_path / "val.nbest"),
+        "--ref",
+        str(tmp_path / "val.ref"),
+        *TUNE,
+        "--out",
+        str(tmp_path / "w.json"),
+    ]
+    assert (
+        main([*base, "--extra-nbest", str(tmp_path / "other.nbest"), "--extra-ref", str(tmp_path / "other.ref")]) == 1
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "other.nbest: its columns (F2 F1) are not those of "
+        + str(tmp_path / "val.nbest")
+        + " (F1 F2): more tuning data must have the same columns in the same order"
+    )
+    assert len(err.splitlines()) == 1
+    assert main([*base, "--extra-nbest", str(tmp_path / "extra.nbest")]) == 1
+    assert "--extra-nbest given 1 time(s) but --extra-ref 0" in capsys.readouterr().err
+    assert main([*base, "--extra-nbest", str(tmp_path / "extra.nbest"), "--extra-ref", str(tmp_path / "val.ref")]) == 1
+    assert "12 segments in the n-best list but 4 references" in capsys.readouterr().err
+    assert not (tmp_path / "w.json").exists()
