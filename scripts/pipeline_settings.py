@@ -37,8 +37,9 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     """What an older pipeline, which did not record them, did for the settings added later:
     ``FEATURES`` (every feature set; without ``l2r2`` when ``L2R2=0``); the translation
     models' batch size and schedule (``MAX_TOKENS`` 4000, ``LR`` and ``WARMUP`` the
-    architecture's), their precision (``BF16_AUTOCAST`` 0: float32) and the baseline's list
-    alone (``R2L_NBEST`` 0: no union with the R2L model's own list)."""
+    architecture's), their precision (``BF16_AUTOCAST`` 0: float32), the baseline's list
+    alone (``R2L_NBEST`` 0: no union with the R2L model's own list) and the tuning metric
+    (``TUNE_METRIC`` bleu)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -49,6 +50,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "WARMUP": "0",
         "BF16_AUTOCAST": "0",
         "R2L_NBEST": "0",
+        "TUNE_METRIC": "bleu",
     }
 
 

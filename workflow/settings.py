@@ -39,7 +39,7 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast"
+    "lr warmup bf16_autocast tune_metric"
 ).split()
 
 
@@ -115,6 +115,21 @@ def normalise(config: Dict, schema: Dict) -> Dict:
     return config
 
 
+def _check_metric(spec) -> None:
+    """Raise SettingsError unless ``spec`` (TUNE_METRIC) is a metric the tuners can maximise."""
+    if spec is None:
+        return
+    from rerank.errors import InputError
+    from rerank.metrics.spec import make_objective
+
+    if "seg:" in spec:
+        raise SettingsError(f"TUNE_METRIC: '{spec}': seg:NAME reads scores beside a list the job does not have")
+    try:
+        make_objective(spec)
+    except InputError as error:
+        raise SettingsError(f"TUNE_METRIC: {error.message}") from None
+
+
 def validate(config: Dict, schema: Dict, cross: bool = True) -> None:
     """Raise SettingsError (one line naming the setting) unless ``config`` satisfies the
     schema, and the cross-setting rule (``r2l_nbest`` needs the ``r2l`` feature set)."""
@@ -128,6 +143,7 @@ def validate(config: Dict, schema: Dict, cross: bool = True) -> None:
             names = sorted(set(config) - set(schema["properties"]))
             raise SettingsError(f"unknown setting '{names[0]}' (settings: {' '.join(schema['properties'])}; --help)")
         raise SettingsError(f"{where.upper()}: {error.message}")
+    _check_metric(config.get("tune_metric"))
     if cross and config["r2l_nbest"] != 0 and "r2l" not in config["features"]:
         raise SettingsError(f"R2L_NBEST={config['r2l_nbest']} needs the r2l feature set in FEATURES (or R2L_NBEST=0)")
 

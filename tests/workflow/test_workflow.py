@@ -95,6 +95,13 @@ def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_p
         ({"TUNERS": "mira kbmira"}, "TUNERS: 'kbmira' is not one of ['mira', 'mert', 'pro']"),
         ({"SYSTEM": "lstm"}, "SYSTEM: unknown system 'lstm' (choose from: transformer gru)"),
         ({"R2L_NBEST": "20", "FEATURES": "mbr"}, "R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
+        ({"TUNE_METRIC": "bleu+bleurt"}, "TUNE_METRIC: unknown metric 'bleurt'; known: bleu, chrf, length, meteor, ter"),
+        (
+            {"TUNE_METRIC": "length"},
+            "TUNE_METRIC: metric 'length' has no better direction: it cannot be optimised "
+            "(choose one of bleu, chrf, meteor, ter, seg:NAME or an interpolation)",
+        ),
+        ({"TUNE_METRIC": "seg:comet"}, "TUNE_METRIC: 'seg:comet': seg:NAME reads scores beside a list the job does not have"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(environ, message):
@@ -234,6 +241,22 @@ def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
     assert run.returncode == 0, run.stderr + run.stdout
     counts = _job_counts(run.stdout)
     assert (counts["val_guard"], counts["tune"], counts["total"]) == (1, 39, 100)
+    # TUNE_METRIC: every row but +all/chrF-tuned tuned for it, with its tuner and feature sets
+    run = _snakemake(
+        "-n",
+        "-p",
+        "--configfile",
+        str(ROOT / "config" / "transformer.yaml"),
+        "--config",
+        f"out={tmp_path}/t",
+        "tune_metric=0.5*bleu-0.5*ter",
+    )
+    assert run.returncode == 0, run.stderr + run.stdout
+    tunes = [line for line in run.stdout.splitlines() if line.startswith("Shell command: rerank tune ")]
+    assert len(tunes) == 39
+    assert sum("--metric '0.5*bleu-0.5*ter'" in line for line in tunes) == 36
+    assert sum("--metric chrf" in line for line in tunes) == 3
+    assert sum("--algorithm mert --feature-sets beam,IBM1 --metric '0.5*bleu-0.5*ter'" in line for line in tunes) == 3
     # a bad setting given to Snakemake directly
     run = _snakemake("-n", "--config", f"out={tmp_path}/t", "features=r2l+bleurt")
     assert run.returncode != 0 and "FEATURES: unknown feature set 'bleurt'" in run.stderr + run.stdout

@@ -8,7 +8,7 @@ for _tuner in C["tuners"]:
     for _name, _sets in [("nmt", "beam")] + [(f, f"beam,{FEATURE_SETS[f][0]}") for f in FEATURES] + [("all", "")]:
         _suffix = "" if _tuner == "mira" else f".{_tuner}"
         _row = f"+{_name}" + ("" if _tuner == "mira" else f"/{_tuner.upper()}")
-        TUNING[f"{_name}{_suffix}"] = (_tuner, _sets, "bleu", _row)
+        TUNING[f"{_name}{_suffix}"] = (_tuner, _sets, C["tune_metric"], _row)
 if C["chrf_tuning"]:  # +all tuned for chrF instead of BLEU (MIRA): the report shows both rows
     TUNING["all.chrf"] = ("mira", "", "chrf", "+all/chrF-tuned")
 
@@ -19,10 +19,16 @@ for _dir in TUNING:
 
 
 def tune_args(tuning_dir):
+    """rerank tune's options of a row: its tuner, feature sets and metric (BLEU: no option, so
+    the commands of a default run stay those of the runs before TUNE_METRIC)."""
     tuner, sets, metric, _ = TUNING[tuning_dir]
-    if metric != "bleu":
+    if tuning_dir == "all.chrf":
         return f"--metric {metric}"
-    return f"--algorithm {tuner}" + (f" --feature-sets {sets}" if sets else "")
+    return (
+        f"--algorithm {tuner}"
+        + (f" --feature-sets {sets}" if sets else "")
+        + (f" --metric '{metric}'" if metric != "bleu" else "")
+    )
 
 
 rule tune:
