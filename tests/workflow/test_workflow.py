@@ -95,13 +95,19 @@ def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_p
         ({"TUNERS": "mira kbmira"}, "TUNERS: 'kbmira' is not one of ['mira', 'mert', 'pro']"),
         ({"SYSTEM": "lstm"}, "SYSTEM: unknown system 'lstm' (choose from: transformer gru)"),
         ({"R2L_NBEST": "20", "FEATURES": "mbr"}, "R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
-        ({"TUNE_METRIC": "bleu+bleurt"}, "TUNE_METRIC: unknown metric 'bleurt'; known: bleu, chrf, length, meteor, ter"),
+        (
+            {"TUNE_METRIC": "bleu+bleurt"},
+            "TUNE_METRIC: unknown metric 'bleurt'; known: bleu, chrf, length, meteor, ter",
+        ),
         (
             {"TUNE_METRIC": "length"},
             "TUNE_METRIC: metric 'length' has no better direction: it cannot be optimised "
             "(choose one of bleu, chrf, meteor, ter, seg:NAME or an interpolation)",
         ),
-        ({"TUNE_METRIC": "seg:comet"}, "TUNE_METRIC: 'seg:comet': seg:NAME reads scores beside a list the job does not have"),
+        (
+            {"TUNE_METRIC": "seg:comet"},
+            "TUNE_METRIC: 'seg:comet': seg:NAME reads scores beside a list the job does not have",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(environ, message):
