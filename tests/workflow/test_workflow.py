@@ -247,22 +247,28 @@ def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
     assert run.returncode == 0, run.stderr + run.stdout
     counts = _job_counts(run.stdout)
     assert (counts["val_guard"], counts["tune"], counts["total"]) == (1, 39, 100)
-    # TUNE_METRIC: every row but +all/chrF-tuned tuned for it, with its tuner and feature sets
-    run = _snakemake(
-        "-n",
-        "-p",
-        "--configfile",
-        str(ROOT / "config" / "transformer.yaml"),
-        "--config",
-        f"out={tmp_path}/t",
-        "tune_metric=0.5*bleu-0.5*ter",
-    )
-    assert run.returncode == 0, run.stderr + run.stdout
-    tunes = [line for line in run.stdout.splitlines() if line.startswith("Shell command: rerank tune ")]
-    assert len(tunes) == 39
-    assert sum("--metric '0.5*bleu-0.5*ter'" in line for line in tunes) == 36
-    assert sum("--metric chrf" in line for line in tunes) == 3
-    assert sum("--algorithm mert --feature-sets beam,IBM1 --metric '0.5*bleu-0.5*ter'" in line for line in tunes) == 3
+    # TUNE_METRIC (the default system's 0.5*bleu-0.5*ter): every row tuned for it with its tuner
+    # and feature sets, +all/chrF-tuned for it with chrF in BLEU's place; bleu: no --metric option
+    for metric, rows, chrf in (
+        ("0.5*bleu-0.5*ter", "--metric '0.5*bleu-0.5*ter'", "--metric '0.5*chrf-0.5*ter'"),
+        ("bleu", None, "--metric chrf"),
+    ):
+        run = _snakemake(
+            "-n",
+            "-p",
+            "--configfile",
+            str(ROOT / "config" / "transformer.yaml"),
+            "--config",
+            f"out={tmp_path}/t",
+            f"tune_metric={metric}",
+        )
+        assert run.returncode == 0, run.stderr + run.stdout
+        tunes = [line for line in run.stdout.splitlines() if line.startswith("Shell command: rerank tune ")]
+        assert len(tunes) == 39
+        assert sum(chrf in line and "/all.chrf/" in line for line in tunes) == 3
+        others = [line for line in tunes if "/all.chrf/" not in line]
+        assert all(line.count("--metric") == (1 if rows else 0) for line in others)
+        assert sum(f"--algorithm mert --feature-sets beam,IBM1 {rows or '--nbest'}" in line for line in others) == 3
     # a bad setting given to Snakemake directly
     run = _snakemake("-n", "--config", f"out={tmp_path}/t", "features=r2l+bleurt")
     assert run.returncode != 0 and "FEATURES: unknown feature set 'bleurt'" in run.stderr + run.stdout

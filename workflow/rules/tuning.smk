@@ -2,6 +2,13 @@
 # (REPLICAS seeds each), on val; each replica's weights applied to test_2016. Feature sets are
 # named by scorer (the lists' signatures record them: rerank tune --feature-sets).
 
+def chrf_metric(metric):
+    """The +all/chrF-tuned row's metric: TUNE_METRIC with chrF in BLEU's place (bleu -> chrf,
+    0.5*bleu-0.5*ter -> 0.5*chrf-0.5*ter); chrf when TUNE_METRIC has no BLEU term."""
+    swapped = re.sub(r"\bbleu\b", "chrf", metric)
+    return swapped if swapped != metric else "chrf"
+
+
 #: tuning directory (R/DIR): (tuner, --feature-sets or "" for every column, metric, report row)
 TUNING = {}
 for _tuner in C["tuners"]:
@@ -10,7 +17,7 @@ for _tuner in C["tuners"]:
         _row = f"+{_name}" + ("" if _tuner == "mira" else f"/{_tuner.upper()}")
         TUNING[f"{_name}{_suffix}"] = (_tuner, _sets, C["tune_metric"], _row)
 if C["chrf_tuning"]:  # +all tuned for chrF instead of BLEU (MIRA): the report shows both rows
-    TUNING["all.chrf"] = ("mira", "", "chrf", "+all/chrF-tuned")
+    TUNING["all.chrf"] = ("mira", "", chrf_metric(C["tune_metric"]), "+all/chrF-tuned")
 
 for _dir in TUNING:
     for _seed in REPLICA_SEEDS:
@@ -23,7 +30,7 @@ def tune_args(tuning_dir):
     the commands of a default run stay those of the runs before TUNE_METRIC)."""
     tuner, sets, metric, _ = TUNING[tuning_dir]
     if tuning_dir == "all.chrf":
-        return f"--metric {metric}"
+        return f"--metric '{metric}'" if metric != "chrf" else "--metric chrf"
     return (
         f"--algorithm {tuner}"
         + (f" --feature-sets {sets}" if sets else "")
