@@ -415,8 +415,9 @@ def crossfit_file(
 ) -> Tuple[List[str], Dict[str, Any]]:
     """K-fold cross-fitted re-ranking of one list: for each fold k, tune on the other
     folds' segments and every segment of the ``extra`` lists (:func:`load_with_extra`;
-    from the same start as :func:`tune_file`) and select fold k's hypotheses.  Returns (the selected hypothesis of every segment in order, the record
-    ``rerank crossfit`` writes: ``crossfit``, ``folds`` (each fold's weights and BLEU),
+    from the same start as :func:`tune_file`) and select fold k's hypotheses.  Returns
+    (the selected hypothesis of every segment in order, the record ``rerank crossfit``
+    writes: ``crossfit``, ``folds`` (each fold's weights and BLEU),
     ``config``, signatures).  ``report`` gets one line per fold.
 
     Raises:
