@@ -242,6 +242,12 @@ def _two_way_lists(tmp, main_segments=4, extra_segments=12):
 TUNE = ["--init", "zeros", "--seed", "1", "--mira-iterations", "5", "--quiet"]
 
 
+def _tune(nbest, ref, out, *more):
+    """``rerank tune`` with :data:`TUNE`'s settings; its weights record."""
+    assert main(["tune", "--nbest", str(nbest), "--ref", str(ref), *more, *TUNE, "--out", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
 def test_extra_tuning_data_is_tuned_on_in_every_fold_and_never_selected(tmp_path, capsys):
     _two_way_lists(tmp_path)
     val = ["--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.ref")]
@@ -280,48 +286,18 @@ def test_extra_tuning_data_is_tuned_on_in_every_fold_and_never_selected(tmp_path
             renumbered.append(f"{ids[key]} ||| {rest}")
         write_lines(renumbered, str(tmp_path / f"by-hand{k}.nbest"))
         write_lines([refs[s] for s in seen] + extra_refs, str(tmp_path / f"by-hand{k}.ref"))
-        by_hand = tmp_path / f"by-hand{k}.json"
-        assert (
-            main(
-                [
-                    "tune",
-                    "--nbest",
-                    str(tmp_path / f"by-hand{k}.nbest"),
-                    "--ref",
-                    str(tmp_path / f"by-hand{k}.ref"),
-                    *TUNE,
-                    "--out",
-                    str(by_hand),
-                ]
-            )
-            == 0
-        )
-        assert fold["weights"] == json.loads(by_hand.read_text())["weights"]
+        by_hand = _tune(tmp_path / f"by-hand{k}.nbest", tmp_path / f"by-hand{k}.ref", tmp_path / f"by-hand{k}.json")
+        assert fold["weights"] == by_hand["weights"]
         assert fold["weights"]["F2"] > fold["weights"]["F1"]
     # rerank tune --extra-nbest: the weights of the two lists written one after the other
-    assert main(["tune", *val, *extra, *TUNE, "--out", str(tmp_path / "tuned.json")]) == 0
+    tuned = _tune(tmp_path / "val.nbest", tmp_path / "val.ref", tmp_path / "tuned.json", *extra)
     write_lines(
         val_lines + [f"{int(l.split(' ||| ')[0]) + 4} ||| {l.split(' ||| ', 1)[1]}" for l in extra_lines],
         str(tmp_path / "both.nbest"),
     )
     write_lines(refs + extra_refs, str(tmp_path / "both.ref"))
-    assert (
-        main(
-            [
-                "tune",
-                "--nbest",
-                str(tmp_path / "both.nbest"),
-                "--ref",
-                str(tmp_path / "both.ref"),
-                *TUNE,
-                "--out",
-                str(tmp_path / "both.json"),
-            ]
-        )
-        == 0
-    )
-    tuned = json.loads((tmp_path / "tuned.json").read_text())
-    assert tuned["weights"] == json.loads((tmp_path / "both.json").read_text())["weights"]
+    both = _tune(tmp_path / "both.nbest", tmp_path / "both.ref", tmp_path / "both.json")
+    assert tuned["weights"] == both["weights"]
     assert tuned["tuning"]["segments"] == 4 and tuned["tuning"]["tuned_segments"] == 16
 
 
