@@ -8,12 +8,12 @@ import json
 
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options, device_settings, signature_option
-from rerank.features.system import pack_system, translate
+from rerank.features.system import Relocation, pack_system, translate
 from rerank.outputs import signature_path
 
 
 def cmd_pack(args) -> None:
-    pack_system(args.nbest, args.weights, args.out, args.data_bin)
+    pack_system(args.nbest, args.weights, args.out, args.data_bin, relocation=Relocation.parse(args.relocate))
 
 
 def cmd_translate(args) -> None:
@@ -51,6 +51,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--data-bin",
         help="the decoder's data directory (rerank nmt prepare's bin/) where the decoder run did not record it "
         "(default: the recorded one), e.g. out/multi30k-transformer/data/bin",
+    )
+    p.add_argument(
+        "--relocate",
+        action="append",
+        metavar="OLD=NEW",
+        help="the job directory moved after its run: read every path the signatures record under OLD "
+        "(absolute) under NEW instead; repeat for several (default: none, the recorded paths), "
+        "e.g. --relocate /scratch/me/job=out/job",
     )
     p.add_argument("--out", required=True, help="the system directory to write (new or empty)")
     p.set_defaults(func=cmd_pack, paths=lambda a: ({"--nbest": a.nbest, "--weights": a.weights}, {}))

@@ -54,15 +54,96 @@ MANIFEST = "system.json"
 PLACEHOLDER = "@SYSTEM@"
 
 
-def trace(nbest_path: str) -> Tuple[Dict[str, Any], List[List[str]]]:
-    """(the decoder run's signature record, the scorer specs of every ``features add``
-    step in order) of the list ``nbest_path``, from the signatures along its provenance.
+@dataclasses.dataclass(frozen=True)
+class Relocation:
+    """Where a job directory went after its run: every absolute path that a signature
+    records under ``old`` is read under ``new`` instead (``rerank pack-system --relocate
+    OLD=NEW``).  Signatures record absolute paths, so a list whose job directory moved (or
+    was copied to another machine) leads back to paths that no longer exist.
+
+    Args:
+        pairs: ((old, new), …) absolute, normalised directories; the first ``old`` that
+            contains a path applies.  Relative recorded paths are left as they are.
+    """
+
+    pairs: Tuple[Tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, values: Optional[Sequence[str]]) -> "Relocation":
+        """From ``OLD=NEW`` strings.
+
+        Raises:
+            InputError: a value without ``=`` or with an empty side, a relative OLD, a NEW
+                that is not an existing directory.
+        """
+        pairs = []
+        for value in values or ():
+            old, sep, new = value.partition("=")
+            if not sep or not old or not new:
+                raise InputError(f"--relocate {value!r}: expected OLD=NEW, e.g. /old/job=/new/job")
+            if not os.path.isabs(old):
+                raise InputError(f"--relocate {value!r}: OLD is an absolute path, as signatures record them")
+            if not os.path.isdir(new):
+                raise InputError(f"--relocate {value!r}: NEW is not an existing directory", new)
+            pairs.append((os.path.normpath(old), os.path.abspath(new)))
+        return cls(tuple(pairs))
+
+    def __call__(self, path: str) -> str:
+        """``path`` read under its new directory (``path`` itself outside every ``old``)."""
+        if not os.path.isabs(path):
+            return path
+        path = os.path.normpath(path)
+        for old, new in self.pairs:
+            if path == old:
+                return new
+            if path.startswith(old.rstrip(os.sep) + os.sep):
+                return os.path.join(new, os.path.relpath(path, old))
+        return path
+
+
+def _moved_hint(recorded: str, beside: str) -> str:
+    """`` (… give --relocate OLD=NEW)`` that would find the missing ``recorded`` path, guessed
+    from a file ``beside`` that exists (the signature that recorded it): the directories of
+    the two, less every trailing directory they share (the directory that moved); '' when
+    that guess does not find the file."""
+    old, new = os.path.dirname(os.path.normpath(recorded)), os.path.dirname(os.path.abspath(beside))
+    while os.path.basename(old) and os.path.basename(old) == os.path.basename(new):
+        old, new = os.path.dirname(old), os.path.dirname(new)
+    if old == new or not os.path.exists(Relocation(((old, new),))(recorded)):
+        return ""
+    return f" (the job directory moved? give --relocate {old}={new})"
+
+
+def _recorded(path: str, relocation: "Relocation", side: str, what: str) -> str:
+    """The recorded ``path`` of ``what`` (relocated), checked to exist.
 
     Raises:
-        InputError: a list without a signature, a step no system can replay (a union of
-            lists, image features, folds), or provenance that does not reach a decoder run
-            of ``rerank nmt nbest``, naming the signature where it stops.
+        InputError: it does not exist, naming the signature ``side`` that records it and,
+            where a move explains it, the ``--relocate`` that would find it.
     """
+    moved = relocation(path)
+    if os.path.exists(moved):
+        return moved
+    shown = path if moved == path else f"{path} (relocated: {moved})"
+    hint = _moved_hint(path, side) if moved == path else ""
+    raise InputError(f"{what} {shown} does not exist{hint}", side)
+
+
+def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dict[str, Any], List[List[str]]]:
+    """(the decoder run's signature record, the scorer specs of every ``features add``
+    step in order) of the list ``nbest_path``, from the signatures along its provenance.
+    ``relocation``: where the job directory went (:class:`Relocation`); the record's
+    ``checkpoint`` and ``data_bin`` and each step's input are returned relocated, the
+    scorer specs as recorded.
+
+    Raises:
+        InputError: a list without a signature, a recorded input that does not exist (with
+            the ``--relocate`` that finds it where the job directory moved), a step no
+            system can replay (a union of lists, image features, folds), or provenance that
+            does not reach a decoder run of ``rerank nmt nbest``, naming the signature where
+            it stops.
+    """
+    relocation = relocation or Relocation()
     steps: List[List[str]] = []
     path = nbest_path
     seen = set()
@@ -86,8 +167,14 @@ def trace(nbest_path: str) -> Tuple[Dict[str, Any], List[List[str]]]:
             path = record.get("input")
             if not isinstance(path, str):
                 raise InputError("the signature names no input list", side)
+            path = _recorded(path, relocation, side, "its input list")
             continue
         if "checkpoint" in record and isinstance(record.get("config"), dict):
+            record = dict(record)
+            if isinstance(record.get("checkpoint"), str):
+                record["checkpoint"] = _recorded(record["checkpoint"], relocation, side, "the decoder's checkpoint")
+            if isinstance(record.get("data_bin"), str):  # checked by pack_system (--data-bin may replace it)
+                record["data_bin"] = relocation(record["data_bin"])
             return record, steps
         what = "a union of lists" if "inputs" in record else "no rerank nmt nbest run"
         raise InputError(f"the list's provenance stops at {what}: a system starts from rerank nmt nbest", side)
@@ -101,23 +188,35 @@ def _copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def _relocate(spec: str, index: int, out_dir: str) -> str:
+def _relocate(spec: str, index: int, out_dir: str, relocation: Optional[Relocation] = None) -> str:
     """``spec`` with every path among its settings copied into ``out_dir/models/`` and
     replaced by its :data:`PLACEHOLDER` path (a value that names an existing file or
-    directory, or ``KIND:PATH`` such as ``bpe=subword-nmt:codes``)."""
+    directory, or ``KIND:PATH`` such as ``bpe=subword-nmt:codes``), read where
+    ``relocation`` moved it."""
     name, _, arg = spec.partition(":")
     cls = SCORERS.get(name)
     if cls.Config is None:
         return spec
     config = parse_settings(cls.Config, arg, spec, {})
+    relocation = relocation or Relocation()
     changed = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if not isinstance(value, str) or not value:
             continue
         kind, sep, rest = value.partition(":")
+        if sep and os.path.isabs(rest) and not os.path.isabs(value):
+            value, rest = kind + sep + relocation(rest), relocation(rest)
+        else:
+            value = relocation(value)
         path, prefix = (rest, kind + sep) if sep and os.path.exists(rest) and not os.path.exists(value) else (value, "")
         if not os.path.exists(path):
+            for missing in (value, rest if sep else ""):
+                if os.path.isabs(missing):  # a path, not a name: the scorer would not find it
+                    raise InputError(
+                        f"scorer {name}: its {f.name} {missing} does not exist "
+                        "(the job directory moved? give --relocate OLD=NEW)"
+                    )
             continue
         relative = os.path.join("models", f"{index}-{name}-{f.name}", os.path.basename(os.path.normpath(path)))
         _copy(path, os.path.join(out_dir, relative))
@@ -134,18 +233,23 @@ def pack_system(
     out_dir: str,
     data_bin: Optional[str] = None,
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    relocation: Optional[Relocation] = None,
 ) -> Dict[str, Any]:
     """Write the system directory ``out_dir`` of the tuned list ``nbest_path`` and its
     weights (module docstring); of several weights files (optimiser replicas), the one
-    whose record has the best tuning score (``tuning.score``, the metric's direction).  ``data_bin``: the decoder's binarised data directory
-    (``rerank nmt prepare``'s ``bin/``) where the decoder run did not record it.  Returns
+    whose record has the best tuning score (``tuning.score``, the metric's direction).
+    ``data_bin``: the decoder's binarised data directory (``rerank nmt prepare``'s ``bin/``)
+    where the decoder run did not record it.  ``relocation``: where the job directory went
+    after its run (:class:`Relocation`), for every path the signatures record.  Returns
     the manifest.
 
     Raises:
         InputError: a provenance :func:`trace` refuses, weights that do not name the list's
-            columns, a missing decoder file, an ``out_dir`` that exists and is not empty.
+            columns, a missing decoder file or scorer path, an ``out_dir`` that exists and
+            is not empty.
     """
-    generation, steps = trace(nbest_path)
+    relocation = relocation or Relocation()
+    generation, steps = trace(nbest_path, relocation)
     candidates = [weights_path] if isinstance(weights_path, str) else list(weights_path)
     weights_path, scores = _best_replica(candidates)
     weights = read_weights(weights_path)
@@ -178,7 +282,10 @@ def pack_system(
         _copy(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
         _copy(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
         _copy(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
-        chain = [[_relocate(spec, 10 * k + j, tmp) for j, spec in enumerate(step)] for k, step in enumerate(steps)]
+        chain = [
+            [_relocate(spec, 10 * k + j, tmp, relocation) for j, spec in enumerate(step)]
+            for k, step in enumerate(steps)
+        ]
         _copy(weights_path, os.path.join(tmp, "weights.json"))
         files = {}
         for folder, _, names in os.walk(tmp):
@@ -194,6 +301,7 @@ def pack_system(
             "weights_from": {"chosen": os.path.abspath(weights_path), "candidates": scores},
             "columns": list(weights),
             "tuned_on": os.path.abspath(nbest_path),
+            "relocated": [{"old": old, "new": new} for old, new in relocation.pairs],
             "files": dict(sorted(files.items())),
             "signature": signature(["torch", "fairseq-fixed", "sacremoses", "subword-nmt"]),
         }

@@ -18,7 +18,7 @@ from rerank.bleu import BleuSettings  # noqa: E402
 from rerank.cli import main  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 from rerank.features.add import ScoringInputs, add_features  # noqa: E402
-from rerank.features.system import detokenize, load_system, pack_system, trace, translate  # noqa: E402
+from rerank.features.system import Relocation, _relocate, detokenize, load_system, pack_system, trace, translate  # noqa: E402
 from rerank.mira.tuning import TuningSetup, tune_file  # noqa: E402
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text  # noqa: E402
 from rerank.reranking import apply_file  # noqa: E402
@@ -164,3 +164,52 @@ def test_a_system_incomplete_changed_or_from_another_release_is_refused(tuned, t
     with pytest.raises(InputError, match="not a system directory"):
         load_system(str(tmp_path))
     assert not (tmp_path / "o").exists()
+
+
+def test_a_moved_job_directory_is_packed_with_relocate(tuned, tmp_path, capsys):
+    """Signatures record absolute paths: after the job directory moves, pack-system names the
+    missing input and the --relocate that finds it; with it, the system equals the one packed
+    in place (the same files, byte for byte, and the same scorer chain)."""
+    root = tuned["root"]
+    in_place = tmp_path / "in-place"
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(in_place), say=lambda t: None)
+    moved = tmp_path / "moved" / root.name
+    os.makedirs(moved.parent)
+    shutil.move(str(root), str(moved))
+    try:
+        argv = ["pack-system", "--nbest", str(moved / "val.full.nbest"), "--weights", str(moved / "w.json")]
+        assert main(argv + ["--out", str(tmp_path / "refused")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"its input list {root / 'val.nbest'} does not exist" in err
+        assert f"give --relocate {root.parent}={moved.parent}" in err and str(moved / "val.full.nbest.json") in err
+        assert not (tmp_path / "refused").exists()
+        assert main(argv + ["--relocate", f"{root}={moved}", "--out", str(tmp_path / "system")]) == 0
+        capsys.readouterr()
+        manifest = json.loads((tmp_path / "system" / "system.json").read_text())
+        expected = json.loads((in_place / "system.json").read_text())
+        assert manifest["files"] == expected["files"] and manifest["steps"] == expected["steps"]
+        assert manifest["relocated"] == [{"old": str(root), "new": str(moved)}] and expected["relocated"] == []
+        # the relocation applies under OLD only, and bad values are one line each
+        relocation = Relocation.parse([f"{root}={moved}"])
+        assert relocation(str(root / "a" / "b")) == str(moved / "a" / "b") and relocation(str(root)) == str(moved)
+        assert relocation(str(root) + "x/a") == str(root) + "x/a" and relocation("rel/a") == "rel/a"
+        for bad, message in (
+            ("nothing", "expected OLD=NEW"),
+            (f"rel={moved}", "OLD is an absolute path"),
+            (f"{root}={tmp_path / 'nowhere'}", "NEW is not an existing directory"),
+        ):
+            assert main(argv + ["--relocate", bad, "--out", str(tmp_path / "bad")]) == 1
+            err = capsys.readouterr().err.strip()
+            assert message in err and "\n" not in err
+        # a relocation that misses the decoder, and a scorer's path that does not exist: named
+        lists = tmp_path / "lists"  # the lists alone, without the models
+        lists.mkdir()
+        for name in ("val.nbest", "val.nbest.json", "val.full.nbest", "val.full.nbest.json"):
+            shutil.copy(moved / name, lists / name)
+        with pytest.raises(InputError, match=f"the decoder's checkpoint {tuned['ckpt']} \\(relocated: {lists}/"):
+            trace(str(lists / "val.full.nbest"), Relocation.parse([f"{root}={lists}"]))
+        with pytest.raises(InputError, match=f"scorer len: its .* {root / 'data'} does not exist"):
+            _relocate(f"len:{root / 'data'}", 0, str(tmp_path / "y"))
+        assert not (tmp_path / "y").exists()
+    finally:
+        shutil.move(str(moved), str(root))
