@@ -49,9 +49,14 @@ def cmd_embed(args) -> None:
     {"train": _train, "isr": _isr, "sts": _sts, "words": _words, "wordsim": _wordsim}[args.embed_verb](args)
 
 
+#: the model sizes that ``embed train`` takes beside its ``--preset`` (MLMMEConfig fields)
+SIZE_OPTIONS = ("word_dim", "hidden_dim", "embed_dim")
+
+
 def _model_config(args) -> MLMMEConfig:
     """The model settings of ``embed train``: the objective's fixed settings (OBJECTIVES),
-    then the options given; an option that contradicts the objective is refused."""
+    then the options given (sizes over the preset's); an option that contradicts the objective, or sizes
+    beside a warm start (which keeps its model's), is refused."""
     fixed = OBJECTIVES[args.objective]
     given = {
         key: getattr(args, key)
@@ -65,6 +70,13 @@ def _model_config(args) -> MLMMEConfig:
             f"drop {', '.join(clash)}"
         )
     extra = {"init": args.init} if args.init else {}
+    sizes = {key: getattr(args, key) for key in SIZE_OPTIONS if getattr(args, key) is not None}
+    if sizes and args.init_model:
+        raise InputError(
+            f"a warm start keeps its model's sizes; drop {', '.join('--' + k.replace('_', '-') for k in sizes)} "
+            f"or --init-model"
+        )
+    extra.update(sizes)
     return MLMMEConfig.from_preset(
         args.preset,
         langs=args.langs.split(","),
@@ -230,7 +242,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "../shared/data/multi30k if present, else downloaded into --download-dir",
     )
     q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
-    q.add_argument("--preset", default=MLMMEConfig.preset, help="cpu | paper")
+    q.add_argument(
+        "--preset",
+        default=MLMMEConfig.preset,
+        help="cpu (300-d words, 512-d GRU, 512-d joint space) | paper (620 / 1024 / 2048, Calixto & Liu 2017 §5)",
+    )
+    for key, what, example in (
+        ("word_dim", "word embeddings", 1024),
+        ("hidden_dim", "the GRU's state (gru encoder only)", 2048),
+        ("embed_dim", "the joint sentence-image space", 4096),
+    ):
+        q.add_argument(
+            "--" + key.replace("_", "-"),
+            type=positive_int,
+            help=f"size of {what} (default: the preset's), e.g. --{key.replace('_', '-')} {example}",
+        )
     q.add_argument(
         "--objective",
         default="mlmme",

@@ -342,3 +342,28 @@ def test_family_objectives_train_evaluate_and_refuse_contradictions(tmp_path, ca
     assert "ragged.txt:2: 1 values for 'en_blue' but 2 on the first row (ragged rows)" in capsys.readouterr().err
     assert main(["embed", "wordsim", "--vectors", words, *pairs]) == 1
     assert "--pairs2 needs --lang2" in capsys.readouterr().err
+
+
+def test_size_options_override_the_preset_and_are_refused_beside_a_warm_start(tmp_path, capsys):
+    import torch
+
+    root = str(tmp_path / "m30k")
+    _corpus(root, np.random.default_rng(0))
+    model = str(tmp_path / "bow")
+    sizes = ["--encoder", "bow", "--beta", "0", "--word-dim", "12", "--embed-dim", "6"]
+    assert _train(root, model, *sizes, "--heldout-images", "3", "--max-steps", "1") == 0
+    settings = json.load(open(os.path.join(model, "config.json")))["config"]["model"]
+    # the sizes given, the preset's for the one not given (cpu: 512-d GRU state)
+    assert (settings["word_dim"], settings["hidden_dim"], settings["embed_dim"]) == (12, 512, 6)
+    state = torch.load(os.path.join(model, "model.pt"), weights_only=True)
+    assert state["encoders.en.embed.weight"].shape[1] == 12 and state["encoders.de.proj.weight"].shape == (6, 12)
+    # a warm start keeps its model's sizes: sizes beside it are one line, nothing written
+    bad = str(tmp_path / "bad")
+    capsys.readouterr()
+    assert _train(root, bad, "--init-model", model, "--word-dim", "16", "--heldout-images", "3") == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("a warm start keeps its model's sizes; drop --word-dim or --init-model") and "\n" not in err
+    assert not os.path.exists(bad)
+    with pytest.raises(SystemExit):
+        _train(root, bad, "--embed-dim", "0")
+    assert "--embed-dim" in capsys.readouterr().err and not os.path.exists(bad)
