@@ -34,7 +34,15 @@ from rerank.argtypes import (
     positive_int,
 )
 from rerank.cli.options import device_options, device_settings
-from rerank.embed.config import ENCODERS, OBJECTIVES, PRESET_LR, SIMILARITIES, EmbedTrainConfig, MLMMEConfig
+from rerank.embed.config import (
+    ENCODERS,
+    OBJECTIVES,
+    OPTIMIZERS,
+    PRESET_LR,
+    SIMILARITIES,
+    EmbedTrainConfig,
+    MLMMEConfig,
+)
 from rerank.embed.data import EmbedDataConfig, align_images, load_image_features, read_task2, split_data, training_data
 from rerank.embed.evaluation import cross_lingual_pairs, image_sentence_ranking, sts_pearson, word_similarity
 from rerank.embed.lazy import encode_images, encode_sentences, load_model, train_embeddings, word_vectors
@@ -119,6 +127,7 @@ def _train(args) -> None:
         init_model=args.init_model or "",
         device=args.device,
         dtype=args.dtype,
+        optimizer=args.optimizer,
     )
     _, _, history = train_embeddings(train, valid, config, out_dir=args.out, progress=True)
     with atomic_write(os.path.join(args.out, "heldout.json")) as out:
@@ -347,6 +356,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="validations without improvement before stopping",
     )
     q.add_argument("--batch-size", type=positive_int, default=EmbedTrainConfig.batch_size, help="sentences per batch")
+    q.add_argument(
+        "--optimizer",
+        default=EmbedTrainConfig.optimizer,
+        choices=OPTIMIZERS,
+        help="adam (every weight every step), or lazy-adam (a word-embedding row moves only when its word is "
+        "in the batch: SparseAdam, TensorFlow's LazyAdam; fast for large --word-dim on a CPU), "
+        "e.g. --optimizer lazy-adam",
+    )
     q.add_argument("--lr", type=float, help="Adam learning rate (default: the preset's, cpu 2e-3, paper 2e-4)")
     q.add_argument(
         "--threads",

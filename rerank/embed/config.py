@@ -82,6 +82,7 @@ class MLMMEConfig:
 
 
 SIMILARITIES = ("cosine", "order")
+OPTIMIZERS = ("adam", "lazy-adam")
 ENCODERS = ("gru", "bow")
 
 #: the embedding families (``rerank embed train --objective``): the settings each one fixes
@@ -128,3 +129,8 @@ class EmbedTrainConfig:
     #: which floating-point type (float16/bfloat16: mixed precision with torch.autocast on CUDA)
     device: str = "auto"
     dtype: str = "float32"
+    #: "adam" (every weight, every step: torch.optim.Adam) or "lazy-adam" (a word-embedding row
+    #: moves only in the steps whose batch holds its word: torch.optim.SparseAdam on sparse
+    #: gradients, TensorFlow's LazyAdam; the other weights as with "adam").  Lazy Adam costs
+    #: the batch's words, not the vocabulary: large word embeddings train fast on a CPU
+    optimizer: str = "adam"

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from rerank.devices import DeviceSettings
-from rerank.embed.config import EmbedTrainConfig, MLMMEConfig
+from rerank.embed.config import OPTIMIZERS, EmbedTrainConfig, MLMMEConfig
 from rerank.embed.data import EmbedData, Vocabulary, batch_tokens
 from rerank.embed.evaluation import image_sentence_ranking
 from rerank.embed.model import MLMME
@@ -177,6 +177,62 @@ def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedDat
     return {"rsum": rsum, **{f"{d}/{k}": v for d, r in result.items() for k, v in r.items()}}
 
 
+class EmbeddingOptimiser:
+    """Adam over a model's weights, or lazy Adam (``kind='lazy-adam'``): each word-embedding
+    table gives sparse gradients (the rows of the batch's words) to ``torch.optim.SparseAdam``,
+    which updates only those rows' moments and weights (TensorFlow's LazyAdam); the other
+    weights use ``torch.optim.Adam``.  Gradients are clipped to a global L2 norm (Pascanu et
+    al. 2013, as ``torch.nn.utils.clip_grad_norm_``), the sparse ones coalesced first so that a
+    word repeated in the batch counts once with its summed gradient.
+
+    Raises:
+        InputError: an unknown ``kind``.
+    """
+
+    def __init__(self, model: MLMME, kind: str, lr: float, grad_clip: float):
+        if kind not in OPTIMIZERS:
+            raise InputError(f"unknown optimizer {kind!r}; known: {', '.join(OPTIMIZERS)}")
+        self.params = list(model.parameters())
+        self.grad_clip = grad_clip
+        self.lazy = kind == "lazy-adam"
+        tables = [encoder.embed for encoder in model.encoders.values()] if self.lazy else []
+        for table in tables:
+            table.sparse = True  # F.embedding then returns the batch's rows as a sparse gradient
+        sparse_ids = {id(table.weight) for table in tables}
+        dense = [p for p in self.params if id(p) not in sparse_ids]
+        self.optimisers = [torch.optim.Adam(dense, lr=lr)]
+        if tables:
+            self.optimisers.append(torch.optim.SparseAdam([table.weight for table in tables], lr=lr))
+        self.tables = tables
+
+    def zero_grad(self) -> None:
+        for optimiser in self.optimisers:
+            optimiser.zero_grad()
+
+    def step(self) -> None:
+        """Clip the gradients' global norm to ``grad_clip``, then update."""
+        if not self.lazy:
+            torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip)
+        else:
+            for p in self.params:
+                if p.grad is not None and p.grad.is_sparse:
+                    p.grad = p.grad.coalesce()
+            grads = [p.grad for p in self.params if p.grad is not None]
+            squares = [(g.values() if g.is_sparse else g).float().pow(2).sum() for g in grads]
+            total = torch.stack(squares).sum().sqrt() if squares else torch.tensor(0.0)
+            scale = self.grad_clip / (float(total) + 1e-6)
+            if scale < 1:
+                for g in grads:
+                    g.mul_(scale)
+        for optimiser in self.optimisers:
+            optimiser.step()
+
+    def close(self) -> None:
+        """Give the embedding tables back their dense gradients (the model as it was built)."""
+        for table in self.tables:
+            table.sparse = False
+
+
 def train_embeddings(
     train: EmbedData, valid: EmbedData, config: EmbedTrainConfig, out_dir: Optional[str] = None, progress: bool = False
 ):
@@ -188,7 +244,7 @@ def train_embeddings(
     history, signature).
 
     Raises:
-        InputError: an unknown contrastive sampling, β = 1 without image features, a start model without an
+        InputError: an unknown contrastive sampling or optimizer, β = 1 without image features, a start model without an
             encoder this training needs.
     """
     config.model.check()
@@ -224,7 +280,7 @@ def train_embeddings(
             {k: v for k, v in start_state.items() if k in own and own[k].shape == v.shape}, strict=False
         )
     model.to(device)
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimiser = EmbeddingOptimiser(model, config.optimizer, config.lr, config.grad_clip)
     feats = torch.from_numpy(train.image_features).to(device) if train.image_features is not None else None
     use_images = feats is not None and mc.beta > 0
     if mc.beta == 1 and not use_images:
@@ -286,7 +342,6 @@ def train_embeddings(
                     loss = loss + mc.adversary * model.language_loss(batch["tokens"])
             optimiser.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimiser.step()
             total, count, step = total + loss.item(), count + 1, step + 1
             capped = bool(config.max_steps) and step >= config.max_steps
@@ -314,6 +369,7 @@ def train_embeddings(
                     break
         if done:
             break
+    optimiser.close()
     model.to("cpu")  # the model is returned and saved on the CPU, where the scorers load it
     if best_state is not None:
         model.load_state_dict(best_state)
