@@ -177,6 +177,10 @@ def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedDat
     return {"rsum": rsum, **{f"{d}/{k}": v for d, r in result.items() for k, v in r.items()}}
 
 
+#: the state after the last finished epoch of a training that has not ended (in its --out)
+CHECKPOINT = "checkpoint.pt"
+
+
 class EmbeddingOptimiser:
     """Adam over a model's weights, or lazy Adam (``kind='lazy-adam'``): each word-embedding
     table gives sparse gradients (the rows of the batch's words) to ``torch.optim.SparseAdam``,
@@ -227,6 +231,13 @@ class EmbeddingOptimiser:
         for optimiser in self.optimisers:
             optimiser.step()
 
+    def state_dict(self) -> List[dict]:
+        return [optimiser.state_dict() for optimiser in self.optimisers]
+
+    def load_state_dict(self, states: List[dict]) -> None:
+        for optimiser, state in zip(self.optimisers, states):
+            optimiser.load_state_dict(state)
+
     def close(self) -> None:
         """Give the embedding tables back their dense gradients (the model as it was built)."""
         for table in self.tables:
@@ -241,10 +252,14 @@ def train_embeddings(
     and sizes, and every weight whose name and shape match: e.g. a VSE or β > 0 model
     fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With
     ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and ``config.json`` (settings,
-    history, signature).
+    history, signature), and after each epoch but the last ``checkpoint.pt`` (weights, optimiser
+    and random states, history): a run killed in between resumes after its last finished epoch
+    when started again with the same settings and ``out_dir`` (and gives the same model as one
+    run), and the checkpoint is removed when the training ends.
 
     Raises:
-        InputError: an unknown contrastive sampling or optimizer, β = 1 without image features, a start model without an
+        InputError: an unknown contrastive sampling or optimizer, a checkpoint in ``out_dir`` of
+            other settings, β = 1 without image features, a start model without an
             encoder this training needs.
     """
     config.model.check()
@@ -315,9 +330,34 @@ def train_embeddings(
                 out["images"] = model.encode_image(feats[image_of[rows]])
         return out
 
+    def resume_settings() -> Dict:
+        """What a resumed run must share with the killed one: the settings but where the work
+        runs (device, threads), and the data's size and vocabularies."""
+        settings = {k: v for k, v in asdict(config).items() if k not in ("device", "threads")}
+        data = {"examples": len(train.image_of), "vocabulary": {lang: len(v) for lang, v in vocabs.items()}}
+        return {"config": settings, "data": data}
+
     history, best, best_state, bad, step = [], -np.inf, None, 0, 0
-    done = False
-    for epoch in range(1, config.epochs + 1):
+    done, first_epoch = False, 1
+    checkpoint = os.path.join(out_dir, CHECKPOINT) if out_dir is not None else None
+    if checkpoint is not None and os.path.exists(checkpoint):  # a run killed after an epoch: resume it
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        if saved["settings"] != resume_settings():
+            raise InputError(
+                "holds an unfinished training of other settings (remove it, or give those settings or another --out)",
+                checkpoint,
+            )
+        model.load_state_dict(saved["model"])
+        optimiser.load_state_dict(saved["optimiser"])
+        rng.bit_generator.state = saved["numpy_rng"]
+        torch.set_rng_state(saved["torch_rng"])
+        if saved["cuda_rng"] is not None and device.type == "cuda":
+            torch.cuda.set_rng_state(saved["cuda_rng"], device)
+        history, best, best_state, bad, step = (saved[k] for k in ("history", "best", "best_state", "bad", "step"))
+        first_epoch = saved["epoch"] + 1
+        if progress:
+            print(f"resuming after epoch {saved['epoch']} (step {step}) from {checkpoint}", flush=True)
+    for epoch in range(first_epoch, config.epochs + 1):
         model.train()
         batches = epoch_batches(has_row, config.batch_size, config.image_rows, rng)
         negatives = (
@@ -369,6 +409,24 @@ def train_embeddings(
                     break
         if done:
             break
+        if checkpoint is not None and epoch < config.epochs:  # the state after this epoch, for a resume
+            os.makedirs(out_dir, exist_ok=True)
+            state = {
+                "settings": resume_settings(),
+                "epoch": epoch,
+                "step": step,
+                "model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+                "optimiser": optimiser.state_dict(),
+                "numpy_rng": rng.bit_generator.state,
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "history": history,
+                "best": best,
+                "best_state": best_state,
+                "bad": bad,
+            }
+            torch.save(state, checkpoint + ".tmp")
+            os.replace(checkpoint + ".tmp", checkpoint)
     optimiser.close()
     model.to("cpu")  # the model is returned and saved on the CPU, where the scorers load it
     if best_state is not None:
@@ -385,6 +443,8 @@ def train_embeddings(
             {"config": asdict(config), "history": history},
             ["torch", "numpy", "sacremoses"],
         )
+        if os.path.exists(os.path.join(out_dir, CHECKPOINT)):
+            os.remove(os.path.join(out_dir, CHECKPOINT))  # finished: nothing to resume
     return model, vocabs, history
 
 

@@ -110,3 +110,61 @@ def test_random_contrastive_sampling_trains_too():
     assert result["sentence_to_image"]["r@5"] > 40
     with pytest.raises(ValueError, match="contrastive"):
         train_embeddings(train, valid, EmbedTrainConfig(model=model_config, epochs=1, contrastive="hard"))
+
+
+def test_a_killed_training_resumes_after_its_last_epoch_and_gives_the_same_model(tmp_path, monkeypatch):
+    import os
+
+    import torch
+
+    import rerank.embed.train as train_module
+    from rerank.errors import InputError
+
+    train, _ = planted(80, seed=5)
+    valid, _ = planted(20, seed=6)
+
+    def config(**kw):
+        mc = MLMMEConfig(beta=0.5, word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.5)
+        return EmbedTrainConfig(
+            model=mc, **{"epochs": 3, "batch_size": 16, "lr": 5e-3, "min_count": 1, "seed": 3, **kw}
+        )
+
+    whole = str(tmp_path / "whole")
+    _, _, history = train_embeddings(train, valid, config(), out_dir=whole)
+    assert not os.path.exists(os.path.join(whole, "checkpoint.pt"))  # finished: nothing to resume
+
+    def kill_at_epoch(n):  # the run dies when epoch n starts drawing its batches
+        real, calls = train_module.epoch_batches, []
+
+        def dying(*args):
+            calls.append(1)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            return real(*args)
+
+        monkeypatch.setattr(train_module, "epoch_batches", dying)
+
+    killed = str(tmp_path / "killed")
+    kill_at_epoch(3)
+    with pytest.raises(KeyboardInterrupt):
+        train_embeddings(train, valid, config(), out_dir=killed)
+    monkeypatch.undo()
+    assert os.listdir(killed) == ["checkpoint.pt"]  # after epoch 2: no model yet, only the state
+    assert torch.load(os.path.join(killed, "checkpoint.pt"), weights_only=False)["epoch"] == 2
+    # another thread count is no other setting; the dropout, batch order and Adam state carry on
+    _, _, resumed = train_embeddings(train, valid, config(threads=1), out_dir=killed)
+    assert resumed == history
+    a = torch.load(os.path.join(whole, "model.pt"), weights_only=True)
+    b = torch.load(os.path.join(killed, "model.pt"), weights_only=True)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert not os.path.exists(os.path.join(killed, "checkpoint.pt"))
+    # a checkpoint of other settings is refused, and kept
+    other = str(tmp_path / "other")
+    kill_at_epoch(2)
+    with pytest.raises(KeyboardInterrupt):
+        train_embeddings(train, valid, config(), out_dir=other)
+    monkeypatch.undo()
+    with pytest.raises(InputError, match="holds an unfinished training of other settings") as error:
+        train_embeddings(train, valid, config(lr=1e-3), out_dir=other)
+    assert error.value.path == os.path.join(other, "checkpoint.pt")
+    assert os.listdir(other) == ["checkpoint.pt"]
