@@ -341,8 +341,12 @@ def train_embeddings(
     done, first_epoch = False, 1
     checkpoint = os.path.join(out_dir, CHECKPOINT) if out_dir is not None else None
     if checkpoint is not None and os.path.exists(checkpoint):  # a run killed after an epoch: resume it
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        if saved["settings"] != resume_settings():
+        try:
+            saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+            settings = saved["settings"]
+        except Exception as error:  # not a checkpoint of ours (truncated, another file)
+            raise InputError(f"is not a training checkpoint ({type(error).__name__}); remove it", checkpoint) from None
+        if settings != resume_settings():
             raise InputError(
                 "holds an unfinished training of other settings (remove it, or give those settings or another --out)",
                 checkpoint,

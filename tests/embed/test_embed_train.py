@@ -168,3 +168,9 @@ def test_a_killed_training_resumes_after_its_last_epoch_and_gives_the_same_model
         train_embeddings(train, valid, config(lr=1e-3), out_dir=other)
     assert error.value.path == os.path.join(other, "checkpoint.pt")
     assert os.listdir(other) == ["checkpoint.pt"]
+    # a file that is no checkpoint of ours: one line naming it
+    with open(os.path.join(other, "checkpoint.pt"), "wb") as out:
+        out.write(b"not a checkpoint")
+    with pytest.raises(InputError, match="is not a training checkpoint") as error:
+        train_embeddings(train, valid, config(), out_dir=other)
+    assert error.value.path == os.path.join(other, "checkpoint.pt") and "\n" not in str(error.value)
