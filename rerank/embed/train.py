@@ -210,6 +210,7 @@ class EmbeddingOptimiser:
         self.tables = tables
 
     def zero_grad(self) -> None:
+        """Drop every weight's gradient (before the next backward pass)."""
         for optimiser in self.optimisers:
             optimiser.zero_grad()
 
@@ -232,9 +233,11 @@ class EmbeddingOptimiser:
             optimiser.step()
 
     def state_dict(self) -> List[dict]:
+        """The optimisers' states (moments, step counts), Adam's first: for a checkpoint."""
         return [optimiser.state_dict() for optimiser in self.optimisers]
 
     def load_state_dict(self, states: List[dict]) -> None:
+        """Restore :meth:`state_dict`'s states (an optimiser of the same kind over the same model)."""
         for optimiser, state in zip(self.optimisers, states):
             optimiser.load_state_dict(state)
 
