@@ -105,6 +105,15 @@ def test_embed_train_isr_sts(tmp_path, capsys):
     assert f"{tmp_path / 'bad.tsv'}:1: expected score<TAB>sentence<TAB>sentence" in capsys.readouterr().err
 
 
+def _refused(capsys, root, out, message, *extra):
+    """``embed train`` with ``extra`` exits 1 with one line ending in ``message``, writing nothing."""
+    capsys.readouterr()
+    assert _train(root, out, *extra, "--heldout-images", "3") == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(message) and "\n" not in err
+    assert not os.path.exists(out)
+
+
 def _train(root, out, *extra):
     return main(
         [
@@ -305,10 +314,9 @@ def test_family_objectives_train_evaluate_and_refuse_contradictions(tmp_path, ca
     assert json.loads(capsys.readouterr().out)["images"] == 3
     # an option that contradicts the objective: one line, nothing written
     bad = str(tmp_path / "bad")
-    assert _train(root, bad, "--objective", "pivot", "--beta", "0.5", "--heldout-images", "3") == 1
-    err = capsys.readouterr().err.strip()
-    assert err.endswith("--objective pivot fixes beta=1.0; drop --beta 0.5") and "\n" not in err
-    assert not os.path.exists(bad)
+    _refused(
+        capsys, root, bad, "--objective pivot fixes beta=1.0; drop --beta 0.5", "--objective", "pivot", "--beta", "0.5"
+    )
     with pytest.raises(SystemExit):
         _train(root, bad, "--objective", "clip")
     assert "invalid choice: 'clip'" in capsys.readouterr().err and not os.path.exists(bad)
@@ -359,11 +367,8 @@ def test_size_options_override_the_preset_and_are_refused_beside_a_warm_start(tm
     assert state["encoders.en.embed.weight"].shape[1] == 12 and state["encoders.de.proj.weight"].shape == (6, 12)
     # a warm start keeps its model's sizes: sizes beside it are one line, nothing written
     bad = str(tmp_path / "bad")
-    capsys.readouterr()
-    assert _train(root, bad, "--init-model", model, "--word-dim", "16", "--heldout-images", "3") == 1
-    err = capsys.readouterr().err.strip()
-    assert err.endswith("a warm start keeps its model's sizes; drop --word-dim or --init-model") and "\n" not in err
-    assert not os.path.exists(bad)
+    message = "a warm start keeps its model's sizes; drop --word-dim or --init-model"
+    _refused(capsys, root, bad, message, "--init-model", model, "--word-dim", "16")
     with pytest.raises(SystemExit):
         _train(root, bad, "--embed-dim", "0")
     assert "--embed-dim" in capsys.readouterr().err and not os.path.exists(bad)
