@@ -333,6 +333,10 @@ def train_embeddings(
                 out["images"] = model.encode_image(feats[image_of[rows]])
         return out
 
+    def cpu_state() -> Dict[str, torch.Tensor]:
+        """A copy of the model's weights on the CPU (the best so far, a checkpoint's)."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
     def resume_settings() -> Dict:
         """What a resumed run must share with the killed one: the settings but where the work
         runs (device, threads), and the data's size and vocabularies."""
@@ -405,7 +409,7 @@ def train_embeddings(
                     )
                 if score["rsum"] > best:
                     best, bad = score["rsum"], 0
-                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                    best_state = cpu_state()
                 else:
                     bad += 1
                     if bad >= config.patience:
@@ -422,7 +426,7 @@ def train_embeddings(
                 "settings": resume_settings(),
                 "epoch": epoch,
                 "step": step,
-                "model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+                "model": cpu_state(),
                 "optimiser": optimiser.state_dict(),
                 "numpy_rng": rng.bit_generator.state,
                 "torch_rng": torch.get_rng_state(),
@@ -450,8 +454,8 @@ def train_embeddings(
             {"config": asdict(config), "history": history},
             ["torch", "numpy", "sacremoses"],
         )
-        if os.path.exists(os.path.join(out_dir, CHECKPOINT)):
-            os.remove(os.path.join(out_dir, CHECKPOINT))  # finished: nothing to resume
+        if os.path.exists(checkpoint):
+            os.remove(checkpoint)  # finished: nothing to resume
     return model, vocabs, history
 
 
