@@ -124,6 +124,7 @@ def _train(args) -> None:
         patience=args.patience,
         threads=args.threads,
         max_steps=args.max_steps,
+        max_minutes=args.max_minutes,
         init_model=args.init_model or "",
         device=args.device,
         dtype=args.dtype,
@@ -321,6 +322,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         type=non_negative_int,
         default=EmbedTrainConfig.max_steps,
         help="stop after N batches (0: no limit)",
+    )
+    q.add_argument(
+        "--max-minutes",
+        type=non_negative_float,
+        default=EmbedTrainConfig.max_minutes,
+        help="stop after M minutes of training, validating there and keeping the best state, e.g. "
+        "--max-minutes 50 inside a 1-hour job (default: 0, no limit)",
     )
     q.add_argument(
         "--valid-images",

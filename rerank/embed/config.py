@@ -122,6 +122,10 @@ class EmbedTrainConfig:
     threads: int = 0
     #: stop after this many batches (0: no limit), e.g. to fine-tune a warm-started model
     max_steps: int = 0
+    #: stop after this many minutes of training (wall time, 0: no limit), validating there and
+    #: keeping the best state, as fairseq's ``--stop-time-hours``: a run that must end inside a
+    #: job's or a lent machine's time still writes its model
+    max_minutes: float = 0.0
     #: warm start: a trained model directory whose vocabularies, sizes and weights (every
     #: tensor whose name and shape match) the new model starts from ('' = from scratch)
     init_model: str = ""

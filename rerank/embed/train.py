@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
@@ -253,7 +254,8 @@ def train_embeddings(
     """Train an MLMME model; returns (model with the best validation weights, vocabularies,
     per-epoch history).  ``config.init_model`` starts from a trained model (its vocabularies
     and sizes, and every weight whose name and shape match: e.g. a VSE or β > 0 model
-    fine-tuned from the text-only model); ``config.max_steps`` caps the batches.  With
+    fine-tuned from the text-only model); ``config.max_steps`` caps the batches and
+    ``config.max_minutes`` the wall time (counted from this call, a resumed run's included).  With
     ``out_dir``, writes ``model.pt``, ``vocab.{lang}.json`` and ``config.json`` (settings,
     history, signature), and after each epoch but the last ``checkpoint.pt`` (weights, optimiser
     and random states, history): a run killed in between resumes after its last finished epoch
@@ -339,13 +341,13 @@ def train_embeddings(
 
     def resume_settings() -> Dict:
         """What a resumed run must share with the killed one: the settings but where the work
-        runs (device, threads), and the data's size and vocabularies."""
-        settings = {k: v for k, v in asdict(config).items() if k not in ("device", "threads")}
+        runs (device, threads) and for how long (max_minutes), and the data's size and vocabularies."""
+        settings = {k: v for k, v in asdict(config).items() if k not in ("device", "threads", "max_minutes")}
         data = {"examples": len(train.image_of), "vocabulary": {lang: len(v) for lang, v in vocabs.items()}}
         return {"config": settings, "data": data}
 
     history, best, best_state, bad, step = [], -np.inf, None, 0, 0
-    done, first_epoch = False, 1
+    done, first_epoch, started = False, 1, time.monotonic()
     checkpoint = os.path.join(out_dir, CHECKPOINT) if out_dir is not None else None
     if checkpoint is not None and os.path.exists(checkpoint):  # a run killed after an epoch: resume it
         try:
@@ -395,7 +397,9 @@ def train_embeddings(
             loss.backward()
             optimiser.step()
             total, count, step = total + loss.item(), count + 1, step + 1
-            capped = bool(config.max_steps) and step >= config.max_steps
+            capped = (bool(config.max_steps) and step >= config.max_steps) or (
+                config.max_minutes > 0 and time.monotonic() - started >= 60 * config.max_minutes
+            )
             last = t == len(batches) - 1 or capped
             if last or (config.validate_every and step % config.validate_every == 0):
                 score = validation_score(model, vocabs, valid)

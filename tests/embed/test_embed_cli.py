@@ -372,10 +372,15 @@ def test_size_options_override_the_preset_and_are_refused_beside_a_warm_start(tm
     with pytest.raises(SystemExit):
         _train(root, bad, "--embed-dim", "0")
     assert "--embed-dim" in capsys.readouterr().err and not os.path.exists(bad)
+    with pytest.raises(SystemExit):
+        _train(root, bad, "--max-minutes", "-5")
+    assert "--max-minutes" in capsys.readouterr().err and not os.path.exists(bad)
     # lazy Adam trains the same model, recorded in its config; the saved model is an ordinary one
     lazy = str(tmp_path / "lazy")
-    assert _train(root, lazy, *sizes, "--optimizer", "lazy-adam", "--heldout-images", "3", "--max-steps", "2") == 0
-    assert json.load(open(os.path.join(lazy, "config.json")))["config"]["optimizer"] == "lazy-adam"
+    lazy_args = ("--optimizer", "lazy-adam", "--heldout-images", "3", "--max-steps", "2", "--max-minutes", "30")
+    assert _train(root, lazy, *sizes, *lazy_args) == 0
+    recorded = json.load(open(os.path.join(lazy, "config.json")))["config"]
+    assert (recorded["optimizer"], recorded["max_minutes"]) == ("lazy-adam", 30.0)
     from rerank.embed.lazy import load_model
 
     loaded, _ = load_model(lazy)

@@ -152,7 +152,8 @@ def test_a_killed_training_resumes_after_its_last_epoch_and_gives_the_same_model
     assert os.listdir(killed) == ["checkpoint.pt"]  # after epoch 2: no model yet, only the state
     assert torch.load(os.path.join(killed, "checkpoint.pt"), weights_only=False)["epoch"] == 2
     # another thread count is no other setting; the dropout, batch order and Adam state carry on
-    _, _, resumed = train_embeddings(train, valid, config(threads=1), out_dir=killed)
+    # (nor is a time limit: a resumed run is often given the time that is left)
+    _, _, resumed = train_embeddings(train, valid, config(threads=1, max_minutes=600.0), out_dir=killed)
     assert resumed == history
     a = torch.load(os.path.join(whole, "model.pt"), weights_only=True)
     b = torch.load(os.path.join(killed, "model.pt"), weights_only=True)
@@ -174,3 +175,21 @@ def test_a_killed_training_resumes_after_its_last_epoch_and_gives_the_same_model
     with pytest.raises(InputError, match="is not a training checkpoint") as error:
         train_embeddings(train, valid, config(), out_dir=other)
     assert error.value.path == os.path.join(other, "checkpoint.pt") and "\n" not in str(error.value)
+
+
+def test_a_time_limit_stops_the_training_validates_there_and_writes_the_model(tmp_path, monkeypatch):
+    import os
+
+    import rerank.embed.train as train_module
+
+    train, _ = planted(80, seed=5)  # 160 rows: 10 batches of 16 per epoch
+    valid, _ = planted(20, seed=6)
+    clock = iter(range(0, 10_000, 10))  # a clock that moves 10 s each time it is read
+    monkeypatch.setattr(train_module.time, "monotonic", lambda: next(clock))
+    mc = MLMMEConfig(beta=0.5, word_dim=8, hidden_dim=8, embed_dim=8, dropout=0.0)
+    config = EmbedTrainConfig(model=mc, epochs=3, batch_size=16, lr=5e-3, min_count=1, seed=3, max_minutes=0.5)
+    out = str(tmp_path / "m")
+    _, _, history = train_embeddings(train, valid, config, out_dir=out)
+    # read at the start (0 s) and after each batch (10, 20, 30 s): 30 s = 0.5 min is reached after batch 3
+    assert [h["step"] for h in history] == [3] and history[0]["epoch"] == 1
+    assert sorted(os.listdir(out)) == ["config.json", "model.pt", "vocab.de.json", "vocab.en.json"]
