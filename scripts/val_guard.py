@@ -4,15 +4,21 @@ its weights never saw? Every row of ``OUT/experiment.json`` is tuned again as it
 weights file records the columns, tuner and metric) by K-fold cross-fitting on val (``rerank
 crossfit``: fold k of val, by image, re-ranked with weights tuned on the other folds), and the
 cross-fitted val outputs are tested against the beam's val 1-best (``rerank signif``: paired
-approximate randomisation, BLEU, TER and length). A row whose cross-fitted val BLEU gain is not
-significant, or whose TER is significantly worse, is marked: it only fits val, and a test set
-nobody tuned on is not expected to gain from it. Nothing here looks at test_2016.
+approximate randomisation; the row's own tuning metric — its objective —, BLEU, TER and length).
+A row passes ("gain") when its objective gains significantly over the beam, BLEU and TER are
+not significantly worse, and — for a row that adds columns to a smaller row of the same tuner
+and metric (its base: of those rows whose columns are a strict subset of its own, the one with
+the fewest; ``+mbr``'s is ``+nmt``, the beam's own columns re-weighted) — its objective also
+gains significantly over the base's: the added feature set, not the re-weighting, must carry
+the gain. Any other row is marked: it only fits val, and a test set nobody tuned on is not
+expected to gain from it. Nothing here looks at test_2016.
 
     python scripts/val_guard.py out/multi30k-transformer [--k 5] [--replicas 1]
 
 Writes ``OUT/crossfit/guard/DIR/val.seedS.txt`` (resumable: an existing output is kept),
 ``OUT/report/val_guard.json`` (``rerank signif``'s rows), ``OUT/report/val_guard.md``
-(one line per row: val BLEU, Δ and p, TER Δ and p, length, the verdict) and
+(one line per row: the objective's Δ and p against the beam and against the base, BLEU, TER,
+length, the verdict) and
 ``OUT/report/val_guard.verdicts.json`` (system -> verdict, which ``rerank report --guard``
 marks in the report). Run it with the
 project's ``.venv`` (``rerank`` on PATH).
@@ -54,14 +60,50 @@ def run(command: List[str]) -> None:
         sys.exit(f"val_guard: error: {' '.join(command[:2])}: {done.stderr.strip().splitlines()[-1]}")
 
 
-def verdict(bleu: Dict, ter: Dict) -> str:
-    """gain (BLEU significantly better, TER not significantly worse), loss, or no significant gain."""
-    bleu_better = bleu["p_value"] is not None and bleu["p_value"] < 0.05 and bleu["delta"] > 0
-    bleu_worse = bleu["p_value"] is not None and bleu["p_value"] < 0.05 and bleu["delta"] < 0
-    ter_worse = ter["p_value"] is not None and ter["p_value"] < 0.05 and ter["delta"] > 0
-    if bleu_worse or ter_worse:
-        return "worse than the beam on val" + (" (TER)" if ter_worse and not bleu_worse else "")
-    return "gain" if bleu_better else "no significant gain on val"
+def better(row: Dict, compare: bool = False) -> bool:
+    """Significantly better (p < 0.05) than the beam, or than the base with ``compare``."""
+    p, delta = (row["p_compare"], row["delta_compare"]) if compare else (row["p_value"], row["delta"])
+    if p is None or p >= 0.05:
+        return False
+    return delta > 0 if row["higher_is_better"] else delta < 0
+
+
+def worse(row: Dict) -> bool:
+    """Significantly worse (p < 0.05) than the beam."""
+    if row["p_value"] is None or row["p_value"] >= 0.05:
+        return False
+    return row["delta"] < 0 if row["higher_is_better"] else row["delta"] > 0
+
+
+def base_of(name: str, setups: Dict[str, Dict]) -> str:
+    """The row ``name`` adds columns to: of the rows of the same tuner and metric whose columns
+    are a strict subset of its own, the one with the fewest (the first in row order on a tie);
+    '' when there is none."""
+    own = setups[name]
+    bases = [
+        other
+        for other, setup in setups.items()
+        if (setup["algorithm"], setup["metric"]) == (own["algorithm"], own["metric"])
+        and set(setup["features"]) < set(own["features"])
+    ]
+    return min(bases, key=lambda other: len(setups[other]["features"])) if bases else ""
+
+
+def metrics_of(setup: Dict) -> List[str]:
+    """The metrics a row is tested in: its objective, then BLEU, TER and length (once each)."""
+    return list(dict.fromkeys([setup["metric"], "bleu", "ter", "length"]))
+
+
+def verdict(objective: Dict, bleu: Dict, ter: Dict, base: str = "") -> str:
+    """gain, worse than the beam on val (BLEU or TER), no significant gain on val (the
+    objective against the beam), or no significant gain over BASE on val (against the base)."""
+    if worse(bleu) or worse(ter):
+        return "worse than the beam on val" + (" (TER)" if worse(ter) and not worse(bleu) else "")
+    if not better(objective):
+        return "no significant gain on val"
+    if base and not better(objective, compare=True):
+        return f"no significant gain over {base} on val"
+    return "gain"
 
 
 def main(argv=None) -> int:
@@ -85,7 +127,7 @@ def main(argv=None) -> int:
     folds = os.path.join(out, "crossfit", f"val.folds.k{args.k}.seed1.tsv")
     if not os.path.exists(folds):
         run(["rerank", "folds", "--segment-images", args.images, "--k", str(args.k), "--seed", "1", "--out", folds])
-    systems = []
+    systems, setups = [], {}
     for name, directory in rows_of(out):
         setup = tuning_of(directory)
         target = os.path.join(guard, os.path.basename(directory))
@@ -102,35 +144,54 @@ def main(argv=None) -> int:
                 )
             files.append(path)
         systems.append((name, files))
+        setups[name] = setup
     report = os.path.join(out, "report")
     os.makedirs(report, exist_ok=True)
-    table = os.path.join(report, "val_guard.json")
-    command = ["rerank", "signif", "--ref", ref, "--baseline", beam, "--tokenize", "none"]
-    command += ["--metrics", "bleu,ter,length", "--format", "json", "--out", table]
-    for name, files in systems:
-        command += ["--system", f"{name}={','.join(files)}"]
-    run(command)
-    with open(table, encoding="utf-8") as handle:
-        result = json.load(handle)
-    rows = result["rows"] if isinstance(result, dict) else result
-    by = {(r["system"], r["metric"]): r for r in rows}
+    files_of = dict(systems)
+    by, meta = {}, {}
+    for name, _ in systems:  # the row against the beam and, with --compare-to, against its base
+        base, metrics = base_of(name, setups), metrics_of(setups[name])
+        table = os.path.join(guard, f"{os.path.basename(os.path.dirname(files_of[name][0]))}.signif.json")
+        command = ["rerank", "signif", "--ref", ref, "--baseline", beam, "--tokenize", "none"]
+        command += ["--metrics", ",".join(metrics), "--format", "json", "--out", table]
+        for system in ([base] if base else []) + [name]:
+            command += ["--system", f"{system}={','.join(files_of[system])}"]
+        if base:
+            command += ["--compare-to", base]
+        run(command)
+        with open(table, encoding="utf-8") as handle:
+            result = json.load(handle)
+        meta = result["meta"]
+        for row in result["rows"]:
+            if row["system"] == name:
+                by[(name, row["metric"])] = row
+    bases = {name: base_of(name, setups) for name in setups}
+    with open(os.path.join(report, "val_guard.json"), "w", encoding="utf-8") as handle:
+        rows = [by[(name, m)] for name, _ in systems for m in metrics_of(setups[name])]
+        meta = {k: v for k, v in meta.items() if k != "compare_to"}  # each row's base is in "bases"
+        json.dump({"rows": rows, "bases": bases, "meta": meta}, handle, indent=1)
     lines = [
         f"Val guard: each row tuned again by {args.k}-fold cross-fitting on val ({args.replicas} replica(s)), "
-        "against the beam's val 1-best (paired AR; † / ↓ p < 0.05).",
+        "against the beam's val 1-best and against its base row (paired AR, p < 0.05); objective: the row's "
+        "tuning metric.",
         "",
-        "| system | val BLEU (Δ, p) | TER Δ (p) | length | verdict |",
-        "|---|---|---|---|---|",
+        "| system | objective | Δ beam (p) | base | Δ base (p) | BLEU (Δ, p) | TER Δ (p) | length | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    verdicts = {}
     for name, _ in systems:
-        bleu, ter, length = by[(name, "bleu")], by[(name, "ter")], by[(name, "length")]
+        objective, bleu, ter, length = (by[(name, m)] for m in (setups[name]["metric"], "bleu", "ter", "length"))
+        base = bases[name]
+        verdicts[name] = verdict(objective, bleu, ter, base)
+        against_base = f"{objective['delta_compare']:+.2f} ({objective['p_compare']:.4f})" if base else "–"
         lines.append(
-            f"| {name} | {bleu['score']:.2f} ({bleu['delta']:+.2f}, {bleu['p_value']:.4f}) | "
-            f"{ter['delta']:+.2f} ({ter['p_value']:.4f}) | {length['score']:.2f} | {verdict(bleu, ter)} |"
+            f"| {name} | {setups[name]['metric']} | {objective['delta']:+.2f} ({objective['p_value']:.4f}) | "
+            f"{base or '–'} | {against_base} | {bleu['score']:.2f} ({bleu['delta']:+.2f}, {bleu['p_value']:.4f}) | "
+            f"{ter['delta']:+.2f} ({ter['p_value']:.4f}) | {length['score']:.2f} | {verdicts[name]} |"
         )
     text = "\n".join(lines) + "\n"
     with open(os.path.join(report, "val_guard.md"), "w", encoding="utf-8") as handle:
         handle.write(text)
-    verdicts = {name: verdict(by[(name, "bleu")], by[(name, "ter")]) for name, _ in systems}
     with open(os.path.join(report, "val_guard.verdicts.json"), "w", encoding="utf-8") as handle:
         json.dump({"verdicts": verdicts, "k": args.k, "replicas": args.replicas}, handle, indent=1)
     print(text, end="")

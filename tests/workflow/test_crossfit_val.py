@@ -164,9 +164,8 @@ def test_bad_arguments_are_refused_in_one_line(tmp_path):
     assert _run("--help").returncode == 0 and "cross-fitted" in _run("--help").stdout
 
 
-def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
-    # two rows tuned on this val list: one on an oracle column (Good), one on noise (Noise):
-    # cross-fitted on val, the first gains significantly over the beam, the second does not
+def _guard(tmp_path, rows):
+    """The val guard on a planted job whose rows (name, columns) are tuned on its val list."""
     out, images, refs = _pipeline_out(tmp_path)
     firsts, seen = [], set()
     for line in (out / "nbest" / "val.full.nbest").read_text().splitlines():
@@ -177,7 +176,7 @@ def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
     assert len(firsts) == 60
     (out / "nbest" / "val.1best").write_text("".join(h + "\n" for h in firsts))
     systems = []
-    for name, columns in (("+good", "Good,LenRatio"), ("+noise", "Noise")):
+    for name, columns in rows:
         directory = out / "rerank" / name[1:]
         directory.mkdir(parents=True)
         argv = ["tune", "--nbest", str(out / "nbest" / "val.full.nbest"), "--ref", str(out / "data" / "tok" / "val.de")]
@@ -196,6 +195,13 @@ def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
         env={**os.environ, "PATH": path},
     )
     assert run.returncode == 0, run.stderr
+    return out, refs
+
+
+def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
+    # two rows tuned on this val list: one on an oracle column (Good), one on noise (Noise):
+    # cross-fitted on val, the first gains significantly over the beam, the second does not
+    out, refs = _guard(tmp_path, (("+good", "Good,LenRatio"), ("+noise", "Noise")))
     table = (out / "report" / "val_guard.md").read_text()
     good = next(line for line in table.splitlines() if line.startswith("| +good |"))
     noise = next(line for line in table.splitlines() if line.startswith("| +noise |"))
@@ -205,8 +211,35 @@ def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
     # the cross-fitted outputs are those of rerank crossfit with the row's own columns
     weights = json.loads((out / "crossfit" / "guard" / "good" / "weights.seed1.json").read_text())
     assert weights["crossfit"]["features"] == ["Good", "LenRatio"] and len(weights["folds"]) == 3
-    rows = json.loads((out / "report" / "val_guard.json").read_text())["rows"]
+    result = json.loads((out / "report" / "val_guard.json").read_text())
+    assert result["bases"] == {"+good": "", "+noise": ""}  # neither row's columns hold the other's
     bleu = BLEU(tokenize="none")
     hyps = (out / "crossfit" / "guard" / "good" / "val.seed1.txt").read_text().splitlines()
-    row = next(r for r in rows if r["system"] == "+good" and r["metric"] == "bleu")
+    row = next(r for r in result["rows"] if r["system"] == "+good" and r["metric"] == "bleu")
     assert abs(row["score"] - bleu.corpus_score(hyps, [refs]).score) < 1e-9
+
+
+def test_the_val_guard_marks_a_feature_set_that_adds_nothing_to_its_base_row(tmp_path):
+    # +good-noise adds a noise column to +good's: it gains over the beam (through Good), but the
+    # added column carries none of it, so the guard marks it against its base row, +good
+    out, refs = _guard(tmp_path, (("+good", "Good,LenRatio"), ("+good-noise", "Good,LenRatio,Noise")))
+    result = json.loads((out / "report" / "val_guard.json").read_text())
+    assert result["bases"] == {"+good": "", "+good-noise": "+good"}
+    verdicts = json.loads((out / "report" / "val_guard.verdicts.json").read_text())["verdicts"]
+    assert verdicts == {"+good": "gain", "+good-noise": "no significant gain over +good on val"}
+    # the objective (BLEU here) against the beam and against the base, by hand from the outputs
+    bleu = BLEU(tokenize="none")
+    score = {
+        name: bleu.corpus_score(
+            (out / "crossfit" / "guard" / name / "val.seed1.txt").read_text().splitlines(), [refs]
+        ).score
+        for name in ("good", "good-noise")
+    }
+    beam = bleu.corpus_score((out / "nbest" / "val.1best").read_text().splitlines(), [refs]).score
+    row = next(r for r in result["rows"] if r["system"] == "+good-noise" and r["metric"] == "bleu")
+    assert abs(row["delta"] - (score["good-noise"] - beam)) < 1e-9 and row["p_value"] < 0.05
+    assert abs(row["delta_compare"] - (score["good-noise"] - score["good"])) < 1e-9 and row["p_compare"] >= 0.05
+    line = next(
+        l for l in (out / "report" / "val_guard.md").read_text().splitlines() if l.startswith("| +good-noise |")
+    )
+    assert f"| +good | {row['delta_compare']:+.2f} ({row['p_compare']:.4f}) |" in line

@@ -96,8 +96,9 @@ rule system:
 
 
 # The val guard (GUARD=1, issue 46): each row tuned again by cross-fitting on val, tested
-# against the val beam; report/val_guard.md gives the verdicts, and the report marks (§) a
-# row that only fits val. Never sees test.
+# against the val beam and against its base row (+nmt for +mbr) in its tuning metric;
+# report/val_guard.md gives the verdicts, and the report marks (§) a row that only fits val.
+# Never sees test.
 rule val_guard:
     input:
         [f"{R}/{d}/weights.seed{s}.json" for d in TUNING for s in REPLICA_SEEDS],
