@@ -16,7 +16,7 @@ expected to gain from it. Nothing here looks at test_2016.
     python scripts/val_guard.py out/multi30k-transformer [--k 5] [--replicas 1]
 
 Writes ``OUT/crossfit/guard/DIR/val.seedS.txt`` (resumable: an existing output is kept),
-``OUT/report/val_guard.json`` (``rerank signif``'s rows), ``OUT/report/val_guard.md``
+``OUT/report/val_guard.json`` (``rerank signif``'s rows and each row's base), ``OUT/report/val_guard.md``
 (one line per row: the objective's Δ and p against the beam and against the base, BLEU, TER,
 length, the verdict) and
 ``OUT/report/val_guard.verdicts.json`` (system -> verdict, which ``rerank report --guard``
@@ -147,10 +147,10 @@ def main(argv=None) -> int:
         setups[name] = setup
     report = os.path.join(out, "report")
     os.makedirs(report, exist_ok=True)
-    files_of = dict(systems)
+    files_of, bases = dict(systems), {name: base_of(name, setups) for name in setups}
     by, meta = {}, {}
     for name, _ in systems:  # the row against the beam and, with --compare-to, against its base
-        base, metrics = base_of(name, setups), metrics_of(setups[name])
+        base, metrics = bases[name], metrics_of(setups[name])
         table = os.path.join(guard, f"{os.path.basename(os.path.dirname(files_of[name][0]))}.signif.json")
         command = ["rerank", "signif", "--ref", ref, "--baseline", beam, "--tokenize", "none"]
         command += ["--metrics", ",".join(metrics), "--format", "json", "--out", table]
@@ -165,7 +165,6 @@ def main(argv=None) -> int:
         for row in result["rows"]:
             if row["system"] == name:
                 by[(name, row["metric"])] = row
-    bases = {name: base_of(name, setups) for name in setups}
     with open(os.path.join(report, "val_guard.json"), "w", encoding="utf-8") as handle:
         rows = [by[(name, m)] for name, _ in systems for m in metrics_of(setups[name])]
         meta = {k: v for k, v in meta.items() if k != "compare_to"}  # each row's base is in "bases"
