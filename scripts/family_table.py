@@ -4,7 +4,7 @@ family_readme.md.
 
     python scripts/family_table.py OUT_DIR MODEL [MODEL ...]
 
-Reads OUT_DIR/MODEL/{config.json, train_seconds, isr.{de,en}.json, sts.en.json,
+Reads OUT_DIR/MODEL/{config.json, train_seconds, eval_seconds, isr.{de,en}.json, sts.en.json,
 simlex.json, wordsim353.json}; a missing file leaves its cells empty ("–").
 Mean recall (MULE's mR): the mean of the six recalls r@1/5/10 of both directions.
 """
@@ -40,6 +40,7 @@ def row_of(out_dir, name):
         "steps": config["history"][-1]["step"] if config["history"] else 0,
         "best_step": best.get("step"),
         "train_seconds": seconds,
+        "eval_seconds": load(os.path.join(out_dir, name, "eval_seconds")),
         "signature": config.get("signature"),
     }
     for lang in ("de", "en"):
@@ -73,8 +74,8 @@ SEEDS = {
 def readme_table(rows):
     """The README's compact table: ours beside the seeds' headlines."""
     lines = [
-        "| model | STS-2014 r | ISR mR de / en | SimLex en–de ρ | WS-353 en–de ρ | train min | the seed paper's headline |",
-        "|---|---|---|---|---|---|---|",
+        "| model | STS-2014 r | ISR mR de / en | SimLex en–de ρ | WS-353 en–de ρ | train min | eval s | the seed paper's headline |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         de, en = r.get("isr_de"), r.get("isr_en")
@@ -85,7 +86,7 @@ def readme_table(rows):
         lines.append(
             f"| {r['model']} | {cell(r.get('sts_en', {}).get('pearson'), '.3f')} | {mr} "
             f"| {cell(sim and sim['spearman'], '.3f')} | {cell(ws and ws['spearman'], '.3f')} "
-            f"| {cell(minutes, '.0f')} | {SEEDS.get(r['model'], '')} |"
+            f"| {cell(minutes, '.0f')} | {cell(r.get('eval_seconds'), '.0f')} | {SEEDS.get(r['model'], '')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -97,11 +98,12 @@ def main(out_dir, names):
     lines = [
         "ISR on the 200 held-out real test_2016 images (never trained on): r@1 / r@5 / r@10 both directions, "
         "mR = their mean (German, then English descriptions); STS-2014 images (English) Pearson r; word "
-        "similarity Spearman rho (coverage %) on SimLex-999 and WordSim-353, English, German, cross-lingual en-de.",
+        "similarity Spearman rho (coverage %) on SimLex-999 and WordSim-353, English, German, cross-lingual en-de; "
+        "eval s = wall seconds of all these evaluations together.",
         "",
-        "| model | settings | train min | ISR de i→s r@1/5/10 | s→i r@1/5/10 | mR de | mR en | STS r "
+        "| model | settings | train min | eval s | ISR de i→s r@1/5/10 | s→i r@1/5/10 | mR de | mR en | STS r "
         "| SimLex en | de | en-de | WS353 en | de | en-de |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         s = r["settings"]
@@ -116,7 +118,7 @@ def main(out_dir, names):
                 words.append(f"{w['spearman']:.3f} ({w['coverage']:.0f})" if w else "–")
         minutes = r["train_seconds"] / 60 if r["train_seconds"] is not None else None
         lines.append(
-            f"| {r['model']} | {settings} | {cell(minutes, '.1f')} | {i2s} | {s2i} "
+            f"| {r['model']} | {settings} | {cell(minutes, '.1f')} | {cell(r.get('eval_seconds'), '.0f')} | {i2s} | {s2i} "
             f"| {cell(de and de['mean_recall'], '.1f')} | {cell(en and en['mean_recall'], '.1f')} "
             f"| {cell(r.get('sts_en', {}).get('pearson'), '.3f')} | " + " | ".join(words) + " |"
         )

@@ -17,7 +17,7 @@
 # the bag-of-words models, ~10x faster per epoch), THREADS (1 torch thread per model),
 # MODELS (the models to run, default all, in this order).  A model whose directory holds
 # heldout.json is not trained again; every evaluation is redone (seconds).  Train times go
-# to OUT/NAME/train_seconds.
+# to OUT/NAME/train_seconds, the time of all its evaluations below to OUT/NAME/eval_seconds.
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +58,7 @@ for name in $MODELS; do
     echo $((SECONDS - t0)) > "$OUT/$name/train_seconds"
     echo "$name trained in $((SECONDS - t0)) s"
   fi
+  t0=$SECONDS
   for lang in de en; do
     rerank embed isr --model "$OUT/$name" --data "$DATA" --image-features "$FEATS" --image-split "$SPLIT" \
       --lang "$lang" --json > "$OUT/$name/isr.$lang.json"
@@ -68,7 +69,8 @@ for name in $MODELS; do
     rerank embed wordsim --vectors "$OUT/$name/words.txt" --pairs "$WORDSIM/$set-english.tsv" --lang en \
       --pairs2 "$WORDSIM/$set-german.tsv" --lang2 de --json > "$OUT/$name/$set.json"
   done
-  echo "$name evaluated"
+  echo $((SECONDS - t0)) > "$OUT/$name/eval_seconds"
+  echo "$name evaluated in $((SECONDS - t0)) s"
 done
 python "$ROOT/scripts/family_table.py" "$OUT" $MODELS
 cat "$OUT/family_table.md"
