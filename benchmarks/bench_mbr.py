@@ -54,7 +54,7 @@ def main(argv=None) -> int:
                 start = time.perf_counter()
                 utilities = len(nbest.hypotheses)
                 if algorithm == "exact":
-                    chosen = nbest.select(scorer._expected(nbest, p)[scorer.names(False)[0]])
+                    chosen = nbest.select(scorer.expected(nbest, p)[scorer.column])
                     utilities = int((np.diff(nbest.offsets) ** 2).sum())
                 elif algorithm == "aggregate":
                     chosen = nbest.select(scorer.aggregate_expected(nbest, nbest, p))

@@ -67,7 +67,7 @@ def run_mbrs(segments, metric: str, algorithm: str = "exact", fastchrf: bool = F
 def run_rerank(nbest, metric: str, algorithm: str = "exact"):
     """rerank's selections (0-based within each segment) of the list ``nbest`` (read before the
     clock starts, as mbrs gets its lists) by ``rerank mbr``'s engine
-    (:func:`rerank.features.consensus.mbr_decode`'s algorithms), uniform weights."""
+    (:func:`rerank.mbr.mbr_decode`'s algorithms), uniform weights."""
     from rerank.features.consensus import ConsensusScorer
 
     engine = algorithm if algorithm in ("aggregate", "centroid") else "exact"
@@ -76,7 +76,7 @@ def run_rerank(nbest, metric: str, algorithm: str = "exact"):
     if algorithm == "pruned":
         chosen, _ = scorer.pruned_select(nbest, nbest, p)
     else:
-        values = scorer.score(nbest, None, None)[scorer.names(False)[0]]
+        values = scorer.score(nbest, None, None)[scorer.column]
         chosen = nbest.select(values)
     return [int(i - o) for i, o in zip(chosen, nbest.offsets[:-1])]
 

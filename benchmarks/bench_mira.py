@@ -70,8 +70,8 @@ MERT_SETTINGS = {
 def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeats: int = 3):
     """Time (best of ``repeats``), tuning BLEU and line searches of each MERT setting;
     ``test``: (features, stats, offsets) of a test list scored with the weights."""
-    from rerank.mira import Mert, MertConfig
-    from rerank.mira.tuner import corpus_score
+    from rerank.tuning import Mert, MertConfig
+    from rerank.tuning.base import corpus_score
 
     rows = {}
     for label, settings in MERT_SETTINGS.items():
@@ -95,11 +95,11 @@ def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeat
 
 def real_list(args):
     """The MERT comparison on a real tuning list (and test list), from the beam's weights."""
-    from rerank.bleu import BleuSettings
-    from rerank.mira.tuning import start_weights
-    from rerank.tuning_data import load_tuning_data
+    from rerank.metrics.bleu import BleuMetric
+    from rerank.tuning.data import load_tuning_data
+    from rerank.tuning.files import start_weights
 
-    none = BleuSettings("none")
+    none = BleuMetric("none")
     nb, _, stats = load_tuning_data(args.tune_nbest, args.tune_ref, none)
     init, _ = start_weights(nb, "beam", args.tune_nbest)
     test = None
@@ -130,11 +130,11 @@ def main() -> None:
     parser.add_argument("--metrics", default="chrf,ter", help="metrics besides BLEU timed for MIRA and MERT")
     args = parser.parse_args()
 
-    from rerank.bleu import bleu_stats
     from rerank.metrics import make_objective
-    from rerank.mira import Mert, Mira, Pro
+    from rerank.metrics.bleu_stats import bleu_stats
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
+    from rerank.tuning import Mert, Mira, Pro
 
     with tempfile.TemporaryDirectory() as tmp:
         nb_path, ref_path = build(tmp, args.segments, args.nbest, args.features)

@@ -53,7 +53,7 @@ def component_settings() -> str:
     from rerank.config import spec_help
     from rerank.features.scorer import SCORERS
     from rerank.metrics.base import METRICS
-    from rerank.mira.tuner import TUNERS
+    from rerank.tuning.base import TUNERS
 
     parts = ["## Scorer settings (`rerank features add --scorer`)\n"]
     for name, cls in SCORERS.classes().items():

@@ -1,7 +1,7 @@
 """rerank: re-ranking of neural machine translation n-best lists.
 
 One import name for the whole project (distribution ``nbest-rerank``): the core
-(``rerank.nbest``, ``rerank.metrics``, ``rerank.signif``, …) and the tuners (``rerank.mira``)
+(``rerank.nbest``, ``rerank.metrics``, ``rerank.signif``, …) and the tuners (``rerank.tuning``)
 depend only on numpy and sacrebleu (plus small C files compiled at install); the NMT side
 (``rerank.nmt``), the embeddings (``rerank.embed``) and the model scorers of
 ``rerank.features`` need the extras (torch, fairseq, transformers, …).
@@ -23,12 +23,8 @@ layers above the core.
 
 import importlib
 
-__version__ = "0.1.0"
-
-#: the one default seed of everything random in rerank's core: tuners (MIRA's sentence
-#: order, MERT's restarts and directions, PRO's sampling), approximate randomisation and
-#: the bootstrap (12345 is sacrebleu's default ``SACREBLEU_SEED``)
-DEFAULT_SEED = 12345
+from rerank._version import __version__
+from rerank.defaults import DEFAULT_SEED
 
 #: the public API, defined in rerank/api.py (the top floor, beside the command line)
 API = (
@@ -45,6 +41,8 @@ API = (
     "significance",
     "format_table",
 )
+
+__all__ = ["__version__", "DEFAULT_SEED", *API]
 
 
 def __getattr__(name: str):

@@ -7,7 +7,7 @@
  *                     chrF's character n-grams for the consensus features
  *   sort_runs         sorts each text's n-gram codes once, for many pairwise merges
  *   ter_stats         TER edit counts (sacrebleu's lib_ter)
- * The tuners' loops (MIRA, MERT) live in rerank/mira/_kernels.c.
+ * The tuners' loops (MIRA, MERT) live in rerank/tuning/_kernels.c.
  */
 #include <math.h>
 #include <stdint.h>

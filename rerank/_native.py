@@ -1,5 +1,5 @@
 """ctypes bindings of ``rerank/_kernels.c`` (compiled by ``pip install``): n-gram matching
-and TER edit counts; :func:`load_kernels` also loads the tuners' ``rerank/mira/_kernels.c``.
+and TER edit counts; :func:`load_kernels` also loads the tuners' ``rerank/tuning/_kernels.c``.
 
 Each wrapper checks dtypes, shapes and contiguity through numpy's ``ndpointer`` and
 returns numpy arrays.  The C library loads in about a millisecond, which keeps
@@ -80,7 +80,7 @@ def cpu_count() -> int:
 def clipped_matches(codes, h_start, h_len, r_start, r_len, segment, presorted: bool = False) -> np.ndarray:
     """float64[M, K] clipped n-gram matches of each hypothesis against its reference,
     for the K orders of ``codes`` (int[K, L], row n: codes of the (n+1)-grams starting at
-    each token; see ``rerank.bleu.bleu_stats``).  Hypothesis h is tokens
+    each token; see ``rerank.metrics.bleu_stats.bleu_stats``).  Hypothesis h is tokens
     ``h_start[h]:h_start[h]+h_len[h]``, its reference ``segment[h]`` is tokens
     ``r_start[s]:r_start[s]+r_len[s]``.  ``presorted``: ``codes`` went through
     :func:`sort_runs` for every run used (then no copies are sorted per pair)."""

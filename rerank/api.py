@@ -17,30 +17,28 @@ attribute lookup.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings, reference_streams
 from rerank.config import spec_of
 from rerank.errors import InputError
 from rerank.features.add import add_columns
 from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
-from rerank.mira.tuner import TUNERS
-from rerank.mira.tuning import TuningSetup, start_vector, tune_list
+from rerank.metrics.references import References, reference_streams
 from rerank.nbest import (
     NBestList,
-    check_weights,
     finite_scores,
     read_nbest,
-    weights_dict,
-    weights_vector,
     write_nbest,
 )
 from rerank.report import SignificanceSettings, format_table, significance_of
 from rerank.textio import read_lines
+from rerank.tuning.base import TUNERS, TuneResult
+from rerank.tuning.files import TuningSetup, start_vector, tune_list
+from rerank.tuning.weights import check_weights, weights_dict, weights_vector
 
 __all__ = [
     "read_nbest",
@@ -88,31 +86,9 @@ def add_features(
     return add_columns(nbest, [spec_of(s, "scorer") for s in scorers], sources, images)
 
 
-@dataclass
-class Tuning:
-    """What :func:`tune` returns.
-
-    Attributes:
-        weights: {column name: weight} (0 for the columns not tuned), what :func:`apply`
-            and ``rerank apply --weights`` take.
-        score, initial_score: tuning-set corpus score of the weights and of the start, in
-            the metric's units (BLEU 0-100 by default).
-        metric: the metric maximised.
-        length_ratio: hypothesis / reference length of the tuned selection (None where
-            the metric's statistics have no length).
-        details: the tuner's own record.
-        improved: whether the weights beat the start; ``note``: when not, one line saying
-            what the tuner tried and the best score it saw.
-    """
-
-    weights: Dict[str, float]
-    score: float
-    initial_score: float
-    metric: str
-    length_ratio: Optional[float]
-    details: Dict[str, Any] = field(default_factory=dict)
-    improved: bool = True
-    note: str = ""
+#: what :func:`tune` returns: the tuners' one result type (:class:`rerank.tuning.base.TuneResult`),
+#: with ``weights`` by column name (0 for the columns not tuned)
+Tuning = TuneResult
 
 
 def _with_scores(metric, scores: Optional[Mapping[str, Sequence[float]]], count: int):
@@ -128,7 +104,7 @@ def _with_scores(metric, scores: Optional[Mapping[str, Sequence[float]]], count:
         metric.terms = [(w, _with_scores(m, scores, count)) for w, m in metric.terms]
         return metric
     key = getattr(metric, "key", None)
-    if not scores or key not in scores:
+    if not scores or key is None or key not in scores:
         raise InputError(f"metric {metric.name!r} needs its scores: scores={{{key!r}: [one number per hypothesis]}}")
     bound = metric.bind_values(scores[key], f"scores[{key!r}]")
     bound.check_count(count)
@@ -164,7 +140,7 @@ def _one_or_streams(streams: List[List[str]]):
 
 def tune(
     nbest: NBestList,
-    references: Sequence[str],
+    references: References,
     algorithm: str = "mira",
     metric: Union[str, Tuple[str, Dict[str, Any]]] = "bleu",
     init: Union[str, Mapping[str, float]] = "beam",
@@ -226,7 +202,8 @@ def tune(
         "zeros" if not isinstance(init, str) else init,
         features,
         feature_sets,
-        BleuSettings(tokenize, lowercase),
+        tokenize,
+        lowercase,
         metric,
         lang,
         beam_feature,
@@ -238,15 +215,10 @@ def tune(
     index = np.arange(len(nbest.hypotheses))
     stats = objective.hypothesis_stats(list(nbest.hypotheses), _one_or_streams(references), nbest.segment, index)
     vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start)
-    return Tuning(
-        {k: float(v) for k, v in weights_dict(vector, nbest).items()},
-        result.score,
-        result.initial_score,
-        result.metric,
-        result.length_ratio,
-        result.details,
-        result.improved,
-        result.note,
+    return dataclasses.replace(
+        result,
+        vector=vector,
+        weights={k: v if isinstance(v, list) else float(v) for k, v in weights_dict(vector, nbest).items()},
     )
 
 
@@ -264,7 +236,7 @@ def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List
 
 def evaluate(
     hypotheses: Sequence[str],
-    references: Sequence[str],
+    references: References,
     metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = DEFAULT_METRICS,
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
@@ -300,7 +272,7 @@ def evaluate(
 
 
 def significance(
-    references: Sequence[str],
+    references: References,
     baseline: Sequence[Sequence[str]],
     systems: Mapping[str, Sequence[Sequence[str]]],
     metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = DEFAULT_METRICS,
@@ -322,8 +294,7 @@ def significance(
     check_system_names("baseline", list(systems.items()))
     texts = {"baseline": replicas_of("baseline", baseline)}
     texts.update((name, replicas_of(name, replicas)) for name, replicas in systems.items())
-    metrics = _one_or_many(metrics)
-    metrics = [spec_of(m, "metric") for m in metrics]
+    specs = [spec_of(m, "metric") for m in _one_or_many(metrics)]
     references = _references(references)
     if not references[0]:
         raise InputError("no references: nothing to score")
@@ -331,5 +302,5 @@ def significance(
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"significance() has no setting {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
-    settings = SignificanceSettings(metrics=tuple(metrics), bleu=BleuSettings(tokenize, lowercase), **options)
+    settings = SignificanceSettings(metrics=tuple(specs), tokenize=tokenize, lowercase=lowercase, **options)
     return significance_of(_one_or_streams(references), texts, settings)

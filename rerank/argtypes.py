@@ -1,5 +1,5 @@
 """Argument types that range-check while parsing: the ``type=`` of the command line's
-options (``rerank/cli/``) and of the tuners' ``Config`` fields (``rerank/mira/tuner.py:option``)."""
+options (``rerank/cli/``) and of the tuners' ``Config`` fields (``rerank/tuning/base.py:option``)."""
 
 from __future__ import annotations
 

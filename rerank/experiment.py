@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from rerank.bleu import BleuSettings
 from rerank.errors import InputError
+from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.evaluate import check_system_names
 from rerank.outputs import atomic_write
 from rerank.textio import read_json
@@ -48,7 +48,7 @@ class Experiment:
     baseline: List[str]
     systems: List[Tuple[str, List[str]]]
     nbest: Optional[str] = None
-    bleu: BleuSettings = field(default_factory=BleuSettings)
+    bleu: BleuMetric = field(default_factory=BleuMetric)
     paper: Optional[Dict] = None
     caption: Optional[str] = None
     left_out: List[str] = field(default_factory=list)
@@ -127,9 +127,9 @@ class Experiment:
             systems = [(str(name), [os.path.join(exp_dir, f) for f in files]) for name, files in manifest["systems"]]
             nbest = manifest.get("nbest")
             if "bleu" in manifest:
-                bleu = BleuSettings.from_json(manifest["bleu"], path)
+                bleu = BleuMetric.from_json(manifest["bleu"], path)
             elif "tokenize" in manifest:  # the first manifests' form
-                bleu = BleuSettings(str(manifest["tokenize"]), bool(manifest.get("lowercase", False)))
+                bleu = BleuMetric(str(manifest["tokenize"]), bool(manifest.get("lowercase", False)))
             else:
                 raise KeyError("bleu")
             paper = manifest.get("paper")

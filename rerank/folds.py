@@ -22,7 +22,7 @@ at most one image.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def write_folds(folds: Folds, path: str) -> None:
             out.write(f"{name}\t{int(f)}\n")
 
 
-def read_folds(path: str, num_segments: int = None) -> Folds:
+def read_folds(path: str, num_segments: Optional[int] = None) -> Folds:
     """Read a folds file.
 
     Raises:
@@ -91,7 +91,9 @@ def read_folds(path: str, num_segments: int = None) -> Folds:
     lines = read_lines(path)
     if not lines:
         raise InputError("no segments", path)
-    images, fold, seen = [], [], {}
+    images: List[str] = []
+    fold: List[int] = []
+    seen: Dict[str, int] = {}
     for lineno, line in enumerate(lines, start=1):
         parts = line.split("\t")
         if len(parts) != 2 or not parts[0]:

@@ -40,7 +40,7 @@ import stat
 import sys
 import tempfile
 import threading
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from rerank.errors import InputError
 
@@ -73,7 +73,7 @@ def _is_special(path: str) -> bool:
 
 
 def _flatten(paths: Paths) -> List[Tuple[str, str]]:
-    out = []
+    out: List[Tuple[str, str]] = []
     for option, value in paths.items():
         values = [value] if isinstance(value, str) or value is None else list(value)
         out.extend((option, v) for v in values if v)
@@ -227,22 +227,23 @@ class _Target:
     def __init__(self, path: str):
         self.path = path
         self.stdout = path == "-"
-        self.real = None if self.stdout else os.path.realpath(path)
-        self.direct = self.stdout or _is_special(self.real)
+        real = os.path.realpath(path) if not self.stdout else ""
+        self.real: Optional[str] = None if self.stdout else real
+        self.direct = self.stdout or _is_special(real)
         self.compress = path.endswith(".gz")  # text writes only: see _open_target
         self.tmp: Optional[str] = None
         self.lock_fd: Optional[int] = None
         self.created: List[str] = []  # directories made for it, removed again if it is discarded
         if not self.direct:
-            directory = os.path.dirname(self.real)
+            directory = os.path.dirname(real)
             missing = directory
             while not os.path.exists(missing):
                 self.created.append(missing)
                 missing = os.path.dirname(missing)
             os.makedirs(directory, exist_ok=True)
-            _remove_stale(self.real)
+            _remove_stale(real)
             while True:
-                fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(self.real), suffix=PARTIAL_SUFFIX, dir=directory)
+                fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(real), suffix=PARTIAL_SUFFIX, dir=directory)
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held until committed or removed: marks the temporary as live
                 if os.fstat(fd).st_nlink:  # not swept by another run between creation and lock
                     break
@@ -252,10 +253,12 @@ class _Target:
     @property
     def write_path(self) -> str:
         """The path a writer opens: the temporary, or the target itself when written directly."""
-        return self.tmp if self.tmp is not None else (self.path if self.stdout else self.real)
+        if self.tmp is not None:
+            return self.tmp
+        return self.path if self.real is None else self.real
 
     def commit(self, umask: int) -> None:
-        if self.tmp is None:
+        if self.tmp is None or self.real is None:
             return
         try:  # a replaced file keeps its mode; a new one gets the usual permissions (mkstemp makes 0600)
             mode = stat.S_IMODE(os.stat(self.real).st_mode)
@@ -367,7 +370,7 @@ class StagedOutputs:
     def __enter__(self) -> "StagedOutputs":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None:
                 umask = os.umask(0)
@@ -385,9 +388,9 @@ class StagedOutputs:
                     except OSError as err:
                         raise _user_error(err, target.path) from None
             elif isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
-                target = next((t for t in self._targets if exc.filename in (t.tmp, t.real)), None)
-                if target is not None or exc.filename is None:
-                    where = target or (self._targets[-1] if self._targets else None)
+                failed = next((t for t in self._targets if exc.filename in (t.tmp, t.real)), None)
+                if failed is not None or exc.filename is None:
+                    where = failed or (self._targets[-1] if self._targets else None)
                     if where is not None:
                         raise _user_error(exc, where.path) from None
         finally:
@@ -395,7 +398,6 @@ class StagedOutputs:
                 if target.tmp is not None:
                     _LIVE.pop(target.tmp, None)
                 target.discard()
-        return False
 
 
 @contextlib.contextmanager
@@ -408,6 +410,7 @@ def _open_target(target: _Target, mode: str, encoding: Optional[str]) -> Iterato
         return
     try:
         with contextlib.ExitStack() as stack:
+            handle: IO
             if target.compress and not binary:
                 raw = stack.enter_context(open(target.write_path, "wb"))
                 gz = stack.enter_context(gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0))

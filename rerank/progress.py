@@ -40,7 +40,7 @@ class LineProgress:
             total = len(iterable)  # type: ignore[arg-type]
         self.total, self.desc, self.unit = total, desc, unit.strip() or "it"
         self.interval, self.file = interval, file
-        self.n = 0
+        self.n: float = 0
         self.start = self.last = time.monotonic()
         self.lines = 0
         self.closed = False

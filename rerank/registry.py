@@ -1,5 +1,5 @@
 """Name -> class registries, one shape for every pluggable component (metrics in
-``rerank/metrics/``, feature scorers in ``rerank/features/``, tuners in ``rerank/mira/``),
+``rerank/metrics/``, feature scorers in ``rerank/features/``, tuners in ``rerank/tuning/``),
 after mbrs' registries.
 
 A module adds a component with the ``@REGISTRY.register("name")`` decorator, and that is
@@ -18,14 +18,14 @@ import importlib.util
 import os
 import pkgutil
 import re
-from typing import Callable, Dict, List, TypeVar
+from typing import Callable, Dict, Generic, List, Type, TypeVar
 
 from rerank.errors import InputError
 
 T = TypeVar("T")
 
 
-class Registry:
+class Registry(Generic[T]):
     """Classes of one ``kind`` by name, registered by the modules of ``package`` with the
     decorator ``@VARIABLE.register("name")`` (``variable``: the name this registry is bound
     to in those modules, e.g. ``METRICS``).
@@ -40,14 +40,14 @@ class Registry:
         self.kind = kind
         self.package = package
         self._pattern = re.compile(r"^@" + re.escape(variable) + r"\.register\(\s*['\"]([^'\"]+)['\"]", re.M)
-        self._classes: Dict[str, type] = {}
+        self._classes: Dict[str, Type[T]] = {}
         self._index: Dict[str, str] = {}  # name -> module that registers it (from the source)
         self._indexed = False
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str) -> Callable[[Type[T]], Type[T]]:
         """Class decorator adding the class under ``name``.  Raises ValueError if taken."""
 
-        def wrap(cls):
+        def wrap(cls: Type[T]) -> Type[T]:
             if name in self._classes and self._classes[name] is not cls:
                 raise ValueError(
                     f"{self.kind} {name!r} is registered twice ({self._classes[name].__module__}, {cls.__module__})"
@@ -63,10 +63,12 @@ class Registry:
         if not self._indexed:
             self._indexed = True
             spec = importlib.util.find_spec(self.package)
+            if spec is None:  # the package itself is missing: nothing registers
+                return self._index
             for info in pkgutil.iter_modules(list(spec.submodule_search_locations or [])):
                 if info.ispkg or info.name.startswith("_"):
                     continue
-                path = os.path.join(info.module_finder.path, info.name + ".py")
+                path = os.path.join(getattr(info.module_finder, "path", ""), info.name + ".py")
                 try:
                     with open(path, encoding="utf-8") as source:
                         names = self._pattern.findall(source.read())
@@ -76,7 +78,7 @@ class Registry:
                     self._index.setdefault(name, f"{self.package}.{info.name}")
         return self._index
 
-    def get(self, name: str) -> type:
+    def get(self, name: str) -> Type[T]:
         """The class registered as ``name`` (its module imported on first use).
 
         Raises:
@@ -93,6 +95,6 @@ class Registry:
         from elsewhere (a user's module imported before the command line)."""
         return sorted(set(self.modules()) | set(self._classes))
 
-    def classes(self) -> Dict[str, type]:
+    def classes(self) -> Dict[str, Type[T]]:
         """{name: class} of every component, importing the modules that define them."""
         return {name: self.get(name) for name in self.names()}

@@ -20,23 +20,25 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank import DEFAULT_SEED, __version__
-from rerank.bleu import BleuSettings, reference_keys, segment_count
+from rerank._version import __version__
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.metrics import DEFAULT_METRICS, make_metric, read_system, system_stats
 from rerank.metrics.bleu import BleuMetric
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
-from rerank.oracle import oracle_file
+from rerank.metrics.references import References, reference_keys, segment_count
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.signif import approximate_randomization, compare, score_system
 from rerank.textio import read_json, read_lines, read_references
+from rerank.tuning.oracle import oracle_file
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
@@ -49,7 +51,8 @@ class SignificanceSettings:
 
     Attributes:
         metrics: metric specs (``bleu``, ``chrf:word_order=2``, ``seg:comet``…).
-        bleu: BLEU's and the length ratio's tokeniser, and every metric's lowercasing.
+        tokenize: BLEU's and the length ratio's tokeniser (sacrebleu's names).
+        lowercase: every text metric's lowercasing.
         lang: the target language (METEOR's).
         shuffles: approximate-randomisation shuffles per comparison (MultEval: 10,000).
         resamples: bootstrap resamples behind s_sel (MultEval: 10,000).
@@ -60,7 +63,8 @@ class SignificanceSettings:
     """
 
     metrics: Tuple[str, ...] = tuple(DEFAULT_METRICS)
-    bleu: BleuSettings = BleuSettings()
+    tokenize: str = DEFAULT_TOKENIZE
+    lowercase: bool = False
     lang: str = "de"
     shuffles: int = 10000
     resamples: int = 10000
@@ -102,7 +106,7 @@ def significance_table(
 
 
 def significance_of(
-    refs: Sequence[str],
+    refs: References,
     texts: Dict[str, List[List[str]]],
     settings: SignificanceSettings = SignificanceSettings(),
     files: Optional[Dict[str, List[str]]] = None,
@@ -116,7 +120,7 @@ def significance_of(
         InputError: a replica of another length than the references, an unknown
             ``compare_to``, a ``seg:`` metric without files.
     """
-    metrics, bleu, lang = settings.metrics, settings.bleu, settings.lang
+    metrics, lang = settings.metrics, settings.lang
     shuffles, resamples, seed = settings.shuffles, settings.resamples, settings.seed
     compare_to, baseline_name = settings.compare_to, settings.baseline_name
     names = list(texts)
@@ -137,7 +141,7 @@ def significance_of(
     unavailable = {}
     for metric_name in metrics:
         try:
-            metric = make_metric(metric_name, bleu.tokenize, bleu.lowercase, lang)
+            metric = make_metric(metric_name, settings.tokenize, settings.lowercase, lang)
         except MeteorUnavailable as err:  # report it, run the other metrics
             unavailable[metric_name] = str(err)
             print(f"rerank: warning: {err}", file=sys.stderr)
@@ -171,7 +175,9 @@ def significance_of(
                     "p_value": r.p_value,
                     "delta": r.score - scored[baseline_name].score,
                     "p_compare": p_compare,
-                    "delta_compare": None if p_compare is None else r.score - scored[compare_to].score,
+                    "delta_compare": (
+                        None if p_compare is None or compare_to is None else r.score - scored[compare_to].score
+                    ),
                     "higher_is_better": metric.higher_is_better,
                     "replicas": len(r.replica_scores),
                     "replica_scores": r.replica_scores,
@@ -197,13 +203,15 @@ def significance_of(
 
 
 def _shared_stats(
-    metric, texts: Dict[str, List[List[str]]], refs: List[str], files: Dict[str, List[str]]
+    metric, texts: Dict[str, List[List[str]]], refs: References, files: Optional[Dict[str, List[str]]]
 ) -> Dict[str, List[np.ndarray]]:
     """Per-segment statistics of every replica of every system, each distinct
     (hypothesis, reference) pair computed once: re-ranked outputs and replicas share
     most of their sentences, and TER / METEOR statistics are the slow part.  Metrics
     not computed from text (``seg:``) read each replica file's sidecar."""
     if not metric.from_text:
+        if files is None:
+            raise InputError(f"{metric.name}: seg: scores are read from files beside the systems' outputs")
         return {
             name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
             for name, replicas in texts.items()
@@ -437,12 +445,12 @@ def plot_report(
     result: Dict,
     ref_path: str,
     paths: Dict[str, str],
-    bleu: BleuSettings = BleuSettings(),
+    bleu: Optional[BleuMetric] = None,
     seed: int = DEFAULT_SEED,
     shuffles: int = 10000,
 ) -> None:
     """Two PNG plots, written to ``paths["gains"]`` and ``paths["null"]``: per-sentence
-    BLEU gains (under ``bleu``, the tables' settings) of each system's first replica over
+    BLEU gains (``bleu``, the tables' BLEU; default sacrebleu's) of each system's first replica over
     the baseline (sorted), and the distribution of |ΔBLEU| under the null (AR shuffles)
     with the observed difference.  matplotlib is loaded here, its one place."""
     import matplotlib
@@ -451,7 +459,7 @@ def plot_report(
     import matplotlib.pyplot as plt
 
     refs = read_lines(ref_path)
-    metric = BleuMetric(bleu.tokenize, bleu.lowercase)
+    metric = BleuMetric() if bleu is None else BleuMetric(bleu.tokenize, bleu.lowercase)
     rows = [r for r in result["rows"] if r["metric"] == "bleu"]
     base = metric.stats(read_lines(rows[0]["files"][0]), refs)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -463,8 +471,10 @@ def plot_report(
         null: list = []
         approximate_randomization(metric, base, stats, shuffles, seed, null=null)
         observed = abs(float(metric.score(stats.sum(0)) - metric.score(base.sum(0))))
-        line = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |ΔBLEU|")[2][0]
-        ax2.axvline(observed, color=line.get_facecolor(), linestyle="--", label=f"observed {observed:.2f} (replica 1)")
+        patches: Any = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |ΔBLEU|")[2]
+        ax2.axvline(
+            observed, color=patches[0].get_facecolor(), linestyle="--", label=f"observed {observed:.2f} (replica 1)"
+        )
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_xlabel("test sentences, sorted by gain")
     ax.set_ylabel("sentence BLEU − baseline sentence BLEU")
@@ -537,7 +547,8 @@ def experiment_report(
             systems = systems + [("oracle", [computed])]
         settings = SignificanceSettings(
             metrics=tuple(metrics),
-            bleu=experiment.bleu,
+            tokenize=experiment.bleu.tokenize,
+            lowercase=experiment.bleu.lowercase,
             shuffles=shuffles,
             resamples=resamples,
             seed=seed,
@@ -548,7 +559,7 @@ def experiment_report(
         if experiment.paper is not None:
             published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
-        if verdicts is not None:
+        if verdicts is not None and guard is not None:
             attach_guard(result, verdicts, guard)
         if experiment.caption:
             result["meta"]["caption"] = experiment.caption

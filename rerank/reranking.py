@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from typing import Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,14 +20,13 @@ from rerank.nbest import (
     finite_scores,
     iter_nbest,
     read_list_info,
-    read_weights,
-    weights_vector,
     write_list_info,
 )
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
 from rerank.textio import read_json
+from rerank.tuning.weights import read_weights, weights_vector
 
 
 def apply_file(
@@ -60,7 +59,7 @@ def apply_file(
     else:
         sources = [weights_path]
     weights = [read_weights(path) for path in sources]  # every weights file checked before the list is read
-    lo, hi, total = 0, None, None
+    lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
     if shard is not None:
         lo, hi, total = shard.list_bounds(nbest_path)
         shard.check_output(out)
@@ -130,6 +129,7 @@ def truncate_file(nbest_path: str, size: Optional[int], out: Optional[str], out_
                     best.writelines(block.hypotheses[i] + "\n" for i in block.offsets[:-1])
                 segments += block.num_segments
                 if writer is not None:
+                    assert size is not None  # refused above: --out needs --size
                     block = block.head(size)
                     writer.write(block, first)
                     names, hypotheses, info = block.feature_names, hypotheses + len(block.hypotheses), block.info
@@ -176,7 +176,7 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
     added = [0] * len(paths)
     segments, hypotheses = 0, 0
     streams = [_segment_texts(path) for path in paths]
-    missing = object()
+    missing: Any = object()  # the fill value of a list that ended early
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
@@ -234,12 +234,16 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
             list mixed with text), a shard given twice or one missing, a shard holding another
             number of segments than its record — naming the file or the shard.
     """
-    shards = []
+    shards: List[Tuple[Dict[str, Any], Dict[str, Any], str]] = []
     for path in paths:
         side = path + ".json"
         record = read_json(side) if os.path.isfile(side) else None
         shard = record.get("shard") if isinstance(record, dict) else None
-        if not isinstance(shard, dict) or not all(k in shard for k in ("id", "of", "first", "last", "input_sha256")):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(shard, dict)
+            or not all(k in shard for k in ("id", "of", "first", "last", "input_sha256"))
+        ):
             raise InputError("not a shard: its signature records no shard (a run with --num-shards)", path)
         shards.append((shard, record, path))
     first_shard, first_record, first_path = shards[0]
@@ -333,7 +337,7 @@ def average_weights(paths: Sequence[str]) -> dict:
     """
     if len(paths) < 2:
         raise InputError("averaging needs at least two weights files (the replicas)")
-    maps = [read_weights(path) for path in paths]
+    maps: List[Dict[str, Any]] = [read_weights(path) for path in paths]
     names = list(maps[0])
     vectors = []
     for path, weights in zip(paths, maps):

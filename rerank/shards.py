@@ -13,7 +13,7 @@ segment order and refuses a missing, duplicate or foreign shard.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -39,7 +39,7 @@ class Shard:
         """
         if (num_shards is None) != (shard_id is None):
             raise InputError("--num-shards and --shard-id go together (e.g. --num-shards 4 --shard-id 0)")
-        if num_shards is None:
+        if num_shards is None or shard_id is None:
             return None
         if not 0 <= shard_id < num_shards:
             raise InputError(f"--shard-id {shard_id} of --num-shards {num_shards}: ids run 0..{num_shards - 1}")
@@ -114,3 +114,20 @@ def shard_blocks(blocks: Iterable[tuple], lo: int, hi: int) -> Iterator[tuple]:
 
 
 __all__ = ["Shard", "shard_blocks"]
+
+
+def cost_ranges(cumulative: np.ndarray, budget: int) -> List[Tuple[int, int]]:
+    """Consecutive ranges ``[(first, last), ...]`` (last exclusive) of K items whose cost adds
+    up to at most ``budget`` each, or one item where that alone costs more: a scorer's memory
+    is bounded by its largest range, not by the list.
+
+    Args:
+        cumulative: int64[K] the items' cumulative cost (non-decreasing).
+        budget: the most cost per range (> 0).
+    """
+    ranges, first, done = [], 0, 0
+    while first < len(cumulative):
+        last = max(first + 1, int(np.searchsorted(cumulative, done + budget, side="right")))
+        ranges.append((first, last))
+        done, first = int(cumulative[last - 1]), last
+    return ranges

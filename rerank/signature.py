@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import platform
 from importlib import metadata
-from typing import Any, Dict, Iterable
+from typing import Any, Dict, Iterable, Optional
 
-from rerank import __version__
+from rerank._version import __version__
 from rerank.outputs import atomic_write
 
 CORE_PACKAGES = ("numpy", "sacrebleu")
@@ -24,8 +24,12 @@ def signature(packages: Iterable[str] = CORE_PACKAGES) -> Dict[str, str]:
     return sig
 
 
-def write_signed(path: str, record: Dict[str, Any], packages: Iterable[str] = CORE_PACKAGES) -> None:
+def write_signed(path: Optional[str], record: Dict[str, Any], packages: Iterable[str] = CORE_PACKAGES) -> None:
     """Write ``record`` plus ``"signature": signature(packages)`` as indented JSON to ``path``,
-    atomically (a temp file renamed into place: an interrupted run leaves no partial file)."""
+    atomically (a temp file renamed into place: an interrupted run leaves no partial file).
+    ``path`` None (an output with no file beside it to sign: standard output, a device):
+    nothing is written."""
+    if path is None:
+        return
     with atomic_write(path) as out:
         json.dump({**record, "signature": signature(packages)}, out, indent=2)

@@ -36,7 +36,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from rerank import DEFAULT_SEED
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.metrics import Metric
 
@@ -175,7 +175,7 @@ def approximate_randomization(
     count = 0
     for start in range(0, shuffles, CHUNK):
         rows = min(CHUNK, shuffles - start)
-        keep = swaps[start : start + rows] if whole else _swap_matrix(rng, rows, units)
+        keep = swaps[start : start + rows] if swaps is not None else _swap_matrix(rng, rows, units)
         shuf_a = base + keep.astype(np.float64) @ delta
         diff = np.abs(metric.score(shuf_a) - metric.score(total - shuf_a))
         count += int(np.sum(diff > observed))

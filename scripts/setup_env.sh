@@ -18,7 +18,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
 fi
 PIP="$VENV/bin/pip"
-stamp="$VENV/.rerank-$WHAT-$(cat "$ROOT/setup.py" <(echo "$PIN") | sha1sum | cut -c1-12)"
+stamp="$VENV/.rerank-$WHAT-$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" <(echo "$PIN") | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   if [ "$WHAT" = nmt ] || [ "$WHAT" = all ]; then
     "$PIP" install -q torch==2.13.0

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The test suite (what CI runs):
 #  1. sets up .venv with every extra and the development tools (scripts/setup_env.sh nmt);
-#  2. style: ruff format --check and ruff check (ruff.toml);
+#  2. style: ruff format --check and ruff check (ruff.toml); types: mypy at pyproject.toml's level;
 #  3. the documentation: mkdocs build --strict (mkdocs.yml, docs/);
 #  4. pytest over tests/ in .venv, where a missing extra is a failure (RERANK_REQUIRE_EXTRAS);
 #  5. the whole suite once more in .venv-oldest, a core-only install (no torch, no extras)
-#     with the oldest sacrebleu the package supports (setup.py: >=2.3.1): the tests that need
+#     with the oldest sacrebleu the package supports (pyproject.toml: >=2.3.1): the tests that need
 #     an extra skip with the reason, everything else must pass at that end of the range too.
 # Extra arguments go to the first pytest.
 set -euo pipefail
@@ -20,6 +20,8 @@ status=0
 echo "== ruff format --check, ruff check"
 .venv/bin/ruff format --check --quiet . || status=$?
 .venv/bin/ruff check --quiet . || status=$?
+echo "== mypy (pyproject.toml [tool.mypy])"
+.venv/bin/mypy || status=$?
 echo "== mkdocs build --strict"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)" || status=$?
 export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1

@@ -28,7 +28,7 @@ from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, writ
 #: tests/nmt, tests/embed, tests/cli, tests/workflow, tests/docs)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: marker -> the modules its extra installs (setup.py's extras_require)
+#: marker -> the modules its extra installs (pyproject.toml's optional-dependencies)
 EXTRAS = {
     "nmt": ("torch", "fairseq", "sacremoses", "subword_nmt"),
     "hf": ("torch", "transformers", "sentencepiece", "ctranslate2", "sacremoses"),

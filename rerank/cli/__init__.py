@@ -24,7 +24,7 @@ import signal
 import sys
 from typing import List, Optional
 
-from rerank import __version__
+from rerank._version import __version__
 from rerank.cli import core, embed, features, generate, nmt, system, tune
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError

@@ -156,9 +156,8 @@ def _isr(args) -> None:
         data.image_of,
         model.config.similarity,
     )
-    result = {"images": len(rows), "sentences": len(data.image_of), "lang": lang, **result}
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps({"images": len(rows), "sentences": len(data.image_of), "lang": lang, **result}))
     else:
         print(f"ISR on {len(rows)} held-out real images, {len(data.image_of)} {lang} descriptions")
         for direction in ("image_to_sentence", "sentence_to_image"):
@@ -241,6 +240,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "train, isr, sts, words, wordsim",
     )
     esub = p.add_subparsers(dest="embed_verb", required=True)
+    _add_embed_train(esub)
+    _add_embed_isr(esub)
+    _add_embed_sts(esub)
+    _add_embed_words(esub)
+    _add_embed_wordsim(esub)
+    p.set_defaults(func=cmd_embed)
+
+
+def _add_embed_train(esub) -> None:
+    """``rerank embed train``: its parser and options."""
     q = esub.add_parser(
         "train",
         help="train on Multi30k task 2 (VSE: --langs de --beta 1)",
@@ -384,6 +393,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--out", required=True, help="model directory to write (checkpoints, vocabularies, config, heldout.json)"
     )
+
+
+def _add_embed_isr(esub) -> None:
+    """``rerank embed isr``: its parser and options."""
     q = esub.add_parser(
         "isr",
         help="image-sentence ranking on the model's held-out real images",
@@ -395,6 +408,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--image-split", required=True, help="image file names, one per row of --image-features")
     q.add_argument("--lang", help="description language (default: the model's last)")
     q.add_argument("--json", action="store_true", help="print JSON instead of a line of text")
+
+
+def _add_embed_sts(esub) -> None:
+    """``rerank embed sts``: its parser and options."""
     q = esub.add_parser(
         "sts",
         help="STS Pearson r of 5 · cosine against gold",
@@ -404,6 +421,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--data", required=True, help="score<TAB>sentence<TAB>sentence file")
     q.add_argument("--lang", default="en", help="language of the sentences")
     q.add_argument("--json", action="store_true", help="print JSON instead of a line of text")
+
+
+def _add_embed_words(esub) -> None:
+    """``rerank embed words``: its parser and options."""
     q = esub.add_parser(
         "words",
         help="export a model's word vectors (word v1 … vd, words prefixed en_ / de_)",
@@ -418,6 +439,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="joint: each word encoded as a one-word sentence (the joint space); input: the rows of the "
         "word-embedding tables (default: joint)",
     )
+
+
+def _add_embed_wordsim(esub) -> None:
+    """``rerank embed wordsim``: its parser and options."""
     q = esub.add_parser(
         "wordsim",
         help="word similarity: Spearman rho of vector cosines against a set's scores, with coverage",
@@ -437,4 +462,3 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--pairs2", help="a second set line-aligned with --pairs: adds it and the cross-lingual pairs")
     q.add_argument("--lang2", help="the language of --pairs2's words, e.g. de")
     q.add_argument("--json", action="store_true", help="print JSON instead of lines of text")
-    p.set_defaults(func=cmd_embed)

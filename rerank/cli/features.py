@@ -20,8 +20,8 @@ from rerank.cli.options import (
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
-from rerank.features.consensus import mbr_decode
 from rerank.features.scorer import scorer_summaries
+from rerank.mbr import mbr_decode
 from rerank.outputs import atomic_write, signature_path
 from rerank.signature import write_signed
 
@@ -156,8 +156,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metric",
         default="chrf",
-        choices=["bleu", "chrf", "ter"],
-        help="the sentence utility (ter: minus sentence TER; default: chrf)",
+        help="the sentence utility: a metric with a pairwise utility, bleu, chrf or ter (minus sentence TER), "
+        "or any metric registered with one (default: chrf), e.g. --metric bleu",
     )
     p.add_argument(
         "--weights-from",

@@ -51,7 +51,7 @@ def cmd_nmt(args) -> None:
         )
         print(_check(args.save_dir, config) if args.check else train(args.data_bin, args.save_dir, config))
     elif args.nmt_verb == "train-lm":
-        config = LMConfig(
+        lm_config = LMConfig(
             embed_dim=args.embed_dim,
             hidden_size=args.hidden_size,
             layers=args.layers,
@@ -66,12 +66,12 @@ def cmd_nmt(args) -> None:
             arch=args.arch,
         )
         print(
-            _check(args.save_dir, config)
+            _check(args.save_dir, lm_config)
             if args.check
-            else train_lm(args.prepared, args.save_dir, config, data_dir=args.data)
+            else train_lm(args.prepared, args.save_dir, lm_config, data_dir=args.data)
         )
     elif args.nmt_verb == "nbest":
-        config = GenerateConfig(
+        generate_config = GenerateConfig(
             nbest=args.nbest,
             beam=args.beam,
             batch_size=args.batch_size,
@@ -89,7 +89,7 @@ def cmd_nmt(args) -> None:
                 args.out_nbest,
                 args.out_1best,
                 args.out_source,
-                config,
+                generate_config,
                 shard_option_value(args),
             )
         else:
@@ -99,7 +99,7 @@ def cmd_nmt(args) -> None:
                 args.subset,
                 args.out_nbest,
                 args.out_1best,
-                config,
+                generate_config,
                 shard=shard_option_value(args),
             )
 
@@ -108,6 +108,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``nmt`` and its verbs to the ``rerank`` sub-commands."""
     p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
     nsub = p.add_subparsers(dest="nmt_verb", required=True)
+    _add_nmt_prepare(nsub)
+    _add_nmt_train(nsub)
+    _add_nmt_train_lm(nsub)
+    _add_nmt_nbest(nsub)
+    p.set_defaults(func=cmd_nmt)
+
+
+def _add_nmt_prepare(nsub) -> None:
+    """``rerank nmt prepare``: its parser and options."""
     q = nsub.add_parser(
         "prepare",
         help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1",
@@ -122,6 +131,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="joint BPE merge operations (subword-nmt)",
     )
     q.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
+
+
+def _add_nmt_train(nsub) -> None:
+    """``rerank nmt train``: its parser and options."""
     q = nsub.add_parser(
         "train",
         help="train the Bahdanau GRU model (resumable)",
@@ -216,6 +229,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="GPUs to train on with fairseq's own distributed training (torch.distributed), e.g. "
         "--distributed-world-size 4 (needs that many CUDA devices)",
     )
+
+
+def _add_nmt_train_lm(nsub) -> None:
+    """``rerank nmt train-lm``: its parser and options."""
     q = nsub.add_parser(
         "train-lm",
         help="train the target-side LSTM language model (training-split German only)",
@@ -257,6 +274,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "transformer_lm, 4 layers, 128 dimensions, 4 heads",
     )
     device_options(q)
+
+
+def _add_nmt_nbest(nsub) -> None:
+    """``rerank nmt nbest``: its parser and options."""
     q = nsub.add_parser(
         "nbest",
         help="beam search n-best lists in Moses format",
@@ -298,4 +319,3 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             },
         )
     )
-    p.set_defaults(func=cmd_nmt)

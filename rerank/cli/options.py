@@ -9,15 +9,16 @@ import sys
 from typing import Any, Dict, Iterable, Optional
 
 from rerank.argtypes import non_negative_int, positive_int
-from rerank.bleu import DEFAULT_TOKENIZE, BleuSettings
 from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
 from rerank.errors import InputError
 from rerank.metrics import METRIC_HELP, make_metric
+from rerank.metrics.bleu import BleuMetric
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.shards import Shard
 
 
 def bleu_options(p: argparse.ArgumentParser) -> None:
-    """``--tokenize`` / ``--lowercase``: the :class:`~rerank.bleu.BleuSettings` of a verb."""
+    """``--tokenize`` / ``--lowercase``: the :class:`~rerank.metrics.bleu.BleuMetric` of a verb."""
     p.add_argument(
         "--tokenize",
         default=DEFAULT_TOKENIZE,
@@ -58,8 +59,7 @@ def seg_sidecars(spec: str, path: str) -> list:
         metric = make_metric(spec)
     except InputError:
         return []
-    terms = getattr(metric, "terms", [(1.0, metric)])
-    return [f"{path}.{m.key}" for _, m in terms if hasattr(m, "key")]
+    return metric.sidecars(path)
 
 
 def signature_option(p: argparse.ArgumentParser, output: str = "--out") -> None:
@@ -110,9 +110,9 @@ def device_settings(args) -> DeviceSettings:
     return DeviceSettings(args.device, args.dtype)
 
 
-def bleu_settings(args) -> BleuSettings:
-    """The :class:`BleuSettings` of ``--tokenize`` / ``--lowercase``."""
-    return BleuSettings(args.tokenize, args.lowercase)
+def bleu_settings(args) -> BleuMetric:
+    """The :class:`BleuMetric` of ``--tokenize`` / ``--lowercase``."""
+    return BleuMetric(args.tokenize, args.lowercase)
 
 
 def _dest(owner: str, name: str) -> str:

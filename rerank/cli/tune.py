@@ -1,5 +1,5 @@
 """``rerank tune`` and ``rerank crossfit``: options generated from every registered
-tuner's ``Config`` (:mod:`rerank.mira.tuner`), handlers over :mod:`rerank.mira.tuning`."""
+tuner's ``Config`` (:mod:`rerank.tuning.base`), handlers over :mod:`rerank.tuning.files`."""
 
 from __future__ import annotations
 
@@ -7,21 +7,20 @@ import argparse
 import json
 import sys
 
-from rerank import DEFAULT_SEED
 from rerank.cli.options import (
     add_config_options,
     bleu_options,
-    bleu_settings,
     config_from_args,
     metric_options,
     references,
     seg_sidecars,
 )
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
-from rerank.mira.tuner import TUNERS
-from rerank.mira.tuning import TuningSetup, crossfit_file, describe, tune_file
 from rerank.nbest import write_lines
 from rerank.outputs import StagedOutputs, atomic_write
+from rerank.tuning.base import TUNERS
+from rerank.tuning.files import TuningSetup, crossfit_file, describe, tune_file
 
 
 def _names(text):
@@ -38,7 +37,8 @@ def setup_from_args(args) -> TuningSetup:
         args.init,
         _names(args.features),
         _names(args.feature_sets),
-        bleu_settings(args),
+        args.tokenize,
+        args.lowercase,
         args.metric,
         args.lang,
         args.beam_feature,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class Backbone:
     """A feature network: ``module`` maps float (B, 3, H, W) to (B, dim); inputs are
     normalised with ``mean`` / ``std`` (per channel, on [0, 1] pixels)."""
 
-    module: "object"
+    module: Any  # a torch.nn.Module (torch is imported where a backbone is built)
     dim: int
     mean: Tuple[float, float, float] = IMAGENET_MEAN
     std: Tuple[float, float, float] = IMAGENET_STD
@@ -145,15 +145,15 @@ def preprocess_image(
     w, h = image.size
     scale = resize / min(w, h)
     size = (max(crop, round(w * scale)), max(crop, round(h * scale)))
-    image = image.resize(size, Image.BILINEAR)
+    image = image.resize(size, Image.Resampling.BILINEAR)
     left, top = (size[0] - crop) // 2, (size[1] - crop) // 2
-    pixels = np.asarray(image.crop((left, top, left + crop, top + crop)), dtype=np.float32) / 255.0
+    pixels: np.ndarray = np.asarray(image.crop((left, top, left + crop, top + crop)), dtype=np.float32) / 255.0
     pixels = (pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
     return np.ascontiguousarray(pixels.transpose(2, 0, 1))
 
 
 def extract_features(
-    paths: Sequence[str], backbone: Backbone, batch_size: int = 16, progress: bool = False, where: str = None
+    paths: Sequence[str], backbone: Backbone, batch_size: int = 16, progress: bool = False, where: Optional[str] = None
 ) -> np.ndarray:
     """float32 (len(paths), backbone.dim): row i = features of image ``paths[i]``.
 

@@ -5,7 +5,7 @@ torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List
+from typing import Any, Dict, List
 
 from rerank.errors import InputError
 
@@ -89,7 +89,7 @@ ENCODERS = ("gru", "bow")
 #: (β stays the user's where the family mixes terms).  PARALLEL's three terms of equal
 #: weight (Gella et al. 2017) are MLMME's loss at β = 0.5 (Calixto & Liu 2017); PIVOT has
 #: no sentence–sentence term (β = 1); the -asym variants use order embeddings.
-OBJECTIVES = {
+OBJECTIVES: Dict[str, Dict[str, Any]] = {
     "mlmme": {},
     "vse": {"beta": 1.0},
     "pivot": {"beta": 1.0},

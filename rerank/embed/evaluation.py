@@ -131,7 +131,7 @@ def word_similarity(vectors: Dict[str, np.ndarray], pairs: Sequence[Tuple[str, s
             u, v = vectors[a], vectors[b]
             model.append(float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v) or 1.0)))
             gold.append(score)
-    rho = spearman(model, gold) if len(gold) >= 2 else float("nan")
+    rho = spearman(np.asarray(model), np.asarray(gold)) if len(gold) >= 2 else float("nan")
     return {
         "spearman": rho,
         "covered": len(gold),

@@ -48,7 +48,7 @@ The rest of the family (``MLMMEConfig.objective``, :data:`rerank.embed.config.OB
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Dict, Optional
+from typing import Any, Dict, Optional, cast
 
 import torch
 import torch.nn as nn
@@ -105,7 +105,7 @@ def ranking_loss(
     if (neg_a is None) != (neg_b is None):
         raise ValueError("neg_a and neg_b go together")
     positive = matched_scores(a, b, similarity)
-    if neg_a is None:
+    if neg_a is None or neg_b is None:
         if a.size(0) < 2:
             return a.new_zeros(())
         keep = ~torch.eye(a.size(0), dtype=torch.bool, device=a.device)
@@ -150,17 +150,22 @@ class SentenceEncoder(nn.Module):
     space and unit-normalised.  ``gru`` / ``proj``: modules shared with other languages
     (MULE's one language branch), or None for the language's own."""
 
+    embed: nn.Embedding
+    gru: nn.GRU
+    proj: nn.Linear
+
     def __init__(
         self,
         vocab_size: int,
         config: MLMMEConfig,
         padding_idx: int = 0,
-        gru: Optional[nn.Module] = None,
-        proj: Optional[nn.Module] = None,
+        gru: Optional[nn.GRU] = None,
+        proj: Optional[nn.Linear] = None,
     ):
         super().__init__()
         self.kind, self.similarity = config.encoder, config.similarity
         self.embed = nn.Embedding(vocab_size, config.word_dim, padding_idx=padding_idx)
+        self.padding_idx = padding_idx
         inner = config.word_dim
         if self.kind == "gru":
             self.gru = gru if gru is not None else nn.GRU(config.word_dim, config.hidden_dim, batch_first=True)
@@ -188,7 +193,7 @@ class SentenceEncoder(nn.Module):
         """tokens (B, T) right-padded, lengths (B,) ≥ 1 -> (B, embed_dim) unit vectors."""
         words = self.embed(tokens)
         if self.kind == "bow":
-            real = (tokens != self.embed.padding_idx).unsqueeze(-1).to(words.dtype)
+            real = torch.ne(tokens, self.padding_idx).unsqueeze(-1).to(words.dtype)
             state = (words * real).sum(1) / lengths.to(words.device).clamp(min=1).unsqueeze(-1).to(words.dtype)
         else:
             packed = nn.utils.rnn.pack_padded_sequence(words, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -207,7 +212,7 @@ class MLMME(nn.Module):
         self.config = config
         if config.shared:  # MULE: one branch, built by the first language's encoder
             first = SentenceEncoder(vocab_sizes[config.langs[0]], config)
-            branch = {"gru": getattr(first, "gru", None), "proj": first.proj}
+            branch: Dict[str, Any] = {"gru": getattr(first, "gru", None), "proj": first.proj}
             self.encoders = nn.ModuleDict(
                 {
                     lang: first if i == 0 else SentenceEncoder(vocab_sizes[lang], config, **branch)
@@ -225,6 +230,10 @@ class MLMME(nn.Module):
             nn.init.normal_(self.image_proj.weight, 0.0, 0.01)
             nn.init.zeros_(self.image_proj.bias)
         self.image_dropout = nn.Dropout(config.dropout)
+
+    def encoder(self, lang: str) -> SentenceEncoder:
+        """The sentence encoder of ``lang``."""
+        return cast(SentenceEncoder, self.encoders[lang])
 
     def encode_text(self, lang: str, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, T), (B,) -> (B, embed_dim) unit sentence vectors v^lang."""
@@ -244,7 +253,8 @@ class MLMME(nn.Module):
         inputs, labels = [], []
         for k, lang in enumerate(self.config.langs):
             t = tokens[lang]
-            words = self.encoders[lang].embed(t[t != self.encoders[lang].embed.padding_idx])
+            embed = self.encoder(lang).embed
+            words = embed(t[t != embed.padding_idx])
             inputs.append(words)
             labels.append(torch.full((words.size(0),), k, dtype=torch.long, device=words.device))
         logits = self.language_classifier(reverse_gradient(torch.cat(inputs)))

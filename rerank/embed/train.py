@@ -24,7 +24,7 @@ import json
 import os
 import time
 from dataclasses import asdict
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -200,12 +200,12 @@ class EmbeddingOptimiser:
         self.params = list(model.parameters())
         self.grad_clip = grad_clip
         self.lazy = kind == "lazy-adam"
-        tables = [encoder.embed for encoder in model.encoders.values()] if self.lazy else []
+        tables = [model.encoder(lang).embed for lang in model.encoders] if self.lazy else []
         for table in tables:
             table.sparse = True  # F.embedding then returns the batch's rows as a sparse gradient
         sparse_ids = {id(table.weight) for table in tables}
         dense = [p for p in self.params if id(p) not in sparse_ids]
-        self.optimisers = [torch.optim.Adam(dense, lr=lr)]
+        self.optimisers: List[torch.optim.Optimizer] = [torch.optim.Adam(dense, lr=lr)]
         if tables:
             self.optimisers.append(torch.optim.SparseAdam([table.weight for table in tables], lr=lr))
         self.tables = tables
@@ -279,26 +279,7 @@ def train_embeddings(
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     mc = config.model
-    start_state = None
-    if config.init_model:  # warm start: the start model's vocabularies, sizes and matching weights
-        start, start_vocabs = load_model(config.init_model)
-        missing = [lang for lang in mc.langs if lang not in start_vocabs]
-        if missing:
-            raise InputError(f"the start model has no {', '.join(missing)} encoder", config.init_model)
-        vocabs = {lang: start_vocabs[lang] for lang in mc.langs}
-        for key in ("word_dim", "hidden_dim", "embed_dim", "preset", "init"):
-            setattr(mc, key, getattr(start.config, key))
-        start_state = start.state_dict()
-    else:
-        vocabs = {lang: Vocabulary.build(train.sentences[lang], config.min_count) for lang in mc.langs}
-    if train.image_features is not None:
-        mc.image_dim = int(train.image_features.shape[1])
-    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, mc)
-    if start_state is not None:
-        own = model.state_dict()
-        model.load_state_dict(
-            {k: v for k, v in start_state.items() if k in own and own[k].shape == v.shape}, strict=False
-        )
+    model, vocabs = _build_model(train, config)
     model.to(device)
     optimiser = EmbeddingOptimiser(model, config.optimizer, config.lr, config.grad_clip)
     feats = torch.from_numpy(train.image_features).to(device) if train.image_features is not None else None
@@ -311,33 +292,27 @@ def train_embeddings(
         else np.full(len(train.image_of), use_images)
     )
     if mc.beta == 1 and mc.neighbour == 0 and not has_row.all():
-        # without R_ML, examples without an image add nothing to the loss: train on the others
-        keep = np.flatnonzero(has_row)
-        train = EmbedData(
-            {lang: [train.sentences[lang][i] for i in keep] for lang in mc.langs},
-            train.image_of[keep],
-            train.image_features,
-            train.has_image,
-        )
-        has_row = has_row[keep]
+        train, has_row = _rows_with_images(train, has_row, mc.langs)
     has_image = torch.from_numpy(has_row).to(device)
     image_of = torch.from_numpy(train.image_of).to(device)
 
     def encode(rows: np.ndarray) -> Dict:
-        out = {"sentences": {}, "images": None, "has_image": None, "image_ids": image_of[rows], "tokens": {}}
+        out: Dict[str, Any] = {
+            "sentences": {},
+            "images": None,
+            "has_image": None,
+            "image_ids": image_of[rows],
+            "tokens": {},
+        }
         for lang in mc.langs:
             tokens, lengths = batch_tokens(vocabs[lang], [train.sentences[lang][i] for i in rows])
             out["tokens"][lang] = torch.from_numpy(tokens).to(device)
             out["sentences"][lang] = model.encode_text(lang, out["tokens"][lang], torch.from_numpy(lengths))
-        if use_images:
+        if use_images and feats is not None:
             out["has_image"] = has_image[rows]
             if out["has_image"].any():
                 out["images"] = model.encode_image(feats[image_of[rows]])
         return out
-
-    def cpu_state() -> Dict[str, torch.Tensor]:
-        """A copy of the model's weights on the CPU (the best so far, a checkpoint's)."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
     def resume_settings() -> Dict:
         """What a resumed run must share with the killed one: the settings but where the work
@@ -350,22 +325,7 @@ def train_embeddings(
     done, first_epoch, started = False, 1, time.monotonic()
     checkpoint = os.path.join(out_dir, CHECKPOINT) if out_dir is not None else None
     if checkpoint is not None and os.path.exists(checkpoint):  # a run killed after an epoch: resume it
-        try:
-            saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-            settings = saved["settings"]
-        except Exception as error:  # not a checkpoint of ours (truncated, another file)
-            raise InputError(f"is not a training checkpoint ({type(error).__name__}); remove it", checkpoint) from None
-        if settings != resume_settings():
-            raise InputError(
-                "holds an unfinished training of other settings (remove it, or give those settings or another --out)",
-                checkpoint,
-            )
-        model.load_state_dict(saved["model"])
-        optimiser.load_state_dict(saved["optimiser"])
-        rng.bit_generator.state = saved["numpy_rng"]
-        torch.set_rng_state(saved["torch_rng"])
-        if saved["cuda_rng"] is not None and device.type == "cuda":
-            torch.cuda.set_rng_state(saved["cuda_rng"], device)
+        saved = _resume(checkpoint, resume_settings(), model, optimiser, rng, device)
         history, best, best_state, bad, step = (saved[k] for k in ("history", "best", "best_state", "bad", "step"))
         first_epoch = saved["epoch"] + 1
         if progress:
@@ -413,7 +373,7 @@ def train_embeddings(
                     )
                 if score["rsum"] > best:
                     best, bad = score["rsum"], 0
-                    best_state = cpu_state()
+                    best_state = _cpu_state(model)
                 else:
                     bad += 1
                     if bad >= config.patience:
@@ -425,42 +385,135 @@ def train_embeddings(
         if done:
             break
         if checkpoint is not None and epoch < config.epochs:  # the state after this epoch, for a resume
-            os.makedirs(out_dir, exist_ok=True)
-            state = {
-                "settings": resume_settings(),
-                "epoch": epoch,
-                "step": step,
-                "model": cpu_state(),
-                "optimiser": optimiser.state_dict(),
-                "numpy_rng": rng.bit_generator.state,
-                "torch_rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                "history": history,
-                "best": best,
-                "best_state": best_state,
-                "bad": bad,
-            }
-            torch.save(state, checkpoint + ".tmp")
-            os.replace(checkpoint + ".tmp", checkpoint)
+            progress_state = {"epoch": epoch, "step": step, "history": history, "best": best, "bad": bad}
+            _save_checkpoint(
+                checkpoint, resume_settings(), _cpu_state(model), best_state, optimiser, rng, device, progress_state
+            )
     optimiser.close()
     model.to("cpu")  # the model is returned and saved on the CPU, where the scorers load it
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
     if out_dir is not None:
-        os.makedirs(out_dir, exist_ok=True)
-        torch.save(model.state_dict(), os.path.join(out_dir, "model.pt.tmp"))
-        os.replace(os.path.join(out_dir, "model.pt.tmp"), os.path.join(out_dir, "model.pt"))
-        for lang, vocab in vocabs.items():
-            vocab.save(os.path.join(out_dir, f"vocab.{lang}.json"))
-        write_signed(
-            os.path.join(out_dir, "config.json"),
-            {"config": asdict(config), "history": history},
-            ["torch", "numpy", "sacremoses"],
-        )
-        if os.path.exists(checkpoint):
-            os.remove(checkpoint)  # finished: nothing to resume
+        _save_model(out_dir, model, vocabs, config, history)
     return model, vocabs, history
+
+
+def _cpu_state(model) -> Dict[str, torch.Tensor]:
+    """A copy of the model's weights on the CPU (the best so far, a checkpoint's)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def _build_model(train: EmbedData, config: EmbedTrainConfig) -> Tuple[MLMME, Dict[str, Vocabulary]]:
+    """(the model, its vocabularies): new ones of ``train``, or ``config.init_model``'s
+    vocabularies, sizes and every weight whose name and shape match (a warm start); the image
+    size from ``train``'s features.  Sets those sizes in ``config.model``.
+
+    Raises:
+        InputError: a start model without an encoder this training needs.
+    """
+    mc = config.model
+    start_state = None
+    if config.init_model:  # warm start: the start model's vocabularies, sizes and matching weights
+        start, start_vocabs = load_model(config.init_model)
+        missing = [lang for lang in mc.langs if lang not in start_vocabs]
+        if missing:
+            raise InputError(f"the start model has no {', '.join(missing)} encoder", config.init_model)
+        vocabs = {lang: start_vocabs[lang] for lang in mc.langs}
+        for key in ("word_dim", "hidden_dim", "embed_dim", "preset", "init"):
+            setattr(mc, key, getattr(start.config, key))
+        start_state = start.state_dict()
+    else:
+        vocabs = {lang: Vocabulary.build(train.sentences[lang], config.min_count) for lang in mc.langs}
+    if train.image_features is not None:
+        mc.image_dim = int(train.image_features.shape[1])
+    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, mc)
+    if start_state is not None:
+        own = model.state_dict()
+        model.load_state_dict(
+            {k: v for k, v in start_state.items() if k in own and own[k].shape == v.shape}, strict=False
+        )
+    return model, vocabs
+
+
+def _rows_with_images(train: EmbedData, has_row: np.ndarray, langs: Sequence[str]) -> Tuple[EmbedData, np.ndarray]:
+    """``train`` and ``has_row`` (bool[examples]) kept to the examples with an image: without
+    R_ML (β = 1, no neighbours), examples without an image add nothing to the loss."""
+    keep = np.flatnonzero(has_row)
+    kept = EmbedData(
+        {lang: [train.sentences[lang][i] for i in keep] for lang in langs},
+        train.image_of[keep],
+        train.image_features,
+        train.has_image,
+    )
+    return kept, has_row[keep]
+
+
+def _resume(checkpoint: str, settings: Dict, model, optimiser, rng, device) -> Dict:
+    """Restore the model, optimiser and random states of a killed run's ``checkpoint``; returns
+    the checkpoint (``epoch``, ``step``, ``history``, ``best``, ``best_state``, ``bad``).
+
+    Raises:
+        InputError: not a checkpoint of ours, or one of other ``settings``.
+    """
+    try:
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        recorded = saved["settings"]
+    except Exception as error:  # not a checkpoint of ours (truncated, another file)
+        raise InputError(f"is not a training checkpoint ({type(error).__name__}); remove it", checkpoint) from None
+    if recorded != settings:
+        raise InputError(
+            "holds an unfinished training of other settings (remove it, or give those settings or another --out)",
+            checkpoint,
+        )
+    model.load_state_dict(saved["model"])
+    optimiser.load_state_dict(saved["optimiser"])
+    rng.bit_generator.state = saved["numpy_rng"]
+    torch.set_rng_state(saved["torch_rng"])
+    if saved["cuda_rng"] is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(saved["cuda_rng"], device)
+    return saved
+
+
+def _save_checkpoint(checkpoint: str, settings: Dict, weights, best_state, optimiser, rng, device, state: Dict) -> None:
+    """Write ``checkpoint`` atomically: the settings, ``weights`` (on the CPU), the optimiser's
+    and the random generators' states and ``state`` (``epoch``, ``step``, ``history``, ``best``,
+    ``bad``), what :func:`_resume` restores."""
+    os.makedirs(os.path.dirname(checkpoint) or ".", exist_ok=True)
+    record = {
+        "settings": settings,
+        "epoch": state["epoch"],
+        "step": state["step"],
+        "model": weights,
+        "optimiser": optimiser.state_dict(),
+        "numpy_rng": rng.bit_generator.state,
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        "history": state["history"],
+        "best": state["best"],
+        "best_state": best_state,
+        "bad": state["bad"],
+    }
+    torch.save(record, checkpoint + ".tmp")
+    os.replace(checkpoint + ".tmp", checkpoint)
+
+
+def _save_model(out_dir: str, model, vocabs: Dict[str, Vocabulary], config: EmbedTrainConfig, history) -> None:
+    """Write ``model.pt``, ``vocab.{lang}.json`` and the signed ``config.json`` to ``out_dir``
+    (the weights atomically), and remove the finished run's checkpoint."""
+    os.makedirs(out_dir, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(out_dir, "model.pt.tmp"))
+    os.replace(os.path.join(out_dir, "model.pt.tmp"), os.path.join(out_dir, "model.pt"))
+    for lang, vocab in vocabs.items():
+        vocab.save(os.path.join(out_dir, f"vocab.{lang}.json"))
+    write_signed(
+        os.path.join(out_dir, "config.json"),
+        {"config": asdict(config), "history": history},
+        ["torch", "numpy", "sacremoses"],
+    )
+    checkpoint = os.path.join(out_dir, CHECKPOINT)
+    if os.path.exists(checkpoint):
+        os.remove(checkpoint)  # finished: nothing to resume
 
 
 def word_vectors(
@@ -483,7 +536,7 @@ def word_vectors(
         if kind == "joint":
             vectors = encode_sentences(model, vocabs[lang], lang, words, progress=progress)
         else:
-            vectors = model.encoders[lang].embed.weight.detach().float().cpu().numpy()[2:]
+            vectors = model.encoder(lang).embed.weight.detach().float().cpu().numpy()[2:]
         out.update({f"{lang}_{w}": v for w, v in zip(words, vectors)})
     return out
 

@@ -125,7 +125,7 @@ def score_block(
         began = time.perf_counter()
         columns = (
             scorers.by_fold(spec, block, sources, images, fold, k, progress)
-            if "{fold}" in spec
+            if "{fold}" in spec and fold is not None
             else scorers.get(spec, progress).score(block, sources, images)
         )
         for name, values in columns.items():
@@ -243,9 +243,10 @@ def add_features(
         if values is not None
     ]
     total = count_segments(nbest_path)  # line counts checked before the first model call
-    lo, hi = 0, None
+    lo, hi, shard_total = 0, 0, 0
     if shard is not None:
-        lo, hi, total = shard.list_bounds(nbest_path)
+        lo, hi, shard_total = shard.list_bounds(nbest_path)
+        total = shard_total
     if total is not None:
         for path, values in per_segment:
             if len(values) != total:
@@ -253,7 +254,8 @@ def add_features(
     scorers = ScorerCache(lambda spec: make_scorer(spec, devices))
     start = time.perf_counter()
     timings = {spec: 0.0 for spec in specs}
-    segments, hypotheses, names, info = 0, 0, [], None
+    segments, hypotheses, names = 0, 0, []
+    info = ListInfo()
     bar = progress_bar(desc="features add", unit="hyp")
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
@@ -321,7 +323,7 @@ def add_features(
             "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
         }
         if shard is not None:
-            record["shard"] = shard.record(total, nbest_path)
+            record["shard"] = shard.record(shard_total, nbest_path)
         write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
     say(
         f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "

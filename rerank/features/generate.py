@@ -30,7 +30,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -240,7 +240,7 @@ def generate_file(
         shard.check_output(out_nbest)
         shard.check_output(out_1best)
     began = time.perf_counter()
-    scorer = make_scorer(model, devices)
+    scorer: Any = make_scorer(model, devices)  # hf: or ct2: (checked below), with their own methods
     if getattr(scorer, "direction", "forward") != "forward":
         raise InputError(f"--model {model!r}: candidates come from a forward model (direction=forward)")
     scorer.progress = progress

@@ -116,7 +116,7 @@ class _PairScorer(Scorer):
     the two columns.  Subclasses implement :meth:`score_unique` on distinct pairs."""
 
     uses_device = True
-    directions = DIRECTIONS
+    directions: Tuple[str, ...] = DIRECTIONS
     default_name = "HF"
     kind = "hf"
     needs_source = True

@@ -40,7 +40,8 @@ import numpy as np
 from rerank.argtypes import open_unit_interval, positive_int
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, cost_ranges, prepared_training_pairs
+from rerank.features.scorer import SCORERS, Scorer, prepared_training_pairs
+from rerank.shards import cost_ranges
 
 NULL = "<NULL>"
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -199,7 +199,7 @@ class ForcedDecodingScorer(Scorer):
             self.role = config["role"]
             self.bpe = make_bpe("subword-nmt:" + os.path.join(model_dir, "bpe.codes"), model_dir)
         if self.kind == "lm":
-            self.src_dict = None
+            self.src_dict: Any = None
             self.tgt_dict = self.task.dictionary
         else:
             self.src_dict, self.tgt_dict = self.task.source_dictionary, self.task.target_dictionary
@@ -255,7 +255,7 @@ class ForcedDecodingScorer(Scorer):
     def prefix_sharing(src, tgt, unique) -> float:
         """Distinct (input, target prefix) decoder states over target tokens, for the
         pairs ``unique`` (1: nothing shared)."""
-        prefixes = set()
+        prefixes: set = set()
         tokens = 0
         for k in unique:
             source = None if src is None else id(src[k])  # _ids returns one tensor per distinct text
@@ -271,7 +271,7 @@ class ForcedDecodingScorer(Scorer):
         from fairseq.data import data_utils
 
         order = unique[np.argsort(-np.array([len(tgt[k]) for k in unique]), kind="stable")]
-        out = {}
+        out: Dict[int, Any] = {}
         pad, eos = self.tgt_dict.pad(), self.tgt_dict.eos()
         start = 0
         with torch.inference_mode():
@@ -326,7 +326,7 @@ class ForcedDecodingScorer(Scorer):
                 if chunks[-1] and len(chunks[-1]) + len(part) > max_nodes:
                     chunks.append([])
                 chunks[-1].extend(part)
-        out = {}
+        out: Dict[int, Any] = {}
         with torch.inference_mode():
             for chunk in chunks:
                 # longest targets first: when nothing is shared (the channel model) the live
@@ -338,7 +338,7 @@ class ForcedDecodingScorer(Scorer):
                 root_keys = list(roots)
                 encoder_out = None
                 if src is not None:
-                    first = {id(src[k]): src[k] for k in chunk}
+                    first: Dict[Any, Any] = {id(src[k]): src[k] for k in chunk}
                     sources = [first[key] for key in root_keys]
                     src_tokens = data_utils.collate_tokens(
                         sources, self.src_dict.pad(), self.src_dict.eos(), left_pad=True

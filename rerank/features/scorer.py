@@ -42,7 +42,7 @@ from rerank.textio import read_json, read_lines
 #: every scorer by name; the modules of rerank.features register themselves, and the one that
 #: registers a name is imported when it is first asked for (none imports torch or fairseq
 #: before a scorer is built)
-SCORERS = Registry("scorer", "rerank.features", "SCORERS")
+SCORERS: Registry["Scorer"] = Registry("scorer", "rerank.features", "SCORERS")
 
 
 class Scorer(abc.ABC):
@@ -69,6 +69,10 @@ class Scorer(abc.ABC):
     #: ``NAME:VALUE,key=value,…`` (one field may be ``positional``) and passed to ``__init__``;
     #: None: ``__init__`` takes the text after ``NAME:`` as it is
     Config: ClassVar[Optional[type]] = None
+
+    def __init__(self, config: Any = None, devices: Optional[DeviceSettings] = None) -> None:  # noqa: B027
+        """A scorer is built from its ``Config`` (:func:`make_scorer`), and with ``devices``
+        where it declares ``uses_device``; each scorer's own constructor says what it loads."""
 
     @abc.abstractmethod
     def names(self, has_images: bool) -> List[str]:
@@ -145,20 +149,3 @@ def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
     if not sources:
         raise InputError("the training corpus is empty", src_path)
     return sources, targets
-
-
-def cost_ranges(cumulative: np.ndarray, budget: int) -> List[Tuple[int, int]]:
-    """Consecutive ranges ``[(first, last), ...]`` (last exclusive) of K items whose cost adds
-    up to at most ``budget`` each, or one item where that alone costs more: a scorer's memory
-    is bounded by its largest range, not by the list.
-
-    Args:
-        cumulative: int64[K] the items' cumulative cost (non-decreasing).
-        budget: the most cost per range (> 0).
-    """
-    ranges, first, done = [], 0, 0
-    while first < len(cumulative):
-        last = max(first + 1, int(np.searchsorted(cumulative, done + budget, side="right")))
-        ranges.append((first, last))
-        done, first = int(cumulative[last - 1]), last
-    return ranges

@@ -33,19 +33,19 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from rerank import __version__
+from rerank._version import __version__
 from rerank.config import parse_settings
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import SCORERS, given_settings
-from rerank.nbest import read_weights
 from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
 from rerank.signature import signature
 from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json, read_lines
+from rerank.tuning.weights import read_weights
 
 #: the manifest of a system directory
 MANIFEST = "system.json"
@@ -164,10 +164,10 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
             if record.get("beam"):
                 raise InputError("a step declared a beam feature (a rescored union): not replayable yet", side)
             steps.insert(0, list(record["scorers"]))
-            path = record.get("input")
-            if not isinstance(path, str):
+            recorded = record.get("input")
+            if not isinstance(recorded, str):
                 raise InputError("the signature names no input list", side)
-            path = _recorded(path, relocation, side, "its input list")
+            path = _recorded(recorded, relocation, side, "its input list")
             continue
         if "checkpoint" in record and isinstance(record.get("config"), dict):
             record = dict(record)
@@ -337,7 +337,9 @@ def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]
         scores[os.path.abspath(path)] = score
     if len(paths) == 1:
         return paths[0], scores
-    pick = (min if lower_is_better else max)(range(len(paths)), key=lambda k: scores[os.path.abspath(paths[k])])
+    pick = (min if lower_is_better else max)(
+        range(len(paths)), key=lambda k: float(scores[os.path.abspath(paths[k])] or 0.0)
+    )  # every score is a number here (checked above)
     return paths[pick], scores
 
 

@@ -6,7 +6,7 @@ registry; a metric is also a tuning objective), ``bleu``, ``length``, ``ter``, `
 (:func:`make_metric`); :mod:`~rerank.metrics.evaluate` scores files.  Adding a metric is one module that
 registers itself (and its name in ``METRICS``' builtin list).
 
-BLEU statistics are :mod:`rerank.bleu`'s (the layer tuning and oracle use); TER and chrF
+BLEU statistics are :mod:`rerank.metrics.bleu_stats`'s (the layer tuning and oracle use); TER and chrF
 statistics are sacrebleu's own per-segment statistics (TER's edit counts in C), and their
 vectorised ``score`` reproduces sacrebleu's ``_compute_score_from_stats``; METEOR runs
 the real jar.

@@ -32,9 +32,10 @@ from typing import ClassVar, List, Optional, Sequence
 
 import numpy as np
 
-from rerank.bleu import reference_streams
 from rerank.config import parse_settings, settings_help
 from rerank.errors import InputError
+from rerank.metrics.references import References, reference_streams
+from rerank.metrics.utility import PairwiseUtility
 from rerank.registry import Registry
 
 
@@ -68,7 +69,7 @@ class Score(float):
 
 
 #: every metric by name; the modules of this package register themselves (rerank.registry)
-METRICS = Registry("metric", "rerank.metrics", "METRICS")
+METRICS: Registry["Metric"] = Registry("metric", "rerank.metrics", "METRICS")
 
 
 class Metric(abc.ABC):
@@ -77,15 +78,17 @@ class Metric(abc.ABC):
     :meth:`create` building the metric from the command line's options and a spec's
     settings.
 
-    A metric's settings are its nested ``Config`` dataclass (fields made with
-    :func:`rerank.config.option`); the metric is built as ``cls(**fields)``, and users set
-    them in specs as ``NAME:key=value,…`` (``chrf:word_order=2`` is chrF++). Fields named
-    ``tokenize``, ``lowercase`` and ``lang`` take the command line's ``--tokenize``,
-    ``--lowercase`` and ``--lang`` unless the spec sets them. A metric without a ``Config``
-    takes no settings and is built as ``cls(lowercase=…)``."""
+    A metric's settings are declared once, as its nested ``Config`` dataclass (fields made
+    with :func:`rerank.config.option`): the constructor takes them (positionally in field
+    order, or by name; the dataclass' defaults), sets them as attributes and calls
+    :meth:`setup` for what derives from them.  Users set them in specs as
+    ``NAME:key=value,…`` (``chrf:word_order=2`` is chrF++). Fields named ``tokenize``,
+    ``lowercase`` and ``lang`` take the command line's ``--tokenize``, ``--lowercase`` and
+    ``--lang`` unless the spec sets them. A metric without a ``Config`` takes no settings but
+    ``lowercase`` (``cls(lowercase=…)``)."""
 
     name = "metric"
-    higher_is_better = True
+    higher_is_better: Optional[bool] = True
     #: whether :meth:`stats` depends on the text only (so equal (hypothesis, reference)
     #: pairs have equal rows and may be computed once); False for ``seg:`` scores
     from_text = True
@@ -98,10 +101,33 @@ class Metric(abc.ABC):
     Config: ClassVar[Optional[type]] = None
     #: references per segment of the last statistics computed (signatures say ``nrefs:``)
     num_refs: int = 1
+    #: lowercasing before scoring (every text metric has it; a setting of most)
+    lowercase: bool = False
+
+    def __init__(self, *args, **kwargs):
+        """Settings as ``Config`` declares them (class docstring), then :meth:`setup`.
+
+        Raises:
+            TypeError: a setting the metric does not declare.
+        """
+        if self.Config is not None:
+            config = self.Config(*args, **kwargs)
+            for item in dataclasses.fields(config):
+                setattr(self, item.name, getattr(config, item.name))
+        else:
+            lowercase = kwargs.pop("lowercase", False)
+            if args or kwargs:
+                raise TypeError(f"metric {self.name!r} takes no settings but lowercase")
+            self.lowercase = lowercase
+        self.setup()
+
+    def setup(self) -> None:  # noqa: B027 (a hook; most metrics derive nothing)
+        """What derives from the settings (a sacrebleu object, a jar's parameters); raises
+        :class:`InputError` for a value the metric refuses."""
 
     def streams(self, references) -> List[List[str]]:
         """The R reference streams of ``references`` (one stream, or R of them:
-        :func:`rerank.bleu.reference_streams`); records R for the signature."""
+        :func:`rerank.metrics.references.reference_streams`); records R for the signature."""
         streams = reference_streams(references)
         self.num_refs = len(streams)
         return streams
@@ -138,7 +164,7 @@ class Metric(abc.ABC):
         return cls.name + (f"[:{settings_help(cls.Config)}]" if cls.Config else "")
 
     @abc.abstractmethod
-    def stats(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    def stats(self, hypotheses: Sequence[str], references: References) -> np.ndarray:
         """float64[N, K] per-segment statistics: ``references`` one string per segment, or
         R streams of them (several references per segment, sacrebleu's convention)."""
         raise NotImplementedError
@@ -153,7 +179,7 @@ class Metric(abc.ABC):
         """A sacrebleu-style signature string naming the settings and versions."""
         raise NotImplementedError
 
-    def corpus_score(self, hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    def corpus_score(self, hypotheses: Sequence[str], references: References) -> float:
         """Corpus score of one system."""
         return float(self.score(self.stats(hypotheses, references).sum(axis=0)))
 
@@ -171,7 +197,7 @@ class Metric(abc.ABC):
         return self
 
     def hypothesis_stats(
-        self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray, lines: np.ndarray
+        self, hypotheses: Sequence[str], references: References, segment: np.ndarray, lines: np.ndarray
     ) -> np.ndarray:
         """float64[M, K] statistics of M hypotheses, hypothesis i of segment
         ``segment[i]`` (an index into ``references``) and line (row) ``lines[i]`` of the
@@ -180,9 +206,22 @@ class Metric(abc.ABC):
         picked = [[stream[s] for s in segment] for stream in self.streams(references)]
         return self.stats(hypotheses, picked if len(picked) > 1 else picked[0])
 
+    def sidecars(self, path: str) -> List[str]:
+        """The files of per-line data this metric reads for the hypotheses of file ``path``
+        (``seg:NAME``: ``PATH.NAME``): inputs that key the tuning cache and that verbs protect
+        and check.  None for metrics computed from text."""
+        return []
+
     def check_count(self, count: int) -> None:  # noqa: B027 (a hook; text metrics check nothing)
         """Check per-line data of the bound file against its ``count`` lines (nothing for
         metrics computed from text).  Raises :class:`InputError`."""
+
+    # --- the metric as MBR's utility ---
+
+    def utility(self) -> Optional[PairwiseUtility]:
+        """The metric's sentence-level utility for MBR (:mod:`rerank.metrics.utility`), or None
+        where it has none (``mbr:NAME`` and ``rerank mbr --metric NAME`` refuse it)."""
+        return None
 
     # --- the metric as a tuning objective ---
 
@@ -230,8 +269,7 @@ class SacrebleuStatsMetric(Metric):
     def _make(self):
         """The sacrebleu metric object."""
 
-    def __init__(self, lowercase: bool = False):
-        self.lowercase = lowercase
+    def setup(self) -> None:
         self.metric = self._make()
 
     def stats(self, hypotheses, references):

@@ -4,14 +4,15 @@ n-best list (consensus features)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from rerank.argtypes import non_negative_int, positive_int
-from rerank.bleu import pair_matches
 from rerank.config import option
 from rerank.metrics.base import METRICS, SacrebleuStatsMetric
+from rerank.metrics.bleu_stats import pair_matches
+from rerank.metrics.utility import NgramUtility, char_ids
 
 
 @METRICS.register("chrf")
@@ -22,6 +23,10 @@ class ChrfMetric(SacrebleuStatsMetric):
     precision and recall."""
 
     name = "chrf"
+    # the settings' types, for the type checker (declared, with defaults and help, in Config)
+    char_order: int
+    word_order: int
+    beta: int
     size_column = 1  # reference characters (order 1): MIRA's sentence gains are in characters
 
     @dataclass
@@ -31,18 +36,19 @@ class ChrfMetric(SacrebleuStatsMetric):
         beta: int = option(2, "recall's weight", type=positive_int)
         lowercase: bool = option(False, "lowercase before scoring")
 
-    def __init__(self, lowercase: bool = False, char_order: int = 6, word_order: int = 0, beta: int = 2):
-        self.char_order, self.word_order, self.beta = char_order, word_order, beta
-        super().__init__(lowercase)
-
-    @property
-    def width(self) -> int:
-        """3 statistics (hypothesis, reference, matching n-grams) per character and word order."""
-        return 3 * (self.metric.char_order + self.metric.word_order)
+    def setup(self) -> None:
+        super().setup()
+        #: 3 statistics (hypothesis, reference, matching n-grams) per character and word order
+        self.width = 3 * (self.char_order + self.word_order)
 
     def length_ratio(self, summed):
         """Hypothesis / reference characters (whitespace removed, as chrF counts them)."""
         return float(summed[0] / summed[1]) if summed[1] else 0.0
+
+    def utility(self) -> Optional["ChrfUtility"]:
+        """Sentence chrF over characters (whitespace removed), MBR's ``MBRchrF``; None for
+        chrF++ (word n-grams have no pairwise statistics here)."""
+        return None if self.word_order else ChrfUtility("MBRchrF", self)
 
     def _make(self):
         from sacrebleu.metrics import CHRF
@@ -54,7 +60,7 @@ class ChrfMetric(SacrebleuStatsMetric):
         ``texts[ref_index[k]]`` for every pair k, in sacrebleu's layout (per order: hyp,
         ref, match counts), equal to its ``_extract_corpus_statistics`` on each pair
         (whitespace removed, as chrF's default).  Vectorised: characters become dense ids,
-        each text's n-gram codes are sorted once (:func:`rerank.bleu.pair_matches`)."""
+        each text's n-gram codes are sorted once (:func:`rerank.metrics.bleu_stats.pair_matches`)."""
 
         if self.metric.word_order or self.metric.whitespace:
             raise ValueError("pair_stats covers chrF (word order 0, whitespace removed) only")
@@ -104,3 +110,27 @@ class ChrfMetric(SacrebleuStatsMetric):
             score = (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec)
         assert order == self.metric.order
         return np.where(avg_prec + avg_rec > 0, 100.0 * score, 0.0)
+
+
+class ChrfUtility(NgramUtility):
+    """MBR's chrF utility: sentence chrF (sacrebleu's ``CHRF().sentence_score``) of the
+    metric's settings, pair by pair through :meth:`ChrfMetric.pair_stats` or from character
+    n-gram matches through :meth:`ChrfMetric.stats_from_matches`; 0-100."""
+
+    def __init__(self, column: str, metric: ChrfMetric):
+        super().__init__(column)
+        self.metric = metric
+        self.order = metric.char_order
+
+    def pairs(self, texts, hyp, ref):
+        return self.metric.score(self.metric.pair_stats(texts, hyp, ref))
+
+    def token_ids(self, texts):
+        return char_ids([t.lower() for t in texts] if self.metric.lowercase else texts)
+
+    def from_matches(self, matches, hyp_len, ref_len, ref_ngrams=None):
+        n = np.arange(matches.shape[-1])
+        hyp_ngrams = np.maximum(np.asarray(hyp_len)[..., None] - n, 0)
+        if ref_ngrams is None:
+            ref_ngrams = np.maximum(np.asarray(ref_len)[..., None] - n, 0)
+        return self.metric.score(self.metric.stats_from_matches(matches, hyp_ngrams, ref_ngrams))

@@ -6,9 +6,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.bleu import BleuSettings, segment_count
 from rerank.errors import InputError
 from rerank.metrics.base import Metric
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
+from rerank.metrics.references import References, segment_count
 from rerank.metrics.spec import DEFAULT_METRICS, make_metric
 from rerank.textio import read_lines, read_references
 
@@ -21,7 +22,7 @@ def read_system(path: str, num_refs: int) -> List[str]:
     return hyps
 
 
-def system_stats(metric: Metric, path: str, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+def system_stats(metric: Metric, path: str, hypotheses: Sequence[str], references: References) -> np.ndarray:
     """float64[N, K] per-segment statistics of the system output ``path`` (its lines
     ``hypotheses``): from the text, or for ``seg:`` metrics from the sidecar ``path.NAME``.
 
@@ -56,13 +57,14 @@ def check_system_names(
 def evaluate_files(
     ref_path: str,
     systems: Sequence[Tuple[str, str]],
-    bleu: BleuSettings = BleuSettings(),
     metrics: Sequence[str] = DEFAULT_METRICS,
+    tokenize: str = DEFAULT_TOKENIZE,
+    lowercase: bool = False,
 ) -> List[Dict]:
     """Score each (name, path) system against one reference file, or several (several
-    references per segment, sacrebleu's convention) (``bleu``: BLEU's
-    tokeniser, and lowercasing for every metric; ``metrics``: specifications as
-    :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too).
+    references per segment, sacrebleu's convention) under ``metrics``: specifications as
+    :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too (``tokenize``: BLEU's
+    and the length ratio's tokeniser; ``lowercase``: of every text metric).
 
     Returns one dict per system and metric: ``{"system", "metric", "score",
     "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
@@ -75,7 +77,7 @@ def evaluate_files(
         raise InputError(
             "no reference segments: nothing to score", ref_path if isinstance(ref_path, str) else ref_path[0]
         )
-    objs = {m: make_metric(m, bleu.tokenize, bleu.lowercase) for m in metrics}
+    objs = {m: make_metric(m, tokenize, lowercase) for m in metrics}
     rows = []
     for name, path in systems:
         hyps = read_system(path, segment_count(refs))

@@ -71,6 +71,9 @@ class InterpolatedMetric(Metric):
     def bind(self, path):
         return InterpolatedMetric([(c, metric.bind(path)) for c, metric in self.terms], self.name)
 
+    def sidecars(self, path):
+        return [file for _, metric in self.terms for file in metric.sidecars(path)]
+
     def check_count(self, count):
         for _, metric in self.terms:
             metric.check_count(count)

@@ -6,19 +6,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank.bleu import REF_LEN
 from rerank.config import option
 from rerank.metrics.base import METRICS, Metric
 from rerank.metrics.bleu import BleuMetric
+from rerank.metrics.bleu_stats import REF_LEN
 
 
 @METRICS.register("length")
 class LengthMetric(Metric):
     """Length ratio as MultEval reports it: 100 · hypothesis length / reference length
     (words after BLEU's tokenisation; with one reference the closest reference is that
-    one).  Statistics are columns t1 and r of :func:`rerank.bleu.bleu_stats`."""
+    one).  Statistics are columns t1 and r of :func:`rerank.metrics.bleu_stats.bleu_stats`."""
 
     name = "length"
+    tokenize: str  # the settings' types, for the type checker (declared in Config)
     width = 2
     higher_is_better = None  # neither: closeness to 100 matters, so no better/worse marks
 
@@ -27,8 +28,8 @@ class LengthMetric(Metric):
         tokenize: str = option("13a", "sacrebleu's tokeniser (none for tokenised text)")
         lowercase: bool = option(False, "lowercase before scoring")
 
-    def __init__(self, tokenize: str = "13a", lowercase: bool = False):
-        self.bleu = BleuMetric(tokenize, lowercase)
+    def setup(self) -> None:
+        self.bleu = BleuMetric(self.tokenize, self.lowercase)
 
     def stats(self, hypotheses, references):
 

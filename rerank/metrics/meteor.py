@@ -37,6 +37,7 @@ import numpy as np
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.references import References
 
 NUM_STATS = 23
 STAGES = 4
@@ -104,6 +105,10 @@ class MeteorMetric(Metric):
     """METEOR 1.5 with per-segment statistics from the jar (see the module docstring)."""
 
     name = "meteor"
+    # the settings' types, for the type checker (declared, with defaults and help, in Config)
+    lang: str
+    modules: str
+    weights: str
     size_column = 1  # reference words
     width = NUM_STATS
 
@@ -114,18 +119,21 @@ class MeteorMetric(Metric):
     class Config:
         lang: str = option("de", "the jar's language (parameters, stemmer)")
         lowercase: bool = option(False, "lowercase before scoring")
+        modules: str = option(
+            "", "the jar's matching modules (default: the language's, e.g. exact stem synonym paraphrase)"
+        )
+        weights: str = option("", "the modules' weights (default: the language's, e.g. 1.0 0.5 0.5 0.5)")
 
-    def __init__(self, lang: str = "de", lowercase: bool = False, modules: str = None, weights: str = None):
+    def setup(self) -> None:
         self.jar = find_jar()
         default_modules, default_weights = DEFAULT_MODULES.get(
-            lang, ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5")
+            self.lang, ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5")
         )
-        self.lang, self.lowercase = lang, lowercase
-        self.modules = modules or default_modules
-        self.weights = weights or default_weights
+        self.modules = self.modules or default_modules
+        self.weights = self.weights or default_weights
         self.module_weights = np.array([float(w) for w in self.weights.split()])
         self.alpha, self.beta, self.gamma, self.delta = jar_parameters(
-            self.jar, lang, self.modules, self.weights, lowercase
+            self.jar, self.lang, self.modules, self.weights, self.lowercase
         )
 
     def _command(self):
@@ -145,7 +153,7 @@ class MeteorMetric(Metric):
             self.weights,
         ] + (["-lower"] if self.lowercase else [])
 
-    def stats(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    def stats(self, hypotheses: Sequence[str], references: References) -> np.ndarray:
         """float64[N, 23] statistics, one jar process for the whole system."""
 
         def clean(text: str) -> str:

@@ -15,7 +15,7 @@ rate).
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 
@@ -64,7 +64,7 @@ class SegmentMetric(Metric):
 
     def bind(self, path: str) -> "SegmentMetric":
         """This metric reading ``path + '.' + NAME``."""
-        return SegmentMetric(self.key, self.higher_is_better, path)
+        return SegmentMetric(self.key, self.higher_is_better is not False, path)
 
     def bind_values(self, values, what: str = "scores") -> "SegmentMetric":
         """This metric over scores held in memory (``values``: one finite number per
@@ -79,9 +79,13 @@ class SegmentMetric(Metric):
             raise InputError(f"{what}: expected a list of numbers") from None
         if not np.isfinite(array).all():
             raise InputError(f"{what}: score {int(np.flatnonzero(~np.isfinite(array))[0]) + 1} is not finite")
-        bound = SegmentMetric(self.key, self.higher_is_better, f"<{what}>")
+        bound = SegmentMetric(self.key, self.higher_is_better is not False, f"<{what}>")
         bound._values = array
         return bound
+
+    def sidecars(self, path: str) -> List[str]:
+        """``[PATH.NAME]``: the scores this metric reads for file ``path``."""
+        return [f"{path}.{self.key}"]
 
     @property
     def sidecar(self) -> str:

@@ -52,7 +52,8 @@ MAX_COEFFICIENT = 1e6
 def parse_terms(spec: str) -> List[Tuple[float, str]]:
     """[(coefficient, metric name)] of an expression such as ``0.5*bleu-0.5*ter``.
     Raises :class:`InputError` naming the part that does not parse."""
-    terms, position = [], 0
+    terms: List[Tuple[float, str]] = []
+    position = 0
     while position < len(spec):
         match = _TERM.match(spec, position)
         if not match or match.end() == position or (terms and not match.group(1)):

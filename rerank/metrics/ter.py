@@ -6,6 +6,7 @@ import numpy as np
 
 from rerank._native import ter_edits
 from rerank.metrics.base import METRICS, SacrebleuStatsMetric
+from rerank.metrics.utility import PairwiseUtility
 
 
 @METRICS.register("ter")
@@ -55,9 +56,25 @@ class TerMetric(SacrebleuStatsMetric):
         out[:, 1] = [len(r) for r in refs]
         return out
 
+    def utility(self) -> "TerUtility":
+        """Minus sentence TER, MBR's ``MBRTER`` (pair by pair: TER has no n-gram counts)."""
+        return TerUtility("MBRTER", self)
+
     def score(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
         edits, ref_len = stats[..., 0], stats[..., 1]
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(ref_len > 0, edits / ref_len, np.where(edits > 0, 1.0, 0.0))
         return 100.0 * ratio
+
+
+class TerUtility(PairwiseUtility):
+    """MBR's TER utility: minus sentence TER (sacrebleu's tokenisation and edit counts,
+    :meth:`TerMetric.pair_stats`); ≤ 0, higher is better."""
+
+    def __init__(self, column: str, metric: TerMetric):
+        super().__init__(column)
+        self.metric = metric
+
+    def pairs(self, texts, hyp, ref):
+        return -self.metric.score(self.metric.pair_stats(texts, hyp, ref))

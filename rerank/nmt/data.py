@@ -164,7 +164,7 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
 
     codes = os.path.join(out_dir, "bpe.codes")
     if not os.path.exists(codes):
-        joint = []
+        joint: List[str] = []
         for lang in (config.src, config.tgt):
             with open(os.path.join(tok_dir, f"train.{lang}"), encoding="utf-8") as handle:
                 joint.extend(handle)

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -313,11 +313,15 @@ def generate_nbest_from_text(
     empty = next((k for k, line in enumerate(raw) if not line.strip()), None)
     if empty is not None:
         raise InputError("empty source line (every line must hold a sentence)", input_path, empty + 1)
-    provenance = {"data_bin": os.path.abspath(bin_dir), "input": os.path.abspath(input_path), "subset": None}
+    provenance: Dict[str, Any] = {
+        "data_bin": os.path.abspath(bin_dir),
+        "input": os.path.abspath(input_path),
+        "subset": None,
+    }
     if shard is not None:
         lo, hi = shard.bounds(len(raw), input_path)
-        for path in (out_nbest, out_1best, out_source):
-            shard.check_output(path)
+        for output in (out_nbest, out_1best, out_source):
+            shard.check_output(output)
         provenance["shard"] = shard.record(len(raw), input_path)
         raw = raw[lo:hi]
     tokenised = preprocess_lines(raw, config.src)

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
-from typing import List
+from typing import Any, Dict, List
 
 from rerank.errors import InputError
 from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
@@ -505,11 +505,11 @@ def average_checkpoints(paths: List[str], out: str) -> str:
 
     if not paths:
         raise InputError("no epoch checkpoints to average")
-    total = None
+    total: Dict[str, Any] = {}
     for path in paths:
         state = torch.load(path, map_location="cpu", weights_only=False)
         params = state["model"]
-        if total is None:
+        if not total:
             total = {k: v.clone().double() if v.is_floating_point() else v.clone() for k, v in params.items()}
         else:
             for k, v in params.items():

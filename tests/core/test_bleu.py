@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from rerank.bleu import background_sentence_bleu, bleu_from_stats, bleu_stats, sacrebleu_score
+from rerank.metrics.bleu_stats import background_sentence_bleu, bleu_from_stats, bleu_stats, sacrebleu_score
 from tests.conftest import random_corpus
 
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import ROOT, write_split
 
 TOY_METRIC = '''
@@ -91,7 +93,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank import DEFAULT_SEED
-from rerank.mira.tuner import TUNERS, Tuner, option
+from rerank.tuning.base import TUNERS, Tuner, option
 
 
 @TUNERS.register("toy-uniform")
@@ -140,7 +142,7 @@ def test_a_toy_metric_scorer_and_tuner_are_one_file_each(tmp_path):
     added = {
         "rerank/metrics/toyrecall.py": TOY_METRIC,
         "rerank/features/toychars.py": TOY_SCORER,
-        "rerank/mira/toyuniform.py": TOY_TUNER,
+        "rerank/tuning/toyuniform.py": TOY_TUNER,
     }
     for path, code in added.items():
         (copy / path).write_text(textwrap.dedent(code))
@@ -210,3 +212,91 @@ def test_a_toy_metric_scorer_and_tuner_are_one_file_each(tmp_path):
     assert api["api_columns"] == ["NMT", "ToyChars"] and api["api_metric"] == "toyrecall"
     assert api["api_chars"][0] == 2 * len(first[1])
     assert abs(api["api_eval"]["toyrecall"] - expected) < 1e-9
+
+
+TOY_UTILITY = '''
+"""A toy metric with an MBR utility: word-set overlap (Jaccard), 100 · |h ∩ r| / |h ∪ r|."""
+
+import numpy as np
+
+from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.utility import PairwiseUtility
+
+
+def jaccard(h, r):
+    h, r = set(h.split()), set(r.split())
+    return 100.0 * len(h & r) / max(len(h | r), 1)
+
+
+class OverlapUtility(PairwiseUtility):
+    def pairs(self, texts, hyp, ref):
+        return np.array([jaccard(texts[i], texts[j]) for i, j in zip(hyp, ref)], dtype=np.float64)
+
+
+@METRICS.register("toyoverlap")
+class ToyOverlap(Metric):
+    """toyoverlap: mean word-set overlap (Jaccard) · 100"""
+
+    name = "toyoverlap"
+    width = 2
+
+    def stats(self, hypotheses, references):
+        rows = [[jaccard(h, r), 1.0] for h, r in zip(hypotheses, references)]
+        return np.asarray(rows, dtype=np.float64).reshape(len(rows), 2)
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        return stats[..., 0] / np.maximum(stats[..., 1], 1.0)
+
+    def signature(self):
+        return "toyoverlap|v1"
+
+    def utility(self):
+        return OverlapUtility("MBRtoyoverlap")
+'''
+
+
+def test_a_toy_mbr_utility_is_one_file(tmp_path):
+    """A metric module whose metric has a pairwise utility is an MBR utility of ``rerank mbr``
+    and of the ``mbr:`` scorer, with no other file edited (issue 59): expected utilities and
+    selections by hand."""
+    copy = tmp_path / "site"
+    shutil.copytree(
+        os.path.join(ROOT, "rerank"), copy / "rerank", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    (copy / "rerank" / "metrics" / "toyoverlap.py").write_text(textwrap.dedent(TOY_UTILITY))
+    (tmp_path / "c.nbest").write_text(
+        "0 ||| a b c ||| NMT= 0 ||| 0\n0 ||| a b d ||| NMT= 0 ||| 0\n0 ||| x y ||| NMT= 0 ||| 0\n"
+        "1 ||| p q ||| NMT= 0 ||| 0\n1 ||| p r ||| NMT= 0 ||| 0\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+
+    def rerank(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "rerank.cli", *argv], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    done = rerank(
+        "mbr", "--candidates", "c.nbest", "--metric", "toyoverlap", "--weights-from", "uniform", "--out", "o.txt"
+    )
+    assert done.returncode == 0, done.stderr
+    # segment 0: E(a b c) = (100 + 50 + 0) / 3 = E(a b d) > E(x y) = 100 / 3; the first on ties
+    assert (tmp_path / "o.txt").read_text() == "a b c\np q\n"
+    done = rerank(
+        "features", "add", "--nbest", "c.nbest", "--scorer", "mbr:toyoverlap,feature=uniform", "--out", "f.nbest"
+    )
+    assert done.returncode == 0, done.stderr
+    values = [
+        float(line.split(" ||| ")[2].split("MBRtoyoverlap= ")[1])
+        for line in (tmp_path / "f.nbest").read_text().splitlines()
+    ]
+    third = 100.0 / 3.0
+    assert values == [pytest.approx(v) for v in (150 / 3, 150 / 3, third, (100 + third) / 2, (100 + third) / 2)]
+    # an algorithm that needs n-gram counts is refused for a utility that has none, in one line
+    done = rerank(
+        "mbr", "--candidates", "c.nbest", "--metric", "toyoverlap", "--algorithm", "aggregate", "--out", "a.txt"
+    )
+    assert done.returncode != 0 and "needs an n-gram utility" in done.stderr and "Traceback" not in done.stderr
+    # a metric without a pairwise utility is refused in one line naming those that have one
+    done = rerank("mbr", "--candidates", "c.nbest", "--metric", "length", "--out", "l.txt")
+    assert done.returncode != 0 and "has no pairwise utility" in done.stderr and "toyoverlap" in done.stderr

@@ -20,7 +20,7 @@ from conftest import random_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import rerank.nbest
+import rerank.nbest.moses
 import rerank.reranking
 from rerank.cli import main
 from rerank.errors import InputError
@@ -768,7 +768,7 @@ def test_streamed_verbs_equal_the_whole_list(files, monkeypatch):
     }
     for verb, args in argv.items():
         assert main([a.format(o=str(files / f"{verb}.whole")) for a in args]) == 0
-        monkeypatch.setattr(rerank.nbest, "BLOCK_HYPOTHESES", 7)  # many blocks, cut at segment boundaries
+        monkeypatch.setattr(rerank.nbest.moses, "BLOCK_HYPOTHESES", 7)  # many blocks, cut at segment boundaries
         assert main([a.format(o=str(files / f"{verb}.streamed")) for a in args]) == 0
         monkeypatch.undo()
         assert (files / f"{verb}.whole").read_bytes() == (files / f"{verb}.streamed").read_bytes(), verb
@@ -776,8 +776,8 @@ def test_streamed_verbs_equal_the_whole_list(files, monkeypatch):
 
 
 def test_mbr_in_pair_groups_equals_all_pairs_at_once(corpus):
-    from rerank.features.consensus import pair_groups
     from rerank.features.scorer import make_scorer
+    from rerank.mbr import pair_groups
 
     refs, hyps, segment = corpus
     offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
@@ -787,7 +787,7 @@ def test_mbr_in_pair_groups_equals_all_pairs_at_once(corpus):
         whole = scorer.score(nbest, None, None)
         scorer.max_pairs = 40  # a few segments per group (6 x 6 = 36 pairs each)
         grouped = scorer.score(nbest, None, None)
-        assert np.array_equal(whole[scorer.NAMES[metric]], grouped[scorer.NAMES[metric]])
+        assert np.array_equal(whole[scorer.column], grouped[scorer.column])
     groups = pair_groups(offsets, 40)
     assert groups[0] == (0, 1) and groups[-1][1] == len(offsets) - 1
     assert pair_groups(np.array([0, 10, 12]), 5) == [(0, 1), (1, 2)]  # a segment larger than the cap stands alone
@@ -1046,7 +1046,7 @@ def test_a_killed_runs_free_temporaries_of_other_outputs_are_swept(files):
 
 
 def test_mert_refuses_a_problem_whose_memory_it_can_estimate_and_talks_on_long_iterations(monkeypatch):
-    from rerank.mira import mert
+    from rerank.tuning import mert
 
     rng = np.random.default_rng(0)
     offsets = np.arange(0, 41, 4)

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from rerank.bleu import BleuSettings
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.mira.tuning import TuningSetup, tune_file
+from rerank.metrics.bleu import BleuMetric
 from rerank.nbest import ListInfo, NBestList, read_list_info, read_nbest, write_lines, write_list_info, write_nbest
+from rerank.tuning.files import TuningSetup, tune_file
 from tests.conftest import one_line_error
 
 
@@ -130,7 +130,7 @@ def test_feature_sets_choose_the_columns_and_the_start_is_the_beam(listed):
     record, result = tune_file(
         str(listed / "dev.nbest"),
         str(listed / "dev.ref"),
-        TuningSetup("mert", feature_sets=["beam", "R2L"], bleu=BleuSettings("none")),
+        TuningSetup("mert", feature_sets=["beam", "R2L"], tokenize="none"),
     )
     assert record["tuning"]["init"] == "beam" and record["tuning"]["features"] == [
         "NMT",
@@ -223,7 +223,7 @@ def test_rerank_experiment_writes_the_manifest_that_report_reads(tmp_path, capsy
     assert main(args) == 0  # unchanged: not rewritten (reports newer than it stay valid)
     assert "unchanged" in capsys.readouterr().err and (exp / "experiment.json").stat().st_mtime_ns == before
     experiment = Experiment.read(str(exp))
-    assert experiment.bleu == BleuSettings("none") and experiment.caption == "tiny"
+    assert experiment.bleu == BleuMetric("none") and experiment.caption == "tiny"
     assert main(args + ["--system", "+MLMME beta=1", str(exp / "base.txt")]) == 1
     one_line_error(capsys, "'+MLMME beta=1' is given to two systems")
 

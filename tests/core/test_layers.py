@@ -1,6 +1,10 @@
-"""The structure drawn from the imports (the README's layout): one layer per floor, no
-arrow from a lower layer to a higher one, no cycle, imports at module level, and a core
-that loads neither torch nor fairseq."""
+"""The structure drawn from the imports (docs/reference/layout.md): the core's own floors —
+foundations, the n-best data model and its I/O, metrics, tuning / significance / MBR, applying
+and reporting — then the models (NMT, embeddings), the feature scorers, the command line and
+the Python API, and the facade ``rerank`` on top.  No arrow from a lower floor to a higher one
+(so no library module imports the package root), none between two groups of one floor, no
+cycle, imports at module level, a core that loads neither torch nor fairseq, and module and
+function sizes a reader can hold."""
 
 import ast
 import os
@@ -12,19 +16,61 @@ import pytest
 
 from tests.conftest import ROOT
 
-#: the subpackages of ``rerank`` that are layers of their own, by floor
-FLOORS = {"mira": 1, "nmt": 1, "embed": 2, "features": 3, "cli": 4}
+#: (floor, group) of every module of rerank, by module-name prefix (the longest prefix wins)
+FLOORS = {
+    # 0: foundations, one group
+    **{
+        f"rerank.{name}": (0, "base")
+        for name in (
+            "_version",
+            "defaults",
+            "errors",
+            "argtypes",
+            "config",
+            "registry",
+            "progress",
+            "devices",
+            "textio",
+            "outputs",
+            "signature",
+            "_native",
+        )
+    },
+    # 1: the n-best data model and its I/O
+    "rerank.nbest": (1, "data"),
+    "rerank.shards": (1, "data"),
+    "rerank.folds": (1, "data"),
+    "rerank.convert": (1, "data"),
+    # 2: metrics own all text scoring
+    "rerank.metrics": (2, "metrics"),
+    # 3: what the statistics are for: tuning, significance, MBR, experiments
+    "rerank.tuning": (3, "tuning"),
+    "rerank.signif": (3, "signif"),
+    "rerank.mbr": (3, "mbr"),
+    "rerank.experiment": (3, "experiment"),
+    # 4: applying tuned weights, reports
+    "rerank.reranking": (4, "results"),
+    "rerank.report": (4, "results"),
+    # 5-7: the models and the feature scorers
+    "rerank.nmt": (5, "nmt"),
+    "rerank.embed": (6, "embed"),
+    "rerank.features": (7, "features"),
+    # 8: the command line and the Python API, side by side
+    "rerank.cli": (8, "cli"),
+    "rerank.api": (8, "api"),
+    # 9: the facade (rerank/__init__.py): nothing below may import it
+    "rerank": (9, "facade"),
+}
 
 
 def layer(module: str) -> tuple:
-    """(floor, package): rerank's core 0; rerank.mira and rerank.nmt 1; rerank.embed 2;
-    rerank.features 3; the CLI (rerank.cli) and the Python API (rerank/api.py) 4."""
-    if module == "rerank.api":
-        return 4, "api"
+    """(floor, group) of ``module`` (:data:`FLOORS`, the longest matching prefix)."""
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in FLOORS:
-        return FLOORS[parts[1]], parts[1]
-    return 0, "rerank"
+    for k in range(len(parts), 0, -1):
+        key = ".".join(parts[:k])
+        if key in FLOORS:
+            return FLOORS[key]
+    raise KeyError(module)
 
 
 def modules():
@@ -68,15 +114,67 @@ def imports(path):
 EDGES = {name: imports(path) for name, path in MODULES.items()}
 
 
-def test_no_arrow_from_a_lower_layer_to_a_higher_one():
+def test_every_module_has_a_floor():
+    unknown = [name for name in MODULES if not any(name == k or name.startswith(k + ".") for k in FLOORS)]
+    assert not unknown, unknown
+
+
+def wrong_arrows(edges) -> list:
+    """The imports of ``edges`` ({module: [(target, line, top)]}) that go up a floor or across
+    groups of one floor."""
     wrong = []
-    for name, edges in EDGES.items():
-        floor, package = layer(name)
-        for target, line, _ in edges:
-            to_floor, to_package = layer(target)
-            if to_package != package and to_floor >= floor:
-                wrong.append(f"{MODULES[name]}:{line}: {name} ({package}) imports {target} ({to_package})")
+    for name, found in edges.items():
+        floor, group = layer(name)
+        for target, line, _ in found:
+            to_floor, to_group = layer(target)
+            if to_floor > floor or (to_floor == floor and to_group != group):
+                wrong.append(
+                    f"{MODULES.get(name, name)}:{line}: {name} ({floor} {group}) imports {target} ({to_floor} {to_group})"
+                )
+    return wrong
+
+
+def test_no_arrow_from_a_lower_layer_to_a_higher_one():
+    wrong = wrong_arrows(EDGES)
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_rules_see_an_import_of_the_facade_and_a_skipped_floor():
+    """The knot this test once missed (issue 59): ``nbest → signature → rerank ⇢ api → nbest``,
+    a library module importing ``__version__`` from the package root; and metrics importing tuning."""
+    assert wrong_arrows({"rerank.signature": [("rerank", 10, True)]})
+    assert wrong_arrows({"rerank.metrics.bleu": [("rerank.tuning.base", 3, True)]})
+    assert wrong_arrows({"rerank.tuning.mira": [("rerank.mbr.engine", 3, True)]})  # one floor, two groups
+    assert not wrong_arrows({"rerank.tuning.mira": [("rerank.metrics", 3, True), ("rerank.tuning.base", 4, True)]})
+
+
+def test_no_library_module_imports_the_package_root():
+    found = [
+        f"{MODULES[name]}:{line}"
+        for name, edges in EDGES.items()
+        if name != "rerank"
+        for t, line, _ in edges
+        if t == "rerank"
+    ]
+    assert not found, found
+
+
+#: the most lines of one module and of one function (issue 59's measure)
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 150
+
+
+def test_modules_and_functions_stay_small():
+    large = []
+    for path in MODULES.values():
+        source = open(path, encoding="utf-8").read()
+        if source.count("\n") > MAX_MODULE_LINES:
+            large.append(f"{path}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    large.append(f"{path}:{node.lineno}: {node.name} has {size} lines")
+    assert not large, "\n".join(large)
 
 
 def test_no_function_local_import_of_our_own_modules():
@@ -113,7 +211,7 @@ def test_no_import_cycle():
 @pytest.mark.parametrize(
     "modules",
     [
-        "rerank, rerank.mira, rerank.mira.tuning, rerank.report, rerank.experiment, rerank.reranking, rerank.oracle, rerank.metrics",
+        "rerank, rerank.tuning, rerank.tuning.files, rerank.report, rerank.experiment, rerank.reranking, rerank.tuning.oracle, rerank.metrics",
         "rerank.cli",  # the command line: every verb's parser, and no model loaded before a verb needs one
         "rerank.api",  # the Python API: no model loaded before a scorer is asked for
     ],

@@ -101,14 +101,14 @@ def test_tuning_for_chrf_plus_plus_records_it(tmp_path):
 
 
 def test_unknown_tokeniser_lists_the_choices():
-    from rerank.bleu import BleuSettings
+    from rerank.metrics.bleu import BleuMetric
 
     with pytest.raises(InputError, match=r"unknown sacrebleu tokeniser 'foo'; known: none, zh, 13a, intl"):
-        BleuSettings("foo")
+        BleuMetric("foo")
 
 
 def test_tokenised_text_under_a_tokeniser_is_warned_once(monkeypatch):
-    from rerank import bleu
+    from rerank.metrics import bleu_stats as bleu
 
     monkeypatch.setattr(bleu, "_WARNED_TOKENISED", [])
     said = []
@@ -144,8 +144,8 @@ def test_ter_edits_in_blocks_equal_one_call(monkeypatch):
 
 
 def test_length_controlled_bleu_by_hand_and_as_a_tuning_objective(tmp_path, capsys):
-    from rerank.bleu import bleu_from_stats
-    from rerank.mira.tuner import Problem
+    from rerank.metrics.bleu_stats import bleu_from_stats
+    from rerank.tuning.base import Problem
 
     metric = make_objective("bleu:length_penalty=0.5,length_target=1.0")
     # summed statistics: matches/totals of 4 orders and the reference length (Moses layout)

@@ -14,12 +14,13 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 import rerank
-from rerank.bleu import bleu_from_stats, bleu_stats
 from rerank.cli import main
 from rerank.errors import InputError
+from rerank.metrics.bleu import BleuMetric
+from rerank.metrics.bleu_stats import bleu_from_stats, bleu_stats
 from rerank.nbest import NBestList, write_lines, write_nbest
 from rerank.textio import read_references
-from rerank.tuning_data import load_tuning_data
+from rerank.tuning.data import load_tuning_data
 from tests.conftest import ROOT
 
 TASK2 = os.path.join(ROOT, "..", "shared", "data", "multi30k", "task2", "raw")
@@ -92,7 +93,9 @@ def test_tune_oracle_and_signif_take_several_references(tmp_path, capsys):
     for k in (0, 1):
         write_lines(refs[k], str(tmp_path / f"r{k}.txt"))
     two = ["--ref", str(tmp_path / "r0.txt"), "--ref", str(tmp_path / "r1.txt")]
-    nbest, _, stats = load_tuning_data(str(tmp_path / "l.nbest"), [str(tmp_path / "r0.txt"), str(tmp_path / "r1.txt")])
+    nbest, _, stats = load_tuning_data(
+        str(tmp_path / "l.nbest"), [str(tmp_path / "r0.txt"), str(tmp_path / "r1.txt")], BleuMetric()
+    )
     assert np.array_equal(stats, bleu_stats(hyps, refs, nbest.segment, "13a"))
     args = ["tune", "--nbest", str(tmp_path / "l.nbest"), *two, "--init", "zeros", "--out", str(tmp_path / "w.json")]
     assert main(args + ["--quiet"]) == 0

@@ -5,7 +5,8 @@ import pytest
 
 from rerank.cli import main
 from rerank.errors import InputError
-from rerank.nbest import NBestList, read_nbest, select_best, weights_dict, weights_vector, write_nbest
+from rerank.nbest import NBestList, read_nbest, select_best, write_nbest
+from rerank.tuning.weights import weights_dict, weights_vector
 
 GOOD = (
     "0 ||| ein mann ||| NMT= -1.5 LM= -3 -4 WordPenalty= -2 ||| -1.5\n"

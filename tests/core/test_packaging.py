@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-GENERIC = ("features", "nmt", "mira", "embed")
+GENERIC = ("features", "nmt", "tuning", "embed", "mbr", "nbest")
 
 
 @pytest.mark.slow
@@ -33,14 +33,14 @@ def test_the_wheel_installs_one_import_name(tmp_path):
         assert f"rerank/{sub}/__init__.py" in names
     assert any(n.startswith("rerank/_kernels") and n.endswith(".so") for n in names)
     assert "rerank/py.typed" in names  # PEP 561: type checkers read the annotations
-    assert any(n.startswith("rerank/mira/_kernels") and n.endswith(".so") for n in names)
+    assert any(n.startswith("rerank/tuning/_kernels") and n.endswith(".so") for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert "rerank = rerank.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 
 
-def test_rerank_works_beside_packages_named_features_nmt_mira_embed(tmp_path):
-    """Packages called features, nmt, mira and embed first on the path (as PyPI's would be
-    installed): rerank's verbs and subpackages are unaffected, and the user's ``import
+def test_rerank_works_beside_packages_named_like_its_subpackages(tmp_path):
+    """Packages called features, nmt, tuning, embed, mbr and nbest first on the path (as PyPI's
+    would be installed): rerank's verbs and subpackages are unaffected, and the user's ``import
     features`` still gets the other package."""
     shadow = tmp_path / "site"
     for name in GENERIC:
@@ -53,14 +53,14 @@ def test_rerank_works_beside_packages_named_features_nmt_mira_embed(tmp_path):
     (tmp_path / "val.de").write_text("a b c d\ne f g h\n")
     code = f"""
 import sys
-import features, nmt, mira, embed
+import features, nmt, tuning, embed, mbr, nbest
 from rerank.cli import main
 assert main(["features", "add", "--nbest", "val.nbest", "--scorer", "mbr:bleu,feature=uniform", "--out", "m.nbest"]) == 0
 assert main(["tune", "--nbest", "m.nbest", "--ref", "val.de", "--init", "zeros", "--tokenize", "none",
              "--out", "w.json", "--quiet"]) == 0
-import rerank.mira, rerank.mira.kbmira, rerank.features.scorer, rerank.embed.config
-assert rerank.mira.Mira.__module__ == "rerank.mira.kbmira"
-for module in (features, nmt, mira, embed):
+import rerank.tuning, rerank.tuning.mira, rerank.features.scorer, rerank.embed.config
+assert rerank.tuning.Mira.__module__ == "rerank.tuning.mira"
+for module in (features, nmt, tuning, embed, mbr, nbest):
     assert module.OWNER.startswith("not rerank"), module
     assert module.__file__.startswith({str(shadow)!r}), module.__file__
 print("ok")

@@ -472,7 +472,7 @@ def test_report_writes_its_tables_without_plots(tmp_path, capsys, monkeypatch, w
     """Without matplotlib (a core install) or with --no-plots the tables are written, the
     plots are skipped (said in one line, before the work, when matplotlib is missing), and
     no PNG is written; runs in a core-only install too."""
-    import rerank.cli.core
+    import rerank.cli.scoring
 
     refs, hyps, _ = random_corpus(20, 2, seed=13)
     exp = tmp_path / "exp"
@@ -486,7 +486,7 @@ def test_report_writes_its_tables_without_plots(tmp_path, capsys, monkeypatch, w
     if why == "--no-plots":
         args.append("--no-plots")
     else:
-        monkeypatch.setattr(rerank.cli.core, "plots_available", lambda: False)
+        monkeypatch.setattr(rerank.cli.scoring, "plots_available", lambda: False)
         monkeypatch.setitem(sys.modules, "matplotlib", None)  # an import would fail
     assert main(args) == 0
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Tuning data computed once (rerank/tuning_data.py): the second load of a list reads the
+"""Tuning data computed once (rerank/tuning/data.py): the second load of a list reads the
 content-addressed cache and gives the same arrays; any changed input, setting or a foreign
 entry is never used."""
 
@@ -7,11 +7,11 @@ import os
 
 import numpy as np
 
-from rerank import tuning_data
-from rerank.bleu import BleuSettings
 from rerank.cli import main
 from rerank.metrics import make_objective
-from rerank.tuning_data import cache_key, load_tuning_data
+from rerank.metrics.bleu import BleuMetric
+from rerank.tuning import data as tuning_data
+from rerank.tuning.data import cache_key, load_tuning_data
 from tests.conftest import write_split
 
 
@@ -24,11 +24,11 @@ def test_the_second_load_reads_the_cache_and_equals_the_first(tmp_path, monkeypa
     monkeypatch.setenv("RERANK_CACHE", str(cache))
     write_split(tmp_path, "val", 30, seed=3)
     nbest, ref = str(tmp_path / "val.nbest"), str(tmp_path / "val.de")
-    first = load_tuning_data(nbest, ref, BleuSettings("none"))
+    first = load_tuning_data(nbest, ref, BleuMetric("none"))
     assert len(_entries(cache)) == 1
     calls = []
     monkeypatch.setattr(tuning_data, "iter_nbest", lambda *a, **k: calls.append(1) or iter(()))
-    second = load_tuning_data(nbest, ref, BleuSettings("none"))
+    second = load_tuning_data(nbest, ref, BleuMetric("none"))
     assert calls == []  # the list was not read again
     assert np.array_equal(second[0].offsets, first[0].offsets) and np.array_equal(second[2], first[2])
     assert np.array_equal(second[0].features, first[0].features)
@@ -41,31 +41,31 @@ def test_any_change_makes_another_entry_and_foreign_or_broken_entries_are_rebuil
     monkeypatch.setenv("RERANK_CACHE", str(cache))
     write_split(tmp_path, "val", 20, seed=4)
     nbest, ref = str(tmp_path / "val.nbest"), str(tmp_path / "val.de")
-    base = cache_key(nbest, [ref], BleuSettings("none").signature(), [])
-    assert base == cache_key(nbest, [ref], BleuSettings("none").signature(), [])
-    assert base != cache_key(nbest, [ref], BleuSettings("13a").signature(), [])  # another setting
+    base = cache_key(nbest, [ref], BleuMetric("none").signature(), [])
+    assert base == cache_key(nbest, [ref], BleuMetric("none").signature(), [])
+    assert base != cache_key(nbest, [ref], BleuMetric("13a").signature(), [])  # another setting
     chrf = make_objective("chrf").signature()
     assert base != cache_key(nbest, [ref], chrf, [])  # another metric
     refs = open(ref).read().splitlines()
-    old = load_tuning_data(nbest, ref, BleuSettings("none"))
+    old = load_tuning_data(nbest, ref, BleuMetric("none"))
     with open(ref, "w") as out:  # the last reference gains one word
         out.write("\n".join(refs[:-1] + [refs[-1] + " x"]) + "\n")
-    changed = load_tuning_data(nbest, ref, BleuSettings("none"))
+    changed = load_tuning_data(nbest, ref, BleuMetric("none"))
     assert len(_entries(cache)) == 2  # a new entry; the old one is never used for the new text
     last = slice(int(old[0].offsets[-2]), None)
     assert (changed[2][last, 8] == old[2][last, 8] + 1).all()  # the reference length of its hypotheses
-    key = cache_key(nbest, [ref], BleuSettings("none").signature(), [])
+    key = cache_key(nbest, [ref], BleuMetric("none").signature(), [])
     # a foreign file under the key's name (its recorded key differs) and a broken one: rebuilt
     np.savez(cache / f"{key}.npz", key=np.array("someone else"), stats=np.zeros((1, 9)))
-    again = load_tuning_data(nbest, ref, BleuSettings("none"))
+    again = load_tuning_data(nbest, ref, BleuMetric("none"))
     assert again[2].shape[0] == len(again[0].hypotheses)
     (cache / f"{key}.npz").write_bytes(b"not a zip")
-    assert load_tuning_data(nbest, ref, BleuSettings("none"))[2].shape == again[2].shape
+    assert load_tuning_data(nbest, ref, BleuMetric("none"))[2].shape == again[2].shape
     # RERANK_CACHE=off: nothing written
     monkeypatch.setenv("RERANK_CACHE", "off")
     before = _entries(cache)
     write_split(tmp_path, "other", 10, seed=5)
-    load_tuning_data(str(tmp_path / "other.nbest"), str(tmp_path / "other.de"), BleuSettings("none"))
+    load_tuning_data(str(tmp_path / "other.nbest"), str(tmp_path / "other.de"), BleuMetric("none"))
     assert _entries(cache) == before
 
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from rerank.bleu import bleu_from_stats, pair_bleu_stats
 from rerank.errors import InputError
-from rerank.features.consensus import list_pairs, list_softmax
 from rerank.features.length import mean_log_ratio
 from rerank.features.scorer import make_scorer
+from rerank.mbr import list_pairs, list_softmax
+from rerank.metrics.bleu_stats import bleu_from_stats, pair_bleu_stats
 from rerank.metrics.chrf import ChrfMetric
 from rerank.nbest import NBestList
 from tests.conftest import random_corpus
@@ -120,7 +120,7 @@ def test_length_features_by_hand(tmp_path):
 
 
 def test_mbr_uniform_weighs_samples_alike():
-    from rerank.bleu import bleu_from_stats, pair_bleu_stats
+    from rerank.metrics.bleu_stats import bleu_from_stats, pair_bleu_stats
     from rerank.nbest import NBestList
 
     hyps = ["a b c d", "a b c e", "x y z w"]

@@ -172,7 +172,7 @@ def test_confidence_based_pruning_keeps_the_exact_choice_with_fewer_utilities(tm
     for metric in ("chrf", "bleu"):
         scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform"))
         p = scorer.distribution(nbest)
-        exact = nbest.select(scorer._expected(nbest, p)[scorer.names(False)[0]])
+        exact = nbest.select(scorer.expected(nbest, p)[scorer.column])
         chosen, computed = scorer.pruned_select(nbest, nbest, p, alpha=1.0)
         assert list(chosen) == list(exact) and computed == 40 * 40 * segments
         # pruning at 0.99: almost always the exact choice, for a fraction of the utilities
@@ -217,9 +217,7 @@ def test_centroid_mbr_by_hand_and_its_two_limits(tmp_path, capsys):
         assert one.centroid_expected(nbest, nbest, q) == pytest.approx(one.aggregate_expected(nbest, nbest, q))
         every = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "centroid", 1000))
         exact = ConsensusScorer(ConsensusScorer.Config(metric, "NMT"))
-        assert every.centroid_expected(nbest, nbest, q) == pytest.approx(
-            exact._expected(nbest, q)[exact.names(False)[0]]
-        )
+        assert every.centroid_expected(nbest, nbest, q) == pytest.approx(exact.expected(nbest, q)[exact.column])
     # the command and the scorer column are one engine
     out = tmp_path / "c.txt"
     argv = ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--algorithm", "centroid", "--clusters", "3"]

@@ -14,15 +14,14 @@ from tests.conftest import needs  # noqa: E402
 
 pytestmark = needs("nmt")
 
-from rerank.bleu import BleuSettings  # noqa: E402
 from rerank.cli import main  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 from rerank.features.add import ScoringInputs, add_features  # noqa: E402
 from rerank.features.system import Relocation, _relocate, detokenize, load_system, pack_system, trace, translate  # noqa: E402
-from rerank.mira.tuning import TuningSetup, tune_file  # noqa: E402
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text  # noqa: E402
 from rerank.reranking import apply_file  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
+from rerank.tuning.files import TuningSetup, tune_file  # noqa: E402
 from tests.nmt.test_nmt import _write_corpus  # noqa: E402
 
 
@@ -42,9 +41,7 @@ def tuned(tmp_path_factory):
     add_features(
         str(root / "val.nbest"), specs, str(root / "val.full.nbest"), ScoringInputs(source=str(data / "tok" / "val.en"))
     )
-    record, _ = tune_file(
-        str(root / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(bleu=BleuSettings("none"))
-    )
+    record, _ = tune_file(str(root / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
     for seed in (1, 2):  # two replicas' records: the system takes the one of the better tuning score
         record["tuning"]["score"] = float(seed)
         (root / f"w{seed}.json").write_text(json.dumps(record))

@@ -289,12 +289,14 @@ def test_a_model_trained_with_other_settings_is_refused_by_name(tmp_path):
 
 
 def _nmt_venv_is_set_up() -> bool:
-    """Whether scripts/setup_env.sh nmt has run for this setup.py (else the pipeline
-    would install torch and fairseq first)."""
+    """Whether scripts/setup_env.sh nmt has run for this pyproject.toml and setup.py (else
+    the pipeline would install torch and fairseq first)."""
     import hashlib
 
     root = PIPELINE.parents[1]
-    key = hashlib.sha1((root / "setup.py").read_bytes() + b"\n").hexdigest()[:12]
+    key = hashlib.sha1((root / "pyproject.toml").read_bytes() + (root / "setup.py").read_bytes() + b"\n").hexdigest()[
+        :12
+    ]
     return (root / ".venv" / f".rerank-nmt-{key}").exists()
 
 

@@ -10,7 +10,7 @@ import types
 import numpy as np
 
 if not hasattr(np, "compat"):
-    np.compat = types.SimpleNamespace(long=np.int64)
+    setattr(np, "compat", types.SimpleNamespace(long=np.int64))  # noqa: B010 (numpy 2 dropped np.compat)
 
 from fairseq.tasks.fairseq_task import FairseqTask  # noqa: E402
 

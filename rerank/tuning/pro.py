@@ -12,13 +12,13 @@ learns the weights.
 
 Sentence-BLEU+1 is Moses' ``sentenceLevelBleuPlusOne`` (PRO's smoothing): add one to
 the matches and totals of every order, brevity ``min(0, 1 - r/c)`` on the raw lengths
-(:func:`rerank.bleu.bleu_plus_one`).  For another metric the pairs are drawn on its
+(:func:`rerank.metrics.bleu_stats.bleu_plus_one`).  For another metric the pairs are drawn on its
 sentence-level score (:meth:`rerank.metrics.Metric.sentence_score`, 0-1 scale: chrF,
 −TER, a ``seg:`` score itself) and the corpus gain decides whether the start is kept.  Sampling is vectorised over all segments and seeded; ties in
 the top-Ξ choice go to the earlier sample.  The result is never worse on the tuning set
 than the initial weights: if the learnt weights score lower corpus BLEU, the initial
 ones are returned (``kept_initial``).  ``Pro`` is registered as tuner ``pro``
-(:mod:`rerank.mira.tuner`); scikit-learn is the one optional dependency, loaded when it runs.
+(:mod:`rerank.tuning.base`); scikit-learn is the one optional dependency, loaded when it runs.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from rerank import DEFAULT_SEED
 from rerank.argtypes import non_negative_float, positive_float, positive_int
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
-from rerank.mira.tuner import TUNERS, Problem, Tuner, option
+from rerank.tuning.base import TUNERS, Problem, Tuner, option
 
 
 @dataclass

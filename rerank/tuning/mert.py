@@ -5,7 +5,7 @@ For a direction d from the current weights w, hypothesis i scores
 ``a_i + gamma * b_i`` (``a = H·w``, ``b = H·d``): each segment's model-best hypothesis
 as a function of gamma is the upper envelope of its lines, so corpus BLEU is piecewise
 constant in gamma and its maximum is found exactly by sweeping the sorted breakpoints
-of all segments.  The envelopes are walked in C (``rerank/mira/_kernels.c``); the sweep is C
+of all segments.  The envelopes are walked in C (``rerank/tuning/_kernels.c``); the sweep is C
 for BLEU (``mert_line_search``) and numpy for any other metric (:func:`sweep`: the
 statistics of every interval at once by a cumulative sum, scored by the metric's
 vectorised gain), so MERT optimises chrF, TER, METEOR, interpolations or ``seg:``
@@ -17,8 +17,8 @@ best one, and stops when no direction improves corpus BLEU by more than ``epsilo
 ``mert-moses.pl``): the first from the initial weights, the others from points drawn
 uniformly from ``[-1, 1]^F``; the best by tuning-set BLEU wins (ties: the earliest).
 
-``Mert`` is registered as tuner ``mert`` (:mod:`rerank.mira.tuner`).  Corpus BLEU is our
-statistics layer's (:func:`rerank.bleu.bleu_from_stats`, equal to
+``Mert`` is registered as tuner ``mert`` (:mod:`rerank.tuning.base`).  Corpus BLEU is our
+statistics layer's (:func:`rerank.metrics.bleu_stats.bleu_from_stats`, equal to
 sacrebleu's).  Weights are returned L1-normalised (as Moses prints them); scaling does
 not change any argmax.  Deliberate differences from Moses ``mert``: directions include
 random ones by default on lists of 6 or more features (Moses: ``--nrandom`` 0 in
@@ -40,12 +40,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from rerank import DEFAULT_SEED
 from rerank.argtypes import non_negative_float, non_negative_int, positive_int
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.metrics import Metric
-from rerank.mira._native import mert_envelope, mert_line_search
-from rerank.mira.tuner import TUNERS, Problem, Tuner, option
+from rerank.tuning._native import mert_envelope, mert_line_search
+from rerank.tuning.base import TUNERS, Problem, Tuner, option
 
 
 @dataclass
@@ -89,7 +89,7 @@ def sweep(
     metric: Metric, stats: np.ndarray, first: np.ndarray, gammas: np.ndarray, frm: np.ndarray, to: np.ndarray
 ) -> Tuple[float, float]:
     """The exact line search's sweep for any metric (``mert_line_search`` does it in C
-    for BLEU, with the same choices): the envelopes' changes (:func:`rerank.mira._native.mert_envelope`)
+    for BLEU, with the same choices): the envelopes' changes (:func:`rerank.tuning._native.mert_envelope`)
     sorted by gamma split the line into intervals of constant statistics, all computed at
     once by a cumulative sum and scored by ``metric.gain``.  The interval of highest gain
     wins (ties: the one holding gamma = 0, else the one whose point is nearest 0, else
@@ -194,7 +194,7 @@ class Mert(Tuner):
         run_score, line_searches = [], 0
         axes = np.eye(F)
         for run in range(config.restarts):
-            w = w0.copy() if run == 0 else rng.uniform(-1.0, 1.0, size=F)
+            w = w0.copy() if run == 0 else np.asarray(rng.uniform(-1.0, 1.0, size=F))
             gain = initial if run == 0 else problem.gain(w)
             for _ in range(config.max_iterations):
                 randoms = rng.normal(size=(randoms_per_iteration, F))

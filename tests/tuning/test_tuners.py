@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from rerank.bleu import bleu_from_stats, bleu_plus_one, bleu_stats
-from rerank.mira._native import mert_line_search, model_best_stats
-from rerank.mira.mert import Mert, MertConfig
-from rerank.mira.pro import Pro, ProConfig, sample_pairs
-from rerank.mira.tuner import corpus_score as corpus_bleu_of_weights
-from rerank.oracle import oracle_select
+from rerank.metrics.bleu_stats import bleu_from_stats, bleu_plus_one, bleu_stats
+from rerank.tuning._native import mert_line_search, model_best_stats
+from rerank.tuning.base import corpus_score as corpus_bleu_of_weights
+from rerank.tuning.mert import Mert, MertConfig
+from rerank.tuning.oracle import oracle_select
+from rerank.tuning.pro import Pro, ProConfig, sample_pairs
 from tests.conftest import random_corpus
 
 
@@ -91,8 +91,8 @@ def test_mert_finds_the_exact_two_feature_optimum():
     assert optimum >= grid - 1e-9  # the grid search confirms: nothing beats the exact optimum
     result = tune_mert(features, stats, offsets, MertConfig(restarts=5, seed=1))
     assert result.score == pytest.approx(optimum)
-    assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
-    assert np.abs(result.weights).sum() == pytest.approx(1.0)
+    assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.vector))
+    assert np.abs(result.vector).sum() == pytest.approx(1.0)
     assert result.score > result.initial_score
 
 
@@ -114,7 +114,7 @@ def test_a_long_mert_iteration_says_how_far_it_is_and_what_is_left(monkeypatch):
     """An iteration of many directions (150 columns: 150 line searches) prints a line every
     EVERY seconds inside it, with the share done and the time left estimated from the pace so
     far; the clock changes nothing else (the same weights)."""
-    import rerank.mira.mert as mert_module
+    import rerank.tuning.mert as mert_module
 
     features, stats, offsets = _list(20, 6, seed=3, num_features=2)
     rng = np.random.default_rng(0)
@@ -129,7 +129,7 @@ def test_a_long_mert_iteration_says_how_far_it_is_and_what_is_left(monkeypatch):
     # chunks of 64, the clock read once before them and once after each: after 64, 6 s (not yet);
     # after 128, 12 s (said: 22 left at 12/128 s each, about 2 s); after 150 the iteration is over
     assert inside == ["run 1: 128/150 line searches of this iteration, about 2 s left in it"]
-    assert np.array_equal(quiet.weights, loud.weights)
+    assert np.array_equal(quiet.vector, loud.vector)
 
 
 def test_bleu_plus_one_by_hand():
@@ -156,10 +156,10 @@ def test_pro_learns_the_quality_feature():
     features, stats, offsets = _list(80, 10, seed=7, num_features=3)
     result = tune_pro(features, stats, offsets, ProConfig(seed=1))
     assert result.details["pairs"] > 0 and not result.details["kept_initial"]
-    assert result.weights[0] > 0 and result.weights[0] > 3 * abs(result.weights[2])
+    assert result.vector[0] > 0 and result.vector[0] > 3 * abs(result.vector[2])
     first = float(bleu_from_stats(stats[offsets[:-1]].sum(0)))
     assert result.score > first + 5
-    assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.weights))
+    assert result.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, result.vector))
 
 
 @pytest.mark.pro
@@ -172,7 +172,7 @@ def test_pro_keeps_a_better_start():
     result = tune_pro(features, stats, offsets, ProConfig(seed=1, C=1e-6), init=init)
     assert result.score >= result.initial_score
     if result.details["kept_initial"]:
-        assert result.weights.tolist() == init.tolist()
+        assert result.vector.tolist() == init.tolist()
     assert result.score == pytest.approx(
-        float(bleu_from_stats(model_best_stats(features, stats, offsets, result.weights)))
+        float(bleu_from_stats(model_best_stats(features, stats, offsets, result.vector)))
     )

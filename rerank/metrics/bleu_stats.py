@@ -1,4 +1,5 @@
-"""BLEU sufficient statistics: the one layer that tuning, oracle and evaluation share.
+"""BLEU sufficient statistics (:class:`rerank.metrics.bleu.BleuMetric` is the metric over them): n-gram
+matching in C, the statistics rows, corpus BLEU from summed rows, kbmira's background BLEU and BLEU+1.
 
 Layout of a statistics row (Moses ``BleuScorer`` / ``kbmira`` order)::
 
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Dict, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 from sacrebleu.metrics import BLEU
 
 from rerank._native import clipped_matches, cpu_count, sort_runs
 from rerank.errors import InputError
+from rerank.metrics.references import reference_streams
 
 ORDER = 4
 NUM_STATS = 2 * ORDER + 1
@@ -55,7 +56,7 @@ def bleu_signature(tokenize: str = "none", lowercase: bool = False, num_refs: in
     return str(metric.get_signature())
 
 
-_WARNED_TOKENISED = []
+_WARNED_TOKENISED: List[bool] = []
 
 
 def warn_if_tokenised(hypotheses: Sequence[str], tokenize: str, say=None) -> bool:
@@ -82,49 +83,6 @@ def warn_if_tokenised(hypotheses: Sequence[str], tokenize: str, say=None) -> boo
 #: oracle, eval, signif, report); already tokenised text such as Multi30k's ``lc.norm.tok``
 #: files is scored with ``none`` (whitespace only), as the pipelines pass explicitly
 DEFAULT_TOKENIZE = "13a"
-
-
-@dataclass(frozen=True)
-class BleuSettings:
-    """How text becomes BLEU statistics: sacrebleu's ``tokenize`` and ``lowercase``.  One
-    object carried from tuning (the weights file records it) through oracle selection to
-    the report (the experiment manifest records it), so that every BLEU of one experiment
-    (tables, plots, oracle, tuning) is computed the same way.
-
-    Raises:
-        InputError: an unknown tokeniser name.
-    """
-
-    tokenize: str = DEFAULT_TOKENIZE
-    lowercase: bool = False
-
-    def __post_init__(self):
-        sacrebleu_metric(self.tokenize, self.lowercase)  # validates the name
-
-    def stats(self, hypotheses: Sequence[str], references: Sequence[str], segment: np.ndarray) -> np.ndarray:
-        """:func:`bleu_stats` under these settings: float64[M, 9]; warns once
-        (:func:`warn_if_tokenised`) when tokenised text meets a tokeniser."""
-        warn_if_tokenised(hypotheses, self.tokenize)
-        return bleu_stats(hypotheses, references, segment, self.tokenize, self.lowercase)
-
-    def signature(self, num_refs: int = 1) -> str:
-        """sacrebleu's BLEU signature of these settings."""
-        return bleu_signature(self.tokenize, self.lowercase, num_refs)
-
-    def to_json(self) -> Dict[str, Any]:
-        """``{"tokenize", "lowercase", "signature"}`` as weights files and manifests record it."""
-        return {"tokenize": self.tokenize, "lowercase": self.lowercase, "signature": self.signature()}
-
-    @classmethod
-    def from_json(cls, value: Any, source: str) -> "BleuSettings":
-        """Settings recorded by :meth:`to_json`.  Raises :class:`InputError` naming ``source``."""
-        if not (
-            isinstance(value, dict)
-            and isinstance(value.get("tokenize"), str)
-            and isinstance(value.get("lowercase", False), bool)
-        ):
-            raise InputError('"bleu" must be {"tokenize": NAME, "lowercase": true|false}', source)
-        return cls(value["tokenize"], value.get("lowercase", False))
 
 
 def _token_ids(lines: Sequence[str], vocab: dict, tokenize: str, lowercase: bool) -> Tuple[np.ndarray, np.ndarray]:
@@ -322,45 +280,6 @@ def bleu_stats(
     best = np.lexsort((ref_len, distance), axis=0)[0]  # smallest distance, then the shorter
     stats[:, REF_LEN] = ref_len[best, np.arange(M)]
     return stats
-
-
-def reference_streams(references) -> list:
-    """References as sacrebleu takes them: one stream of N strings (one reference per
-    segment), or R such streams (several references per segment, ``[refs_a, refs_b]``).
-    Returns a list of R ≥ 1 lists of N strings.
-
-    Raises:
-        InputError: streams of different lengths, or no stream.
-    """
-    if isinstance(references, str):
-        raise InputError("references: expected a list of reference strings (or a list of such lists), not a string")
-    items = list(references)
-    if not items or isinstance(items[0], str):
-        return [items]
-    streams = [list(stream) for stream in items]
-    if any(isinstance(stream, str) for stream in items):
-        raise InputError("references: mix of strings and lists; give one list, or one list per reference")
-    counts = {len(stream) for stream in streams}
-    if len(counts) != 1:
-        raise InputError(f"the reference streams differ in length: {', '.join(str(len(x)) for x in streams)} lines")
-    return streams
-
-
-def segment_count(references) -> int:
-    """N, the segments of ``references`` (one stream or R streams)."""
-    return len(reference_streams(references)[0])
-
-
-def references_slice(references, first: int, last: int):
-    """Segments ``first:last`` of ``references``, in the same shape (one stream or R)."""
-    streams = reference_streams(references)
-    return streams[0][first:last] if len(streams) == 1 else [stream[first:last] for stream in streams]
-
-
-def reference_keys(references) -> list:
-    """One hashable key per segment: its reference, or the tuple of its R references."""
-    streams = reference_streams(references)
-    return streams[0] if len(streams) == 1 else list(zip(*streams))
 
 
 def _merged_references(codes: np.ndarray, lengths: Sequence[np.ndarray], segments: int):

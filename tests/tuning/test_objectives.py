@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from rerank.bleu import bleu_stats
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.metrics import make_metric, make_objective
 from rerank.metrics.bleu import BleuMetric
-from rerank.mira._native import mert_envelope, mert_line_search
-from rerank.mira.kbmira import Mira, MiraConfig
-from rerank.mira.mert import Mert, MertConfig, sweep
-from rerank.mira.pro import Pro, ProConfig
-from rerank.mira.tuner import Problem, corpus_score
-from rerank.oracle import oracle_select
+from rerank.metrics.bleu_stats import bleu_stats
 from rerank.signif import compare, resample_counts, score_system
+from rerank.tuning._native import mert_envelope, mert_line_search
+from rerank.tuning.base import Problem, corpus_score
+from rerank.tuning.mert import Mert, MertConfig, sweep
+from rerank.tuning.mira import Mira, MiraConfig
+from rerank.tuning.oracle import oracle_select
+from rerank.tuning.pro import Pro, ProConfig
 from tests.conftest import one_line_error, random_corpus
 
 
@@ -131,7 +131,7 @@ def test_mert_finds_the_exact_two_feature_optimum_of_any_metric(name):
     result = Mert(MertConfig(restarts=5, seed=1)).tune(features, stats, offsets, None, metric=metric)
     gain = result.score if metric.higher_is_better else -result.score
     assert gain == pytest.approx(optimum)
-    assert result.score == pytest.approx(corpus_score(features, stats, offsets, result.weights, metric))
+    assert result.score == pytest.approx(corpus_score(features, stats, offsets, result.vector, metric))
     assert result.metric == metric.name
 
 
@@ -166,7 +166,7 @@ def test_mira_numpy_loop_equals_the_c_loop_on_bleu():
     numpy_tuner = Mira(config)
     numpy_tuner.numpy_loop = True
     numpy_loop = numpy_tuner.tune(features, stats, offsets)
-    assert np.allclose(numpy_loop.weights, c_loop.weights, rtol=1e-9, atol=1e-12)
+    assert np.allclose(numpy_loop.vector, c_loop.vector, rtol=1e-9, atol=1e-12)
     assert numpy_loop.details["epoch_updates"] == c_loop.details["epoch_updates"]
     assert numpy_loop.score == pytest.approx(c_loop.score)
 
@@ -218,7 +218,7 @@ def test_tuning_for_chrf_raises_chrf_where_bleu_tuning_does_not(tuner):
     by_chrf = tuner.tune(features, chrf_stats, offsets, init, metric=chrf)
     beam_chrf = corpus_score(features, chrf_stats, offsets, init, chrf)
     assert beam_chrf == pytest.approx(CHRF().corpus_score([hyps[0]] * 6, [refs]).score)
-    assert corpus_score(features, chrf_stats, offsets, by_bleu.weights, chrf) == pytest.approx(beam_chrf)
+    assert corpus_score(features, chrf_stats, offsets, by_bleu.vector, chrf) == pytest.approx(beam_chrf)
     assert by_chrf.score == pytest.approx(CHRF().corpus_score([hyps[1]] * 6, [refs]).score)
     assert by_chrf.score > beam_chrf + 5 and by_chrf.initial_score == pytest.approx(beam_chrf)
 

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from rerank.bleu import background_sentence_bleu, bleu_from_stats, bleu_stats
-from rerank.mira.kbmira import Mira, MiraConfig
-from rerank.mira.tuner import corpus_score as corpus_bleu_of_weights
-from rerank.oracle import oracle_select
+from rerank.metrics.bleu_stats import background_sentence_bleu, bleu_from_stats, bleu_stats
+from rerank.tuning.base import corpus_score as corpus_bleu_of_weights
+from rerank.tuning.mira import Mira, MiraConfig
+from rerank.tuning.oracle import oracle_select
 from tests.conftest import random_corpus
 
 
@@ -23,7 +23,7 @@ def test_first_update_by_hand():
     # bg = ones: BLEU(h0) = 5, BLEU(h1) = 5 * (1/5 * 1/4 * 1/3 * 1/2) ** (1/4); w = 0, so
     # hope = h0, fear = h1, loss = 5 - BLEU(h1) > 2 * C: eta = C = 0.01, w = (0.01, -0.01)
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, kbmira_selection=True))
-    assert result.weights.tolist() == pytest.approx([0.01, -0.01])
+    assert result.vector.tolist() == pytest.approx([0.01, -0.01])
     assert result.details["epoch_updates"] == [1]
     assert result.details["best_epoch"] == 1 and result.score == pytest.approx(100.0)
     assert result.initial_score == pytest.approx(100.0)  # zero weights: first hypothesis
@@ -34,7 +34,7 @@ def test_small_loss_gives_step_loss_over_squared_norm():
     b1 = background_sentence_bleu(STATS[1], np.ones(9))
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=1, shuffle=False, C=100.0, kbmira_selection=True))
     eta = (5.0 - b1) / 2.0
-    assert result.weights.tolist() == pytest.approx([eta, -eta])
+    assert result.vector.tolist() == pytest.approx([eta, -eta])
 
 
 def test_later_epoch_with_equal_bleu_is_not_kept():
@@ -42,7 +42,7 @@ def test_later_epoch_with_equal_bleu_is_not_kept():
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False, kbmira_selection=True))
     assert result.details["epoch_updates"] == [1, 1]
     assert result.details["best_epoch"] == 1
-    assert result.weights.tolist() == pytest.approx([0.01, -0.01])
+    assert result.vector.tolist() == pytest.approx([0.01, -0.01])
 
 
 def test_averaging_follows_kbmira_with_initial_weights():
@@ -55,14 +55,14 @@ def test_averaging_follows_kbmira_with_initial_weights():
         MiraConfig(iterations=1, shuffle=False, kbmira_selection=True),
         init=np.array([1.0, 0.0]),
     )
-    assert result.weights.tolist() == pytest.approx([2.01, -0.01])
+    assert result.vector.tolist() == pytest.approx([2.01, -0.01])
 
 
 def test_initial_weights_are_epoch_zero():
     # zero weights already select the reference (BLEU 100); epoch 1 only ties it, so the
     # initial weights are kept (kbmira would return epoch 1's)
     result = tune(FEATURES, STATS, OFFSETS, MiraConfig(iterations=2, shuffle=False))
-    assert result.details["best_epoch"] == 0 and result.weights.tolist() == [0.0, 0.0]
+    assert result.details["best_epoch"] == 0 and result.vector.tolist() == [0.0, 0.0]
     assert result.score == result.initial_score == pytest.approx(100.0)
     assert result.details["epoch_updates"] == [1, 1]
 
@@ -83,7 +83,7 @@ def test_never_worse_than_the_start_where_kbmira_selection_is():
         ours = tune(features, stats, offsets, MiraConfig(iterations=3, seed=seed), init=init)
         theirs = tune(features, stats, offsets, MiraConfig(iterations=3, seed=seed, kbmira_selection=True), init=init)
         assert ours.score >= ours.initial_score
-        assert ours.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, ours.weights))
+        assert ours.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, ours.vector))
         assert ours.score >= theirs.score or theirs.score <= ours.initial_score
         losses += theirs.score < theirs.initial_score
     assert losses >= 1
@@ -99,7 +99,7 @@ def test_no_update_when_hope_equals_fear():
     stats = np.array([[4, 4, 3, 3, 2, 2, 1, 1, 4]], dtype=float)
     result = tune(np.array([[1.0, 2.0]]), stats, np.array([0, 1]), MiraConfig(iterations=3))
     assert result.details["epoch_updates"] == [0, 0, 0]
-    assert result.weights.tolist() == [0.0, 0.0]
+    assert result.vector.tolist() == [0.0, 0.0]
 
 
 def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
@@ -115,7 +115,7 @@ def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
     features = np.stack([noise, length, sent_bleu], axis=1)
     # start from weights that prefer the noise feature
     result = tune(features, stats, offsets, MiraConfig(seed=3), init=np.array([1.0, 0.0, 0.0]))
-    tuned = corpus_bleu_of_weights(features, stats, offsets, result.weights)
+    tuned = corpus_bleu_of_weights(features, stats, offsets, result.vector)
     oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets)].sum(0)))
     by_feature = corpus_bleu_of_weights(features, stats, offsets, np.array([0.0, 0.0, 1.0]))
     start = corpus_bleu_of_weights(features, stats, offsets, np.array([1.0, 0.0, 0.0]))
@@ -123,10 +123,10 @@ def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
     assert start < oracle - 15  # the noise feature alone is far from the oracle
     assert tuned >= by_feature - 0.5 and tuned >= oracle - 0.5
     # scaled by each feature's spread, the BLEU feature dominates the noise it started from
-    assert abs(result.weights[2]) * sent_bleu.std() > 3 * abs(result.weights[0]) * noise.std()
+    assert abs(result.vector[2]) * sent_bleu.std() > 3 * abs(result.vector[0]) * noise.std()
     # from zero weights (kbmira's default) the noise weight stays negligible
     zero = tune(features, stats, offsets, MiraConfig(seed=3))
-    assert abs(zero.weights[2]) * sent_bleu.std() > 100 * abs(zero.weights[0]) * noise.std()
+    assert abs(zero.vector[2]) * sent_bleu.std() > 100 * abs(zero.vector[0]) * noise.std()
 
 
 def test_shuffling_is_seeded():

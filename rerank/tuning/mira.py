@@ -4,7 +4,7 @@ Statistical Machine Translation", NAACL, as implemented by Moses ``mert/kbmira.c
 Per epoch, for each sentence (shuffled order by default) under the current weights w:
 
 * sentence BLEU of every hypothesis against a background pseudo-document ``bg``
-  (:func:`rerank.bleu.background_sentence_bleu`; kbmira's ``sentenceLevelBackgroundBleu``);
+  (:func:`rerank.metrics.bleu_stats.background_sentence_bleu`; kbmira's ``sentenceLevelBackgroundBleu``);
 * hope = argmax(w·h + BLEU), fear = argmax(w·h − BLEU), model = argmax(w·h), first index
   winning ties as in kbmira;
 * if hope ≠ fear and BLEU(hope) > BLEU(fear): loss = ΔBLEU − w·(h_hope − h_fear); if
@@ -40,8 +40,8 @@ with the metric's smoothed sentence gain (:meth:`rerank.metrics.Metric.backgroun
 the row added to the background pseudo-document) in place of background BLEU, and the
 metric's corpus gain selecting the epoch.
 
-``Mira`` is registered as tuner ``mira`` (:mod:`rerank.mira.tuner`).  The sequential update
-loop is compiled C for BLEU (``rerank/mira/_kernels.c``, via ctypes) and numpy per sentence for
+``Mira`` is registered as tuner ``mira`` (:mod:`rerank.tuning.base`).  The sequential update
+loop is compiled C for BLEU (``rerank/tuning/_kernels.c``, via ctypes) and numpy per sentence for
 every other metric (:func:`mira_epoch_numpy`, equal to the C loop on BLEU, tested).
 """
 
@@ -53,12 +53,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from rerank import DEFAULT_SEED
 from rerank.argtypes import positive_float, positive_int, unit_interval
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.metrics import Metric
-from rerank.mira._native import mira_epoch
-from rerank.mira.tuner import TUNERS, Problem, Tuner, option
+from rerank.tuning._native import mira_epoch
+from rerank.tuning.base import TUNERS, Problem, Tuner, option
 
 
 @dataclass

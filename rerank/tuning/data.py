@@ -28,11 +28,11 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from rerank import __version__
-from rerank.bleu import BleuSettings, references_slice, segment_count
+from rerank._version import __version__
 from rerank.errors import InputError
 from rerank.metrics import Metric
-from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_list_info
+from rerank.metrics.references import references_slice, segment_count
+from rerank.nbest import ListInfo, NBestList, PackedStrings, iter_nbest, read_list_info
 from rerank.textio import file_digest, read_references
 
 
@@ -95,49 +95,44 @@ def _cache_save(key: str, arrays: dict) -> None:
 def load_tuning_data(
     nbest_path: str,
     ref_path: Union[str, Sequence[str]],
-    bleu: BleuSettings = BleuSettings(),
-    metric: Optional[Metric] = None,
+    metric: Metric,
 ) -> Tuple[NBestList, List, np.ndarray]:
     """(n-best list with packed hypotheses, no totals and its :class:`~rerank.nbest.ListInfo`,
     references, statistics float64[M, K] of every hypothesis) of a tuning, oracle or
     cross-fitting run (``ref_path``: one reference file, or several: several references
-    per segment, :func:`rerank.textio.read_references`): ``metric``'s statistics (bound to the list, so ``seg:NAME`` reads
-    ``NBEST.NAME``, one score per hypothesis), or BLEU's under ``bleu`` when None.
+    per segment, :func:`rerank.textio.read_references`): ``metric``'s statistics, bound to
+    the list (so ``seg:NAME`` reads ``NBEST.NAME``, one score per hypothesis).
 
     Raises:
         InputError: unreadable files, a segment count that differs from the references',
             a ``seg:`` sidecar of another line count.
     """
-    bound = metric.bind(nbest_path) if metric is not None else None
+    bound = metric.bind(nbest_path)
     refs = read_references(ref_path)
     count = segment_count(refs)
     ref_paths = [ref_path] if isinstance(ref_path, str) else list(ref_path)
-    what = bleu.signature() if bound is None else f"{bound.name} {bound.signature()}"
-    sidecars = [bound.sidecar] if bound is not None and not bound.from_text and hasattr(bound, "sidecar") else []
-    sidecars += [m.sidecar for _, m in getattr(bound, "terms", []) if not m.from_text and hasattr(m, "sidecar")]
-    key = cache_key(nbest_path, ref_paths, what, sidecars) if cache_dir() else None
+    what = f"{bound.name} {bound.signature()}"
+    key = cache_key(nbest_path, ref_paths, what, bound.sidecars(nbest_path)) if cache_dir() else None
     cached = _cache_load(key) if key else None
     if cached is not None:
-        info = read_list_info(nbest_path)
         hypotheses = PackedStrings(cached["text"], cached["text_offsets"])
-        names = [str(n) for n in cached["names"]]
-        nbest = NBestList(cached["offsets"], hypotheses, cached["features"], names, info=info)
+        columns = [str(n) for n in cached["names"]]
+        nbest = NBestList(cached["offsets"], hypotheses, cached["features"], columns, info=read_list_info(nbest_path))
         if nbest.num_segments != count:  # cannot be (the key covers both files); checked all the same
             raise InputError(f"{nbest.num_segments} segments in the n-best list but {count} references", nbest_path)
         return nbest, refs, cached["stats"]
     offsets, features, stats, packed = [np.zeros(1, np.int64)], [], [], []
-    names, info, row = None, None, 0
+    names: Optional[List[str]] = None
+    info: Optional[ListInfo] = None
+    row = 0
     for first, block in iter_nbest(nbest_path):
         last = first + block.num_segments
         offsets.append(block.offsets[1:] + offsets[-1][-1])
         if last > count:  # count the rest only, to name the numbers
             continue
         part = references_slice(refs, first, last)
-        if bound is None:
-            stats.append(bleu.stats(block.hypotheses, part, block.segment))
-        else:
-            rows = np.arange(len(block.hypotheses)) + row
-            stats.append(bound.hypothesis_stats(block.hypotheses, part, block.segment, rows))
+        rows = np.arange(len(block.hypotheses)) + row
+        stats.append(bound.hypothesis_stats(block.hypotheses, part, block.segment, rows))
         row += len(block.hypotheses)
         features.append(block.features)
         packed.append(PackedStrings.from_strings(block.hypotheses))
@@ -145,11 +140,10 @@ def load_tuning_data(
     segments = sum(len(o) for o in offsets) - 1
     if segments != count:
         raise InputError(f"{segments} segments in the n-best list but {count} references", nbest_path)
-    if bound is not None:
-        bound.check_count(row)
+    bound.check_count(row)
     hypotheses = PackedStrings.concat(packed)
     del packed
-    nbest = NBestList(np.concatenate(offsets), hypotheses, _concat(features), names, info=info)
+    nbest = NBestList(np.concatenate(offsets), hypotheses, _concat(features), names or [], info=info or ListInfo())
     statistics = _concat(stats)
     if key:
         _cache_save(

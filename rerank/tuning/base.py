@@ -25,7 +25,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple, Type
 
 import numpy as np
 
@@ -33,11 +33,11 @@ from rerank.config import option  # noqa: F401  (re-exported: tuners import it f
 from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.metrics.bleu import BleuMetric
-from rerank.mira._native import model_best_stats
 from rerank.registry import Registry
+from rerank.tuning._native import model_best_stats
 
-#: every tuner by name (``rerank tune --algorithm``); the modules of rerank.mira register themselves
-TUNERS = Registry("tuner", "rerank.mira", "TUNERS")
+#: every tuner by name (``rerank tune --algorithm``); the modules of rerank.tuning register themselves
+TUNERS: Registry["Tuner"] = Registry("tuner", "rerank.tuning", "TUNERS")
 
 
 @dataclass
@@ -75,11 +75,12 @@ class Problem:
 
 @dataclass
 class TuneResult:
-    """What every tuner returns.
+    """The one result of tuning: what every tuner returns, and what :func:`rerank.tune` (the
+    Python API, as ``rerank.Tuning``) and ``rerank tune`` (its JSON record) report.
 
     Attributes:
-        weights: float64[F] tuned weights.
-        score: tuning-set corpus score of ``weights`` in the metric's units (BLEU 0-100 by
+        vector: float64[F] tuned weights, one per column tuned.
+        score: tuning-set corpus score of the weights in the metric's units (BLEU 0-100 by
             default; TER as TER, lower is better).
         initial_score: the same of the start weights.
         length_ratio: hypothesis / reference length of the model-best hypotheses in the
@@ -87,12 +88,15 @@ class TuneResult:
         details: the tuner's own record (MIRA: best epoch and score per epoch; MERT: score
             per restart, line searches; PRO: pairs, whether the start was kept).
         metric: the metric's name (``bleu``, ``chrf``, ``0.5*bleu+0.5*chrf``, ...).
-        improved: whether ``weights`` beat the start on the tuning set.
+        improved: whether the weights beat the start on the tuning set.
         note: when not improved, one line saying what the tuner tried, the best score it
             saw and that the start is kept (:meth:`Tuner.tried`); else "".
+        weights: {column name: weight} over every column of the list (0 for the columns not
+            tuned), where the list is known (:func:`rerank.tune`); what :func:`rerank.apply`
+            and ``rerank apply --weights`` take.  Empty from a tuner alone.
     """
 
-    weights: np.ndarray
+    vector: np.ndarray
     score: float
     initial_score: float
     length_ratio: Optional[float]
@@ -100,6 +104,7 @@ class TuneResult:
     metric: str = "bleu"
     improved: bool = True
     note: str = ""
+    weights: Dict[str, Any] = field(default_factory=dict)
 
 
 class Tuner(abc.ABC):
@@ -137,7 +142,7 @@ class Tuner(abc.ABC):
         Args:
             features: float[M, F] feature values of all hypotheses.
             stats: float[M, K] the metric's statistics of every hypothesis (BLEU:
-                :func:`rerank.bleu.bleu_stats`, K = 9).
+                :func:`rerank.metrics.bleu_stats.bleu_stats`, K = 9).
             offsets: int[N + 1] segment boundaries (rows ``offsets[i]:offsets[i+1]``).
             init: float[F] start weights (default zeros).
             progress: called with one line of text per epoch / restart.
@@ -184,7 +189,7 @@ def make_tuner(name: str, config: Any = None) -> Tuner:
     return TUNERS.get(name)(config)
 
 
-def config_fields(cls: type) -> Tuple[dataclasses.Field, ...]:
+def config_fields(cls: Type["Tuner"]) -> Tuple[dataclasses.Field, ...]:
     """The fields of a tuner's ``Config``."""
     return dataclasses.fields(cls.Config)
 

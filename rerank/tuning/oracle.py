@@ -8,11 +8,10 @@ from typing import Optional
 
 import numpy as np
 
-from rerank.bleu import BleuSettings
 from rerank.metrics import Metric
 from rerank.metrics.bleu import BleuMetric
 from rerank.nbest import select_best, write_lines
-from rerank.tuning_data import load_tuning_data
+from rerank.tuning.data import load_tuning_data
 
 
 def oracle_select(
@@ -56,14 +55,12 @@ def oracle_select(
     return choice
 
 
-def oracle_file(
-    nbest_path: str, ref_path: str, out_path: str, bleu: BleuSettings = BleuSettings(), metric: Optional[Metric] = None
-) -> np.ndarray:
+def oracle_file(nbest_path: str, ref_path: str, out_path: str, metric: Optional[Metric] = None) -> np.ndarray:
     """Write the oracle selection (:func:`oracle_select`) of an n-best list under
-    ``metric`` (default BLEU under ``bleu``) to ``out_path``.  Returns its summed
+    ``metric`` (default BLEU, sacrebleu's defaults) to ``out_path``.  Returns its summed
     statistics float64[K]."""
-    metric = BleuMetric(bleu.tokenize, bleu.lowercase) if metric is None else metric
-    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, bleu, metric)
+    metric = BleuMetric() if metric is None else metric
+    nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, metric)
     best = oracle_select(stats, nbest.offsets, metric=metric)
     write_lines((nbest.hypotheses[i] for i in best), out_path)
     return stats[best].sum(0)

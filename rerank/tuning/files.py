@@ -23,20 +23,22 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.bleu import BleuSettings
 from rerank.errors import InputError
 from rerank.folds import read_folds
 from rerank.metrics import Metric, make_objective
-from rerank.mira.tuner import TuneResult, make_tuner
-from rerank.nbest import NBestList, concat_blocks, finite_scores, read_weights, weights_dict, weights_vector
+from rerank.metrics.bleu import BleuMetric
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
+from rerank.nbest import NBestList, concat_blocks, finite_scores
 from rerank.signature import signature
 from rerank.textio import read_lines
-from rerank.tuning_data import load_tuning_data
+from rerank.tuning.base import TuneResult, make_tuner
+from rerank.tuning.data import load_tuning_data
+from rerank.tuning.weights import read_weights, weights_dict, weights_vector
 
 #: the largest feature magnitude the tuners accept: beyond it, products with weights and
 #: differences between hypotheses lose all precision (and overflow near 1e308)
@@ -47,8 +49,8 @@ MAX_FEATURE_MAGNITUDE = 1e15
 class TuningSetup:
     """How to tune: the tuner (``algorithm``, a registered name, with its ``config``; None:
     its defaults), the start (``"beam"``, ``"zeros"`` or a weights JSON path), the columns
-    (``features`` and/or ``feature_sets``; both None: every column), the BLEU settings
-    (tokeniser and lowercasing of BLEU; lowercasing of every text metric), the ``metric``
+    (``features`` and/or ``feature_sets``; both None: every column), the text settings
+    (``tokenize``: BLEU's tokeniser; ``lowercase``: of every text metric), the ``metric``
     maximised (a specification, :func:`rerank.metrics.make_metric`) and ``lang``
     (METEOR's language); ``beam_feature`` names the beam's column of a list without
     a signature."""
@@ -58,7 +60,10 @@ class TuningSetup:
     init: str = "beam"
     features: Optional[Sequence[str]] = None
     feature_sets: Optional[Sequence[str]] = None
-    bleu: BleuSettings = field(default_factory=BleuSettings)
+    #: how text becomes statistics: sacrebleu's tokeniser (BLEU, length) and lowercasing (every
+    #: text metric), given to the metric built from ``metric``
+    tokenize: str = DEFAULT_TOKENIZE
+    lowercase: bool = False
     metric: str = "bleu"
     lang: str = "de"
     #: the list's beam feature where its signature does not name one (a list from another
@@ -66,12 +71,12 @@ class TuningSetup:
     beam_feature: Optional[str] = None
 
     def tuner(self):
-        """A fresh tuner of ``algorithm`` with ``config`` (:data:`rerank.mira.tuner.TUNERS`)."""
+        """A fresh tuner of ``algorithm`` with ``config`` (:data:`rerank.tuning.base.TUNERS`)."""
         return make_tuner(self.algorithm, self.config)
 
     def objective(self) -> Metric:
         """The metric maximised.  Raises :class:`InputError` for one without a direction."""
-        return make_objective(self.metric, self.bleu.tokenize, self.bleu.lowercase, self.lang)
+        return make_objective(self.metric, self.tokenize, self.lowercase, self.lang)
 
 
 def read_start(path: str) -> Dict[str, Any] | List[float]:
@@ -262,8 +267,8 @@ def widen(weights: np.ndarray, columns: Optional[np.ndarray], width: int) -> np.
 def _record(setup: TuningSetup, tuner, metric: Metric) -> Dict[str, Any]:
     return {
         "config": asdict(tuner.config),
-        "bleu_settings": setup.bleu.to_json(),
-        "bleu_signature": setup.bleu.signature(),
+        "bleu_settings": BleuMetric(setup.tokenize, setup.lowercase).to_json(),
+        "bleu_signature": BleuMetric(setup.tokenize, setup.lowercase).signature(),
         "metric_signature": metric.signature(),
         "signature": signature(),
     }
@@ -320,7 +325,7 @@ def tune_list(
     nbest, init, init_from, columns = restrict(full, init, init_from, setup, where)
     tuner, metric = tuner or setup.tuner(), metric or setup.objective()
     result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric)
-    return widen(result.weights, columns, len(full.feature_names)), result, init_from, nbest
+    return widen(result.vector, columns, len(full.feature_names)), result, init_from, nbest
 
 
 def _abspaths(paths):
@@ -333,7 +338,7 @@ Extra = Sequence[Tuple[str, Any]]
 
 
 def load_with_extra(
-    nbest_path: str, ref_path, extra: Extra, bleu: BleuSettings, metric: Metric
+    nbest_path: str, ref_path, extra: Extra, metric: Metric
 ) -> Tuple[NBestList, np.ndarray, int, List[Dict[str, Any]]]:
     """The tuning data of a list and of ``extra`` lists after it (:func:`load_tuning_data`
     of each, joined in that order; list-level settings, such as the beam feature, are the
@@ -345,10 +350,10 @@ def load_with_extra(
         InputError: as :func:`load_tuning_data` for any list, or an extra list whose
             columns (names and order) are not the first list's.
     """
-    full, _refs, stats = load_tuning_data(nbest_path, ref_path, bleu, metric)
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, metric)
     lists, all_stats, records = [full], [stats], []
     for path, ref in extra:
-        more, _more_refs, more_stats = load_tuning_data(path, ref, bleu, metric)
+        more, _more_refs, more_stats = load_tuning_data(path, ref, metric)
         if list(more.feature_names) != list(full.feature_names):
             raise InputError(
                 f"its columns ({' '.join(more.feature_names)}) are not those of {nbest_path} "
@@ -373,14 +378,14 @@ def tune_file(
     """Tune on an n-best list and its references (and on ``extra`` lists of other segments
     with the same columns: :func:`load_with_extra`).  Returns (the weights record that
     ``rerank tune`` writes: ``weights``, ``tuning``, ``config``, ``bleu_settings``,
-    signatures; the :class:`~rerank.mira.tuner.TuneResult`).
+    signatures; the :class:`~rerank.tuning.base.TuneResult`).
 
     Raises:
         InputError: unreadable or mismatched files, a bad start or column choice.
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
-    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, setup.bleu, metric)
+    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric)
     weights, result, init_from, nbest = tune_list(full, stats, setup, nbest_path, None, progress, tuner, metric)
     record = {
         "weights": weights_dict(weights, full),
@@ -425,7 +430,7 @@ def crossfit_file(
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
-    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, setup.bleu, metric)
+    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric)
     folds = read_folds(folds_path, own)
     always = np.arange(own, full.num_segments)  # the extra lists' segments: tuned on in every fold
     init, init_from = start_weights(full, setup.init, nbest_path, setup.beam_feature, progress)
@@ -438,13 +443,13 @@ def crossfit_file(
         part = restricted.subset(seen)
         result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric)
         test = restricted.subset(held)
-        chosen[held] = restricted.rows_of(held)[test.select(test.features @ result.weights)]
+        chosen[held] = restricted.rows_of(held)[test.select(test.features @ result.vector)]
         if report is not None:
             report(f"fold {k}: tuned on {len(seen)} segments, {describe(result, init_from)}; applied to {len(held)}")
         per_fold.append(
             {
                 "fold": k,
-                "weights": weights_dict(widen(result.weights, columns, len(full.feature_names)), full),
+                "weights": weights_dict(widen(result.vector, columns, len(full.feature_names)), full),
                 "tuned_segments": int(len(seen)),
                 "applied_segments": int(len(held)),
                 **_scores(result),
@@ -468,7 +473,7 @@ def crossfit_file(
         "folds": per_fold,
         **_record(setup, tuner, metric),
     }
-    return [full.hypotheses[i] for i in chosen], record
+    return [full.hypotheses[int(i)] for i in chosen], record
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-/* Compiled inner loops of the tuners in rerank/mira/, loaded with ctypes by rerank/mira/_native.py.
+/* Compiled inner loops of the tuners in rerank/tuning/, loaded with ctypes by rerank/tuning/_native.py.
  *
  * Plain C99, no Python API, compiled by `pip install` (setup.py).
  *
@@ -27,7 +27,7 @@ static double background_bleu(const double *row, const double *bg) {
 }
 
 /* One MIRA epoch over the sentences in `order`, in place on w, totals, bg and
- * *num_updates (see rerank/mira/kbmira.py for the algorithm).  Returns the number of updates;
+ * *num_updates (see rerank/tuning/mira.py for the algorithm).  Returns the number of updates;
  * *loss_out receives the summed loss. */
 int64_t mira_epoch(const double *features, int64_t F, const double *stats, const int64_t *offsets,
                    const int64_t *order, int64_t n_order, double *w, double *totals, int64_t *num_updates,
@@ -92,7 +92,7 @@ void model_best_stats(const double *features, int64_t F, const double *stats, in
 }
 
 
-/* Corpus BLEU (0-100) of summed statistics, exactly rerank.bleu.bleu_from_stats
+/* Corpus BLEU (0-100) of summed statistics, exactly rerank.metrics.bleu_stats.bleu_from_stats
  * (sacrebleu's corpus BLEU with 'exp' smoothing). */
 static double corpus_bleu(const double *s) {
     int any = 0;
@@ -173,7 +173,7 @@ static int64_t walk_envelope(const double *a, const double *b, int64_t lo, int64
 
 /* Every segment's envelope along the line (a + gamma·b): first[s] = the row selected at
  * gamma = -inf; the changes (gammas, from, to) in segment order, each array of room M.
- * Returns their number.  The sweep over them is the caller's (rerank/mira/mert.py), for
+ * Returns their number.  The sweep over them is the caller's (rerank/tuning/mert.py), for
  * statistics of any metric. */
 int64_t mert_envelope(const double *a, const double *b, const int64_t *offsets, int64_t N, int64_t *first,
                       double *gammas, int64_t *from, int64_t *to) {

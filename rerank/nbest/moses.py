@@ -1,340 +1,30 @@
-"""The n-best data model and the Moses n-best format.
+"""The Moses n-best format: streaming reader (:func:`iter_nbest`, :func:`read_nbest`,
+:func:`iter_nbest_pair`) and writer (:class:`NBestWriter`, :func:`write_nbest`) of
+:class:`~rerank.nbest.model.NBestList`; reading and writing Moses n-best files happens here and
+nowhere else.
 
-An :class:`NBestList` is a ragged table stored flat (``../shared/DESIGN.md``): the
-hypotheses of segment ``i`` are rows ``offsets[i]:offsets[i+1]`` of ``hypotheses`` and
-``features``.  Reading and writing Moses n-best files happens here and nowhere else.
-
-Moses n-best format, one hypothesis per line::
+One hypothesis per line::
 
     id ||| hypothesis ||| name= v1 v2 name2= v3 ||| total
 
 ``id`` runs 0..N-1 in order, each segment has at least one hypothesis, and every line
 carries the same feature names with the same number of values.
-
-List-level settings (:class:`ListInfo`: the beam feature, the feature sets) live in the
-list's signature ``PATH.json`` beside it; they are read and written with the list
-(:func:`read_list_info`, :func:`write_list_info`) and travel as ``NBestList.info``.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import math
 import os
 import zlib
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.nbest.model import NBestList, PackedStrings, read_list_info
 from rerank.outputs import atomic_write
-from rerank.signature import write_signed
-from rerank.textio import finite_number, open_text, read_json
-
-SEPARATOR = " ||| "
-
-
-class PackedStrings(Sequence[str]):
-    """M strings stored as one UTF-8 buffer and int64[M + 1] byte offsets: about the
-    strings' bytes + 8 bytes each instead of ~60 bytes of Python object per string, for the
-    commands that keep a whole list (``tune``, ``oracle``, ``crossfit``).  A read-only
-    sequence: ``len``, indexing (decodes one string), iteration and :meth:`take`."""
-
-    def __init__(self, data: np.ndarray, offsets: np.ndarray):
-        self.data = np.asarray(data, dtype=np.uint8)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-
-    @classmethod
-    def from_strings(cls, strings: Sequence[str]) -> "PackedStrings":
-        """Pack ``strings`` (each may hold any character but none is split)."""
-        joined = "".join(strings).encode("utf-8")
-        lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
-        if len(joined) != int(lengths.sum()):  # non-ASCII: byte lengths differ from character lengths
-            lengths = np.fromiter((len(t.encode("utf-8")) for t in strings), dtype=np.int64, count=len(strings))
-        return cls(np.frombuffer(joined, dtype=np.uint8), np.concatenate([[0], np.cumsum(lengths)]))
-
-    @classmethod
-    def concat(cls, parts: Sequence["PackedStrings"]) -> "PackedStrings":
-        """One sequence of the strings of ``parts`` in order."""
-        if not parts:
-            return cls(np.zeros(0, np.uint8), np.zeros(1, np.int64))
-        shifts = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
-        offsets = np.concatenate([[0]] + [p.offsets[1:] + shift for p, shift in zip(parts, shifts)])
-        return cls(np.concatenate([p.data for p in parts]), offsets)
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        return self.data[self.offsets[index] : self.offsets[index + 1]].tobytes().decode("utf-8")
-
-    def __iter__(self):
-        data, offsets = self.data.tobytes(), self.offsets.tolist()
-        for start, end in zip(offsets[:-1], offsets[1:]):
-            yield data[start:end].decode("utf-8")
-
-    def take(self, rows: np.ndarray) -> "PackedStrings":
-        """The strings of ``rows`` (int[K]) in that order, packed."""
-        rows = np.asarray(rows, dtype=np.int64)
-        lengths = self.offsets[rows + 1] - self.offsets[rows]
-        starts = np.cumsum(lengths) - lengths
-        index = np.repeat(self.offsets[rows] - starts, lengths) + np.arange(int(lengths.sum()))
-        return PackedStrings(self.data[index], np.concatenate([[0], np.cumsum(lengths)]))
-
-
-def _take(strings: Sequence[str], rows: np.ndarray) -> Sequence[str]:
-    return strings.take(rows) if isinstance(strings, PackedStrings) else [strings[i] for i in rows]
-
-
-@dataclass
-class ListInfo:
-    """The list-level settings of an n-best list, kept in its signature ``PATH.json``.
-
-    Attributes:
-        beam_feature: the column the decoder ranked its beam by (``rerank nmt nbest``
-            writes ``NMT``); tuning starts from the weights that reproduce the beam's
-            1-best (1 on it, 0 elsewhere).  None: the list declares no such column.
-        feature_sets: {set name: column names}: ``beam`` for the decoder's columns, and
-            each scorer's set (its name, e.g. ``R2L``, ``MBR``, ``MLMME``; parts such as
-            ``MLMME/ss``), as :class:`rerank.features.scorer.Scorer` declares them.  ``rerank tune
-            --feature-sets beam,R2L`` selects columns by set, so no script spells a column.
-        declared: True when the settings were read from (or are to be written to) a
-            signature; False for a list without one (a Moses list from elsewhere), whose
-            beam feature is unknown rather than absent.
-    """
-
-    beam_feature: Optional[str] = None
-    feature_sets: Dict[str, List[str]] = field(default_factory=dict)
-    declared: bool = False
-
-    def with_sets(self, sets: Dict[str, List[str]]) -> "ListInfo":
-        """A copy with ``sets`` added (columns appended to a set of the same name)."""
-        merged = {name: list(columns) for name, columns in self.feature_sets.items()}
-        for name, columns in sets.items():
-            merged[name] = list(dict.fromkeys(merged.get(name, []) + list(columns)))
-        return ListInfo(self.beam_feature, merged, self.declared)
-
-    def columns_of(self, names: Sequence[str], source: str) -> List[str]:
-        """The columns of the feature sets ``names``, in order, without repeats.
-
-        Raises:
-            InputError: naming ``source``, for a list without a signature (no sets known)
-                or a set it does not have.
-        """
-        if not self.declared:
-            raise InputError(
-                f"no signature {source}.json beside the list, so no feature sets are known: name the "
-                "columns with --features instead",
-                source,
-            )
-        unknown = [name for name in names if name not in self.feature_sets]
-        if unknown:
-            raise InputError(
-                f"no feature set {unknown[0]!r} in the list's signature (it has: "
-                f"{', '.join(self.feature_sets) or 'none'})",
-                source,
-            )
-        return list(dict.fromkeys(c for name in names for c in self.feature_sets[name]))
-
-
-def read_list_info(path: str) -> ListInfo:
-    """The :class:`ListInfo` of the n-best list ``path`` from its signature ``path.json``;
-    an undeclared one when there is no signature (or ``path`` is ``-``).
-
-    Raises:
-        InputError: naming ``path.json``, when it exists but cannot be read, is not JSON,
-            or holds a malformed ``beam_feature`` / ``feature_sets``.
-    """
-    sidecar = path + ".json"
-    if path == "-" or not os.path.exists(sidecar):
-        return ListInfo()
-    data = read_json(sidecar)
-    beam = data.get("beam_feature") if isinstance(data, dict) else None
-    sets = data.get("feature_sets", {}) if isinstance(data, dict) else None
-    if (
-        not isinstance(data, dict)
-        or not (beam is None or isinstance(beam, str))
-        or not isinstance(sets, dict)
-        or not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in sets.values())
-    ):
-        raise InputError(
-            "not an n-best signature (beam_feature: a name or null; feature_sets: {name: [columns]})", sidecar
-        )
-    return ListInfo(beam, {str(k): list(v) for k, v in sets.items()}, True)
-
-
-def write_list_info(
-    path: Optional[str], info: ListInfo, record: Dict[str, Any], packages: Sequence[str] = ("numpy",)
-) -> None:
-    """Write the signature ``path`` (an n-best list's ``.json``): ``record`` (provenance:
-    settings, inputs, timings) with ``info``'s beam feature (when declared) and feature sets.
-    ``path`` None (a list written to ``-``, a device or a FIFO:
-    :meth:`rerank.outputs.StagedOutputs.signature`): nothing is written."""
-    if path is None:
-        return
-    out = dict(record)
-    if info.declared:
-        out["beam_feature"] = info.beam_feature
-    out["feature_sets"] = info.feature_sets
-    write_signed(path, out, packages)
-
-
-@dataclass
-class NBestList:
-    """A flat n-best table.
-
-    Attributes:
-        offsets: int64[N + 1]; hypotheses of segment i are rows ``offsets[i]:offsets[i+1]``.
-        hypotheses: M hypothesis strings, M = ``offsets[-1]`` (a list, or a
-            :class:`PackedStrings` where only numbers are kept per hypothesis).
-        features: float64[M, F] dense feature matrix.
-        feature_names: F column labels.  A Moses name with k values gives k columns
-            labelled with the same name, in order.
-        totals: float64[M] the ``total`` field as read (Moses' model score), or None.
-        info: the list-level settings (:class:`ListInfo`), carried by every copy.
-    """
-
-    offsets: np.ndarray
-    hypotheses: List[str]
-    features: np.ndarray
-    feature_names: List[str]
-    totals: Optional[np.ndarray] = field(default=None)
-    info: ListInfo = field(default_factory=ListInfo)
-
-    def __post_init__(self):
-        self.offsets = np.asarray(self.offsets, dtype=np.int64)
-        self.features = np.asarray(self.features, dtype=np.float64).reshape(
-            len(self.hypotheses), len(self.feature_names)
-        )
-        if self.offsets[0] != 0 or self.offsets[-1] != len(self.hypotheses) or np.any(np.diff(self.offsets) < 1):
-            raise ValueError("offsets must start at 0, end at M and give each segment at least one hypothesis")
-
-    def __repr__(self) -> str:
-        """A short summary, whatever the list's size: ``NBestList(segments=1000,
-        hypotheses=20000, columns=NMT WordPenalty NMTNorm, beam_feature='NMTNorm')``."""
-        beam = f", beam_feature={self.info.beam_feature!r}" if self.info.declared else ""
-        columns = " ".join(dict.fromkeys(self.feature_names))
-        if len(columns) > 200:
-            columns = columns[:200] + "…"
-        return (
-            f"NBestList(segments={self.num_segments}, hypotheses={len(self.hypotheses)}, "
-            f"columns={columns or '(none)'}{beam})"
-        )
-
-    @property
-    def num_segments(self) -> int:
-        """N, the number of source segments."""
-        return len(self.offsets) - 1
-
-    @property
-    def segment(self) -> np.ndarray:
-        """int64[M]: the segment id of each hypothesis row."""
-        return np.repeat(np.arange(self.num_segments), np.diff(self.offsets))
-
-    def groups(self) -> List[Tuple[str, int]]:
-        """Moses feature groups as ``[(name, number of values), ...]`` in column order."""
-        out: List[Tuple[str, int]] = []
-        for name in self.feature_names:
-            if out and out[-1][0] == name:
-                out[-1] = (name, out[-1][1] + 1)
-            else:
-                out.append((name, 1))
-        return out
-
-    def add_feature(self, name: str, values: np.ndarray) -> "NBestList":
-        """Return a copy with new column(s) ``name`` appended; values float[M] or float[M, k].
-
-        Raises:
-            ValueError: ``name`` already present or wrong number of rows.
-        """
-        if name in self.feature_names:
-            raise ValueError(f"feature {name!r} is already in the n-best list")
-        values = np.asarray(values, dtype=np.float64)
-        values = values.reshape(len(self.hypotheses), -1)
-        return NBestList(
-            self.offsets,
-            self.hypotheses,
-            np.hstack([self.features, values]),
-            self.feature_names + [name] * values.shape[1],
-            self.totals,
-            self.info,
-        )
-
-    def select(self, scores: np.ndarray) -> np.ndarray:
-        """Per-segment argmax of ``scores`` (float[M]); see :func:`select_best`."""
-        return select_best(scores, self.offsets)
-
-    def rows_of(self, segments: np.ndarray) -> np.ndarray:
-        """int64 row indices of the hypotheses of ``segments`` (int[S]), in that order."""
-        segments = np.asarray(segments, dtype=np.int64)
-        counts = np.diff(self.offsets)[segments]
-        starts = np.repeat(self.offsets[segments] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        return starts + np.arange(int(counts.sum()))
-
-    def subset(self, segments: np.ndarray) -> "NBestList":
-        """The list of ``segments`` (int[S], non-empty) only, renumbered 0..S-1 in that
-        order; rows are :meth:`rows_of` ``(segments)``."""
-        rows = self.rows_of(segments)
-        counts = np.diff(self.offsets)[np.asarray(segments, dtype=np.int64)]
-        return NBestList(
-            np.concatenate([[0], np.cumsum(counts)]),
-            _take(self.hypotheses, rows),
-            self.features[rows],
-            list(self.feature_names),
-            None if self.totals is None else self.totals[rows],
-            self.info,
-        )
-
-    def head(self, size: int) -> "NBestList":
-        """The first ``size`` (≥ 1) hypotheses of every segment, e.g. a 20-best list from the
-        50-best list of the same beam (Calixto & Liu 2017's Tables 3 and 4 share their
-        1-best baseline this way)."""
-        widths = np.diff(self.offsets)
-        counts = np.minimum(widths, min(int(size), int(widths.max(initial=0))))  # any size: no int64 overflow
-        rows = np.repeat(self.offsets[:-1], counts) + (
-            np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        )
-        return NBestList(
-            np.concatenate([[0], np.cumsum(counts)]),
-            _take(self.hypotheses, rows),
-            self.features[rows],
-            list(self.feature_names),
-            None if self.totals is None else self.totals[rows],
-            self.info,
-        )
-
-
-def finite_scores(scores: np.ndarray, nbest_path: str, weights_path: str) -> np.ndarray:
-    """``scores`` (float[M], feature values times weights) unchanged, or
-    :class:`InputError` naming ``weights_path`` when a weighted score overflowed (feature
-    or weight magnitudes beyond the float range)."""
-    if not np.all(np.isfinite(scores)):
-        raise InputError(
-            f"weighted scores of {nbest_path} are not finite numbers: its feature values times "
-            "these weights exceed the float range",
-            weights_path,
-        )
-    return scores
-
-
-def select_best(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per-segment argmax of ``scores`` (float[M]) over segments given by ``offsets``
-    (int[N + 1]); ties go to the earlier row, as in Moses.
-
-    Returns int64[N] row indices.  Vectorised: scores are scattered into an
-    (N, largest n-best size) matrix padded with -inf.
-    """
-    counts = np.diff(offsets)
-    seg = np.repeat(np.arange(len(counts)), counts)
-    matrix = np.full((len(counts), int(counts.max())), -np.inf)
-    matrix[seg, np.arange(len(scores)) - offsets[seg]] = scores
-    return offsets[:-1] + np.argmax(matrix, axis=1)
+from rerank.textio import finite_number, open_text
 
 
 def _parse_features(text: str, path: str, lineno: int) -> Tuple[List[Tuple[str, int]], List[float]]:
@@ -383,9 +73,11 @@ class _BlockParser:
         self.layout: Optional[List[Tuple[str, int]]] = None
         self.names: List[str] = []
         self.width = self.num_values = 0
-        self.names_of = self.values_of = None
+        self.names_of: Callable[[Sequence[str]], tuple] = _getter([])
+        self.values_of: Callable[[Sequence[str]], tuple] = _getter([])
         self.expected: tuple = ()
-        self.current, self.current_text = -1, None  # the last segment id seen, as written
+        self.current: int = -1  # the last segment id seen
+        self.current_text: Optional[str] = None  # ... as written
         self.first_line = 1
         self.hypotheses: List[str] = []
         self.value_tokens: List[str] = []
@@ -436,7 +128,9 @@ class _BlockParser:
         if len(tokens) != self.width or self.names_of(tokens) != self.expected:
             groups, _ = _parse_features(fields[2], self.path, lineno)  # raises on malformed values
             raise InputError(
-                f"features {_describe(groups)} differ from the first line's {_describe(self.layout)}", self.path, lineno
+                f"features {_describe(groups)} differ from the first line's {_describe(self.layout or [])}",
+                self.path,
+                lineno,
             )
         if new:
             self.starts.append(len(self.hypotheses))
@@ -582,8 +276,9 @@ def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
     if len(blocks) == 1:
         return blocks[0]
     counts = np.concatenate([np.diff(b.offsets) for b in blocks])
+    hypotheses: Sequence[str]
     if all(isinstance(b.hypotheses, PackedStrings) for b in blocks):
-        hypotheses = PackedStrings.concat([b.hypotheses for b in blocks])
+        hypotheses = PackedStrings.concat([b.hypotheses for b in blocks if isinstance(b.hypotheses, PackedStrings)])
     else:
         hypotheses = [h for b in blocks for h in b.hypotheses]
     totals = None if any(b.totals is None for b in blocks) else np.concatenate([b.totals for b in blocks])
@@ -692,12 +387,11 @@ class NBestWriter:
             raise InputError("a block of the list has other columns than the first", self.path)
         columns = [format_column(nbest.features[:, c]) for c in range(nbest.features.shape[1])]
         segments = map(str, (nbest.segment + first_segment).tolist())
-        template = self.template
+        template = self.template or ""
+        rows: Iterable[tuple] = zip(*columns) if columns else iter(tuple, None)
         lines = [
             f"{seg} ||| {hyp} ||| {template.format(*values)} ||| {total}\n"
-            for seg, hyp, values, total in zip(
-                segments, nbest.hypotheses, zip(*columns) if columns else iter(tuple, None), format_column(totals)
-            )
+            for seg, hyp, values, total in zip(segments, nbest.hypotheses, rows, format_column(totals))
         ]
         self.handle.write("".join(lines))
         self.lines += len(lines)
@@ -716,78 +410,6 @@ def write_lines(lines: Iterable[str], path: str) -> None:
     with atomic_write(path) as out:
         for line in lines:
             out.write(line + "\n")
-
-
-def read_weights(path: str) -> Dict[str, object]:
-    """The ``weights`` object of a weights JSON file: names -> finite numbers or lists of
-    them.  Raises :class:`InputError` naming the file (and line for JSON syntax)."""
-    data = read_json(path)
-    weights = data.get("weights") if isinstance(data, dict) else None
-    if not isinstance(weights, dict):
-        raise InputError('no "weights" object', path)
-    return check_weights(weights, path)
-
-
-def check_weights(weights: Dict[str, object], source: str) -> Dict[str, object]:
-    """``weights`` unchanged when every value is a finite number or a non-empty list of
-    them (the one check of weights files and of the Python API's weight maps).
-
-    Raises:
-        InputError: naming ``source`` and the weight: NaN, infinite, not a number.
-    """
-
-    def number(value) -> bool:
-        return (
-            isinstance(value, (int, float, np.floating, np.integer))
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-        )
-
-    for name, value in weights.items():
-        values = list(value) if isinstance(value, (list, tuple)) else [value]
-        if not values or not all(number(v) for v in values):
-            shown = json.dumps(value) if isinstance(value, (list, int, float, str)) or value is None else repr(value)
-            raise InputError(f"weight of {name!r} must be a finite number or a list of them, not {shown}", source)
-    return weights
-
-
-def weights_vector(weights: Dict[str, object], nbest: NBestList, source: str = "weights") -> np.ndarray:
-    """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns.
-
-    Raises:
-        InputError: a name in the n-best list has no weight, a weight has no column, or
-            a name's number of values differs.
-    """
-    missing = [name for name, _ in nbest.groups() if name not in weights]
-    unknown = [name for name in weights if name not in nbest.feature_names]
-    if missing or unknown:
-        parts = []
-        if missing:
-            parts.append("no weight for n-best feature(s) " + ", ".join(missing))
-        if unknown:
-            parts.append("weight(s) for feature(s) not in the n-best list: " + ", ".join(unknown))
-        raise InputError("; ".join(parts), source)
-    vector = []
-    for name, count in nbest.groups():
-        value = weights[name]
-        values = list(value) if isinstance(value, (list, tuple)) else [value]
-        if len(values) != count:
-            raise InputError(
-                f"feature {name!r} has {count} value(s) in the n-best list but {len(values)} weight(s)", source
-            )
-        vector.extend(float(v) for v in values)
-    return np.asarray(vector, dtype=np.float64)
-
-
-def weights_dict(vector: np.ndarray, nbest: NBestList) -> Dict[str, object]:
-    """Inverse of :func:`weights_vector`: a scalar for one-valued names, else a list."""
-    out: Dict[str, object] = {}
-    col = 0
-    for name, count in nbest.groups():
-        vals = [float(v) for v in vector[col : col + count]]
-        out[name] = vals[0] if count == 1 else vals
-        col += count
-    return out
 
 
 def count_segments(path: str) -> Optional[int]:

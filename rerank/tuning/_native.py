@@ -1,4 +1,4 @@
-"""ctypes bindings of ``rerank/mira/_kernels.c`` (compiled by ``pip install``): the MIRA epoch,
+"""ctypes bindings of ``rerank/tuning/_kernels.c`` (compiled by ``pip install``): the MIRA epoch,
 model-best statistics, MERT's envelopes and its exact BLEU line search.  Wrappers check dtypes, shapes and
 contiguity through numpy's ``ndpointer``."""
 
@@ -17,7 +17,7 @@ _F64 = ndpointer(np.float64, flags="C_CONTIGUOUS")
 
 
 def _load() -> ctypes.CDLL:
-    lib = load_kernels("rerank.mira._kernels", __file__)
+    lib = load_kernels("rerank.tuning._kernels", __file__)
     lib.mira_epoch.restype = ctypes.c_int64
     lib.mira_epoch.argtypes = [
         _F64,
@@ -104,7 +104,7 @@ def mert_envelope(a, b, offsets) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 
 def mert_line_search(a, b, stats, offsets) -> Tuple[float, float, int]:
-    """Exact corpus-BLEU line search (``rerank/mira/_kernels.c``): hypothesis i scores
+    """Exact corpus-BLEU line search (``rerank/tuning/_kernels.c``): hypothesis i scores
     ``a[i] + gamma * b[i]``.  Returns (gamma, BLEU at gamma, number of breakpoints).
     The C call releases the GIL, so threads can search several directions at once."""
     out = np.zeros(2)

@@ -1,0 +1,455 @@
+"""The scoring verbs: ``rerank eval``, ``oracle``, ``signif``, ``report``, ``experiment`` (each
+parser beside its handler; the work is in the library modules they call)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from rerank.argtypes import non_negative_int, positive_int
+from rerank.cli.options import (
+    bleu_options,
+    bleu_settings,
+    metric_options,
+    note_once,
+    references,
+    seg_sidecars,
+)
+from rerank.defaults import DEFAULT_SEED
+from rerank.errors import InputError
+from rerank.experiment import Experiment
+from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective
+from rerank.metrics import format_table as format_scores
+from rerank.metrics.bleu_stats import sacrebleu_score
+from rerank.outputs import atomic_write
+from rerank.report import (
+    SignificanceSettings,
+    experiment_report,
+    format_table,
+    plots_available,
+    report_files,
+    significance_table,
+)
+from rerank.tuning.oracle import oracle_file
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``eval``, ``oracle``, ``signif``, ``report`` and ``experiment`` to the ``rerank``
+    sub-commands."""
+    _add_eval(sub)
+    _add_oracle(sub)
+    _add_signif(sub)
+    _add_report(sub)
+    _add_experiment_parser(sub)
+
+
+def cmd_eval(args) -> None:
+    rows = evaluate_files(
+        references(args), _hyp_files(args.hyp), args.metrics.split(","), args.tokenize, args.lowercase
+    )
+    text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
+    sys.stdout.write(text)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            handle.write(text)
+
+
+def cmd_oracle(args) -> None:
+    bleu = bleu_settings(args)
+    metric = make_objective(args.metric, bleu.tokenize, bleu.lowercase, args.lang)
+    summed = oracle_file(args.nbest, references(args), args.out, metric)
+    if args.metric == "bleu":
+        score = sacrebleu_score(summed)
+        result = {
+            "oracle_bleu": score.score,
+            "bleu": score.format(),
+            "nbest": args.nbest,
+            "out": args.out,
+            "signature": bleu.signature(),
+        }
+        print(json.dumps(result) if args.json else f"oracle {score.format()}")
+        return
+    value = float(metric.score(summed))
+    result = {
+        "metric": metric.name,
+        "oracle_score": value,
+        "nbest": args.nbest,
+        "out": args.out,
+        "signature": metric.signature(),
+    }
+    print(json.dumps(result) if args.json else f"oracle {metric.name} {value:.2f}")
+
+
+def _parse_system(item: str):
+    """``NAME=FILE[,FILE...]`` -> (name, files); the files follow the last ``=``, so that
+    names may hold one (``+MLMME beta=1=a.txt,b.txt``)."""
+    if "=" not in item:
+        raise InputError(f"--system {item!r}: expected NAME=FILE[,FILE...]")
+    name, files = item.rsplit("=", 1)
+    replicas = [f for f in files.split(",") if f]
+    if not name or not replicas:
+        raise InputError(f"--system {item!r}: expected NAME=FILE[,FILE...] with a name and at least one file")
+    return name, replicas
+
+
+def _files(items):
+    """Replica files given as ``F1 F2`` or ``F1,F2`` (the one ``FILE[,FILE...]`` form of every
+    verb; spaces still work)."""
+    return [f for item in items or [] for f in item.split(",") if f]
+
+
+def _hyp_files(items):
+    """``--hyp FILE`` or ``--hyp NAME=FILE`` -> [(name, file)]."""
+    systems = []
+    for item in items:
+        name, path = item.split("=", 1) if "=" in item and not os.path.exists(item) else (os.path.basename(item), item)
+        if not path:
+            raise InputError(f"--hyp {item!r}: expected FILE or NAME=FILE")
+        systems.append((name, path))
+    return systems
+
+
+def _sidecars(metrics: str, files) -> list:
+    """The ``seg:`` sidecars of every metric in ``metrics`` for every file."""
+    return [side for spec in metrics.split(",") for path in files for side in seg_sidecars(spec, path)]
+
+
+def cmd_signif(args) -> None:
+    systems = [_parse_system(item) for item in args.system or []]
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, nbest in enumerate(args.nbest or []):
+            name = "oracle" if len(args.nbest) == 1 else f"oracle{k + 1}"
+            path = os.path.join(tmp, f"{name}.txt")
+            oracle_file(nbest, references(args), path, bleu_settings(args))
+            systems.append((name, [path]))
+        settings = SignificanceSettings(
+            metrics=tuple(args.metrics.split(",")),
+            tokenize=args.tokenize,
+            lowercase=args.lowercase,
+            lang=args.lang,
+            shuffles=args.shuffles,
+            resamples=args.resamples,
+            seed=args.seed,
+            compare_to=args.compare_to,
+            progress=True,  # a bar on a terminal, a line every few seconds elsewhere
+        )
+        result = significance_table(references(args), _files(args.baseline), systems, settings)
+    text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
+    sys.stdout.write(text)
+    if args.out:
+        with atomic_write(args.out) as handle:
+            handle.write(text)
+
+
+def _report_plots(args) -> bool:
+    """Whether ``report`` draws its plots: not with ``--no-plots``, nor without matplotlib
+    (then said in one line, before any work; the tables are written all the same)."""
+    if hasattr(args, "plots"):  # decided (and said) once
+        return args.plots
+    if args.no_plots:
+        return False
+    if not plots_available():
+        print(
+            "rerank report: plots skipped: matplotlib is not installed (pip install 'nbest-rerank[report]'; "
+            "--no-plots says so); the tables are written",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
+def cmd_report(args) -> None:
+    written = experiment_report(
+        args.experiment_dir,
+        args.out,
+        metrics=args.metrics.split(","),
+        shuffles=args.shuffles,
+        resamples=args.resamples,
+        seed=args.seed,
+        compare_to=args.compare_to,
+        partial=args.partial,
+        plots=args.plots,
+        guard=args.guard,
+    )
+    with open(written["text"], encoding="utf-8") as handle:
+        sys.stdout.write(handle.read())
+    for kind, path in written.items():
+        print(f"{kind}: {path}", file=sys.stderr)
+
+
+def _report_paths(args):
+    """``report``'s inputs (every file its manifest names) and outputs (its tables and plots)."""
+    experiment = Experiment.read(args.experiment_dir, args.partial)
+    if experiment.left_out:
+        print(
+            f"rerank report: leaving out systems not run yet (--partial): {', '.join(experiment.left_out)}",
+            file=sys.stderr,
+        )
+    inputs = {
+        "manifest": os.path.join(args.experiment_dir, "experiment.json"),
+        "reference": experiment.reference,
+        "baseline": experiment.baseline,
+        "systems": [f for _, files in experiment.systems for f in files],
+        "nbest": experiment.nbest,
+        "--guard": args.guard,
+    }
+    args.plots = _report_plots(args)
+    return inputs, {"--out": list(report_files(args.experiment_dir, args.out, args.plots).values())}
+
+
+def _add_eval(sub) -> None:
+    """``rerank eval``: its parser and options."""
+    p = sub.add_parser(
+        "eval",
+        help="BLEU, TER, chrF with sacrebleu (signatures included)",
+        epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter",
+    )
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
+    p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
+    bleu_options(p)
+    p.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help=f"comma-separated metrics (default: {','.join(DEFAULT_METRICS)}); each is "
+        + METRIC_HELP
+        + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--out", help="also write what is printed to this file")
+    p.set_defaults(
+        func=cmd_eval,
+        paths=lambda a: (
+            {
+                "--ref": a.ref,
+                "--hyp": [path for _, path in _hyp_files(a.hyp)],
+                "--metrics": _sidecars(a.metrics, [path for _, path in _hyp_files(a.hyp)]),
+            },
+            {"--out": a.out},
+        ),
+    )
+
+
+def _add_oracle(sub) -> None:
+    """``rerank oracle``: its parser and options."""
+    p = sub.add_parser(
+        "oracle",
+        help="oracle selection from an n-best list (the hypotheses maximising corpus BLEU, or --metric)",
+        epilog="example: rerank oracle --nbest test.nbest --ref test.de --tokenize none --metric chrf "
+        "--out test.oracle",
+    )
+    p.add_argument("--nbest", required=True, help="Moses n-best list")
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
+    p.add_argument("--out", required=True, help="the selected hypothesis of every segment")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line)")
+    metric_options(p, "the oracle")
+    bleu_options(p)
+    p.set_defaults(
+        func=cmd_oracle,
+        paths=lambda a: (
+            {"--nbest": a.nbest, "--ref": a.ref, "--metric": seg_sidecars(a.metric, a.nbest)},
+            {"--out": a.out},
+        ),
+    )
+
+
+def signif_options(p: argparse.ArgumentParser) -> None:
+    """The options ``signif`` and ``report`` share: metrics, shuffles, resamples, seed, compare-to."""
+    p.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help=f"comma-separated (default: {','.join(DEFAULT_METRICS)}; MultEval's are bleu,meteor,ter,length): "
+        + METRIC_HELP
+        + " (length: 100 · hyp/ref length, as MultEval; seg: scores one per line in FILE.NAME beside "
+        "every replica FILE)",
+    )
+    p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
+    p.add_argument("--resamples", type=non_negative_int, default=10000, help="bootstrap resamples for s_sel (0: none)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
+    )
+    p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
+
+
+def _add_signif(sub) -> None:
+    """``rerank signif``: its parser and options."""
+    p = sub.add_parser(
+        "signif",
+        help="MultEval-style significance: score (s_sel/s_opt/p) over replicas",
+        epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter",
+    )
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
+    p.add_argument(
+        "--baseline", required=True, nargs="+", help="baseline replica files, FILE[,FILE...] (as --system's)"
+    )
+    p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
+    p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
+    bleu_options(p)
+    p.add_argument("--lang", default="de", help="METEOR language")
+    p.add_argument(
+        "--format", default="text", choices=["text", "markdown", "latex", "json", "csv"], help="table format"
+    )
+    p.add_argument("--out", help="also write what is printed to this file")
+    signif_options(p)
+    p.set_defaults(
+        func=cmd_signif,
+        paths=lambda a: (
+            {
+                "--ref": a.ref,
+                "--baseline": _files(a.baseline),
+                "--nbest": a.nbest,
+                "--system": [f for item in a.system or [] for f in _parse_system(item)[1]],
+                "--metrics": _sidecars(
+                    a.metrics, _files(a.baseline) + [f for item in a.system or [] for f in _parse_system(item)[1]]
+                ),
+            },
+            {"--out": a.out},
+        ),
+    )
+
+
+def _add_report(sub) -> None:
+    """``rerank report``: its parser and options."""
+    p = sub.add_parser(
+        "report",
+        help="the paper's Table 3/4 layout, significance and plots from a pipeline directory",
+        epilog="example: rerank report out/multi30k --metrics bleu,meteor,ter,chrf,length --compare-to +nmt",
+    )
+    p.add_argument("experiment_dir")
+    p.add_argument("--out", help="output directory (default EXPERIMENT_DIR/report)")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="leave out systems whose replica files do not all exist yet, naming them (default: an error)",
+    )
+    p.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="write the tables only, not gains.png and null.png (default: plots when matplotlib, the [report] "
+        "extra, is installed)",
+    )
+    p.add_argument(
+        "--guard",
+        help="mark (§) the rows the val guard does not pass: its verdicts file (scripts/val_guard.py writes "
+        "OUT/report/val_guard.verdicts.json) (default: no marks), e.g. --guard out/job/report/val_guard.verdicts.json",
+    )
+    signif_options(p)
+    p.set_defaults(func=cmd_report, paths=_report_paths)
+
+
+def cmd_experiment(args) -> None:
+    def replicas(pattern: str):
+        if "{replica}" in pattern:
+            return [pattern.replace("{replica}", str(k)) for k in range(1, args.replicas + 1)]
+        return [f for f in pattern.split(",") if f]
+
+    systems = []
+    for given in args.system or []:
+        if len(given) == 1:
+            if "=" not in given[0]:
+                raise InputError(
+                    f"--system {given[0]!r}: expected NAME=FILES (FILE[,FILE...] or a {{replica}} PATTERN)"
+                )
+            name, files = given[0].rsplit("=", 1)
+        elif len(given) == 2:
+            note_once(
+                "'--system NAME FILES' is now '--system NAME=FILES' (as rerank signif's); the old form works for this release"
+            )
+            name, files = given
+        else:
+            raise InputError(f"--system {' '.join(given)!r}: expected NAME=FILES")
+        if not name or not files:
+            raise InputError(
+                f"--system {name!r} {files!r}: expected NAME FILE[,FILE...] or NAME PATTERN with {{replica}}"
+            )
+        systems.append((name, replicas(files)))
+    paper = None
+    if args.paper_table:
+        select = {}
+        for item in args.paper_select or []:
+            key, eq, value = item.partition("=")
+            if not eq or not key:
+                raise InputError(f"--paper-select {item!r}: expected COLUMN=VALUE")
+            select[key] = value
+        paper = {"table": args.paper_table, "select": select}
+    experiment = Experiment(
+        _reference(args), _files(args.baseline), systems, args.nbest, bleu_settings(args), paper, args.caption
+    )
+    written = experiment.write(args.experiment_dir)
+    path = os.path.join(args.experiment_dir, "experiment.json")
+    print(f"{path}: {'written' if written else 'unchanged'} ({len(systems)} systems)", file=sys.stderr)
+
+
+def _reference(args) -> str:
+    if args.reference is not None:
+        note_once("'--reference' is now '--ref' (as every other verb's); the old spelling works for this release")
+        if args.ref is not None:
+            raise InputError("give --ref once (--reference is its old spelling)")
+        return args.reference
+    if args.ref is None:
+        raise InputError("--ref is required (the reference file of the test set)")
+    if len(args.ref) > 1:
+        raise InputError("rerank experiment takes one --ref: a manifest with several references is not supported yet")
+    return args.ref[0]
+
+
+def _add_experiment_parser(sub) -> None:
+    p = sub.add_parser(
+        "experiment",
+        help="write an experiment's manifest (EXP_DIR/experiment.json) for rerank report",
+        epilog="example: rerank experiment out/multi30k --ref data/tok/test.de --baseline "
+        "nbest/test.1best --nbest nbest/test.nbest --tokenize none --replicas 3 "
+        "--system '+nmt=rerank/nmt/test.seed{replica}.txt'",
+    )
+    p.add_argument("experiment_dir", help="the experiment directory; paths inside it are stored relative to it")
+    p.add_argument("--ref", action="append", help="reference file of the test set (required)")
+    p.add_argument("--reference", help="the old spelling of --ref (works this release, with a note)")
+    p.add_argument(
+        "--baseline",
+        required=True,
+        nargs="+",
+        help="the baseline's replica files, FILE[,FILE...] (e.g. the beam 1-best)",
+    )
+    p.add_argument(
+        "--system",
+        action="append",
+        required=True,
+        nargs="+",
+        metavar="NAME=FILES",
+        help="a row, as rerank signif's: NAME=FILE[,FILE...] or NAME=PATTERN where {replica} runs "
+        "1..--replicas (the files follow the last '=', so names may hold one: '+MLMME beta=1=…'); "
+        "repeatable, in row order",
+    )
+    p.add_argument("--replicas", type=positive_int, default=3, help="replicas of a {replica} pattern (default: 3)")
+    p.add_argument("--nbest", help="the test n-best list: adds the oracle row (default: none)")
+    p.add_argument("--caption", help="the protocol, printed above the report's footer (default: none)")
+    p.add_argument("--paper-table", help="published scores to print beside ours (TSV, see rerank report)")
+    p.add_argument("--paper-select", action="append", help="COLUMN=VALUE choosing the published rows; repeatable")
+    bleu_options(p)
+    p.set_defaults(
+        func=cmd_experiment,
+        paths=lambda a: (
+            {"--ref": a.ref if a.reference is None else a.reference, "--paper-table": a.paper_table},
+            {"manifest": os.path.join(a.experiment_dir, "experiment.json")},
+        ),
+    )

@@ -1,0 +1,123 @@
+"""``rerank mbr``: MBR decoding of n-best lists (or of candidates against another list of
+pseudo-references, e.g. samples), streamed a block of segments at a time, sharded."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Dict, Optional
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.mbr.engine import MBR
+from rerank.nbest import iter_nbest, iter_nbest_pair
+from rerank.outputs import StagedOutputs
+from rerank.shards import Shard, shard_blocks
+from rerank.signature import write_signed
+from rerank.textio import file_digest
+
+
+def mbr_decode(
+    candidates_path: str,
+    out: str,
+    utility: str = "chrf",
+    pseudo_refs_path: Optional[str] = None,
+    weights_from: str = "NMT",
+    temperature: float = 1.0,
+    matrix_path: Optional[str] = None,
+    algorithm: str = "exact",
+    alpha: float = 0.99,
+    seed: int = 1,
+    shard: Optional[Shard] = None,
+    clusters: int = 8,
+) -> Dict[str, float]:
+    """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate of
+    the highest expected ``utility`` (sentence BLEU, chrF or minus TER) against the
+    pseudo-references — the candidates themselves, or the same segment of
+    ``pseudo_refs_path`` (e.g. samples) — weighted by the softmax of their ``weights_from``
+    column at ``temperature``, or uniformly; the first on ties.  The one engine of the
+    ``mbr:`` scorer (:class:`~rerank.features.consensus.ConsensusScorer`), so the exact selection is the argmax of its
+    column.  Writes the selections to ``out`` and, with ``matrix_path``, every utility as
+    ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility`` lines (the segment id of the
+    whole list, candidate and pseudo-reference 0-based within the segment); both appear
+    together or not at all.  ``algorithm``: ``exact``; ``aggregate`` (each candidate against
+    its segment's aggregate reference, :func:`rerank.mbr.aggregate.aggregate_expected`);
+    ``centroid`` (against ``clusters`` cluster centroids, :func:`rerank.mbr.centroid.centroid_expected`);
+    ``pruned`` (confidence-based pruning at ``alpha`` and ``seed``,
+    :func:`rerank.mbr.pruned.pruned_select`; the draws of segment s are seeded by (seed, s),
+    so shards select as one process does).  The lists are streamed a block of segments at
+    a time (:func:`rerank.nbest.iter_nbest_pair`); ``shard``: only that block of segments
+    (:mod:`rerank.shards`), ``out`` with a signature recording it.  Returns {"segments",
+    "expected" (the mean expected, aggregate or centroid utility of the selections; pruned:
+    nan), "utilities" (how many were computed)}.
+
+    Raises:
+        InputError: unreadable lists, lists of different segment counts, a missing column,
+            a matrix asked of another algorithm than exact, a shard of standard input or to
+            standard output, or holding no segment.
+    """
+    scorer = MBR(
+        utility, weights_from, temperature, algorithm if algorithm in ("aggregate", "centroid") else "exact", clusters
+    )
+    if algorithm != "exact" and matrix_path:
+        raise InputError(f"--matrix needs --algorithm exact: the {algorithm} algorithm scores no full matrix")
+    lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
+    if shard is not None:
+        lo, hi, total = shard.list_bounds(candidates_path)
+        shard.check_output(out)
+    if pseudo_refs_path:
+        blocks = iter_nbest_pair(candidates_path, pseudo_refs_path)
+    else:
+        blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))
+    if shard is not None:
+        blocks = shard_blocks(blocks, lo, hi)
+    segments, utilities, expected_sum = 0, 0, 0.0
+    with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
+        handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
+        best = stack.enter_context(outputs.open(out))
+        for first, candidates, refs in blocks:
+            p = scorer.distribution(refs)
+            if algorithm == "pruned":
+                chosen, computed = scorer.pruned_select(candidates, refs, p, alpha=alpha, seed=seed, first=first)
+                utilities += computed
+            else:
+                if algorithm == "aggregate":
+                    expected = scorer.aggregate_expected(candidates, refs, p)
+                elif algorithm == "centroid":
+                    expected = scorer.centroid_expected(candidates, refs, p, first)
+                elif handle is None and refs is candidates:  # the scorer's own path: the same numbers as its column
+                    expected = scorer.expected(candidates, p)[scorer.column]
+                else:
+
+                    def write(segment, hyp, ref, values, first=first):
+                        rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
+                        handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
+
+                    expected = scorer.cross_expected(candidates, refs, p, write if handle is not None else None)
+                chosen = candidates.select(expected)
+                expected_sum += float(np.sum(expected[chosen]))
+                per_segment = scorer.references_per_segment(refs)
+                utilities += int((np.diff(candidates.offsets) * per_segment).sum())
+            best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
+            segments += candidates.num_segments
+        if shard is not None:
+            record = {
+                "shard": shard.record(total, candidates_path, "text"),
+                "input": candidates_path,
+                "segments": segments,
+                "mbr": {
+                    "metric": utility,
+                    "algorithm": algorithm,
+                    "weights_from": weights_from,
+                    "temperature": temperature,
+                    "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path else None,
+                    **({"alpha": alpha, "seed": seed} if algorithm == "pruned" else {}),
+                    **({"clusters": clusters} if algorithm == "centroid" else {}),
+                },
+            }
+            write_signed(outputs.signature(out), record)
+    return {
+        "segments": segments,
+        "expected": float("nan") if algorithm == "pruned" else expected_sum / max(segments, 1),
+        "utilities": utilities,
+    }

@@ -1,0 +1,189 @@
+"""Utilities of pairs of one list's texts, the engine every MBR algorithm shares.
+
+For an n-gram utility (:class:`~rerank.metrics.utility.NgramUtility`: BLEU, chrF), every
+distinct pair of a segment's distinct texts is matched at once by matrix products over n-gram
+indicator matrices (:class:`~rerank.mbr.ngrams.NgramCounts`); a segment too large for them,
+and any other utility (TER), goes pair by pair through the utility's own statistics
+(:meth:`~rerank.metrics.utility.PairwiseUtility.pairs`) in groups of at most ``max_pairs``
+pairs (:func:`pair_groups`).  Both routes give the same values, bit for bit, so no metric is
+implemented twice.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.mbr.ngrams import NgramCounts
+from rerank.metrics.utility import NgramUtility, PairwiseUtility
+from rerank.nbest import NBestList
+from rerank.shards import cost_ranges
+
+
+def list_pairs(offsets: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """All ordered pairs (h, r) of rows within each segment, grouped by reference r.
+
+    Args:
+        offsets: int[N + 1] segment boundaries.
+    Returns:
+        (hyp int64[P], ref int64[P]) with P = sum of squared list sizes.
+    """
+    counts = np.diff(offsets)
+    sizes = counts**2
+    seg = np.repeat(np.arange(len(counts)), sizes)
+    local = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    n = counts[seg]
+    ref = offsets[:-1][seg] + local // n
+    hyp = offsets[:-1][seg] + local % n
+    return hyp, ref
+
+
+def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
+    """Consecutive segment ranges ``[(first, last), ...]`` (last exclusive) holding at most
+    ``max_pairs`` ordered pairs each, or one segment where that alone holds more: memory of
+    the pairwise statistics is bounded by the largest group, not by the list."""
+    return cost_ranges(np.cumsum(np.diff(offsets) ** 2), max_pairs)
+
+
+def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Softmax of ``values / temperature`` within each segment (float64[M])."""
+    seg = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    scaled = np.asarray(values, dtype=np.float64) / temperature
+    shifted = np.exp(scaled - np.maximum.reduceat(scaled, offsets[:-1])[seg])
+    return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
+
+
+def same_segments(candidates: NBestList, refs: NBestList) -> None:
+    """Raise :class:`InputError` unless both lists hold the same number of segments."""
+    if candidates.num_segments != refs.num_segments:
+        raise InputError(
+            f"{refs.num_segments} segments of pseudo-references but {candidates.num_segments} of candidates"
+        )
+
+
+def bounds(nbest: NBestList, s: int) -> Tuple[int, int]:
+    """(first row, end row) of segment ``s``."""
+    return int(nbest.offsets[s]), int(nbest.offsets[s + 1])
+
+
+class PairUtilities:
+    """Utilities of pairs of texts under one :class:`~rerank.metrics.utility.PairwiseUtility`,
+    with memory bounded by :attr:`max_pairs` pairs and :attr:`max_matrix_texts` texts.
+
+    Args:
+        utility: the sentence-level utility (a metric's :meth:`~rerank.metrics.Metric.utility`).
+    """
+
+    #: ordered pairs scored at once (about 260 bytes each): bounds memory per group of
+    #: segments, and within one long list per block of its references
+    max_pairs = 1_000_000
+    #: the most distinct texts of a segment whose all-pairs utility matrix is built at once
+    max_matrix_texts = 1500
+
+    def __init__(self, utility: PairwiseUtility):
+        self.utility = utility
+
+    @property
+    def ngram_utility(self) -> NgramUtility:
+        """The utility as an n-gram utility (aggregation and clustering need its counts).
+
+        Raises:
+            InputError: a utility without n-gram counts.
+        """
+        if not isinstance(self.utility, NgramUtility):
+            raise InputError(f"mbr: this algorithm needs an n-gram utility; {self.utility.column} has none")
+        return self.utility
+
+    @property
+    def ngram(self) -> bool:
+        """Whether the utility is computed from n-gram matches (matrix products, aggregates)."""
+        return isinstance(self.utility, NgramUtility)
+
+    def utilities(self, hypotheses, hyp, ref, segment=None) -> np.ndarray:
+        """float64[P] utility of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``.
+        Identical texts (samples repeat: 256 epsilon samples of a sentence hold ~140 distinct
+        ones) are scored once.  ``segment`` (int[T], the texts' segments, pairs never across
+        them): n-gram utilities of each segment's distinct texts all at once by matrix products
+        (:class:`NgramCounts`) where they fit, else pair by pair.  The same values either way,
+        bit for bit."""
+        if segment is not None and self.ngram:
+            return self._by_segment(hypotheses, hyp, ref, np.asarray(segment, dtype=np.int64))
+        index: Dict[str, int] = {}
+        ids = np.fromiter((index.setdefault(t, len(index)) for t in hypotheses), np.int64, len(hypotheses))
+        if len(index) == len(ids):
+            return self.utility.pairs(hypotheses, hyp, ref)
+        distinct = len(index)
+        pair = ids[hyp] * distinct + ids[ref]
+        if distinct * distinct <= 4 * len(pair):  # a dense table of the text pairs: no sort
+            table = np.zeros(distinct * distinct, dtype=np.int32)
+            table[pair] = 1
+            keys = np.flatnonzero(table)
+            table[keys] = np.arange(len(keys), dtype=np.int32)
+            back = table[pair]
+        else:
+            keys, back = np.unique(pair, return_inverse=True)
+        return self.utility.pairs(list(index), keys // distinct, keys % distinct)[back.reshape(-1)]
+
+    def _by_segment(self, hypotheses, hyp, ref, segment: np.ndarray) -> np.ndarray:
+        """:meth:`utilities` of the pairs of each segment, by its own matrix."""
+        out = np.empty(len(hyp))
+        owner = segment[hyp]
+        order = np.argsort(owner, kind="stable")
+        cuts = np.searchsorted(owner[order], np.arange(int(segment.max(initial=-1)) + 2))
+        for s in range(len(cuts) - 1):
+            pick = order[cuts[s] : cuts[s + 1]]
+            if not len(pick):
+                continue
+            rows = np.flatnonzero(segment == s)
+            local = np.full(len(segment), -1, dtype=np.int64)
+            local[rows] = np.arange(len(rows))
+            gather = self.pair_utilities_of([hypotheses[r] for r in rows])
+            out[pick] = gather(local[hyp[pick]], local[ref[pick]])
+        return out
+
+    def pair_utilities_of(
+        self, texts: Sequence[str], every_pair: bool = True
+    ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """A function (hyp int[P], ref int[P]) -> float64[P] utilities of pairs of ``texts``
+        (one segment's): for n-gram utilities by matrix products of :class:`NgramCounts` (at
+        most ``max_matrix_texts`` distinct texts and its cells) — ``every_pair``: the matrix
+        of every distinct pair at once, gathered at each call; else at each call only the
+        block of the distinct texts it asks for (pruning asks for few) — otherwise
+        :meth:`utilities` pair by pair."""
+        index: Dict[str, int] = {}
+        ids = np.fromiter((index.setdefault(t, len(index)) for t in texts), np.int64, len(texts))
+        if isinstance(self.utility, NgramUtility) and len(index) <= self.max_matrix_texts:
+            utility = self.utility
+            tokens, lengths, vocab = utility.token_ids(list(index))
+            counts = NgramCounts(tokens, lengths, vocab, utility.order)
+            if counts.fits():
+
+                def block(rows, cols):
+                    matches = counts.matches(rows, cols)
+                    return utility.from_matches(matches, lengths[rows][:, None], lengths[cols][None, :])
+
+                if every_pair:
+                    matrix = block(np.arange(len(index)), np.arange(len(index)))
+                    return lambda hyp, ref: matrix[ids[hyp], ids[ref]]
+
+                def asked(hyp, ref):
+                    rows, row = np.unique(ids[hyp], return_inverse=True)
+                    cols, col = np.unique(ids[ref], return_inverse=True)
+                    return block(rows, cols)[row.reshape(-1), col.reshape(-1)]
+
+                return asked
+        return lambda hyp, ref: self.utilities(texts, hyp, ref)
+
+    def segment_counts(self, candidates: NBestList, refs: NBestList, s: int):
+        """One segment's distinct texts of both lists, counted: (NgramCounts, lengths, candidate
+        text ids int[n], pseudo-reference text ids int[m]).  For n-gram utilities only."""
+        c0, c1 = bounds(candidates, s)
+        r0, r1 = bounds(refs, s)
+        index: Dict[str, int] = {}
+        cand = np.array([index.setdefault(t, len(index)) for t in candidates.hypotheses[c0:c1]], dtype=np.int64)
+        ref = np.array([index.setdefault(t, len(index)) for t in refs.hypotheses[r0:r1]], dtype=np.int64)
+        utility = self.ngram_utility
+        tokens, lengths, vocab = utility.token_ids(list(index))
+        return NgramCounts(tokens, lengths, vocab, utility.order), lengths, cand, ref

@@ -1,0 +1,95 @@
+"""Confidence-based pruning MBR (Cheng & Vlachos 2023, "Faster Minimum Bayes Risk Decoding with
+Confidence-based Pruning"): utilities against a growing sample of the pseudo-references (8,
+16, 32, … of them), and after each step every candidate whose bootstrap estimate of beating
+the current best falls below ``1 − alpha`` is dropped; the survivors are ranked on every
+pseudo-reference drawn.  Any pairwise utility."""
+
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.mbr.pairs import PairUtilities, same_segments
+from rerank.nbest import NBestList
+
+
+def pruned_select(
+    engine: PairUtilities,
+    candidates: NBestList,
+    refs: NBestList,
+    p_refs: np.ndarray,
+    alpha: float = 0.99,
+    schedule: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
+    bootstrap: int = 500,
+    seed: int = 1,
+    first: int = 0,
+) -> Tuple[np.ndarray, int]:
+    """Confidence-based pruning MBR (Cheng & Vlachos 2023, Algorithm 1): for every segment,
+    the pseudo-references are drawn in a random order (without replacement when
+    ``p_refs`` is uniform within the segment, else with replacement by ``p_refs``: a
+    Monte-Carlo estimate of the same expectation); at each size of ``schedule`` (then all
+    of them) the surviving candidates' utilities against the references drawn so far are
+    resampled ``bootstrap`` times, and a candidate whose mean beats or ties the current
+    best's in fewer than ``1 − alpha`` of the resamples is pruned.  The survivor of the
+    highest mean utility on all drawn references is selected (the earlier on ties).
+
+    Args:
+        engine: the pair utilities (:class:`~rerank.mbr.pairs.PairUtilities`).
+        candidates, refs: lists of the same segments (candidates and pseudo-references).
+        p_refs: float64[R] weights of the pseudo-references (summing to 1 per segment).
+        alpha: confidence, in (0, 1]; 1 prunes nothing (exact MBR on the drawn references).
+        schedule: increasing numbers of pseudo-references drawn before each pruning.
+        bootstrap: resamples per pruning step.
+        seed: of the draws and resamples; segment s (``first`` + its index here: its id in
+            the whole list) draws from the stream seeded by (seed, first + s).
+    Returns:
+        (int64[N] selected candidate rows, number of utilities computed).
+    Raises:
+        InputError: lists of different segment counts, alpha outside (0, 1].
+    """
+    if not 0 < alpha <= 1:
+        raise InputError(f"the pruning confidence alpha must be in (0, 1], not {alpha}")
+    same_segments(candidates, refs)
+    chosen = np.zeros(candidates.num_segments, dtype=np.int64)
+    computed = 0
+    for s in range(candidates.num_segments):
+        rng = np.random.default_rng([seed, first + s])
+        c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
+        r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
+        n, m = c1 - c0, r1 - r0
+        weights = p_refs[r0:r1]
+        if np.allclose(weights, weights[0]):
+            order = rng.permutation(m)
+        else:
+            order = rng.choice(m, size=m, p=weights / weights.sum())
+        gather = engine.pair_utilities_of(
+            list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False
+        )
+        alive = np.arange(n)
+        table = np.zeros((n, m))  # utilities of candidate i against the k-th drawn reference
+        drawn = 0
+        for size in [k for k in schedule if k < m] + [m]:
+            new = np.arange(drawn, size)
+            hyp = np.repeat(alive, len(new))
+            col = np.tile(new, len(alive))
+            table[hyp, col] = gather(hyp, n + order[col])
+            computed += len(hyp)
+            drawn = size
+            if len(alive) == 1 or size == m or alpha == 1:
+                continue
+            means = table[alive, :drawn].mean(axis=1)
+            best = alive[int(np.argmax(means))]
+            resample = rng.integers(0, drawn, size=(bootstrap, drawn))
+            # each resample as counts of the drawn references: its means are one matrix product
+            picks = np.bincount(
+                (np.arange(bootstrap)[:, None] * drawn + resample).reshape(-1), minlength=bootstrap * drawn
+            ).reshape(bootstrap, drawn)
+            resampled = table[alive, :drawn] @ picks.T / drawn  # [alive, bootstrap]
+            target = resampled[int(np.flatnonzero(alive == best)[0])]
+            wins = (resampled >= target).mean(axis=1)
+            alive = alive[(wins >= 1 - alpha) | (alive == best)]
+        means = table[alive, :drawn].mean(axis=1)
+        chosen[s] = c0 + alive[int(np.argmax(means))]
+    return chosen, computed
