@@ -32,6 +32,8 @@ OUT=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["out"])' "$
 JOBS=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["jobs"])' "$config")
 
 bash "$ROOT/scripts/setup_env.sh" nmt
+# again with the job's python, which has rerank: the checks a python without it skips (TUNE_METRIC)
+"$ROOT/.venv/bin/python" "$SETTINGS" config > "$config"
 export PATH="$ROOT/.venv/bin:$PATH"
 export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
 snakemake=(snakemake --snakefile "$ROOT/workflow/Snakefile" --configfile "$config" --cores "$JOBS"

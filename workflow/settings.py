@@ -119,8 +119,11 @@ def _check_metric(spec) -> None:
     """Raise SettingsError unless ``spec`` (TUNE_METRIC) is a metric the tuners can maximise."""
     if spec is None:
         return
-    from rerank.errors import InputError
-    from rerank.metrics.spec import make_objective
+    try:
+        from rerank.errors import InputError
+        from rerank.metrics.spec import make_objective
+    except ImportError:  # a python without rerank (the machine's, for --help or --settings before the
+        return  # install): run_pipeline.sh checks the settings again with .venv's before any work
 
     if "seg:" in spec:
         raise SettingsError(f"TUNE_METRIC: '{spec}': seg:NAME reads scores beside a list the job does not have")

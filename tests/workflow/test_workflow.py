@@ -162,6 +162,36 @@ def test_run_pipeline_help_and_settings_are_the_generated_ones(tmp_path):
     assert run.stderr.strip() == "run_pipeline: error: NBEST: 'fifty' is not a number"
 
 
+def test_settings_need_no_rerank_in_the_machines_python(tmp_path):
+    """A fresh checkout (no .venv) on a machine whose python3 has PyYAML and jsonschema but not
+    rerank (many have): ``run_pipeline.sh --settings`` and ``--help`` work with that python,
+    which skips the one check that needs rerank (TUNE_METRIC; run_pipeline.sh repeats the
+    settings with .venv's python before any work)."""
+    import yaml  # noqa: F401  (the test's python has them: they are what the stand-in imports)
+
+    root = tmp_path / "checkout"
+    for part in ("scripts", "workflow", "config"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__", ".snakemake"))
+    # the machine's python3: this interpreter, with a rerank that cannot be imported first on its path
+    hidden = tmp_path / "no-rerank"
+    (hidden / "rerank").mkdir(parents=True)
+    (hidden / "rerank" / "__init__.py").write_text("raise ImportError('rerank is not installed here')\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nPYTHONPATH={hidden} exec {sys.executable} "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"), "TUNE_METRIC": "0.5*bleu-0.5*ter"}
+    run = subprocess.run(
+        ["bash", str(root / "scripts" / "run_pipeline.sh"), "--settings"], capture_output=True, text=True, env=env
+    )
+    assert run.returncode == 0, run.stderr
+    assert "TUNE_METRIC=0.5*bleu-0.5*ter" in run.stdout and not (root / ".venv").exists()
+    run = subprocess.run(
+        ["bash", str(root / "scripts" / "run_pipeline.sh"), "--help"], capture_output=True, text=True, env=env
+    )
+    assert run.returncode == 0 and "TUNE_METRIC" in run.stdout and not (root / ".venv").exists()
+
+
 # --- Snakemake --------------------------------------------------------------------------
 
 snakemake_missing = shutil.which("snakemake") is None and not (ROOT / ".venv" / "bin" / "snakemake").exists()
