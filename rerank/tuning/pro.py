@@ -93,7 +93,7 @@ class Pro(Tuner):
     ``kept_initial`` (True if the learnt weights were worse than the start).
 
     Raises (from :meth:`tune`):
-        InputError: scikit-learn is not installed (``pip install rerank[pro]``).
+        InputError: scikit-learn is not installed (``pip install 'nbest-rerank[pro]'``).
     """
 
     name = "pro"
@@ -103,7 +103,7 @@ class Pro(Tuner):
         try:
             from sklearn.linear_model import LogisticRegression
         except ImportError:
-            raise InputError("--algorithm pro needs scikit-learn: pip install 'rerank[pro]'") from None
+            raise InputError("--algorithm pro needs scikit-learn: pip install 'nbest-rerank[pro]'") from None
         features, w0 = problem.features, problem.start
         better, worse = sample_pairs(problem.metric.sentence_score(problem.stats), problem.offsets, self.config)
         if len(better) == 0:

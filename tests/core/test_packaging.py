@@ -70,3 +70,31 @@ print("ok")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
     weights = (tmp_path / "w.json").read_text()
     assert '"F"' in weights and '"G"' in weights
+
+
+def test_every_install_hint_names_the_distribution():
+    """Messages that tell a user to install an extra name the distribution, ``nbest-rerank[EXTRA]``
+    (``rerank[EXTRA]`` is another project on PyPI; ``pip install -e .`` works in a checkout only)."""
+    import re
+
+    extras = set(
+        __import__("tomllib").load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["project"]["optional-dependencies"]
+    )
+    hints, wrong = [], []
+    for folder, _, files in os.walk(os.path.join(ROOT, "rerank")):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                for lineno, line in enumerate(open(path, encoding="utf-8"), start=1):
+                    for hint in re.findall(r"pip install [^\"`)]*", line):
+                        if "[" not in hint:  # another package (torchvision), or the checkout's own install
+                            continue
+                        hints.append(hint)
+                        named = re.findall(r"'nbest-rerank\[([a-z0-9]+)\]'", hint)
+                        if (
+                            not named
+                            or any(extra not in extras for extra in named)
+                            or re.search(r"(?<!nbest-)rerank\[|-e \.", hint)
+                        ):
+                            wrong.append(f"{path}:{lineno}: {hint}")
+    assert len(hints) >= 8 and not wrong, wrong

@@ -192,7 +192,7 @@ def test_centroid_mbr_by_hand_and_its_two_limits(tmp_path, capsys):
     """Centroid MBR (Deguchi et al. 2024) on the utility's own n-gram counts: the pseudo-
     references clustered by weighted k-means, each centroid its cluster's aggregate reference;
     one cluster is reference aggregation, as many clusters as references is exact MBR."""
-    pytest.importorskip("sklearn")  # k-means: scikit-learn (rerank[mbr])
+    pytest.importorskip("sklearn")  # k-means: scikit-learn (nbest-rerank[mbr])
     from rerank.features.consensus import ConsensusScorer
 
     # candidate "a b c d"; r0 "a b c d" and r1 "a b c e" (0.2 each) form one cluster, r2 = r3 =
@@ -260,7 +260,7 @@ def test_two_lists_stream_in_step_whatever_their_blocks(tmp_path):
 @pytest.mark.parametrize("algorithm", ["exact", "centroid", "pruned"])
 def test_mbr_shards_merged_equal_one_process(tmp_path, algorithm, capsys):
     if algorithm == "centroid":
-        pytest.importorskip("sklearn")  # k-means: scikit-learn (rerank[mbr])
+        pytest.importorskip("sklearn")  # k-means: scikit-learn (nbest-rerank[mbr])
     write_split(tmp_path, "test", 11, seed=6)
     write_split(tmp_path, "samples", 11, seed=7)  # pseudo-references: another list of the same segments
     argv = ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--pseudo-refs", str(tmp_path / "samples.nbest")]
