@@ -105,6 +105,35 @@ def significance_table(
     return result
 
 
+def identical_replicas(replicas: Sequence[Sequence[str]]) -> List[Tuple[int, int]]:
+    """[(i, j)] (1-based, i < j): the replicas whose outputs are the same, line for line."""
+    first: Dict[Tuple[str, ...], int] = {}
+    pairs = []
+    for k, hyps in enumerate(replicas, start=1):
+        key = tuple(hyps)
+        if key in first:
+            pairs.append((first[key], k))
+        else:
+            first[key] = k
+    return pairs
+
+
+def warn_identical_replicas(name: str, replicas: Sequence[Sequence[str]]) -> bool:
+    """Say on stderr (one line) when two replicas of system ``name`` are the same output:
+    each counts as an optimiser run of its own, so the same run given twice makes a gain look
+    more certain than it is (Clark et al. 2011's replicas are independent tunings; a tuner that
+    kept its start weights every time also gives identical replicas).  Returns whether it warned."""
+    pairs = identical_replicas(replicas)
+    if pairs:
+        shown = ", ".join(f"{i} and {j}" for i, j in pairs)
+        print(
+            f"rerank: warning: {name}: replicas {shown} are identical: each counts as an independent optimiser "
+            "run, which makes the test more confident than the runs justify",
+            file=sys.stderr,
+        )
+    return bool(pairs)
+
+
 def significance_of(
     refs: References,
     texts: Dict[str, List[List[str]]],
@@ -133,6 +162,7 @@ def significance_of(
         for k, hyps in enumerate(replicas):
             if len(hyps) != count:
                 raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {count} references")
+        warn_identical_replicas(name, replicas)
     rows, signatures = [], {}
     items = [(m, n) for m in metrics for n in names]
     bar = None
@@ -146,6 +176,7 @@ def significance_of(
             unavailable[metric_name] = str(err)
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
+        metric.streams(refs)  # the references per segment, which its signature names (nrefs:R)
         signatures[metric_name] = metric.signature()
         if not metric.from_text and files is None:
             raise InputError(

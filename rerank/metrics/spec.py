@@ -71,6 +71,25 @@ def parse_terms(spec: str) -> List[Tuple[float, str]]:
     return terms
 
 
+#: sacrebleu's names of its metrics (``sacrebleu -m bleu chrf ter``, its signatures' ``chrF2``,
+#: ``chrF2++``) and what they are here: users write either
+SACREBLEU_NAMES = (
+    (re.compile(r"(?<![\w:.])chr[fF]2?\+\+(?![\w+])"), "chrf:word_order=2"),
+    (re.compile(r"(?<![\w:.])chr[fF]2?(?![\w+:])"), "chrf"),
+    (re.compile(r"(?<![\w:.])BLEU(?![\w:])"), "bleu"),
+    (re.compile(r"(?<![\w:.])TER(?![\w:])"), "ter"),
+)
+
+
+def sacrebleu_names(spec: str) -> str:
+    """``spec`` with sacrebleu's metric names (``chrF``, ``chrF2``, ``chrF++``, ``chrf++``,
+    ``BLEU``, ``TER``) in ours (``chrf``, ``chrf:word_order=2``, ``bleu``, ``ter``); ``seg:``
+    names are left as written."""
+    for pattern, name in SACREBLEU_NAMES:
+        spec = pattern.sub(name, spec)
+    return spec
+
+
 def make_metric(spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
     """The metric ``spec`` names: a registered name, ``seg:NAME[:lower]`` or an
     interpolation (module docstring).
@@ -78,8 +97,9 @@ def make_metric(spec: str, tokenize: Optional[str] = None, lowercase: bool = Fal
     ``tokenize`` applies to BLEU and length only (sacrebleu's default '13a' when None);
     ``lowercase`` to every text metric; ``lang`` to METEOR only.  Raises
     :class:`InputError` for an unknown name or an expression that does not parse.
+    sacrebleu's names are read as ours (:func:`sacrebleu_names`: ``chrF``, ``chrF++``).
     """
-    spec = spec.strip()
+    spec = sacrebleu_names(spec.strip())
     if re.fullmatch(r"seg:[^+*\s]+|[a-z0-9_]+(?::[^+*\s]*)?", spec):
         return _single(spec, tokenize, lowercase, lang)
     terms = parse_terms(spec)

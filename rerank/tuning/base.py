@@ -167,9 +167,15 @@ class Tuner(abc.ABC):
             what, seen = self.tried(details)
             label = metric.label
             best_seen = "" if seen is None else f"; best seen {label} {problem.as_score(seen):.2f}"
+            kept = np.array_equal(weights, problem.start)
+            outcome = (
+                "the start weights are kept"
+                if kept
+                else f"its own choice is returned, {label} {problem.as_score(float(metric.gain(best))):.2f}"
+            )
             note = (
                 f"no improvement: {what} did not beat the start ({label} {problem.as_score(problem.start_score):.2f})"
-                f"{best_seen}; the start weights are kept"
+                f"{best_seen}; {outcome}"
             )
         return TuneResult(
             weights,

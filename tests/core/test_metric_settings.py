@@ -164,3 +164,28 @@ def test_length_controlled_bleu_by_hand_and_as_a_tuning_objective(tmp_path, caps
     capsys.readouterr()
     with pytest.raises(InputError, match="length_penalty"):
         make_objective("bleu:length_penalty=-1")
+
+
+def test_sacrebleus_metric_names_are_read_as_ours(tmp_path, capsys):
+    """``--metrics chrF,chrF++,BLEU,TER`` (sacrebleu's names) score as chrf, chrf:word_order=2,
+    bleu and ter (issue 61, item 8); a ``seg:`` name keeps its case (it names a file)."""
+    import json
+
+    from sacrebleu.metrics import CHRF
+
+    from rerank.cli import main
+    from rerank.metrics.spec import make_metric, sacrebleu_names
+
+    assert sacrebleu_names("0.5*BLEU+0.5*chrF") == "0.5*bleu+0.5*chrf"
+    assert sacrebleu_names("chrf++") == sacrebleu_names("chrF2++") == "chrf:word_order=2"
+    assert sacrebleu_names("seg:chrF") == "seg:chrF" and make_metric("seg:BLEU:lower").name == "seg:BLEU:lower"
+    hyps, refs = ["the cat sat on the mat", "a dog"], ["the cat is on the mat", "the dog"]
+    (tmp_path / "h").write_text("\n".join(hyps) + "\n")
+    (tmp_path / "r").write_text("\n".join(refs) + "\n")
+    args = ["eval", "--ref", str(tmp_path / "r"), "--hyp", str(tmp_path / "h"), "--json", "--tokenize", "none"]
+    assert main(args + ["--metrics", "chrF,chrF++,BLEU,TER"]) == 0
+    rows = {r["metric"]: r["score"] for r in json.loads(capsys.readouterr().out)}
+    assert main(args + ["--metrics", "chrf,chrf:word_order=2,bleu,ter"]) == 0
+    ours = {r["metric"]: r["score"] for r in json.loads(capsys.readouterr().out)}
+    assert list(rows.values()) == list(ours.values())
+    assert rows["chrF++"] == pytest.approx(CHRF(word_order=2).corpus_score(hyps, [refs]).score, abs=1e-4)

@@ -110,8 +110,17 @@ def test_tune_oracle_and_signif_take_several_references(tmp_path, capsys):
     write_lines([hyps[o + 1] for o in offsets[:-1]], str(tmp_path / "b.txt"))
     signif = ["signif", *two, "--baseline", str(tmp_path / "b.txt"), "--system", f"o={tmp_path / 'o.txt'}"]
     assert main(signif + ["--format", "json", "--shuffles", "100", "--resamples", "0"]) == 0
-    rows = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    table = json.loads(capsys.readouterr().out)
+    rows = {(r["system"], r["metric"]): r for r in table["rows"]}
     assert rows[("o", "bleu")]["score"] == pytest.approx(best, abs=1e-6)
+    # the signatures say two references, as eval's do (issue 61, item 4): JSON, text and the API
+    signatures = table["meta"]["signatures"]
+    assert all("nrefs:2" in sig for sig in signatures.values()), signatures
+    assert main(signif + ["--shuffles", "100", "--resamples", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "nrefs:2" in text and "nrefs:1" not in text
+    api = rerank.significance(refs, [[hyps[o + 1] for o in offsets[:-1]]], {"o": [oracle]}, shuffles=100)
+    assert all("nrefs:2" in sig for sig in api["meta"]["signatures"].values())
 
 
 def test_reference_files_of_different_lengths_are_refused(tmp_path, capsys):

@@ -494,3 +494,25 @@ def test_report_writes_its_tables_without_plots(tmp_path, capsys, monkeypatch, w
     assert sorted(p.name for p in (exp / "report").iterdir()) == ["table.json", "table.md", "table.tex", "table.txt"]
     rows = json.loads((exp / "report" / "table.json").read_text())["rows"]
     assert {r["system"] for r in rows} == {"baseline", "+x"}
+
+
+def test_identical_replicas_are_named_in_one_warning(tmp_path, capsys):
+    """The same replica given three times counts as three optimiser runs (issue 61, item 9):
+    the test says so, naming the system and the replicas; distinct replicas pass in silence."""
+    from rerank.cli import main
+    from rerank.report import identical_replicas
+
+    assert identical_replicas([["a"], ["b"], ["a"], ["a"], ["b"]]) == [(1, 3), (1, 4), (2, 5)]
+    assert identical_replicas([["a"], ["b"]]) == []
+    refs, hyps, _ = random_corpus(30, 3, seed=4)
+    write_lines(refs, str(tmp_path / "ref"))
+    for k in range(3):
+        write_lines([hyps[3 * i + k] for i in range(30)], str(tmp_path / f"r{k}"))
+    base, one, two = (str(tmp_path / f"r{k}") for k in range(3))
+    common = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", base, "--metrics", "bleu", "--tokenize", "none"]
+    common += ["--shuffles", "50", "--resamples", "10"]
+    assert main(common + ["--system", f"same={one},{one},{one}"]) == 0
+    err = capsys.readouterr().err
+    assert "rerank: warning: same: replicas 1 and 2, 1 and 3 are identical" in err
+    assert main(common + ["--system", f"distinct={one},{two}"]) == 0
+    assert "identical" not in capsys.readouterr().err

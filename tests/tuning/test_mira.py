@@ -86,6 +86,12 @@ def test_never_worse_than_the_start_where_kbmira_selection_is():
         assert ours.score == pytest.approx(corpus_bleu_of_weights(features, stats, offsets, ours.vector))
         assert ours.score >= theirs.score or theirs.score <= ours.initial_score
         losses += theirs.score < theirs.initial_score
+        if theirs.score < theirs.initial_score:  # what it says is what it wrote (issue 61, item 3)
+            assert not theirs.improved and not np.array_equal(theirs.vector, init)
+            assert theirs.note.endswith(f"its own choice is returned, BLEU {theirs.score:.2f}"), theirs.note
+            assert "the start weights are kept" not in theirs.note
+        if not ours.improved:
+            assert np.array_equal(ours.vector, init) and ours.note.endswith("the start weights are kept")
     assert losses >= 1
 
 
