@@ -141,6 +141,31 @@ def start_vector(start: Dict[str, Any] | List[float], nbest: NBestList, source: 
     return weights_vector(full, nbest, source), missing
 
 
+def rank_order(nbest: NBestList) -> Tuple[List[str], Dict[str, int]]:
+    """What a list's order says of the column its decoder ranked by: (the one-valued columns
+    whose values never rise down any segment and fall in some — the order decoders write n-best
+    lists in —, and
+    for every one-valued column the segments whose first hypothesis has its highest value).
+    Segments of one hypothesis say nothing and are left out of both."""
+    sizes = np.diff(nbest.offsets)
+    single = [c for c, name in enumerate(nbest.feature_names) if nbest.feature_names.count(name) == 1]
+    if not len(sizes) or not single:
+        return [], {}
+    features = nbest.features[:, single]
+    within = np.repeat(np.arange(len(sizes)), sizes)
+    same = within[1:] == within[:-1]
+    scale = np.maximum(np.abs(features[1:]), np.abs(features[:-1]))
+    step = np.diff(features, axis=0)
+    rises = (step > 1e-9 * np.maximum(scale, 1.0)) & same[:, None]
+    falls = (step < -1e-9 * np.maximum(scale, 1.0)) & same[:, None]  # a constant column orders nothing
+    many = sizes > 1
+    best = np.maximum.reduceat(features, nbest.offsets[:-1], axis=0)
+    first_is_best = (features[nbest.offsets[:-1]] >= best) & many[:, None]
+    names = [nbest.feature_names[c] for c in single]
+    ordering = [name for k, name in enumerate(names) if not rises[:, k].any() and falls[:, k].any()]
+    return ordering, {name: int(first_is_best[:, k].sum()) for k, name in enumerate(names)}
+
+
 def start_weights(
     nbest: NBestList,
     init: str,
@@ -152,13 +177,16 @@ def start_weights(
     ``zeros`` or the absolute path of the weights file).
 
     ``init``: ``beam`` (1 on the beam feature: the one the list's signature declares, or
-    ``beam_feature`` for a list without one), ``zeros``, or a start file
+    ``beam_feature`` for a list without one, or for a list without either the one column whose
+    values never rise down any segment — decoders write their lists in rank order
+    (:func:`rank_order`), said through ``say`` in one line; a ``beam_feature`` the order
+    contradicts is said with the numbers), ``zeros``, or a start file
     (:func:`read_start`; columns it does not name start at 0, said through ``say`` in one
     line).
 
     Raises:
-        InputError: ``beam`` for a list without a signature and no ``beam_feature`` (the
-            error names the ways on), a beam feature that is not a column or that
+        InputError: ``beam`` for a list without a signature, no ``beam_feature`` and no column
+            in whose order the list is written (the error names the ways on), a beam feature that is not a column or that
             contradicts the signature's; an unreadable start file or weights that
             overflow on the list.
     """
@@ -183,14 +211,8 @@ def start_weights(
             finite_scores(nbest.features @ vector, nbest_path, init)
         return vector, os.path.abspath(init)
     beam = beam_feature or info.beam_feature
-    if beam is None and not info.declared:
-        raise InputError(
-            f"no signature {nbest_path}.json beside the list, so the beam's feature is unknown: name its column "
-            f"(--beam-feature COLUMN; the list has {columns}), or start from --init zeros or --init WEIGHTS "
-            "(JSON, Moses 'name= value' lines or init.opt); 'rerank convert --beam-feature COLUMN' writes "
-            "the signature once for every verb",
-            nbest_path,
-        )
+    if info.beam_feature is None:  # no signature, or one that names no beam (a foreign list's features added)
+        beam = _beam_from_order(nbest, nbest_path, beam_feature, columns, say or (lambda text: None), info.declared)
     if beam is None:
         return None, "zeros"
     if beam not in nbest.feature_names:
@@ -199,6 +221,53 @@ def start_weights(
             nbest_path + ".json",
         )
     return np.asarray([1.0 if name == beam else 0.0 for name in nbest.feature_names]), "beam"
+
+
+def _beam_from_order(
+    nbest: NBestList,
+    nbest_path: str,
+    beam_feature: Optional[str],
+    columns: str,
+    say: Callable[[str], None],
+    signed: bool = False,
+) -> Optional[str]:
+    """The beam column of a list whose signature names none (or that has none): ``beam_feature``
+    (said with the numbers where the list's order contradicts it), else the column in whose
+    order the list is written; else None for a ``signed`` list (a signature that names no beam:
+    the start is zeros).
+
+    Raises:
+        InputError: none of them for a list without a signature (naming the ways on, for the
+            command line and the Python API).
+    """
+    ordering, first_best = rank_order(nbest)
+    segments = sum(1 for size in np.diff(nbest.offsets) if size > 1)
+    if beam_feature is not None:
+        if ordering and beam_feature not in ordering:
+            say(
+                f"rerank: warning: beam feature {beam_feature}: the list is not in its order (its first hypothesis "
+                f"is {beam_feature}'s best in {first_best.get(beam_feature, 0)} of {segments} segments); the list is "
+                f"in {ordering[0]}'s order, the column its decoder ranked by: starting from {beam_feature} as asked"
+            )
+        return beam_feature
+    if not ordering and signed:
+        return None
+    if not ordering:
+        where = "the list has no signature" if not os.path.exists(nbest_path) else f"no signature {nbest_path}.json"
+        raise InputError(
+            f"{where} and no column orders every segment as written, so the beam's feature is unknown: name its "
+            f"column (--beam-feature COLUMN, beam_feature=COLUMN in Python; the list has {columns}), or start from "
+            "zeros or weights (--init zeros | WEIGHTS: JSON, Moses 'name= value' lines or init.opt; init= in "
+            "Python); 'rerank convert --beam-feature COLUMN' writes the signature once for every verb",
+            nbest_path,
+        )
+    others = f" ({', '.join(ordering[1:])} too: the first is taken)" if len(ordering) > 1 else ""
+    say(
+        f"rerank: {nbest_path}: {'its signature names no beam' if signed else 'no signature'}: the beam's column "
+        f"is {ordering[0]}, the one whose values never "
+        f"rise down any of the {segments} segments{others} (--beam-feature names another)"
+    )
+    return ordering[0]
 
 
 def check_tunable(nbest: NBestList, source: str) -> None:

@@ -86,8 +86,9 @@ def test_api_calls_equal_the_command_line(tmp_path, capsys):
 
 
 def test_api_errors_are_input_errors():
-    nbest, refs = NBestList(np.array([0, 2]), ["a b", "a c"], np.array([[1.0], [0.0]]), ["F"]), ["a b"]
-    with pytest.raises(InputError, match="beam's feature is unknown"):
+    # written in no column's order (F rises down the list): its beam is unknown
+    nbest, refs = NBestList(np.array([0, 2]), ["a c", "a b"], np.array([[0.0], [1.0]]), ["F"]), ["a b"]
+    with pytest.raises(InputError, match="beam's feature is unknown: name its column .*beam_feature=COLUMN in Python"):
         rerank.tune(nbest, refs)
     with pytest.raises(InputError, match="no_such"):
         rerank.tune(nbest, refs, init="zeros", no_such=1)

@@ -43,8 +43,9 @@ def test_a_list_without_signature_names_every_way_on(foreign, capsys):
     assert _tune(d, "--out", str(d / "w.json")) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and not (d / "w.json").exists()
-    assert "--beam-feature COLUMN; the list has NMT WordPenalty NMTNorm" in err
-    assert "--init zeros" in err and "rerank convert --beam-feature COLUMN" in err
+    assert "no column orders every segment as written, so the beam's feature is unknown" in err
+    assert "(--beam-feature COLUMN, beam_feature=COLUMN in Python; the list has NMT WordPenalty NMTNorm)" in err
+    assert "--init zeros | WEIGHTS" in err and "rerank convert --beam-feature COLUMN" in err
 
 
 def test_beam_feature_starts_tuning_from_the_beams_choice(foreign, capsys):
@@ -154,3 +155,49 @@ def test_the_decoders_own_one_best_and_the_readme_loop_on_a_foreign_list(foreign
         + ["--tokenize", "none", "--metrics", "bleu,chrf,ter"],
     ):
         assert main(argv) == 0, capsys.readouterr().err
+
+
+def test_the_lists_order_names_its_beam_column(foreign, capsys):
+    """A decoder writes its list in rank order: with no signature and no --beam-feature, the
+    column whose values never rise down any segment is the beam's (issue 61, items 1 and 2),
+    said in one line; a --beam-feature the order contradicts is said with the numbers."""
+    d, nbest, refs = foreign
+    order = np.concatenate(
+        [s + np.argsort(-nbest.features[s:e, 2], kind="stable") for s, e in zip(nbest.offsets[:-1], nbest.offsets[1:])]
+    )
+    ranked = NBestList(nbest.offsets, [nbest.hypotheses[i] for i in order], nbest.features[order], nbest.feature_names)
+    write_nbest(ranked, str(d / "r.nbest"))
+    decoder = [ranked.hypotheses[i] for i in ranked.offsets[:-1]]
+    expected = BLEU(tokenize="none").corpus_score(decoder, [refs]).score
+    args = ["tune", "--nbest", str(d / "r.nbest"), "--ref", str(d / "f.de"), "--tokenize", "none"]
+    assert main(args + ["--out", str(d / "w.json")]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "no signature: the beam's column is NMTNorm, the one whose values never rise down any of the 12 segments" in err
+    )
+    record = json.load(open(d / "w.json"))["tuning"]
+    assert record["init"] == "beam" and record["initial_score"] == pytest.approx(expected, abs=1e-9)
+    # the README's Python example on one's own list: no beam_feature needed
+    assert api.tune(read_nbest(str(d / "r.nbest")), refs, tokenize="none").initial_score == pytest.approx(expected)
+    # a --beam-feature the order contradicts: the numbers, then the start asked for
+    first_best = sum(
+        int(ranked.features[s, 1] >= ranked.features[s:e, 1].max())
+        for s, e in zip(ranked.offsets[:-1], ranked.offsets[1:])
+    )
+    assert first_best < 12
+    assert main(args + ["--beam-feature", "WordPenalty", "--out", str(d / "w2.json")]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"beam feature WordPenalty: the list is not in its order (its first hypothesis is WordPenalty's best in "
+        f"{first_best} of 12 "
+        "segments); the list is in NMTNorm's order" in err
+    )
+    assert json.load(open(d / "w2.json"))["tuning"]["init"] == "beam"
+    # the README's recipe: features added first (their signature names no beam), then tuned
+    scored = ["features", "add", "--nbest", str(d / "r.nbest"), "--scorer", "mbr:bleu,feature=uniform"]
+    assert main(scored + ["--out", str(d / "r.full.nbest")]) == 0
+    capsys.readouterr()
+    full = ["tune", "--nbest", str(d / "r.full.nbest"), "--ref", str(d / "f.de"), "--tokenize", "none"]
+    assert main(full + ["--out", str(d / "w3.json")]) == 0
+    assert "its signature names no beam: the beam's column is NMTNorm" in capsys.readouterr().err
+    assert json.load(open(d / "w3.json"))["tuning"]["initial_score"] == pytest.approx(expected, abs=1e-9)
