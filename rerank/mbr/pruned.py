@@ -27,9 +27,9 @@ def pruned_select(
     first: int = 0,
 ) -> Tuple[np.ndarray, int]:
     """Confidence-based pruning MBR (Cheng & Vlachos 2023, Algorithm 1): for every segment,
-    the pseudo-references are drawn in a random order (without replacement when
-    ``p_refs`` is uniform within the segment, else with replacement by ``p_refs``: a
-    Monte-Carlo estimate of the same expectation); at each size of ``schedule`` (then all
+    the pseudo-references are drawn in a random order, without replacement, and every mean
+    weighs them by ``p_refs`` (uniform: plain means), so that once all are drawn it is the
+    exact expected utility; at each size of ``schedule`` (then all
     of them) the surviving candidates' utilities against the references drawn so far are
     resampled ``bootstrap`` times, and a candidate whose mean beats or ties the current
     best's in fewer than ``1 − alpha`` of the resamples is pruned.  The survivor of the
@@ -60,10 +60,10 @@ def pruned_select(
         r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
         n, m = c1 - c0, r1 - r0
         weights = p_refs[r0:r1]
-        if np.allclose(weights, weights[0]):
-            order = rng.permutation(m)
-        else:
-            order = rng.choice(m, size=m, p=weights / weights.sum())
+        order = rng.permutation(m)
+        # weighted pseudo-references: every mean below weighs each drawn reference by its
+        # probability, so once all are drawn it is the exact expected utility (uniform: plain means)
+        w = None if np.allclose(weights, weights[0]) else weights[order]
         gather = engine.pair_utilities_of(
             list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False
         )
@@ -79,17 +79,29 @@ def pruned_select(
             drawn = size
             if len(alive) == 1 or size == m or alpha == 1:
                 continue
-            means = table[alive, :drawn].mean(axis=1)
+            means = _means(table[alive, :drawn], w, drawn)
             best = alive[int(np.argmax(means))]
             resample = rng.integers(0, drawn, size=(bootstrap, drawn))
             # each resample as counts of the drawn references: its means are one matrix product
             picks = np.bincount(
                 (np.arange(bootstrap)[:, None] * drawn + resample).reshape(-1), minlength=bootstrap * drawn
             ).reshape(bootstrap, drawn)
-            resampled = table[alive, :drawn] @ picks.T / drawn  # [alive, bootstrap]
+            if w is None:
+                resampled = table[alive, :drawn] @ picks.T / drawn  # [alive, bootstrap]
+            else:
+                mass = picks * w[:drawn]  # each resample's references, weighted by their probability
+                resampled = table[alive, :drawn] @ mass.T / np.maximum(mass.sum(axis=1), 1e-300)
             target = resampled[int(np.flatnonzero(alive == best)[0])]
             wins = (resampled >= target).mean(axis=1)
             alive = alive[(wins >= 1 - alpha) | (alive == best)]
-        means = table[alive, :drawn].mean(axis=1)
+        means = _means(table[alive, :drawn], w, drawn)
         chosen[s] = c0 + alive[int(np.argmax(means))]
     return chosen, computed
+
+
+def _means(utilities: np.ndarray, w, drawn: int) -> np.ndarray:
+    """float64[n] each candidate's mean utility over the ``drawn`` references drawn so far
+    (``utilities``: float[n, drawn]), weighted by their probabilities ``w`` (None: alike)."""
+    if w is None:
+        return utilities.mean(axis=1)
+    return utilities @ w[:drawn] / w[:drawn].sum()

@@ -184,6 +184,17 @@ def test_confidence_based_pruning_keeps_the_exact_choice_with_fewer_utilities(tm
     assert "64,000 utilities computed" in capsys.readouterr().err
     assert main(argv + ["--out", str(tmp_path / "e.txt")]) == 0
     assert (tmp_path / "p.txt").read_text() == (tmp_path / "e.txt").read_text()
+    # weighted pseudo-references (the softmax of a model column, the default): every reference
+    # drawn once and weighed by its probability, so alpha 1 is exact MBR here too (issue 61, item 5)
+    weighted = NBestList(nbest.offsets, hyps, rng.normal(scale=2.0, size=(len(hyps), 1)), ["NMT"])
+    for metric in ("chrf", "bleu"):
+        scorer = ConsensusScorer(ConsensusScorer.Config(metric, "NMT"))
+        p = scorer.distribution(weighted)
+        exact = weighted.select(scorer.expected(weighted, p)[scorer.column])
+        chosen, _ = scorer.pruned_select(weighted, weighted, p, alpha=1.0)
+        assert list(chosen) == list(exact), metric
+        chosen, computed = scorer.pruned_select(weighted, weighted, p, alpha=0.99)
+        assert np.mean(chosen == exact) >= 0.8 and computed < 40 * 40 * segments
     assert main(argv + ["--algorithm", "pruned", "--alpha", "1.5", "--out", str(tmp_path / "x.txt")]) == 1
     assert "alpha must be in (0, 1], not 1.5" in capsys.readouterr().err and not (tmp_path / "x.txt").exists()
 
