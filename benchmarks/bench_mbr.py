@@ -9,8 +9,8 @@ the corpus BLEU / chrF of each selection against the references (sacrebleu, toke
     python benchmarks/bench_mbr.py --nbest out/multi30k-transformer/nbest/test.nbest \
         --ref out/multi30k-transformer/data/tok/test_2016_flickr.de --json out/bench_mbr.json
 
-The distribution is the softmax of the list's ``NMT`` column (``--weights-from``), as
-``rerank mbr``'s default; ``--weights-from uniform`` for a list of samples (e.g. 256 epsilon
+The distribution is the softmax of the list's ``NMT`` column (``--feature``), as
+``rerank mbr``'s default; ``--feature uniform`` for a list of samples (e.g. 256 epsilon
 samples per sentence from ``rerank generate --sampling``). Issue 44's goal for the aggregate algorithm: linear time in the list
 size at no loss of quality against exact MBR.
 """
@@ -35,7 +35,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nbest", required=True, help="the candidates (and pseudo-references), e.g. test.nbest")
     parser.add_argument("--ref", required=True, help="the references, for the selections' corpus scores")
-    parser.add_argument("--weights-from", default="NMT", help="the distribution's column (default: NMT)")
+    parser.add_argument(
+        "--feature", dest="weights_from", default="NMT", help="the distribution's column (default: NMT)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per timing, best kept (default: 1)")
     parser.add_argument("--clusters", type=int, default=8, help="centroid MBR's k (default: 8)")
     parser.add_argument("--json", help="also write the results as JSON, e.g. out/bench_mbr.json")

@@ -18,6 +18,7 @@ output, and an output that cannot be written.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import os
 import signal
@@ -103,6 +104,34 @@ def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C: staged outputs ar
     raise KeyboardInterrupt
 
 
+def _verb_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the verb ``args`` ran (``rerank mbr``, ``rerank nmt train``): its usage is
+    what an error about its options shows."""
+    found = parser
+    while True:
+        actions = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions:
+            return found
+        name = getattr(args, actions[0].dest, None)
+        if name not in actions[0].choices:
+            return found
+        found = actions[0].choices[name]
+
+
+def _unrecognised(parser: argparse.ArgumentParser, args, unknown: List[str]) -> None:
+    """Exit (2) with the verb's usage and one line naming what it does not take, and the
+    option meant where one is close (``--metrics`` for ``--metric``)."""
+    verb = _verb_parser(parser, args)
+    known = [s for a in verb._actions for s in a.option_strings]
+    hints = []
+    for word in unknown:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{word.split('=')[0]}: did you mean {close[0]}?")
+    verb.error("unrecognized arguments: " + " ".join(unknown) + ("".join(f"; {h}" for h in hints)))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one ``rerank`` verb.  Bad input (:class:`InputError`, a file that cannot be
     read or written) prints one line naming the file and returns 1; Ctrl-C or SIGTERM
@@ -110,7 +139,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     names the largest input and returns 1; any other exception is a bug of ours and keeps
     its traceback."""
     _utf8_streams()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognised(parser, args, unknown)
     previous = signal.signal(signal.SIGTERM, _terminate) if argv is None else None
     try:
         with stdout_signature(getattr(args, "signature", None)):

@@ -11,12 +11,14 @@ import numpy as np
 from rerank.argtypes import positive_float, positive_int
 from rerank.cli.options import (
     FORMATS_HELP,
+    OLD_SPELLING,
     device_options,
     device_settings,
     shard_option_value,
     shard_options,
     signature_option,
 )
+from rerank.defaults import DEFAULT_SEED
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
@@ -147,7 +149,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="example: rerank mbr --candidates test.nbest --metric chrf --out test.mbr.de; with samples as "
         "pseudo-references: --pseudo-refs test.samples.nbest --weights-from uniform",
     )
-    p.add_argument("--candidates", required=True, help="the n-best list to choose from")
+    p.add_argument(
+        "--nbest",
+        "--candidates",
+        dest="candidates",
+        metavar="NBEST",
+        required=True,
+        action=OLD_SPELLING,
+        help="the n-best list to choose from (the candidates; --candidates is its old spelling)",
+    )
     p.add_argument(
         "--pseudo-refs",
         help="another list of the same segments whose hypotheses are the pseudo-references (default: the "
@@ -160,10 +170,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "or any metric registered with one (default: chrf), e.g. --metric bleu",
     )
     p.add_argument(
+        "--feature",
         "--weights-from",
+        dest="weights_from",
+        metavar="COLUMN",
         default="NMT",
-        help="the pseudo-references' log-probability column whose softmax weighs them, or uniform (samples) "
-        "(default: NMT)",
+        action=OLD_SPELLING,
+        help="the pseudo-references' log-probability column whose softmax weighs them, or uniform (samples), "
+        "as the mbr: scorer's feature= (default: NMT; --weights-from is its old spelling), e.g. --feature uniform",
     )
     p.add_argument(
         "--temperature", type=positive_float, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
@@ -192,7 +206,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="--algorithm pruned: a candidate is dropped when its bootstrap chance of beating the current best "
         "is below 1 - alpha; 1 prunes nothing (default: 0.99), e.g. --alpha 0.9",
     )
-    p.add_argument("--seed", type=int, default=1, help="--algorithm pruned: seed of the draws (default: 1), e.g. 2")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"--algorithm pruned: seed of the draws and the bootstrap (default: {DEFAULT_SEED}, the seed of every "
+        "statistical draw in rerank, sacrebleu's), e.g. 2",
+    )
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
         "--matrix",

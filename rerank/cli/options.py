@@ -194,6 +194,9 @@ def _aliased(base, note: Optional[str] = None):
     return Aliased
 
 
+#: an option's action that accepts its old spelling (the second option string) with a note
+OLD_SPELLING = _aliased(argparse._StoreAction)
+
 _NOTED: set = set()
 
 

@@ -42,6 +42,7 @@ from typing import List
 
 from rerank.argtypes import positive_float, positive_int
 from rerank.config import option
+from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer
 from rerank.mbr import MBR
 
@@ -71,14 +72,20 @@ class ConsensusScorer(Scorer, MBR):
         algorithm: str = option(
             "exact",
             "exact (every pair), aggregate (one aggregate reference per segment: Vamvas & Sennrich 2024) or "
-            "centroid (the aggregates of k clusters: Deguchi et al. 2024)",
-            choices=("exact", "aggregate", "centroid"),
+            "centroid (the aggregates of k clusters: Deguchi et al. 2024); pruned is rerank mbr's alone (it "
+            "selects, it gives no column)",
+            choices=("exact", "aggregate", "centroid", "pruned"),
         )
         clusters: int = option(8, "centroid: clusters of pseudo-references per segment (k)", type=positive_int)
 
     set_name = "MBR"
 
     def __init__(self, config: "ConsensusScorer.Config"):
+        if config.algorithm == "pruned":
+            raise InputError(
+                "mbr: algorithm=pruned selects one candidate per segment and scores no column: decode with "
+                "rerank mbr --algorithm pruned, or add a column with algorithm=exact, aggregate or centroid"
+            )
         MBR.__init__(self, config.utility, config.feature, config.temperature, config.algorithm, config.clusters)
 
     def names(self, has_images: bool) -> List[str]:

@@ -8,6 +8,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.mbr.engine import MBR
 from rerank.nbest import iter_nbest, iter_nbest_pair
@@ -27,7 +28,7 @@ def mbr_decode(
     matrix_path: Optional[str] = None,
     algorithm: str = "exact",
     alpha: float = 0.99,
-    seed: int = 1,
+    seed: int = DEFAULT_SEED,
     shard: Optional[Shard] = None,
     clusters: int = 8,
 ) -> Dict[str, float]:

@@ -10,6 +10,7 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
+from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.mbr.pairs import PairUtilities, same_segments
 from rerank.nbest import NBestList
@@ -23,7 +24,7 @@ def pruned_select(
     alpha: float = 0.99,
     schedule: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024),
     bootstrap: int = 500,
-    seed: int = 1,
+    seed: int = DEFAULT_SEED,
     first: int = 0,
 ) -> Tuple[np.ndarray, int]:
     """Confidence-based pruning MBR (Cheng & Vlachos 2023, Algorithm 1): for every segment,

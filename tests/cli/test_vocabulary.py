@@ -175,3 +175,46 @@ def test_replica_weights_average_by_direction(tmp_path, capsys):
     assert "differ from" in capsys.readouterr().err
     assert main(["average", "--weights", str(tmp_path / "a.json"), "--out", str(tmp_path / "x.json")]) == 1
     assert "at least two weights files" in capsys.readouterr().err
+
+
+def test_mbr_speaks_the_vocabulary_of_every_verb(tmp_path, capsys):
+    """``rerank mbr --nbest`` and ``--feature`` as everywhere (the old ``--candidates`` and
+    ``--weights-from`` with a note); an option it does not have is refused with its own usage
+    and the option meant; ``mbr:…,algorithm=pruned`` says why it is no column (issue 61, item 7)."""
+    nbest = NBestList(
+        np.array([0, 2, 4]), ["a b", "a c", "d e", "d f"], np.array([[0.0], [1.0], [0.5], [0.0]]), ["NMT"]
+    )
+    from rerank.nbest import write_nbest
+
+    write_nbest(nbest, str(tmp_path / "c.nbest"))
+    new = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--feature", "uniform", "--metric", "bleu"]
+    assert main(new + ["--out", str(tmp_path / "new.txt")]) == 0
+    assert "note" not in capsys.readouterr().err
+    old = ["mbr", "--candidates", str(tmp_path / "c.nbest"), "--weights-from", "uniform", "--metric", "bleu"]
+    assert main(old + ["--out", str(tmp_path / "old.txt")]) == 0
+    err = capsys.readouterr().err
+    assert "rerank: note: --candidates is now --nbest" in err and "rerank: note: --weights-from is now --feature" in err
+    assert (tmp_path / "new.txt").read_text() == (tmp_path / "old.txt").read_text()
+    with pytest.raises(SystemExit) as exit_:
+        main(new[:-2] + ["--metrics", "chrf", "--out", str(tmp_path / "x.txt")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("usage: rerank mbr ")
+    assert err.strip().endswith(
+        "rerank mbr: error: unrecognized arguments: --metrics chrf; --metrics: did you mean --metric?"
+    )
+    assert (
+        main(
+            [
+                "features",
+                "add",
+                "--nbest",
+                str(tmp_path / "c.nbest"),
+                "--scorer",
+                "mbr:bleu,algorithm=pruned",
+                "--out",
+                str(tmp_path / "f.nbest"),
+            ]
+        )
+        == 1
+    )
+    assert "algorithm=pruned selects one candidate per segment and scores no column" in capsys.readouterr().err

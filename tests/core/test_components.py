@@ -276,9 +276,7 @@ def test_a_toy_mbr_utility_is_one_file(tmp_path):
             [sys.executable, "-m", "rerank.cli", *argv], cwd=tmp_path, env=env, capture_output=True, text=True
         )
 
-    done = rerank(
-        "mbr", "--candidates", "c.nbest", "--metric", "toyoverlap", "--weights-from", "uniform", "--out", "o.txt"
-    )
+    done = rerank("mbr", "--nbest", "c.nbest", "--metric", "toyoverlap", "--feature", "uniform", "--out", "o.txt")
     assert done.returncode == 0, done.stderr
     # segment 0: E(a b c) = (100 + 50 + 0) / 3 = E(a b d) > E(x y) = 100 / 3; the first on ties
     assert (tmp_path / "o.txt").read_text() == "a b c\np q\n"
@@ -293,10 +291,8 @@ def test_a_toy_mbr_utility_is_one_file(tmp_path):
     third = 100.0 / 3.0
     assert values == [pytest.approx(v) for v in (150 / 3, 150 / 3, third, (100 + third) / 2, (100 + third) / 2)]
     # an algorithm that needs n-gram counts is refused for a utility that has none, in one line
-    done = rerank(
-        "mbr", "--candidates", "c.nbest", "--metric", "toyoverlap", "--algorithm", "aggregate", "--out", "a.txt"
-    )
+    done = rerank("mbr", "--nbest", "c.nbest", "--metric", "toyoverlap", "--algorithm", "aggregate", "--out", "a.txt")
     assert done.returncode != 0 and "needs an n-gram utility" in done.stderr and "Traceback" not in done.stderr
     # a metric without a pairwise utility is refused in one line naming those that have one
-    done = rerank("mbr", "--candidates", "c.nbest", "--metric", "length", "--out", "l.txt")
+    done = rerank("mbr", "--nbest", "c.nbest", "--metric", "length", "--out", "l.txt")
     assert done.returncode != 0 and "has no pairwise utility" in done.stderr and "toyoverlap" in done.stderr

@@ -117,7 +117,7 @@ def test_the_bring_your_own_model_page_runs_on_tiny_models(tmp_path):
     # generate: beam search over test.en)
     assert (
         main(
-            ["mbr", "--candidates", str(tmp_path / "test.nbest"), "--weights-from", "CT2"]
+            ["mbr", "--nbest", str(tmp_path / "test.nbest"), "--feature", "CT2"]
             + ["--out", str(tmp_path / "one.mbr.de")]
         )
         == 0
