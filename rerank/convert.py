@@ -33,7 +33,7 @@ from rerank.nbest import ListInfo, NBestList, NBestWriter, read_nbest, write_lis
 from rerank.outputs import StagedOutputs
 from rerank.textio import finite_number, open_text
 
-FORMATS = ("fairseq", "jsonl", "marian")
+FORMATS = ("fairseq", "jsonl", "marian", "moses")
 LN2 = math.log(2.0)
 
 
@@ -168,7 +168,7 @@ def read_jsonl(path: str) -> NBestList:
 
 
 def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = None, text: str = "h") -> NBestList:
-    """Convert ``path`` (format ``fmt``: fairseq, jsonl, marian) to rerank's n-best list
+    """Convert ``path`` (format ``fmt``: fairseq, jsonl, marian or moses) to rerank's n-best list
     ``out`` with its signature ``out.json`` (together or not at all).  The signature
     declares the beam feature: ``Fairseq`` for fairseq output, ``beam_feature`` when given
     (a column of the list); otherwise no signature is written (the beam's column is not
@@ -184,6 +184,7 @@ def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = No
         "fairseq": lambda: read_fairseq(path, text),
         "jsonl": lambda: read_jsonl(path),
         "marian": lambda: read_nbest(path),
+        "moses": lambda: read_nbest(path),  # Marian writes Moses' format: one reader for both
     }[fmt]()
     beam = beam_feature or ("Fairseq" if fmt == "fairseq" else None)
     if beam is not None and beam not in nbest.feature_names:

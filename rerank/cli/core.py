@@ -60,9 +60,10 @@ def cmd_average(args) -> None:
 
 
 def cmd_convert(args) -> None:
-    nbest = convert_file(args.format, args.input, args.out, args.beam_feature, args.text)
+    source = _convert_input(args)
+    nbest = convert_file(args.format, source, args.out, args.beam_feature, args.text)
     print(
-        f"{args.input}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
+        f"{source}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
         f"{' '.join(dict.fromkeys(nbest.feature_names)) or '(none)'} -> {args.out}",
         file=sys.stderr,
     )
@@ -134,6 +135,13 @@ def _add_folds(sub) -> None:
     p.set_defaults(func=cmd_folds, paths=lambda a: ({"--segment-images": a.segment_images}, {"--out": a.out}))
 
 
+def _convert_input(args) -> str:
+    """The file ``convert`` reads: the positional or ``--input``, exactly one of them."""
+    if (args.input is None) == (args.input_option is None):
+        raise InputError("give the file to convert once: as the positional FILE or as --input FILE")
+    return args.input if args.input is not None else args.input_option
+
+
 def _add_convert(sub) -> None:
     """``rerank convert``: its parser and options."""
     p = sub.add_parser(
@@ -144,11 +152,12 @@ def _add_convert(sub) -> None:
         "H- score, FairseqSum and FairseqLen from the P- lines; base-2 logs converted to "
         'natural logs; beam feature Fairseq). jsonl: one {"id": 0, "hypotheses": '
         '[...], "scores": {"NAME": [...]}} per line. marian: Marian\'s (Moses\') '
-        "n-best list. Ids 0..N-1, sorted.",
+        "n-best list; moses: a Moses n-best list (the same reader). Ids 0..N-1, sorted.",
         epilog="example: fairseq-generate data-bin --path model.pt --nbest 20 --beam 20 > gen.out; "
         "rerank convert --from fairseq gen.out --out test.nbest",
     )
-    p.add_argument("input", help="the file to convert ('-' for standard input)")
+    p.add_argument("input", nargs="?", help="the file to convert ('-' for standard input), or --input")
+    p.add_argument("--input", dest="input_option", metavar="FILE", help="the file to convert, as the positional")
     p.add_argument("--from", dest="format", required=True, choices=CONVERT_FORMATS, help="its format")
     p.add_argument("--out", required=True, help="rerank n-best list to write (and OUT.json, its signature)")
     p.add_argument(
@@ -166,7 +175,10 @@ def _add_convert(sub) -> None:
     signature_option(p)
     p.set_defaults(
         func=cmd_convert,
-        paths=lambda a: ({"input": a.input}, {"--out": a.out, "--out (signature)": signature_path(a.out)}),
+        paths=lambda a: (
+            {"input": _convert_input(a)},
+            {"--out": a.out, "--out (signature)": signature_path(a.out)},
+        ),
     )
 
 

@@ -86,3 +86,26 @@ def test_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys, fmt, text,
     assert main(["convert", "--from", fmt, str(tmp_path / "in.txt"), "--out", str(tmp_path / "o.nbest")]) == 1
     one_line_error(capsys, needle)
     assert not (tmp_path / "o.nbest").exists()
+
+
+def test_convert_reads_moses_lists_and_takes_input_as_an_option(tmp_path, capsys):
+    """``--from moses`` (Marian writes Moses' format: one reader) and ``--input FILE`` beside
+    the positional, exactly one of them (issue 61, item 7)."""
+    from rerank.cli import main
+
+    (tmp_path / "m.txt").write_text(
+        "0 ||| a b ||| F= -1 G= 2 ||| -1\n0 ||| a c ||| F= -2 G= 1 ||| -2\n1 ||| d ||| F= -1 G= 0 ||| -1\n"
+    )
+    out = str(tmp_path / "m.nbest")
+    assert (
+        main(["convert", "--from", "moses", "--input", str(tmp_path / "m.txt"), "--out", out, "--beam-feature", "F"])
+        == 0
+    )
+    assert read_nbest(out).hypotheses == ["a b", "a c", "d"] and read_list_info(out).beam_feature == "F"
+    assert main(["convert", "--from", "moses", str(tmp_path / "m.txt"), "--out", str(tmp_path / "p.nbest")]) == 0
+    assert (tmp_path / "p.nbest").read_text() == (tmp_path / "m.nbest").read_text()
+    capsys.readouterr()
+    both = ["convert", "--from", "moses", str(tmp_path / "m.txt"), "--input", str(tmp_path / "m.txt")]
+    assert main(both + ["--out", str(tmp_path / "q.nbest")]) == 1
+    assert "as the positional FILE or as --input FILE" in capsys.readouterr().err
+    assert main(["convert", "--from", "moses", "--out", str(tmp_path / "q.nbest")]) == 1
