@@ -36,6 +36,7 @@ API = (
     "tune",
     "Tuning",
     "apply",
+    "decoder_1best",
     "evaluate",
     "Score",
     "significance",

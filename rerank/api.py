@@ -49,6 +49,7 @@ __all__ = [
     "tune",
     "Tuning",
     "apply",
+    "decoder_1best",
     "evaluate",
     "significance",
     "format_table",
@@ -220,6 +221,13 @@ def tune(
         vector=vector,
         weights={k: v if isinstance(v, list) else float(v) for k, v in weights_dict(vector, nbest).items()},
     )
+
+
+def decoder_1best(nbest: NBestList) -> List[str]:
+    """The first hypothesis of every segment: the decoder's own 1-best of a list in rank order
+    (decoders write n-best lists that way), the baseline of a re-ranking; ``rerank truncate
+    --out-1best`` on files.  N strings for N segments."""
+    return [nbest.hypotheses[i] for i in nbest.offsets[:-1]]
 
 
 def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List[str]:

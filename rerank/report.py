@@ -36,7 +36,7 @@ from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, reference_keys, segment_count
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
-from rerank.signif import approximate_randomization, compare, score_system
+from rerank.signif import approximate_randomization, compare, score_system, warn_identical_replicas
 from rerank.textio import read_json, read_lines, read_references
 from rerank.tuning.oracle import oracle_file
 
@@ -103,35 +103,6 @@ def significance_table(
     result = significance_of(refs, texts, settings, files)
     result["meta"] = {"reference": ref_path, **result["meta"]}
     return result
-
-
-def identical_replicas(replicas: Sequence[Sequence[str]]) -> List[Tuple[int, int]]:
-    """[(i, j)] (1-based, i < j): the replicas whose outputs are the same, line for line."""
-    first: Dict[Tuple[str, ...], int] = {}
-    pairs = []
-    for k, hyps in enumerate(replicas, start=1):
-        key = tuple(hyps)
-        if key in first:
-            pairs.append((first[key], k))
-        else:
-            first[key] = k
-    return pairs
-
-
-def warn_identical_replicas(name: str, replicas: Sequence[Sequence[str]]) -> bool:
-    """Say on stderr (one line) when two replicas of system ``name`` are the same output:
-    each counts as an optimiser run of its own, so the same run given twice makes a gain look
-    more certain than it is (Clark et al. 2011's replicas are independent tunings; a tuner that
-    kept its start weights every time also gives identical replicas).  Returns whether it warned."""
-    pairs = identical_replicas(replicas)
-    if pairs:
-        shown = ", ".join(f"{i} and {j}" for i, j in pairs)
-        print(
-            f"rerank: warning: {name}: replicas {shown} are identical: each counts as an independent optimiser "
-            "run, which makes the test more confident than the runs justify",
-            file=sys.stderr,
-        )
-    return bool(pairs)
 
 
 def significance_of(

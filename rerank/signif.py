@@ -31,8 +31,9 @@ the exact permutation p-value (the identity pattern included).
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -243,3 +244,32 @@ def compare(
     if len(a) <= EXACT_MAX:
         return exact_randomization(metric, a, b)
     return approximate_randomization(metric, a, b, shuffles, seed)
+
+
+def identical_replicas(replicas: Sequence[Sequence[str]]) -> List[Tuple[int, int]]:
+    """[(i, j)] (1-based, i < j): the replicas whose outputs are the same, line for line."""
+    first: Dict[Tuple[str, ...], int] = {}
+    pairs = []
+    for k, hyps in enumerate(replicas, start=1):
+        key = tuple(hyps)
+        if key in first:
+            pairs.append((first[key], k))
+        else:
+            first[key] = k
+    return pairs
+
+
+def warn_identical_replicas(name: str, replicas: Sequence[Sequence[str]]) -> bool:
+    """Say on stderr (one line) when two replicas of system ``name`` are the same output:
+    each counts as an optimiser run of its own, so the same run given twice makes a gain look
+    more certain than it is (Clark et al. 2011's replicas are independent tunings; a tuner that
+    kept its start weights every time also gives identical replicas).  Returns whether it warned."""
+    pairs = identical_replicas(replicas)
+    if pairs:
+        shown = ", ".join(f"{i} and {j}" for i, j in pairs)
+        print(
+            f"rerank: warning: {name}: replicas {shown} are identical: each counts as an independent optimiser "
+            "run, which makes the test more confident than the runs justify",
+            file=sys.stderr,
+        )
+    return bool(pairs)

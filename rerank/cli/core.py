@@ -27,7 +27,9 @@ from rerank.textio import read_lines
 
 
 def cmd_apply(args) -> None:
-    apply_file(args.nbest, args.weights, args.out, args.out_nbest, args.folds, shard_option_value(args))
+    segments = apply_file(args.nbest, args.weights, args.out, args.out_nbest, args.folds, shard_option_value(args))
+    also = f" (and the list with weighted totals -> {args.out_nbest})" if args.out_nbest else ""
+    print(f"apply: {segments} segments re-ranked with {args.weights} -> {args.out}{also}", file=sys.stderr)
 
 
 def cmd_folds(args) -> None:
@@ -70,7 +72,10 @@ def cmd_convert(args) -> None:
 
 
 def cmd_truncate(args) -> None:
-    truncate_file(args.nbest, args.size, args.out, args.out_1best)
+    written = truncate_file(args.nbest, args.size, args.out, args.out_1best)
+    outputs = [f"{args.size}-best list, {written} hypotheses -> {args.out}"] if args.out else []
+    outputs += [f"the first hypothesis of every segment -> {args.out_1best}"] if args.out_1best else []
+    print(f"truncate: {args.nbest}: {'; '.join(outputs)}", file=sys.stderr)
 
 
 def cmd_union(args) -> None:

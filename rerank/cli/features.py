@@ -142,12 +142,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         paths=lambda a: ({"--image-split": a.image_split}, {"--out": a.out, "--out (signature)": a.out[:-4] + ".json"})
     )
     p.set_defaults(func=cmd_features)
+    _add_mbr(sub)
 
+
+def _add_mbr(sub) -> None:
+    """``rerank mbr``: its parser and options."""
     p = sub.add_parser(
         "mbr",
         help="minimum Bayes-risk decoding: the candidate of the highest expected utility (sentence BLEU, chrF or minus TER)",
-        epilog="example: rerank mbr --candidates test.nbest --metric chrf --out test.mbr.de; with samples as "
-        "pseudo-references: --pseudo-refs test.samples.nbest --weights-from uniform",
+        epilog="example: rerank mbr --nbest test.nbest --metric chrf --out test.mbr.de; with samples as "
+        "pseudo-references: --pseudo-refs test.samples.nbest --feature uniform",
     )
     p.add_argument(
         "--nbest",

@@ -46,7 +46,7 @@ def setup_from_args(args) -> TuningSetup:
 
 
 def _say(args):
-    return (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr))
+    return None if args.quiet else (lambda text: print(text, file=sys.stderr))
 
 
 def extra_data(args):

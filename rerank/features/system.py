@@ -410,6 +410,7 @@ def translate(
             os.path.join(tmp, "1best"),
             source,
             config,
+            quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
         )
         for k, step in enumerate(manifest["steps"]):
             scored = os.path.join(tmp, f"step{k}")

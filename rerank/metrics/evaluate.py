@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.metrics.base import Metric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
+from rerank.metrics.meteor import MeteorUnavailable
 from rerank.metrics.references import References, segment_count
 from rerank.metrics.spec import DEFAULT_METRICS, make_metric
 from rerank.textio import read_lines, read_references
@@ -66,6 +68,9 @@ def evaluate_files(
     :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too (``tokenize``: BLEU's
     and the length ratio's tokeniser; ``lowercase``: of every text metric).
 
+    METEOR, where java or its jar is missing, is left out with a one-line warning (as
+    :func:`rerank.report.significance_table` does).
+
     Returns one dict per system and metric: ``{"system", "metric", "score",
     "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
     from the reference's, when the reference is empty (no metric is defined there), or
@@ -77,7 +82,14 @@ def evaluate_files(
         raise InputError(
             "no reference segments: nothing to score", ref_path if isinstance(ref_path, str) else ref_path[0]
         )
-    objs = {m: make_metric(m, tokenize, lowercase) for m in metrics}
+    objs = {}
+    for name in metrics:
+        try:
+            objs[name] = make_metric(name, tokenize, lowercase)
+        except MeteorUnavailable as err:  # as rerank signif: say so, score the other metrics
+            print(f"rerank: warning: {err}", file=sys.stderr)
+    if not objs:
+        raise InputError("no metric can be computed here (see the warnings above)")
     rows = []
     for name, path in systems:
         hyps = read_system(path, segment_count(refs))

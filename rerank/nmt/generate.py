@@ -156,6 +156,7 @@ def generate_nbest(
     config: GenerateConfig = GenerateConfig(),
     provenance: Optional[dict] = None,
     shard: Optional[Shard] = None,
+    quiet: bool = False,
 ) -> NBestList:
     """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
     list (Moses format) and the 1-best file.  Returns the n-best list.
@@ -164,6 +165,7 @@ def generate_nbest(
     checkpoint and versions (``provenance`` overrides entries: the raw-text route records
     its input and the model's own data directory, not its temporary one; a ``shard``
     entry there marks both outputs as a shard, the 1-best with a signature of its own).
+    ``quiet``: fairseq's log lines and torch's warnings are kept back (shown when it fails).
     ``shard``: only that block of the subset's sentences (:mod:`rerank.shards`), decoded
     from a copy of them binarised into a temporary directory.
 
@@ -230,8 +232,15 @@ def generate_nbest(
             "0",
         ]
         device_args, device_env = fairseq_device(config.device, config.dtype)
+        log = subprocess.PIPE if quiet else None  # fairseq's INFO lines and torch's warnings: kept back when quiet
         with open(raw, "w", encoding="utf-8") as out:
-            subprocess.run(cmd + device_args, check=True, stdout=out, env={**os.environ, **FAIRSEQ_ENV, **device_env})
+            done = subprocess.run(
+                cmd + device_args, stdout=out, stderr=log, text=True, env={**os.environ, **FAIRSEQ_ENV, **device_env}
+            )
+        if done.returncode:
+            if quiet and done.stderr:
+                sys.stderr.write(done.stderr[-4000:])
+            raise subprocess.CalledProcessError(done.returncode, cmd)
         nbest = parse_generate_output(raw, num_segments, config.nbest, direction)
     with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
         write_nbest(nbest, outputs.stage(out_nbest))
@@ -285,6 +294,7 @@ def generate_nbest_from_text(
     out_source: Optional[str] = None,
     config: GenerateConfig = GenerateConfig(),
     shard: Optional[Shard] = None,
+    quiet: bool = False,
 ) -> NBestList:
     """n-best lists for any raw source text (one sentence per line), with the model's own
     preprocessing: the text convention of :func:`rerank.nmt.data.preprocess_lines` (Moses
@@ -365,6 +375,7 @@ def generate_nbest_from_text(
             out_1best,
             config,
             provenance,
+            quiet=quiet,
         )
     if out_source:
         with StagedOutputs() as outputs:

@@ -33,6 +33,7 @@ from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.metrics.references import references_slice, segment_count
 from rerank.nbest import ListInfo, NBestList, PackedStrings, iter_nbest, read_list_info
+from rerank.progress import progress_bar
 from rerank.textio import file_digest, read_references
 
 
@@ -96,12 +97,15 @@ def load_tuning_data(
     nbest_path: str,
     ref_path: Union[str, Sequence[str]],
     metric: Metric,
+    progress: bool = False,
 ) -> Tuple[NBestList, List, np.ndarray]:
     """(n-best list with packed hypotheses, no totals and its :class:`~rerank.nbest.ListInfo`,
     references, statistics float64[M, K] of every hypothesis) of a tuning, oracle or
     cross-fitting run (``ref_path``: one reference file, or several: several references
     per segment, :func:`rerank.textio.read_references`): ``metric``'s statistics, bound to
-    the list (so ``seg:NAME`` reads ``NBEST.NAME``, one score per hypothesis).
+    the list (so ``seg:NAME`` reads ``NBEST.NAME``, one score per hypothesis).  ``progress``:
+    a bar on a terminal, a line every few seconds elsewhere, while the statistics are computed
+    (chrF's and TER's take a while on a large list; a cached list needs none).
 
     Raises:
         InputError: unreadable files, a segment count that differs from the references',
@@ -125,7 +129,9 @@ def load_tuning_data(
     names: Optional[List[str]] = None
     info: Optional[ListInfo] = None
     row = 0
+    bar = progress_bar(total=count, desc=f"{bound.name} statistics", unit="segment", enabled=progress)
     for first, block in iter_nbest(nbest_path):
+        bar.update(block.num_segments)
         last = first + block.num_segments
         offsets.append(block.offsets[1:] + offsets[-1][-1])
         if last > count:  # count the rest only, to name the numbers
@@ -137,6 +143,7 @@ def load_tuning_data(
         features.append(block.features)
         packed.append(PackedStrings.from_strings(block.hypotheses))
         names, info = block.feature_names, block.info
+    bar.close()
     segments = sum(len(o) for o in offsets) - 1
     if segments != count:
         raise InputError(f"{segments} segments in the n-best list but {count} references", nbest_path)

@@ -407,7 +407,7 @@ Extra = Sequence[Tuple[str, Any]]
 
 
 def load_with_extra(
-    nbest_path: str, ref_path, extra: Extra, metric: Metric
+    nbest_path: str, ref_path, extra: Extra, metric: Metric, progress: bool = False
 ) -> Tuple[NBestList, np.ndarray, int, List[Dict[str, Any]]]:
     """The tuning data of a list and of ``extra`` lists after it (:func:`load_tuning_data`
     of each, joined in that order; list-level settings, such as the beam feature, are the
@@ -419,10 +419,10 @@ def load_with_extra(
         InputError: as :func:`load_tuning_data` for any list, or an extra list whose
             columns (names and order) are not the first list's.
     """
-    full, _refs, stats = load_tuning_data(nbest_path, ref_path, metric)
+    full, _refs, stats = load_tuning_data(nbest_path, ref_path, metric, progress)
     lists, all_stats, records = [full], [stats], []
     for path, ref in extra:
-        more, _more_refs, more_stats = load_tuning_data(path, ref, metric)
+        more, _more_refs, more_stats = load_tuning_data(path, ref, metric, progress)
         if list(more.feature_names) != list(full.feature_names):
             raise InputError(
                 f"its columns ({' '.join(more.feature_names)}) are not those of {nbest_path} "
@@ -454,7 +454,7 @@ def tune_file(
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
-    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric)
+    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric, progress is not None)
     weights, result, init_from, nbest = tune_list(full, stats, setup, nbest_path, None, progress, tuner, metric)
     record = {
         "weights": weights_dict(weights, full),
@@ -499,7 +499,7 @@ def crossfit_file(
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
-    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric)
+    full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric, progress is not None)
     folds = read_folds(folds_path, own)
     always = np.arange(own, full.num_segments)  # the extra lists' segments: tuned on in every fold
     init, init_from = start_weights(full, setup.init, nbest_path, setup.beam_feature, progress)

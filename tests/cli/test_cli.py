@@ -297,3 +297,49 @@ def test_tune_options_are_range_checked(tuning_files, capsys, option, value):
     assert exit_info.value.code == 2
     assert option in capsys.readouterr().err
     assert not (tmp / "w.json").exists()
+
+
+def test_apply_and_truncate_say_what_they_wrote_and_eval_skips_an_unavailable_meteor(tmp_path, capsys, monkeypatch):
+    """Every verb that writes says so in one line (issue 61, item 10); ``eval`` leaves METEOR out
+    with a warning where java or its jar is missing, as ``signif`` does."""
+    import rerank.metrics.meteor as meteor
+
+    nbest = NBestList(np.array([0, 2, 3]), ["a b", "a c", "d"], np.array([[1.0], [0.0], [0.5]]), ["F"])
+    write_nbest(nbest, str(tmp_path / "l.nbest"))
+    (tmp_path / "w.json").write_text('{"weights": {"F": -1.0}}')
+    assert (
+        main(
+            [
+                "apply",
+                "--nbest",
+                str(tmp_path / "l.nbest"),
+                "--weights",
+                str(tmp_path / "w.json"),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        capsys.readouterr().err.strip() == f"apply: 2 segments re-ranked with {tmp_path / 'w.json'} -> {tmp_path / 'o'}"
+    )
+    assert (tmp_path / "o").read_text() == "a c\nd\n"
+    args = ["truncate", "--nbest", str(tmp_path / "l.nbest"), "--size", "1", "--out", str(tmp_path / "t.nbest")]
+    assert main(args + ["--out-1best", str(tmp_path / "t.1best")]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"truncate: {tmp_path / 'l.nbest'}: 1-best list, 2 hypotheses -> {tmp_path / 't.nbest'}; "
+        f"the first hypothesis of every segment -> {tmp_path / 't.1best'}"
+    )
+
+    def missing():
+        raise meteor.MeteorUnavailable("METEOR unavailable: no 'java' on PATH")
+
+    monkeypatch.setattr(meteor, "find_jar", missing)
+    write_lines(["a b", "d"], str(tmp_path / "ref"))
+    evaluate = ["eval", "--ref", str(tmp_path / "ref"), "--hyp", str(tmp_path / "o"), "--tokenize", "none", "--json"]
+    assert main(evaluate + ["--metrics", "bleu,meteor"]) == 0
+    out, err = capsys.readouterr()
+    assert [row["metric"] for row in json.loads(out)] == ["bleu"] and "warning: METEOR unavailable" in err
+    assert main(evaluate + ["--metrics", "meteor"]) == 1

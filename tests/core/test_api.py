@@ -140,3 +140,18 @@ def test_components_by_keyword_equal_their_specs(tmp_path):
         rerank.add_features(val, [("mbr", {"utility": "bleu,chrf"})])
     with pytest.raises(TypeError, match="spec string or a"):
         rerank.evaluate(hyps, refs, metrics=[("chrf", "word_order=2", 1)])
+
+
+def test_the_decoders_1best_is_the_first_hypothesis_of_every_segment(tmp_path):
+    """``rerank.decoder_1best``: the baseline of a re-ranking from Python, as ``rerank truncate
+    --out-1best`` writes it (issue 61, item 10)."""
+    from rerank.cli import main
+    from rerank.nbest import write_nbest
+
+    nbest = NBestList(np.array([0, 2, 3, 6]), ["a", "b", "c", "d", "e", "f"], np.zeros((6, 1)), ["F"])
+    assert rerank.decoder_1best(nbest) == ["a", "c", "d"]
+    write_nbest(nbest, str(tmp_path / "l.nbest"))
+    assert main(["truncate", "--nbest", str(tmp_path / "l.nbest"), "--out-1best", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b").read_text().splitlines() == rerank.decoder_1best(
+        rerank.read_nbest(str(tmp_path / "l.nbest"))
+    )

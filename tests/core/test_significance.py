@@ -500,7 +500,7 @@ def test_identical_replicas_are_named_in_one_warning(tmp_path, capsys):
     """The same replica given three times counts as three optimiser runs (issue 61, item 9):
     the test says so, naming the system and the replicas; distinct replicas pass in silence."""
     from rerank.cli import main
-    from rerank.report import identical_replicas
+    from rerank.signif import identical_replicas
 
     assert identical_replicas([["a"], ["b"], ["a"], ["a"], ["b"]]) == [(1, 3), (1, 4), (2, 5)]
     assert identical_replicas([["a"], ["b"]]) == []

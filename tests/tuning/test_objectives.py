@@ -451,3 +451,40 @@ def test_crossfit_for_ter_tunes_every_fold_for_ter(tmp_path):
         part_offsets = np.concatenate([[0], np.cumsum(np.diff(offsets)[seen])])
         assert fold["score"] == pytest.approx(corpus_score(features[rows], stats[rows], part_offsets, w, ter))
     assert "ter" in record["metric_signature"].lower()
+
+
+def test_statistics_of_a_long_tuning_show_progress(tmp_path, capsys, monkeypatch):
+    """While the tuning data's statistics are computed (chrF's and TER's take minutes on a
+    large list), ``rerank tune`` reports progress, a line every few seconds off a terminal;
+    ``--quiet`` says nothing (issue 61, item 10)."""
+    from rerank import progress
+    from rerank.cli import main
+    from rerank.nbest import NBestList, write_lines, write_nbest
+
+    class Every(progress.LineProgress):  # a line at every update, instead of every 10 s
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "interval": 0.0})
+
+    monkeypatch.setattr(progress, "LineProgress", Every)
+    refs, hyps, segment = random_corpus(30, 4, seed=2)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
+    write_nbest(
+        NBestList(offsets, hyps, np.random.default_rng(1).normal(size=(len(hyps), 2)), ["F", "G"]),
+        str(tmp_path / "l.nbest"),
+    )
+    write_lines(refs, str(tmp_path / "r"))
+    args = [
+        "tune",
+        "--nbest",
+        str(tmp_path / "l.nbest"),
+        "--ref",
+        str(tmp_path / "r"),
+        "--init",
+        "zeros",
+        "--metric",
+        "chrf",
+    ]
+    assert main(args + ["--out", str(tmp_path / "w.json")]) == 0
+    assert "chrf statistics: 30/30 segment" in capsys.readouterr().err
+    assert main(args + ["--out", str(tmp_path / "w2.json"), "--quiet"]) == 0
+    assert "statistics" not in capsys.readouterr().err
