@@ -256,10 +256,10 @@ def cmd_mbr(args) -> None:
             file=sys.stderr,
         )
         return
+    kind = {"exact": "expected", "aggregate": "aggregate-reference"}.get(args.algorithm, "centroid-expected")
+    utility = f"{args.metric} of the selections {result['expected']:.2f}"
+    if args.metric.lower() == "ter":  # the utility is minus TER: say TER itself
+        utility = f"TER of the selections {-result['expected']:.2f} (the utility is minus TER)"
     print(
-        f"mbr ({args.algorithm}): {result['segments']} segments, mean "
-        f"{ {'exact': 'expected', 'aggregate': 'aggregate-reference'}.get(args.algorithm, 'centroid-expected') } "
-        f"{args.metric} of the selections "
-        f"{result['expected']:.2f} -> {args.out}",
-        file=sys.stderr,
+        f"mbr ({args.algorithm}): {result['segments']} segments, mean {kind} {utility} -> {args.out}", file=sys.stderr
     )

@@ -76,11 +76,12 @@ def cmd_oracle(args) -> None:
     result = {
         "metric": metric.name,
         "oracle_score": value,
+        "score_line": metric.describe(summed),
         "nbest": args.nbest,
         "out": args.out,
         "signature": metric.signature(),
     }
-    print(json.dumps(result) if args.json else f"oracle {metric.name} {value:.2f}")
+    print(json.dumps(result) if args.json else f"oracle {metric.describe(summed)}")
 
 
 def _parse_system(item: str):

@@ -185,8 +185,14 @@ class Metric(abc.ABC):
 
     @property
     def label(self) -> str:
-        """The name as tables print it: ``BLEU``, ``CHRF``, ``TER``; others as written."""
+        """The name as sacrebleu prints it: ``BLEU``, ``chrF2``, ``chrF2++``, ``TER``; ``METEOR``,
+        ``LENGTH``; others as written."""
         return self.name.upper() if self.name.isalpha() else self.name
+
+    def describe(self, summed: np.ndarray) -> str:
+        """sacrebleu's score line of summed statistics float[K]: ``LABEL = 38.75`` (BLEU's with
+        its n-gram precisions, brevity penalty and lengths)."""
+        return f"{self.label} = {float(self.score(summed)):.2f}"
 
     # --- statistics of hypotheses in files (n-best lists, system outputs) ---
 

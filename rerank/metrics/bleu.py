@@ -25,6 +25,7 @@ from rerank.metrics.bleu_stats import (
     bleu_stats_from_matches,
     pair_bleu_stats,
     sacrebleu_metric,
+    sacrebleu_score,
     warn_if_tokenised,
 )
 from rerank.metrics.utility import NgramUtility, word_ids
@@ -145,6 +146,13 @@ class BleuMetric(Metric):
 
     def length_ratio(self, summed):
         return float(summed[1] / summed[REF_LEN]) if summed[REF_LEN] else 0.0
+
+    def describe(self, summed):
+        """sacrebleu's BLEU line: ``BLEU = 36.48 70.1/45.0/30.2/20.1 (BP = 0.980 ratio = 0.980
+        hyp_len = 12000 ref_len = 12240)`` (the length-controlled objective: the generic line)."""
+        if self.length_penalty:
+            return super().describe(summed)
+        return sacrebleu_score(summed).format(width=2)
 
     def utility(self) -> "BleuUtility":
         """Sentence BLEU (effective order) over whitespace-separated words, MBR's ``MBRBLEU``."""

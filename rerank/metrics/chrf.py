@@ -36,6 +36,11 @@ class ChrfMetric(SacrebleuStatsMetric):
         beta: int = option(2, "recall's weight", type=positive_int)
         lowercase: bool = option(False, "lowercase before scoring")
 
+    @property
+    def label(self) -> str:
+        """sacrebleu's name: ``chrF2`` (β 2), ``chrF2++`` (word order 2)."""
+        return f"chrF{self.beta}" + "+" * self.word_order
+
     def setup(self) -> None:
         super().setup()
         #: 3 statistics (hypothesis, reference, matching n-grams) per character and word order

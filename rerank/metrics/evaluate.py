@@ -98,22 +98,37 @@ def evaluate_files(
                 score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
             if not np.isfinite(score):
                 raise InputError(f"metric {metric!r}: the score is not a finite number (statistics too large)", path)
+            summed = system_stats(obj, path, hyps, refs).sum(axis=0)
             rows.append(
-                {"system": name, "metric": metric, "score": round(score, 4), "signature": obj.signature(), "file": path}
+                {
+                    "system": name,
+                    "metric": metric,
+                    "score": round(score, 4),
+                    "signature": obj.signature(),
+                    "file": path,
+                    "label": obj.label,
+                    "sacrebleu": obj.describe(summed),
+                }
             )
     return rows
 
 
 def format_table(rows: List[Dict]) -> str:
-    """A plain-text table: one row per system, one column per metric, signatures below."""
+    """A plain-text table: one row per system, one column per metric (sacrebleu's names:
+    ``BLEU``, ``chrF2``, ``TER``), then each system's sacrebleu score lines (BLEU's with its
+    precisions, brevity penalty and lengths) and the signatures."""
     systems = list(dict.fromkeys(r["system"] for r in rows))
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
     score = {(r["system"], r["metric"]): r["score"] for r in rows}
+    label = {r["metric"]: r.get("label", r["metric"].upper()) for r in rows}
     width = max(len(s) for s in systems + ["system"])
-    lines = ["system".ljust(width) + "".join(f"{m.upper():>10}" for m in metrics)]
+    lines = ["system".ljust(width) + "".join(f"{label[m]:>10}" for m in metrics)]
     for s in systems:
         lines.append(s.ljust(width) + "".join(f"{score[(s, m)]:>10.2f}" for m in metrics))
+    lines.append("")
+    for s in systems:
+        lines.extend(f"{s}: {r['sacrebleu']}" for r in rows if r["system"] == s and "sacrebleu" in r)
     sigs = list(dict.fromkeys((r["metric"], r["signature"]) for r in rows))
     lines.append("")
-    lines.extend(f"{m.upper()} signature: {sig}" for m, sig in sigs)
+    lines.extend(f"{label[m]} signature: {sig}" for m, sig in sigs)
     return "\n".join(lines) + "\n"

@@ -343,3 +343,62 @@ def test_apply_and_truncate_say_what_they_wrote_and_eval_skips_an_unavailable_me
     out, err = capsys.readouterr()
     assert [row["metric"] for row in json.loads(out)] == ["bleu"] and "warning: METEOR unavailable" in err
     assert main(evaluate + ["--metrics", "meteor"]) == 1
+
+
+def test_eval_prints_sacrebleus_score_lines_and_names(tmp_path, capsys):
+    """``rerank eval`` names the metrics as sacrebleu does (``chrF2``, ``chrF2++``) and prints
+    each system's sacrebleu score line (BLEU's with precisions, BP and lengths) beside the
+    table; ``oracle`` prints every metric's line; ``mbr --metric ter`` reports TER, not its
+    negative (issue 61, item 8)."""
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    hyps, refs = ["the cat sat", "a dog ran home"], ["the cat sat on it", "the dog ran home"]
+    write_lines(hyps, str(tmp_path / "h"))
+    write_lines(refs, str(tmp_path / "r"))
+    assert (
+        main(
+            [
+                "eval",
+                "--ref",
+                str(tmp_path / "r"),
+                "--hyp",
+                str(tmp_path / "h"),
+                "--tokenize",
+                "none",
+                "--metrics",
+                "bleu,chrf,chrF++,ter",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["system", "BLEU", "chrF2", "chrF2++", "TER"]
+    for theirs in (BLEU(tokenize="none"), CHRF(), CHRF(word_order=2), TER()):
+        assert f"h: {theirs.corpus_score(hyps, [refs]).format(width=2)}" in out.splitlines()
+    nbest = NBestList(np.array([0, 2, 4]), ["the cat sat on it", "x", "the dog ran home", "y"], np.zeros((4, 1)), ["F"])
+    write_nbest(nbest, str(tmp_path / "l.nbest"))
+    oracle = ["oracle", "--nbest", str(tmp_path / "l.nbest"), "--ref", str(tmp_path / "r"), "--tokenize", "none"]
+    assert main(oracle + ["--metric", "chrf", "--out", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.strip() == "oracle chrF2 = 100.00"
+    assert (
+        main(
+            [
+                "mbr",
+                "--nbest",
+                str(tmp_path / "l.nbest"),
+                "--metric",
+                "ter",
+                "--feature",
+                "uniform",
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert (
+        "mean expected TER of the selections " in err
+        and "(the utility is minus TER)" in err
+        and " -" not in err.split("selections")[1].split("(")[0]
+    )
