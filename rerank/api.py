@@ -275,7 +275,7 @@ def evaluate(
         value = float(metric.score(metric.stats(list(hypotheses), _one_or_streams(references)).sum(axis=0)))
         if not np.isfinite(value):
             raise InputError(f"metric {spec!r}: the score is not a finite number (statistics too large)")
-        result[spec] = Score(value, metric.name, metric.signature())
+        result[spec] = Score(value, metric.name, metric.signature(), metric.label)
     return result
 
 

@@ -47,16 +47,18 @@ class Score(float):
 
     name: str
     signature: str
+    #: the name as sacrebleu prints it (``chrF2``), where the metric gave one
+    label: str
 
-    def __new__(cls, value: float, name: str, signature: str) -> "Score":
+    def __new__(cls, value: float, name: str, signature: str, label: Optional[str] = None) -> "Score":
         score = super().__new__(cls, value)
         score.name, score.signature = name, signature
+        score.label = label or (name.upper() if name.isalpha() else name)
         return score
 
     def format(self, width: int = 2, signature: bool = False) -> str:
         """``BLEU = 38.75`` (``width`` decimals), with `` (SIGNATURE)`` when asked."""
-        label = self.name.upper() if self.name.isalpha() else self.name
-        return f"{label} = {float(self):.{width}f}" + (f" ({self.signature})" if signature else "")
+        return f"{self.label} = {float(self):.{width}f}" + (f" ({self.signature})" if signature else "")
 
     def __str__(self) -> str:
         return self.format()
@@ -65,7 +67,7 @@ class Score(float):
         return f"Score({self.name}={float(self)!r}, signature={self.signature!r})"
 
     def __reduce__(self):
-        return (Score, (float(self), self.name, self.signature))
+        return (Score, (float(self), self.name, self.signature, self.label))
 
 
 #: every metric by name; the modules of this package register themselves (rerank.registry)
