@@ -71,6 +71,33 @@ def test_an_unreadable_signature_is_an_error_not_an_empty_one(listed, capsys):
 
 def test_tuning_without_a_signature_says_where_to_start(listed, capsys):
     (listed / "dev.nbest.json").unlink()
+    # the list is written in rank order: its order names the beam column (NMT and NMTNorm both
+    # order it, and both give the same 1-best; the first is taken), said in one line
+    assert (
+        main(
+            [
+                "tune",
+                "--nbest",
+                str(listed / "dev.nbest"),
+                "--ref",
+                str(listed / "dev.ref"),
+                "--out",
+                str(listed / "w.json"),
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "no signature: the beam's column is NMT, the one whose values never rise down any of the 3 segments" in err
+    assert "(NMTNorm too: the first is taken)" in err
+    assert json.loads((listed / "w.json").read_text())["tuning"]["init"] == "beam"
+    # written in no column's order, its beam is unknown: the error names the ways on
+    nbest = read_nbest(str(listed / "dev.nbest"))
+    order = np.array([1, 0, 2, 3, 5, 4])  # the first segment and the last upside down
+    write_nbest(
+        NBestList(nbest.offsets, [nbest.hypotheses[i] for i in order], nbest.features[order], nbest.feature_names),
+        str(listed / "dev.nbest"),
+    )
     assert (
         main(
             [
