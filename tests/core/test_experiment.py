@@ -46,25 +46,28 @@ def test_the_signature_travels_with_the_list(listed):
     assert read_list_info(str(listed / "missing.nbest")) == ListInfo()  # no signature: undeclared
 
 
+def _tune(listed, *extra) -> int:
+    """``rerank tune`` on the fixture's list and references, its weights in ``w.json``."""
+    return main(
+        [
+            "tune",
+            "--nbest",
+            str(listed / "dev.nbest"),
+            "--ref",
+            str(listed / "dev.ref"),
+            "--out",
+            str(listed / "w.json"),
+            *extra,
+        ]
+    )
+
+
 def test_an_unreadable_signature_is_an_error_not_an_empty_one(listed, capsys):
     (listed / "dev.nbest.json").write_text('{"beam_feature": 3}')
     with pytest.raises(InputError, match="not an n-best signature"):
         read_list_info(str(listed / "dev.nbest"))
     (listed / "dev.nbest.json").write_text('{"beam_feature": "NMTNorm",')
-    assert (
-        main(
-            [
-                "tune",
-                "--nbest",
-                str(listed / "dev.nbest"),
-                "--ref",
-                str(listed / "dev.ref"),
-                "--out",
-                str(listed / "w.json"),
-            ]
-        )
-        == 1
-    )
+    assert _tune(listed) == 1
     one_line_error(capsys, "dev.nbest.json", "not JSON")
     assert not (listed / "w.json").exists()
 
@@ -73,20 +76,7 @@ def test_tuning_without_a_signature_says_where_to_start(listed, capsys):
     (listed / "dev.nbest.json").unlink()
     # the list is written in rank order: its order names the beam column (NMT and NMTNorm both
     # order it, and both give the same 1-best; the first is taken), said in one line
-    assert (
-        main(
-            [
-                "tune",
-                "--nbest",
-                str(listed / "dev.nbest"),
-                "--ref",
-                str(listed / "dev.ref"),
-                "--out",
-                str(listed / "w.json"),
-            ]
-        )
-        == 0
-    )
+    assert _tune(listed) == 0
     err = capsys.readouterr().err
     assert "no signature: the beam's column is NMT, the one whose values never rise down any of the 3 segments" in err
     assert "(NMTNorm too: the first is taken)" in err
@@ -98,20 +88,7 @@ def test_tuning_without_a_signature_says_where_to_start(listed, capsys):
         NBestList(nbest.offsets, [nbest.hypotheses[i] for i in order], nbest.features[order], nbest.feature_names),
         str(listed / "dev.nbest"),
     )
-    assert (
-        main(
-            [
-                "tune",
-                "--nbest",
-                str(listed / "dev.nbest"),
-                "--ref",
-                str(listed / "dev.ref"),
-                "--out",
-                str(listed / "w.json"),
-            ]
-        )
-        == 1
-    )
+    assert _tune(listed) == 1
     one_line_error(capsys, "dev.nbest", "--init zeros")
     assert (
         main(
