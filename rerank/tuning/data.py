@@ -99,7 +99,7 @@ def load_tuning_data(
     metric: Metric,
     progress: bool = False,
 ) -> Tuple[NBestList, List, np.ndarray]:
-    """(n-best list with packed hypotheses, no totals and its :class:`~rerank.nbest.ListInfo`,
+    """(n-best list with packed hypotheses, its totals and its :class:`~rerank.nbest.ListInfo`,
     references, statistics float64[M, K] of every hypothesis) of a tuning, oracle or
     cross-fitting run (``ref_path``: one reference file, or several: several references
     per segment, :func:`rerank.textio.read_references`): ``metric``'s statistics, bound to
@@ -121,11 +121,14 @@ def load_tuning_data(
     if cached is not None:
         hypotheses = PackedStrings(cached["text"], cached["text_offsets"])
         columns = [str(n) for n in cached["names"]]
-        nbest = NBestList(cached["offsets"], hypotheses, cached["features"], columns, info=read_list_info(nbest_path))
+        totals = cached.get("totals")  # entries written before totals were kept have none
+        nbest = NBestList(
+            cached["offsets"], hypotheses, cached["features"], columns, totals, info=read_list_info(nbest_path)
+        )
         if nbest.num_segments != count:  # cannot be (the key covers both files); checked all the same
             raise InputError(f"{nbest.num_segments} segments in the n-best list but {count} references", nbest_path)
         return nbest, refs, cached["stats"]
-    offsets, features, stats, packed = [np.zeros(1, np.int64)], [], [], []
+    offsets, features, stats, packed, totals_of = [np.zeros(1, np.int64)], [], [], [], []
     names: Optional[List[str]] = None
     info: Optional[ListInfo] = None
     row = 0
@@ -141,6 +144,7 @@ def load_tuning_data(
         stats.append(bound.hypothesis_stats(block.hypotheses, part, block.segment, rows))
         row += len(block.hypotheses)
         features.append(block.features)
+        totals_of.append(block.totals if block.totals is not None else np.zeros(len(block.hypotheses)))
         packed.append(PackedStrings.from_strings(block.hypotheses))
         names, info = block.feature_names, block.info
     bar.close()
@@ -150,7 +154,9 @@ def load_tuning_data(
     bound.check_count(row)
     hypotheses = PackedStrings.concat(packed)
     del packed
-    nbest = NBestList(np.concatenate(offsets), hypotheses, _concat(features), names or [], info=info or ListInfo())
+    nbest = NBestList(
+        np.concatenate(offsets), hypotheses, _concat(features), names or [], _concat(totals_of), info=info or ListInfo()
+    )
     statistics = _concat(stats)
     if key:
         _cache_save(
@@ -158,6 +164,7 @@ def load_tuning_data(
             {
                 "offsets": nbest.offsets,
                 "features": nbest.features,
+                "totals": nbest.totals,
                 "names": np.array(nbest.feature_names, dtype=str),
                 "text": hypotheses.data,
                 "text_offsets": hypotheses.offsets,

@@ -24,7 +24,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -166,6 +166,27 @@ def rank_order(nbest: NBestList) -> Tuple[List[str], Dict[str, int]]:
     return ordering, {name: int(first_is_best[:, k].sum()) for k, name in enumerate(names)}
 
 
+def totals_weights(nbest: NBestList) -> Optional[np.ndarray]:
+    """The weights float64[F] whose weighted sum of the columns is the list's totals (the last
+    field, Moses' model score) on every hypothesis, where the totals order every segment as
+    written (never rising, falling in some) and are such a sum (least squares, residual within
+    1e-6 of their scale); else None.  A decoder that ranked by a weighted total wrote it there."""
+    totals = nbest.totals
+    if totals is None or not len(totals) or not nbest.feature_names:
+        return None
+    sizes = np.diff(nbest.offsets)
+    within = np.repeat(np.arange(len(sizes)), sizes)
+    same = within[1:] == within[:-1]
+    step = np.diff(totals)
+    tol = 1e-9 * max(1.0, float(np.abs(totals).max()))
+    if (step[same] > tol).any() or not (step[same] < -tol).any():
+        return None
+    weights, *_ = np.linalg.lstsq(nbest.features, totals, rcond=None)
+    if np.abs(nbest.features @ weights - totals).max() > 1e-6 * max(1.0, float(np.abs(totals).max())):
+        return None
+    return np.asarray(weights, dtype=np.float64)
+
+
 def start_weights(
     nbest: NBestList,
     init: str,
@@ -212,7 +233,10 @@ def start_weights(
         return vector, os.path.abspath(init)
     beam = beam_feature or info.beam_feature
     if info.beam_feature is None:  # no signature, or one that names no beam (a foreign list's features added)
-        beam = _beam_from_order(nbest, nbest_path, beam_feature, columns, say or (lambda text: None), info.declared)
+        found = _beam_from_order(nbest, nbest_path, beam_feature, columns, say or (lambda text: None), info.declared)
+        if isinstance(found, np.ndarray):  # the weights that reproduce the list's totals
+            return found, "beam"
+        beam = found
     if beam is None:
         return None, "zeros"
     if beam not in nbest.feature_names:
@@ -230,11 +254,12 @@ def _beam_from_order(
     columns: str,
     say: Callable[[str], None],
     signed: bool = False,
-) -> Optional[str]:
+) -> Union[str, np.ndarray, None]:
     """The beam column of a list whose signature names none (or that has none): ``beam_feature``
     (said with the numbers where the list's order contradicts it), else the column in whose
-    order the list is written; else None for a ``signed`` list (a signature that names no beam:
-    the start is zeros).
+    order the list is written; else, where the totals (the last field: the decoder's weighted
+    score) order it and are a weighted sum of the columns, those weights (float64[F]); else None
+    for a ``signed`` list (a signature that names no beam: the start is zeros).
 
     Raises:
         InputError: none of them for a list without a signature (naming the ways on, for the
@@ -250,6 +275,15 @@ def _beam_from_order(
                 f"in {ordering[0]}'s order, the column its decoder ranked by: starting from {beam_feature} as asked"
             )
         return beam_feature
+    if not ordering:
+        weights = totals_weights(nbest)
+        if weights is not None:
+            shown = ", ".join(f"{name} {value:g}" for name, value in zip(nbest.feature_names, weights))
+            say(
+                f"rerank: {nbest_path}: no column orders the list but its totals do: starting from the weights "
+                f"that reproduce them ({shown})"
+            )
+            return weights
     if not ordering and signed:
         return None
     if not ordering:

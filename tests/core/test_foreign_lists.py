@@ -201,3 +201,26 @@ def test_the_lists_order_names_its_beam_column(foreign, capsys):
     assert main(full + ["--out", str(d / "w3.json")]) == 0
     assert "its signature names no beam: the beam's column is NMTNorm" in capsys.readouterr().err
     assert json.load(open(d / "w3.json"))["tuning"]["initial_score"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_totals_that_order_the_list_give_the_decoders_weights(foreign, capsys):
+    """A decoder that ranked by a weighted total (Moses' last field) wrote its list in that
+    order: where no single column orders it, the start is the weights that reproduce the totals
+    (issue 61, item 1)."""
+    d, nbest, refs = foreign
+    weights = np.array([1.0, 0.5, 2.0])
+    totals = nbest.features @ weights
+    order = np.concatenate(
+        [s + np.argsort(-totals[s:e], kind="stable") for s, e in zip(nbest.offsets[:-1], nbest.offsets[1:])]
+    )
+    ranked = NBestList(nbest.offsets, [nbest.hypotheses[i] for i in order], nbest.features[order], nbest.feature_names)
+    write_nbest(ranked, str(d / "t.nbest"), totals=totals[order])
+    decoder = [ranked.hypotheses[i] for i in ranked.offsets[:-1]]
+    expected = BLEU(tokenize="none").corpus_score(decoder, [refs]).score
+    args = ["tune", "--nbest", str(d / "t.nbest"), "--ref", str(d / "f.de"), "--tokenize", "none", "--iterations", "1"]
+    assert main(args + ["--out", str(d / "w.json")]) == 0
+    err = capsys.readouterr().err
+    assert "no column orders the list but its totals do: starting from the weights that reproduce them" in err
+    assert "(NMT 1, WordPenalty 0.5, NMTNorm 2)" in err
+    record = json.load(open(d / "w.json"))["tuning"]
+    assert record["init"] == "beam" and record["initial_score"] == pytest.approx(expected, abs=1e-9)
