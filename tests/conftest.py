@@ -24,7 +24,7 @@ from sacrebleu.metrics import BLEU
 
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 
-#: the project's root (tests are laid out by package: tests/core, tests/mira, tests/features,
+#: the project's root (tests are laid out by package: tests/core, tests/tuning, tests/features,
 #: tests/nmt, tests/embed, tests/cli, tests/workflow, tests/docs)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
