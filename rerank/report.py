@@ -393,6 +393,31 @@ def _footer(meta: Dict) -> List[str]:
     return lines
 
 
+#: LaTeX for every character that is special there, and for the table's marks
+TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "†": r"$^\dagger$",
+    "‡": r"$^\ddagger$",
+    "↓": r"$^\downarrow$",
+    "⇓": r"$^\Downarrow$",
+}
+
+
+def tex(text: str) -> str:
+    """``text`` as LaTeX source that prints it: every special character escaped (``& % $ # _ {
+    } ~ ^ \\``), the marks as math symbols."""
+    return "".join(TEX.get(char, char) for char in text)
+
+
 def format_table(result: Dict, fmt: str = "text") -> str:
     """Render :func:`significance_table`'s result as text, markdown, latex, json or csv.
 
@@ -419,19 +444,12 @@ def format_table(result: Dict, fmt: str = "text") -> str:
         lines += ["| " + " | ".join(r) + " |" for r in body]
         return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta)) + "\n"
     if fmt == "latex":
-
-        def tex(text: str) -> str:
-            return (
-                text.replace("†", r"$^\dagger$")
-                .replace("‡", r"$^\ddagger$")
-                .replace("↓", r"$^\downarrow$")
-                .replace("⇓", r"$^\Downarrow$")
-                .replace("_", r"\_")
-                .replace("%", r"\%")
-                .replace("#", r"\#")
-            )
-
-        lines = [r"\begin{tabular}{l" + "r" * len(metrics) + "}", r"\hline", " & ".join(header) + r" \\", r"\hline"]
+        lines = [
+            r"\begin{tabular}{l" + "r" * len(metrics) + "}",
+            r"\hline",
+            " & ".join(map(tex, header)) + r" \\",
+            r"\hline",
+        ]
         lines += [" & ".join(tex(c) for c in r) + r" \\" for r in body]
         lines += [r"\hline", r"\end{tabular}"]
         return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta)) + "\n"

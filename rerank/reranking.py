@@ -347,7 +347,11 @@ def average_weights(paths: Sequence[str]) -> dict:
             [v for name in names for v in (weights[name] if isinstance(weights[name], list) else [weights[name]])],
             dtype=np.float64,
         )
-        norm = np.abs(flat).sum()
+        with np.errstate(over="ignore"):  # an overflow is caught below
+            norm = np.abs(flat).sum()
+        if not np.isfinite(norm):  # weights near the float range: scaled first, the same direction
+            flat = flat / np.abs(flat).max()
+            norm = np.abs(flat).sum()
         if norm == 0:
             raise InputError("all weights are 0: no direction to average", path)
         vectors.append(flat / norm)

@@ -48,10 +48,24 @@ def pair_groups(offsets: np.ndarray, max_pairs: int) -> List[Tuple[int, int]]:
 
 
 def list_softmax(values: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """Softmax of ``values / temperature`` within each segment (float64[M])."""
+    """Softmax of ``values / temperature`` within each segment (float64[M]).
+
+    Raises:
+        InputError: ``values / temperature`` overflows (a temperature near 0, scores near the
+            float range): the weights would be NaN.
+    """
     seg = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    scaled = np.asarray(values, dtype=np.float64) / temperature
-    shifted = np.exp(scaled - np.maximum.reduceat(scaled, offsets[:-1])[seg])
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = np.asarray(values, dtype=np.float64) / temperature
+    if not np.isfinite(scaled).all():
+        worst = float(np.max(np.abs(np.asarray(values, dtype=np.float64)[~np.isfinite(scaled)])))
+        raise InputError(
+            f"mbr: a score of magnitude {worst:.3g} divided by the temperature {temperature!r} is not a finite "
+            "number: the softmax weights would be NaN (give a larger --temperature / temperature=, or a column of "
+            "finite log-probabilities)"
+        )
+    with np.errstate(over="ignore"):  # scores far below a segment's best: exp(-inf) = 0, as it should be
+        shifted = np.exp(scaled - np.maximum.reduceat(scaled, offsets[:-1])[seg])
     return shifted / np.add.reduceat(shifted, offsets[:-1])[seg]
 
 

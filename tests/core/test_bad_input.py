@@ -312,3 +312,16 @@ def test_writer_refuses_what_the_reader_would_change(tmp_path, names, hyps):
     with pytest.raises(InputError, match="finite"):
         write_nbest(NBestList(np.array([0, 1]), ["x"], np.array([[np.nan]]), ["F"]), str(tmp_path / "y.nbest"))
     write_lines(["x"], str(tmp_path / "ok.txt"))
+
+
+def test_average_keeps_weights_near_the_float_range(tmp_path):
+    """``rerank average`` of replicas with weights of 1e308 lost them (the L1 norm overflowed to
+    inf; issue 62): the direction is kept."""
+    import json
+
+    from rerank.reranking import average_weights
+
+    (tmp_path / "a.json").write_text(json.dumps({"weights": {"F": 1e308, "G": -1e308}}))
+    (tmp_path / "b.json").write_text(json.dumps({"weights": {"F": 1.0, "G": -1.0}}))
+    out = average_weights([str(tmp_path / "a.json"), str(tmp_path / "b.json")])["weights"]
+    assert out["F"] == pytest.approx(0.5) and out["G"] == pytest.approx(-0.5)

@@ -516,3 +516,37 @@ def test_identical_replicas_are_named_in_one_warning(tmp_path, capsys):
     assert "rerank: warning: same: replicas 1 and 2, 1 and 3 are identical" in err
     assert main(common + ["--system", f"distinct={one},{two}"]) == 0
     assert "identical" not in capsys.readouterr().err
+
+
+def test_latex_tables_escape_every_special_character_of_a_system_name(tmp_path, capsys):
+    """``signif --format latex``: a system name with ``& % $ # _ { } ~ ^ \\`` prints as itself
+    in LaTeX (issue 62: ``& \\ $ { } ~ ^`` went through raw)."""
+    import re
+
+    from rerank.cli import main
+    from rerank.report import tex
+
+    assert tex(r"a&b%c$d#e_f{g}h~i^j\k") == (
+        r"a\&b\%c\$d\#e\_f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k"
+    )
+    refs, hyps, _ = random_corpus(20, 2, seed=5)
+    write_lines(refs, str(tmp_path / "ref"))
+    for k in range(2):
+        write_lines([hyps[2 * i + k] for i in range(20)], str(tmp_path / f"r{k}"))
+    name = r"A&B_{x}~^$\%#"
+    args = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "r0"), "--metrics", "bleu"]
+    assert (
+        main(
+            args
+            + ["--system", f"{name}={tmp_path / 'r1'}", "--format", "latex", "--shuffles", "20", "--resamples", "5"]
+        )
+        == 0
+    )
+    table = capsys.readouterr().out
+    row = next(line for line in table.splitlines() if line.startswith("A"))
+    assert row.startswith(tex(name) + " & ")
+    # nothing special is left unescaped in the row's name
+    assert not re.search(
+        r"(?<!\\)[&%$#_{}~^]",
+        tex(name).replace(r"\textasciitilde{}", "").replace(r"\textasciicircum{}", "").replace(r"\textbackslash{}", ""),
+    )

@@ -386,3 +386,25 @@ def test_exact_mbr_selects_what_mbrs_selects(tmp_path):
             for o, a, b in zip(nbest.offsets[:-1], ours[metric]["chosen"], theirs[metric]["chosen"])
         ]
         assert all(a == b for a, b in texts), metric
+
+
+def test_a_softmax_that_would_overflow_is_refused_in_one_line(tmp_path, capsys):
+    """``--temperature 1e-320`` (or scores near the float range under a small temperature) made
+    the weights NaN and the selections wrong, with exit 0 (issue 62); now refused in one line.
+    Scores of ±1e308 at temperature 1 are fine: the far one weighs 0, with no numpy warning."""
+    import warnings
+
+    nbest = NBestList(
+        np.array([0, 2, 4]), ["a b", "a c", "d e", "d f"], np.array([[0.0], [-1.0], [1e308], [-1e308]]), ["NMT"]
+    )
+    write_nbest(nbest, str(tmp_path / "c.nbest"))
+    args = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", "chrf", "--out", str(tmp_path / "o.txt")]
+    assert main(args + ["--temperature", "1e-320"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "divided by the temperature 1e-320 is not a finite number" in err
+    assert not (tmp_path / "o.txt").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy overflow warning would fail here
+        assert main(args) == 0
+    assert (tmp_path / "o.txt").read_text().splitlines()[1] == "d e"  # all the weight on the 1e308 candidate
+    assert main(args + ["--temperature", "0.5"]) == 1
