@@ -221,6 +221,28 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
     return added
 
 
+def _check_shard_record(shard: Dict[str, Any], path: str) -> None:
+    """Refuse a shard record of the wrong types or ranges (a crafted or damaged signature): ``id``,
+    ``of``, ``first``, ``last`` (and ``segments``) whole numbers with 0 ≤ id < of, 0 ≤ first ≤ last
+    (≤ segments), ``kind`` nbest or text.  Raises :class:`InputError` naming ``path`` and the field."""
+
+    def whole(key: str, low: int) -> int:
+        value = shard.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise InputError(
+                f"its shard record's {key!r} must be a whole number ≥ {low}, not {value!r}", path + ".json"
+            )
+        return value
+
+    of, first, last = whole("of", 1), whole("first", 0), whole("last", 0)
+    if not whole("id", 0) < of:
+        raise InputError(f"its shard record's id {shard['id']} is not below its number of shards {of}", path + ".json")
+    if last < first or ("segments" in shard and whole("segments", 0) < last):
+        raise InputError(f"its shard record's segments {first}..{last} are out of order or range", path + ".json")
+    if shard.get("kind", "nbest") not in ("nbest", "text"):
+        raise InputError(f"its shard record's kind must be nbest or text, not {shard.get('kind')!r}", path + ".json")
+
+
 def merge_shards(paths: Sequence[str], out: str) -> int:
     """Join the shards of one ``--num-shards N`` run (``paths``, in any order; :mod:`rerank.shards`)
     into ``out``, in segment order: the output one process would have written.  Lists
@@ -245,6 +267,7 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
             or not all(k in shard for k in ("id", "of", "first", "last", "input_sha256"))
         ):
             raise InputError("not a shard: its signature records no shard (a run with --num-shards)", path)
+        _check_shard_record(shard, path)
         shards.append((shard, record, path))
     first_shard, first_record, first_path = shards[0]
     for shard, record, path in shards[1:]:
@@ -264,10 +287,21 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
         if shard["id"] in by_id:
             raise InputError(f"shard {shard['id']} is given twice (also {by_id[shard['id']][2]})", path)
         by_id[shard["id"]] = (shard, record, path)
-    missing = [k for k in range(first_shard["of"]) if k not in by_id]
-    if missing:
-        raise InputError(f"shard {missing[0]} of {first_shard['of']} is missing")
+    # the first id not given (the ids given are distinct, so one of 0..len(shards) is missing
+    # whenever fewer shards than ``of`` are given): no list of ``of`` entries is ever built
+    missing = next((k for k in range(min(first_shard["of"], len(shards) + 1)) if k not in by_id), None)
+    if missing is not None:
+        raise InputError(f"shard {missing} of {first_shard['of']} is missing")
     ordered = [by_id[k] for k in range(first_shard["of"])]
+    ends = [0] + [shard["last"] for shard, _, _ in ordered]
+    for (shard, _, path), start in zip(ordered, ends):
+        if shard["first"] != start:
+            raise InputError(
+                f"shard {shard['id']} starts at segment {shard['first']}, where the shards before it end at {start}",
+                path,
+            )
+    if isinstance(first_shard.get("segments"), int) and ends[-1] != first_shard["segments"]:
+        raise InputError(f"the shards end at segment {ends[-1]} of {first_shard['segments']}", first_path)
     if first_shard.get("kind", "nbest") == "text":
         with StagedOutputs() as outputs:
             outputs.drop_signature(out)

@@ -71,3 +71,45 @@ def test_one_shard_or_as_many_as_segments(tmp_path, shards, capsys):
     assert (tmp_path / "m.nbest").read_bytes() == (tmp_path / "full.nbest").read_bytes()
     assert _add(tmp_path, "--num-shards", "6", "--shard-id", "0", out="x.nbest") == 1
     assert "shard 0 of 6 holds no segment (5 segments)" in capsys.readouterr().err
+
+
+def test_crafted_shard_records_are_refused_in_one_line(tmp_path, capsys):
+    """A shard record with a negative, string or huge shard count, ids or segments out of range,
+    or shards that do not tile the list: one line each, no output, and no memory in proportion to
+    a crafted count (issue 62: an empty output with exit 0, a TypeError, gigabytes)."""
+    write_split(tmp_path, "val", 10, seed=2)
+    for k in range(2):
+        assert _add(tmp_path, "--num-shards", "2", "--shard-id", str(k), out=f"s{k}.nbest") == 0
+    capsys.readouterr()
+    good = json.loads((tmp_path / "s1.nbest.json").read_text())
+    cases = [
+        ({"of": -2}, "'of' must be a whole number ≥ 1, not -2"),
+        ({"of": "2"}, "'of' must be a whole number ≥ 1, not '2'"),
+        ({"of": 10**12}, "a shard of another run (another number of shards"),
+        ({"id": 5}, "id 5 is not below its number of shards 2"),
+        ({"first": 7, "last": 3}, "segments 7..3 are out of order or range"),
+        ({"last": 99}, "segments 5..99 are out of order or range"),
+        ({"first": 6}, "shard 1 starts at segment 6, where the shards before it end at 5"),
+        ({"kind": "pdf"}, "kind must be nbest or text, not 'pdf'"),
+    ]
+    for change, message in cases:
+        record = json.loads(json.dumps(good))
+        record["shard"].update(change)
+        (tmp_path / "s1.nbest.json").write_text(json.dumps(record))
+        assert (
+            main(["merge", str(tmp_path / "s0.nbest"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "m.nbest")])
+            == 1
+        )
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, (change, err)
+        assert not (tmp_path / "m.nbest").exists()
+    # a huge count on every shard: the missing one is named without building a list of that size
+    (tmp_path / "s1.nbest.json").write_text(json.dumps(good))
+    for k in range(2):
+        record = json.loads((tmp_path / f"s{k}.nbest.json").read_text())
+        record["shard"]["of"] = 10**12
+        (tmp_path / f"s{k}.nbest.json").write_text(json.dumps(record))
+    assert (
+        main(["merge", str(tmp_path / "s0.nbest"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "m.nbest")]) == 1
+    )
+    assert "shard 2 of 1000000000000 is missing" in capsys.readouterr().err
