@@ -394,22 +394,9 @@ def _footer(meta: Dict) -> List[str]:
 
 
 #: LaTeX for every character that is special there, and for the table's marks
-TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "†": r"$^\dagger$",
-    "‡": r"$^\ddagger$",
-    "↓": r"$^\downarrow$",
-    "⇓": r"$^\Downarrow$",
-}
+TEX = {char: "\\" + char for char in "&%$#_{}"}
+TEX.update({"\\": r"\textbackslash{}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"})
+TEX.update({"†": r"$^\dagger$", "‡": r"$^\ddagger$", "↓": r"$^\downarrow$", "⇓": r"$^\Downarrow$"})
 
 
 def tex(text: str) -> str:
