@@ -52,6 +52,17 @@ def metric_options(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--lang", default="de", help="METEOR's language (default: de)")
 
 
+def ref_option(p: argparse.ArgumentParser) -> None:
+    """``--ref FILE`` (required; again for several references per segment, as sacrebleu takes them)."""
+    p.add_argument(
+        "--ref",
+        required=True,
+        action="append",
+        help="reference translations, one per line; give --ref again for several references per segment "
+        "(sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
+    )
+
+
 def seg_sidecars(spec: str, path: str) -> list:
     """The sidecar files ``seg:`` metrics of ``spec`` read for file ``path`` (inputs to
     protect and check); none for a spec that does not parse (the verb reports it)."""

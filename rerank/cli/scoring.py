@@ -15,6 +15,7 @@ from rerank.cli.options import (
     bleu_settings,
     metric_options,
     note_once,
+    ref_option,
     references,
     seg_sidecars,
 )
@@ -208,12 +209,7 @@ def _add_eval(sub) -> None:
         help="BLEU, TER, chrF with sacrebleu (signatures included)",
         epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter",
     )
-    p.add_argument(
-        "--ref",
-        required=True,
-        action="append",
-        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
-    )
+    ref_option(p)
     p.add_argument("--hyp", required=True, action="append", help="hypothesis file, or NAME=FILE; repeatable")
     bleu_options(p)
     p.add_argument(
@@ -247,12 +243,7 @@ def _add_oracle(sub) -> None:
         "--out test.oracle",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list")
-    p.add_argument(
-        "--ref",
-        required=True,
-        action="append",
-        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
-    )
+    ref_option(p)
     p.add_argument("--out", required=True, help="the selected hypothesis of every segment")
     p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line)")
     metric_options(p, "the oracle")
@@ -294,12 +285,7 @@ def _add_signif(sub) -> None:
         help="MultEval-style significance: score (s_sel/s_opt/p) over replicas",
         epilog="example: rerank signif --ref test.de --tokenize none --baseline test.1best --system +r2l=r2l.seed1.txt,r2l.seed2.txt,r2l.seed3.txt --metrics bleu,chrf,ter",
     )
-    p.add_argument(
-        "--ref",
-        required=True,
-        action="append",
-        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
-    )
+    ref_option(p)
     p.add_argument(
         "--baseline", required=True, nargs="+", help="baseline replica files, FILE[,FILE...] (as --system's)"
     )

@@ -12,6 +12,7 @@ from rerank.cli.options import (
     bleu_options,
     config_from_args,
     metric_options,
+    ref_option,
     references,
     seg_sidecars,
 )
@@ -102,12 +103,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--feature-sets beam,R2L --algorithm mert --seed 2 --out weights.json",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list of the tuning set")
-    p.add_argument(
-        "--ref",
-        required=True,
-        action="append",
-        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
-    )
+    ref_option(p)
     p.add_argument("--out", required=True, help="weights JSON to write")
     tuning_options(p)
     p.set_defaults(
@@ -132,12 +128,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--out test.crossfit.txt --weights-out weights.json",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list of the test set (features out-of-fold)")
-    p.add_argument(
-        "--ref",
-        required=True,
-        action="append",
-        help="reference translations, one per line; give --ref again for several references per segment (sacrebleu's rule), e.g. --ref test.de --ref test.2.de",
-    )
+    ref_option(p)
     p.add_argument("--folds", required=True, help="folds file (rerank folds): image<TAB>fold per segment")
     p.add_argument("--out", required=True, help="re-ranked 1-best of every segment")
     p.add_argument("--weights-out", required=True, help="JSON with every fold's weights and tuning scores")

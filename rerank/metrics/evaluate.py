@@ -94,11 +94,11 @@ def evaluate_files(
     for name, path in systems:
         hyps = read_system(path, segment_count(refs))
         for metric, obj in objs.items():
+            summed = system_stats(obj, path, hyps, refs).sum(axis=0)  # once: METEOR's run the jar
             with np.errstate(over="ignore", invalid="ignore"):  # a non-finite score is refused below
-                score = float(obj.score(system_stats(obj, path, hyps, refs).sum(axis=0)))
+                score = float(obj.score(summed))
             if not np.isfinite(score):
                 raise InputError(f"metric {metric!r}: the score is not a finite number (statistics too large)", path)
-            summed = system_stats(obj, path, hyps, refs).sum(axis=0)
             rows.append(
                 {
                     "system": name,
