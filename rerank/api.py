@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from rerank.config import spec_of
-from rerank.errors import InputError
+from rerank.config import check_setting_types, spec_of
+from rerank.errors import InputError, expect
 from rerank.features.add import add_columns
 from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
@@ -56,11 +56,34 @@ __all__ = [
 ]
 
 
-def _one_or_many(items: Any) -> List[Any]:
-    """A spec or a (name, settings) pair alone as a list of one; a sequence of them as it is."""
+def _one_or_many(items: Any, what: str) -> List[Any]:
+    """A spec or a (name, settings) pair alone as a list of one; a sequence of them as it is.
+
+    Raises:
+        TypeError: None or another non-sequence; InputError: an empty sequence, naming ``what``.
+    """
     if isinstance(items, str) or (isinstance(items, tuple) and len(items) == 2 and isinstance(items[1], dict)):
         return [items]
+    expect(items, (list, tuple), what, "a spec such as 'bleu', or a list of them")
+    if not items:
+        raise InputError(f"{what}: an empty list (give at least one)")
     return list(items)
+
+
+def _nbest(nbest: Any, what: str = "nbest") -> NBestList:
+    """``nbest`` checked to be an :class:`NBestList` (a path is not read here)."""
+    expect(nbest, NBestList, what, "an NBestList (rerank.read_nbest(path) reads a file)")
+    return nbest
+
+
+def _names(names: Optional[Any], what: str) -> Optional[List[str]]:
+    """Column or feature-set names: one name alone, or a list of names (None: all)."""
+    if names is None or isinstance(names, str):
+        return None if names is None else [names]
+    expect(names, (list, tuple), what, "a name or a list of names")
+    for name in names:
+        expect(name, str, what, "names (strings)")
+    return list(names)
 
 
 def add_features(
@@ -83,8 +106,10 @@ def add_features(
         InputError: an unknown scorer, inputs of another segment count, a column that
             is already in the list.
     """
-    scorers = _one_or_many(scorers)
-    return add_columns(nbest, [spec_of(s, "scorer") for s in scorers], sources, images)
+    scorers = _one_or_many(scorers, "scorers")
+    if sources is not None:
+        sources = _texts(sources, "sources")
+    return add_columns(_nbest(nbest), [spec_of(s, "scorer") for s in scorers], sources, images)
 
 
 #: what :func:`tune` returns: the tuners' one result type (:class:`rerank.tuning.base.TuneResult`),
@@ -121,10 +146,12 @@ def _texts(texts, what: str) -> List[str]:
     """
     if isinstance(texts, str):
         raise TypeError(f"{what}: expected a list of strings, not a string")
+    if texts is None or not hasattr(texts, "__iter__"):
+        raise TypeError(f"{what}: expected a list of strings, not {type(texts).__name__}")
     out = list(texts)
-    bad = next((x for x in out if not isinstance(x, str)), None)
-    if bad is not None:
-        raise TypeError(f"{what}: expected a list of strings, found {type(bad).__name__}")
+    for k, item in enumerate(out):
+        if not isinstance(item, str):
+            raise TypeError(f"{what}: item {k} is {type(item).__name__}, not a string")
     return out
 
 
@@ -181,9 +208,14 @@ def tune(
         InputError: references of another count, an unknown tuner, metric, setting or
             column, a ``beam`` start on a list that declares no beam feature.
     """
+    nbest = _nbest(nbest)
     references = _references(references)
     if len(references[0]) != nbest.num_segments:
         raise InputError(f"{len(references[0])} references but the n-best list has {nbest.num_segments} segments")
+    expect(algorithm, str, "algorithm", "a tuner's name: mira, mert or pro")
+    if not isinstance(init, str):
+        expect(init, Mapping, "init", "'beam', 'zeros' or {column: weight}")
+    features, feature_sets = _names(features, "features"), _names(feature_sets, "feature_sets")
     config_class = TUNERS.get(algorithm).Config
     known = [f.name for f in dataclasses.fields(config_class)]
     unknown = [key for key in config if key not in known]
@@ -191,6 +223,7 @@ def tune(
         raise InputError(
             f"{algorithm} has no setting {', '.join(map(repr, unknown))}; its settings: {', '.join(known)}"
         )
+    check_setting_types(config_class, config, algorithm)
     try:
         settings = config_class(**config)
     except TypeError as err:
@@ -227,6 +260,7 @@ def decoder_1best(nbest: NBestList) -> List[str]:
     """The first hypothesis of every segment: the decoder's own 1-best of a list in rank order
     (decoders write n-best lists that way), the baseline of a re-ranking; ``rerank truncate
     --out-1best`` on files.  N strings for N segments."""
+    nbest = _nbest(nbest)
     return [nbest.hypotheses[i] for i in nbest.offsets[:-1]]
 
 
@@ -235,6 +269,9 @@ def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List
     (the first on ties, as Moses).  ``weights``: a :class:`Tuning` or {column: weight}
     naming every column of the list (``rerank apply``'s rule).  Raises
     :class:`InputError` for a column without a weight or a weight without a column."""
+    nbest = _nbest(nbest)
+    if not isinstance(weights, Tuning):
+        expect(weights, Mapping, "weights", "rerank.tune()'s result or {column: weight}")
     mapping = weights.weights if isinstance(weights, Tuning) else dict(weights)
     vector = weights_vector(check_weights(mapping, "weights"), nbest, "weights")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -268,7 +305,7 @@ def evaluate(
         raise InputError("no hypotheses: nothing to score")
     if len(hypotheses) != len(references[0]):
         raise InputError(f"{len(hypotheses)} hypotheses but {len(references[0])} references")
-    metrics = _one_or_many(metrics)
+    metrics = _one_or_many(metrics, "metrics")
     result = {}
     for spec in (spec_of(m, "metric") for m in metrics):
         metric = _with_scores(make_metric(spec, tokenize, lowercase, lang), scores, len(hypotheses))
@@ -297,12 +334,13 @@ def significance(
     def replicas_of(name: str, replicas: Sequence[Sequence[str]]) -> List[List[str]]:
         if not replicas or isinstance(replicas, str) or any(isinstance(r, str) for r in replicas):
             raise InputError(f"{name}: expected a list of replicas, each a list of hypotheses")
-        return [list(hyps) for hyps in replicas]
+        return [_texts(hyps, f"{name}, replica {k + 1}") for k, hyps in enumerate(replicas)]
 
+    expect(systems, Mapping, "systems", "{name: [replica, …]}, each replica a list of hypotheses")
     check_system_names("baseline", list(systems.items()))
     texts = {"baseline": replicas_of("baseline", baseline)}
     texts.update((name, replicas_of(name, replicas)) for name, replicas in systems.items())
-    specs = [spec_of(m, "metric") for m in _one_or_many(metrics)]
+    specs = [spec_of(m, "metric") for m in _one_or_many(metrics, "metrics")]
     references = _references(references)
     if not references[0]:
         raise InputError("no references: nothing to score")

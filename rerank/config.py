@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Sequence
+import numbers
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
 
@@ -43,6 +44,38 @@ def _parser(field: dataclasses.Field) -> Callable[[str], Any]:
     if kind == "bool":
         return _boolean
     return {"int": int, "float": float}.get(kind, str)
+
+
+#: what a field of each annotated type takes, and the test of a value
+_KINDS: Dict[str, Tuple[str, Callable[[Any], bool]]] = {
+    "int": ("an integer", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)),
+    "float": ("a number", lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)),
+    "bool": ("True or False", lambda v: isinstance(v, bool) or type(v).__name__ == "bool_"),
+    "str": ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def check_setting_types(config_class: type, values: Mapping[str, Any], owner: str) -> None:
+    """Check settings given in Python (the API's ``**config``) against the fields' annotated
+    types (``int``, ``float``, ``bool``, ``str``, ``Optional[…]`` of them) before the Config
+    is built, so that ``iterations="x"`` is named as such rather than failing in a range check.
+
+    Raises:
+        InputError: ``owner: key=value is not an integer`` (or a number, a string, …).
+    """
+    kinds = {
+        f.name: f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        for f in dataclasses.fields(config_class)
+    }
+    for key, value in values.items():
+        kind = kinds.get(key, "")
+        if kind.startswith("Optional[") and kind.endswith("]"):
+            if value is None:
+                continue
+            kind = kind[len("Optional[") : -1]
+        wanted = _KINDS.get(kind)
+        if wanted is not None and not wanted[1](value):
+            raise InputError(f"{owner}: {key}={value!r} is not {wanted[0]}")
 
 
 def _boolean(text: str) -> bool:

@@ -2,7 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+from typing import Any, Optional, Tuple, Union
+
+
+def expect(value: Any, kinds: Union[type, Tuple[type, ...]], what: str, wanted: str) -> None:
+    """Check an argument's type at the API's edge: a wrong one raises ``TypeError`` naming
+    ``what`` (the argument) and ``wanted`` (what it takes, with an example) instead of an
+    ``AttributeError`` from deep inside.  Booleans are not numbers here."""
+    numeric = kinds in (int, float) or (isinstance(kinds, tuple) and set(kinds) <= {int, float})
+    if not isinstance(value, kinds) or (numeric and isinstance(value, bool)):
+        raise TypeError(f"{what}: expected {wanted}, not {type(value).__name__}")
+
+
+def path_argument(path: Any, what: str = "path") -> str:
+    """``path`` (a ``str`` or ``os.PathLike``) as a string.
+
+    Raises:
+        TypeError: anything else, naming ``what``.
+    """
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(
+            f"{what}: expected a file path (str or pathlib.Path, '-' for standard input), not {type(path).__name__}"
+        )
+    return path
 
 
 class InputError(ValueError):

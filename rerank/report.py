@@ -19,7 +19,6 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -30,48 +29,23 @@ from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.metrics import DEFAULT_METRICS, make_metric, read_system, system_stats
 from rerank.metrics.bleu import BleuMetric
-from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, reference_keys, segment_count
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
-from rerank.signif import approximate_randomization, compare, score_system, warn_identical_replicas
+from rerank.signif import (
+    SignificanceSettings,
+    approximate_randomization,
+    compare,
+    score_system,
+    warn_identical_replicas,
+)
 from rerank.textio import read_json, read_lines, read_references
 from rerank.tuning.oracle import oracle_file
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
 ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class SignificanceSettings:
-    """How ``rerank signif`` / ``rerank report`` score and test (MultEval's approximate
-    randomisation and bootstrap over optimiser replicas; Clark et al. 2011).
-
-    Attributes:
-        metrics: metric specs (``bleu``, ``chrf:word_order=2``, ``seg:comet``…).
-        tokenize: BLEU's and the length ratio's tokeniser (sacrebleu's names).
-        lowercase: every text metric's lowercasing.
-        lang: the target language (METEOR's).
-        shuffles: approximate-randomisation shuffles per comparison (MultEval: 10,000).
-        resamples: bootstrap resamples behind s_sel (MultEval: 10,000).
-        seed: the random seed of both.
-        compare_to: a second system every other one is also tested against (‡ / ⇓), or None.
-        baseline_name: the baseline's name in the rows.
-        progress: a progress bar (or a line every few seconds off a terminal).
-    """
-
-    metrics: Tuple[str, ...] = tuple(DEFAULT_METRICS)
-    tokenize: str = DEFAULT_TOKENIZE
-    lowercase: bool = False
-    lang: str = "de"
-    shuffles: int = 10000
-    resamples: int = 10000
-    seed: int = DEFAULT_SEED
-    compare_to: Optional[str] = None
-    baseline_name: str = "baseline"
-    progress: bool = False
 
 
 def significance_table(
@@ -411,6 +385,10 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     Raises:
         InputError: an unknown format.
     """
+    if not isinstance(result, dict) or not {"rows", "meta"} <= set(result):
+        raise TypeError(
+            f"format_table: expected significance()'s result ({{'rows', 'meta'}}), not {type(result).__name__}"
+        )
     rows, meta = result["rows"], result["meta"]
     if fmt == "json":
         return json.dumps({"rows": rows, "meta": meta}, indent=2, ensure_ascii=False) + "\n"

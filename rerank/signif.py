@@ -30,6 +30,7 @@ the exact permutation p-value (the identity pattern included).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from dataclasses import dataclass
@@ -37,15 +38,55 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank.config import check_setting_types
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
-from rerank.metrics import Metric
+from rerank.metrics import DEFAULT_METRICS, Metric
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 
 EXACT_MAX = 20
 #: rows of the swap / resample matrices multiplied at once (bounds memory)
 CHUNK = 1000
 #: largest resample-count (float32) or swap (bool) matrix kept for reuse (cells)
 CACHE_CELLS = 1e8
+
+
+@dataclass(frozen=True)
+class SignificanceSettings:
+    """How ``rerank signif`` / ``rerank report`` score and test (MultEval's approximate
+    randomisation and bootstrap over optimiser replicas; Clark et al. 2011).
+
+    Attributes:
+        metrics: metric specs (``bleu``, ``chrf:word_order=2``, ``seg:comet``…).
+        tokenize: BLEU's and the length ratio's tokeniser (sacrebleu's names).
+        lowercase: every text metric's lowercasing.
+        lang: the target language (METEOR's).
+        shuffles: approximate-randomisation shuffles per comparison (MultEval: 10,000).
+        resamples: bootstrap resamples behind s_sel (MultEval: 10,000).
+        seed: the random seed of both.
+        compare_to: a second system every other one is also tested against (‡ / ⇓), or None.
+        baseline_name: the baseline's name in the rows.
+        progress: a progress bar (or a line every few seconds off a terminal).
+    """
+
+    metrics: Tuple[str, ...] = tuple(DEFAULT_METRICS)
+    tokenize: str = DEFAULT_TOKENIZE
+    lowercase: bool = False
+    lang: str = "de"
+    shuffles: int = 10000
+    resamples: int = 10000
+    seed: int = DEFAULT_SEED
+    compare_to: Optional[str] = None
+    baseline_name: str = "baseline"
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        """Raises InputError for a setting of the wrong type or range (no shuffle or
+        resample, a negative seed)."""
+        check_setting_types(type(self), dataclasses.asdict(self), "significance")
+        for name, low in (("shuffles", 1), ("resamples", 1), ("seed", 0)):
+            if getattr(self, name) < low:
+                raise InputError(f"significance: {name}={getattr(self, name)} must be at least {low}")
 
 
 @dataclass

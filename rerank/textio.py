@@ -20,7 +20,7 @@ import sys
 import zlib
 from typing import Iterator, List, TextIO, Union
 
-from rerank.errors import InputError
+from rerank.errors import InputError, path_argument
 
 
 def finite_number(text: str, what: str, path: str, lineno: int) -> float:
@@ -72,6 +72,7 @@ def open_text(path: str) -> Iterator[TextIO]:
             problem, a corrupt or truncated gzip file, and naming the line for bytes
             that are not UTF-8.
     """
+    path = path_argument(path)
     try:
         if path == "-":
             handle = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig")

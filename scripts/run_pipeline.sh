@@ -35,7 +35,7 @@ bash "$ROOT/scripts/setup_env.sh" nmt
 # again with the job's python, which has rerank: the checks a python without it skips (TUNE_METRIC)
 "$ROOT/.venv/bin/python" "$SETTINGS" config > "$config"
 export PATH="$ROOT/.venv/bin:$PATH"
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 snakemake=(snakemake --snakefile "$ROOT/workflow/Snakefile" --configfile "$config" --cores "$JOBS"
            --rerun-triggers mtime --rerun-incomplete --printshellcmds --quiet rules)
 where=(); [ ! -d "$OUT" ] || where=(--directory "$OUT")  # OUT/.snakemake: a run's own state

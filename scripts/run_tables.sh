@@ -29,7 +29,7 @@ OUT=$(get out); OUT_MAIN=$(get out_main); JOBS=$(get jobs); MAIN_JOB=$(get main_
 
 bash "$ROOT/scripts/setup_env.sh" nmt
 export PATH="$ROOT/.venv/bin:$PATH"
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 if [ "$MAIN_JOB" = 1 ] && [ "$mode" = run ]; then
   SYSTEM=gru OUT="$OUT_MAIN" bash "$ROOT/scripts/run_pipeline.sh"  # the paper's GRU system, every feature
 fi

@@ -24,7 +24,6 @@ echo "== mypy (pyproject.toml [tool.mypy])"
 .venv/bin/mypy || status=$?
 echo "== mkdocs build --strict"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)" || status=$?
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
 echo "== pytest (every extra installed)"
 RERANK_REQUIRE_EXTRAS=1 .venv/bin/python -m pytest -q "$@" tests || status=$?
 OLDEST=sacrebleu==2.3.1

@@ -21,6 +21,7 @@ an unknown setting in a configuration file) are one line, ``run_pipeline: error:
 exit status 1. Needs PyYAML and jsonschema (Snakemake's own dependencies).
 """
 
+import glob
 import json
 import os
 import sys
@@ -164,12 +165,44 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
     merged = normalise(merged, schema)
     validate(merged, schema)
     merged["out"] = os.path.normpath(os.path.join(ROOT, merged["out"]))
+    check_out(merged["out"])
     local = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "multi30k"))
     if merged["data"]:
         merged["data"] = os.path.normpath(os.path.join(ROOT, merged["data"]))
     elif os.path.isdir(local):
         merged["data"] = local
     return merged
+
+
+#: what a run of this pipeline leaves in OUT (the lock, the settings, the prepared data, a
+#: trained model — run_configs.sh links the main job's models into a new configuration's OUT)
+RUN_MARKERS = (".snakemake", "settings.json", "data/prepare.json", "model.*/train.json", "models/*/train.json")
+
+
+def check_out(out: str) -> None:
+    """Raise SettingsError for an OUT the run's files must not go into: the repository itself,
+    a directory inside it other than under ``out/``, one that holds the repository, something
+    that is not a directory, or a non-empty directory that holds no run of this pipeline
+    (none of :data:`RUN_MARKERS`): a run never mixes its files with a user's."""
+    real, root = os.path.realpath(out), os.path.realpath(ROOT)
+    runs = os.path.join(root, "out")
+    if os.path.commonpath([real, root]) == real:
+        raise SettingsError(f"OUT: {out} is the repository or holds it: give a directory under out/ or outside it")
+    if os.path.commonpath([real, root]) == root and os.path.commonpath([real, runs]) != runs:
+        raise SettingsError(f"OUT: {out} is inside the repository: give a directory under out/ or outside it")
+    if real == runs:
+        raise SettingsError(f"OUT: {out} holds every run: give one directory under it, e.g. out/my-run")
+    if os.path.exists(real) and not os.path.isdir(real):
+        raise SettingsError(f"OUT: {out} is not a directory")
+    if (
+        os.path.isdir(real)
+        and os.listdir(real)
+        and not any(glob.glob(os.path.join(glob.escape(real), m)) for m in RUN_MARKERS)
+    ):
+        raise SettingsError(
+            f"OUT: {out} is a non-empty directory that holds no run of this pipeline (no settings.json): "
+            "give a new or empty directory"
+        )
 
 
 def from_environment(environ: Mapping[str, str], schema: Optional[Dict] = None) -> Dict:

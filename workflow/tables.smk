@@ -36,7 +36,6 @@ shell.prefix(
     "set -euo pipefail; unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS GOTO_NUM_THREADS "
     "VECLIB_MAXIMUM_THREADS NUMEXPR_NUM_THREADS; "
 )
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 

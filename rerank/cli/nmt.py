@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from rerank.argtypes import positive_int
+from rerank.argtypes import non_negative_int, positive_int
 from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option
 from rerank.errors import InputError
 from rerank.nmt.data import PrepareConfig, prepare
@@ -206,7 +206,7 @@ def _add_nmt_train(nsub) -> None:
         help="forward (en->de), backward (de->en: the channel model), r2l (target reversed)",
     )
     q.add_argument("--role", default="", help="feature name of the model's scores (default: L2R, Channel, R2L)")
-    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument(
         "--target-vocab",
         default=TrainConfig.target_vocab,
@@ -264,7 +264,7 @@ def _add_nmt_train_lm(nsub) -> None:
         help="epochs without a better validation score before stopping",
     )
     q.add_argument("--seed", type=int, default=LMConfig.seed, help="training seed")
-    q.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    q.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument("--no-task2", action="store_true", help="task 1's German only")
     q.add_argument(
         "--arch",

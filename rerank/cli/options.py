@@ -111,9 +111,16 @@ def shard_option_value(args) -> Optional[Shard]:
 
 def device_options(p: argparse.ArgumentParser) -> None:
     """``--device`` and ``--dtype`` of every verb that runs a neural model
-    (:class:`rerank.devices.DeviceSettings`)."""
+    (:class:`rerank.devices.DeviceSettings`), and ``--trust-checkpoint``
+    (:mod:`rerank.nmt.checkpoints`)."""
     p.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
     p.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+    p.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="load model checkpoints that name classes beyond fairseq's own (loading such a file can run "
+        "code: only for a source you trust; default: refused; as RERANK_TRUST_CHECKPOINTS=1; docs/security.md)",
+    )
 
 
 def device_settings(args) -> DeviceSettings:

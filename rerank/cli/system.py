@@ -25,6 +25,7 @@ def cmd_translate(args) -> None:
         device_settings(args),
         args.tokenized,
         args.batch_size,
+        expected_digest=args.system_digest,
     )
     if args.json:
         print(json.dumps(result))
@@ -80,6 +81,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--batch-size", type=positive_int, help="sentences per decoding batch (default: the system's), e.g. 64"
+    )
+    p.add_argument(
+        "--system-digest",
+        help="refuse the system unless its manifest has this digest (the sha256:… pack-system printed; "
+        "default: the manifest's own digest is checked, which catches edits but not a replaced directory)",
     )
     p.add_argument("--json", action="store_true", help="print the throughput as JSON (default: a line on stderr)")
     device_options(p)

@@ -35,6 +35,7 @@ from rerank.embed.data import EmbedData, Vocabulary, batch_tokens
 from rerank.embed.evaluation import image_sentence_ranking
 from rerank.embed.model import MLMME
 from rerank.errors import InputError
+from rerank.nmt.checkpoints import UntrustedCheckpoint, load_state
 from rerank.progress import progress_bar as make_progress_bar
 from rerank.signature import write_signed
 
@@ -457,8 +458,10 @@ def _resume(checkpoint: str, settings: Dict, model, optimiser, rng, device) -> D
         InputError: not a checkpoint of ours, or one of other ``settings``.
     """
     try:
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        saved = load_state(checkpoint)
         recorded = saved["settings"]
+    except UntrustedCheckpoint:
+        raise
     except Exception as error:  # not a checkpoint of ours (truncated, another file)
         raise InputError(f"is not a training checkpoint ({type(error).__name__}); remove it", checkpoint) from None
     if recorded != settings:

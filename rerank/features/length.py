@@ -1,12 +1,12 @@
 """Length features (``len:``): how far a hypothesis's length strays from what the
 training corpus leads one to expect of its source.
 
-``len:PREPARED_DIR`` or ``len:RATIO`` -> ``LenRatio`` = hypothesis words / source words
-(tokenised text, at least one word each), and ``LenDev`` = (log LenRatio − log r̄)², the
-squared log deviation from the training corpus's mean ratio r̄.  With a ``rerank nmt
-prepare`` directory, r̄ is the geometric mean of the per-sentence ratios of its
-tokenised training pairs (``tok/train.{src,tgt}``, languages from ``prepare.json``);
-a number gives r̄ directly.
+``len:PREPARED_DIR``, ``len:src=TRAIN.SRC,tgt=TRAIN.TGT`` or ``len:RATIO`` -> ``LenRatio`` =
+hypothesis words / source words (tokenised text, at least one word each), and ``LenDev`` =
+(log LenRatio − log r̄)², the squared log deviation from the training corpus's mean ratio r̄:
+the geometric mean of the per-sentence ratios of the tokenised training pairs — of a ``rerank
+nmt prepare`` directory (``tok/train.{src,tgt}``, languages from ``prepare.json``) or of any
+two line-aligned parallel files (plain or ``.gz``); a number gives r̄ directly.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, prepared_training_pairs
+from rerank.features.scorer import SCORERS, Scorer, training_pairs
 
 
 def mean_log_ratio(source_lines: List[str], target_lines: List[str]) -> float:
@@ -37,8 +37,8 @@ class LengthScorer(Scorer):
     """``LenRatio`` and ``LenDev`` (see the module docstring).
 
     Raises:
-        InputError: no argument, a path that is not a prepare directory, a ratio that is
-            not a positive number.
+        InputError: no argument, a path that is not a prepare directory, parallel files
+            that are not line-aligned, a ratio that is not a positive number.
     """
 
     summary = "LenRatio, LenDev: length ratio and its deviation"
@@ -46,20 +46,23 @@ class LengthScorer(Scorer):
     @dataclass
     class Config:
         corpus: str = option("", "a rerank nmt prepare directory, or the mean ratio itself", positional=True)
+        src: str = option("", "or the ratio estimated from two parallel files: the source side (plain or .gz)")
+        tgt: str = option("", "… and the target side, line-aligned with src")
 
     set_name = "Len"
 
     def __init__(self, config: "LengthScorer.Config"):
         arg = config.corpus
-        if not arg:
-            raise InputError("len: needs the training corpus: len:PREPARED_DIR (rerank nmt prepare) or len:RATIO")
-        if os.path.isdir(arg):
-            self.log_mean = mean_log_ratio(*prepared_training_pairs(arg))
+        if config.src or config.tgt or not arg or os.path.isdir(arg):
+            self.log_mean = mean_log_ratio(*training_pairs("len", arg, config.src, config.tgt))
         else:
             try:
                 ratio = float(arg)
             except ValueError:
-                raise InputError(f"len:{arg}: neither a directory nor a number") from None
+                raise InputError(
+                    f"len:{arg}: neither a directory nor a number: give len:PREPARED_DIR, "
+                    "len:src=TRAIN.SRC,tgt=TRAIN.TGT (parallel files) or len:RATIO"
+                ) from None
             if not (math.isfinite(ratio) and ratio > 0):
                 raise InputError(f"len:{arg}: the mean ratio must be a positive number")
             self.log_mean = math.log(ratio)

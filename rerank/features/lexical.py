@@ -3,7 +3,9 @@ on the training corpus — the lexical features of Och et al. 2004 ("A Smorgasbo
 Features for Statistical Machine Translation", sec. 3: "IBM Model 1 ... in both
 directions"), the cheapest channel model there is.
 
-``ibm1:PREPARED_DIR`` -> for a hypothesis e of source f (tokenised text):
+``ibm1:PREPARED_DIR`` (a ``rerank nmt prepare`` directory) or ``ibm1:src=TRAIN.SRC,tgt=TRAIN.TGT``
+(any parallel corpus, any language pair: two line-aligned files, plain or ``.gz``, tokenised
+as the n-best lists are) -> for a hypothesis e of source f (tokenised text):
 
 * ``IBM1Norm`` = log p(e | f) / m, the direct model per hypothesis word:
   ``log p(e | f) = sum_j log(sum_{i=0..l} t(e_j | f_i)) − m·log(l + 1)`` over the m hypothesis
@@ -40,7 +42,7 @@ import numpy as np
 from rerank.argtypes import open_unit_interval, positive_int
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, prepared_training_pairs
+from rerank.features.scorer import SCORERS, Scorer, training_pairs
 from rerank.shards import cost_ranges
 
 NULL = "<NULL>"
@@ -203,13 +205,15 @@ class Model1Scorer(Scorer):
     log p(source | hypothesis) per source word (``form=sum``: ``IBM1``, ``IBM1Inv``, the sums;
     ``form=both``: all four),
     under IBM Model 1 tables trained on a ``rerank nmt prepare`` directory's tokenised
-    training pairs (see the module docstring).
+    training pairs, or on any two parallel files (see the module docstring).
 
     Args:
-        config: :attr:`Config` (``ibm1:PREPARED_DIR[,form=word|sum|both][,iterations=N][,floor=X]``).
+        config: :attr:`Config` (``ibm1:PREPARED_DIR`` or ``ibm1:src=TRAIN.SRC,tgt=TRAIN.TGT``,
+            then ``[,form=word|sum|both][,iterations=N][,floor=X]``).
     Raises:
-        InputError: no directory, not a prepare directory, an unknown form, a setting
-            that is not a positive integer / a probability in (0, 1).
+        InputError: no corpus, not a prepare directory, parallel files that are not
+            line-aligned (:func:`rerank.features.scorer.training_pairs`), an unknown form, a
+            setting that is not a positive integer / a probability in (0, 1).
     """
 
     summary = "IBM1Norm, IBM1InvNorm (form=sum: IBM1, IBM1Inv): IBM Model 1 log p(hyp|src), log p(src|hyp) per word"
@@ -217,6 +221,8 @@ class Model1Scorer(Scorer):
     @dataclass
     class Config:
         corpus: str = option("", "the rerank nmt prepare directory of the training pairs", positional=True)
+        src: str = option("", "or the training pairs as two parallel files: the source side (plain or .gz)")
+        tgt: str = option("", "… and the target side, line-aligned with src")
         form: str = option("word", "the columns: per word, sums or both", choices=("word", "sum", "both"))
         iterations: int = option(5, "EM passes from uniform", type=positive_int)
         floor: float = option(1e-7, "the probability of a word pair never seen", type=open_unit_interval)
@@ -230,11 +236,9 @@ class Model1Scorer(Scorer):
     }
 
     def __init__(self, config: "Model1Scorer.Config"):
-        path = config.corpus
-        if not path:
-            raise InputError("ibm1: needs the training corpus: ibm1:PREPARED_DIR (rerank nmt prepare)")
+        path = config.corpus or config.src
         self.iterations, self.floor, self.form = config.iterations, config.floor, config.form
-        sources, targets = prepared_training_pairs(path)
+        sources, targets = training_pairs("ibm1", config.corpus, config.src, config.tgt)
         src_words = [line.split() for line in sources]
         tgt_words = [line.split() for line in targets]
         if not any(src_words) or not any(tgt_words):

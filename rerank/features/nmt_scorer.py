@@ -46,23 +46,29 @@ from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nmt import USER_DIR
+from rerank.nmt.checkpoints import check_checkpoint, loading
 
 
 def load_checkpoint(checkpoint: str, dict_dir: str):
     """(model in eval mode, task) of a fairseq checkpoint whose dictionaries are in
-    ``dict_dir``.  Raises :class:`InputError` naming the file when it cannot be loaded."""
+    ``dict_dir``, loaded weights-only with fairseq's own classes
+    (:mod:`rerank.nmt.checkpoints`).
+
+    Raises:
+        InputError: naming the file when it cannot be loaded.
+        UntrustedCheckpoint: it names other classes (loading it could run code), unless trusted.
+    """
     import argparse
 
     from fairseq import checkpoint_utils, utils
 
-    if not os.path.isfile(checkpoint):
-        raise InputError("no such checkpoint", checkpoint)
-    os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq 0.12 pickles its arguments
+    check_checkpoint(checkpoint)
     utils.import_user_module(argparse.Namespace(user_dir=USER_DIR))
     try:
-        models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-            [checkpoint], arg_overrides={"data": dict_dir}
-        )
+        with loading(path=checkpoint):
+            models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+                [checkpoint], arg_overrides={"data": dict_dir}
+            )
     except (FileNotFoundError, KeyError, RuntimeError, AttributeError) as err:
         raise InputError(
             f"cannot load it as a fairseq checkpoint with the dictionaries of {dict_dir}: "

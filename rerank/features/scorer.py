@@ -127,6 +127,36 @@ def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
     return cls(arg)
 
 
+def training_pairs(name: str, corpus: str, src: str, tgt: str) -> Tuple[List[str], List[str]]:
+    """(source lines, target lines) of a scorer's training corpus, given either way: a
+    ``rerank nmt prepare`` directory (``corpus``, :func:`prepared_training_pairs`) or two
+    line-aligned parallel files (``src``, ``tgt``: plain or ``.gz``, one sentence per line,
+    tokenised as the n-best lists are) — any corpus, any language pair.  ``name``: the
+    scorer's, for messages, which show both forms.
+
+    Raises:
+        InputError: neither or both forms, one file of the pair without the other, a
+            corpus that is not a prepare directory, files of different line counts or empty.
+    """
+    forms = f"{name}:PREPARED_DIR (rerank nmt prepare) or {name}:src=TRAIN.SRC,tgt=TRAIN.TGT (parallel files)"
+    if src or tgt:
+        if corpus:
+            raise InputError(f"{name}: give the training corpus one way: {forms}")
+        if not (src and tgt):
+            raise InputError(f"{name}: src= and tgt= go together (the two sides of the parallel corpus): {forms}")
+        sources, targets = read_lines(src), read_lines(tgt)
+        if len(sources) != len(targets):
+            raise InputError(f"{len(sources)} lines here but {len(targets)} in {tgt}: not line-aligned", src)
+        if not sources:
+            raise InputError("the training corpus is empty", src)
+        return sources, targets
+    if not corpus:
+        raise InputError(f"{name}: needs the training corpus: {forms}")
+    if not os.path.isfile(os.path.join(corpus, "prepare.json")):
+        raise InputError(f"not a 'rerank nmt prepare' directory (no prepare.json): give {forms}", corpus)
+    return prepared_training_pairs(corpus)
+
+
 def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
     """The tokenised training pairs of a ``rerank nmt prepare`` directory:
     (source lines, target lines) of ``tok/train.{src,tgt}``, languages from ``prepare.json``.

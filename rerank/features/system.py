@@ -25,8 +25,11 @@ text the weights were tuned and evaluated on).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -39,6 +42,7 @@ from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import SCORERS, given_settings
+from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
@@ -305,6 +309,7 @@ def pack_system(
             "files": dict(sorted(files.items())),
             "signature": signature(["torch", "fairseq-fixed", "sacremoses", "subword-nmt"]),
         }
+        manifest["digest"] = manifest_digest(manifest)
         with atomic_write(os.path.join(tmp, MANIFEST)) as out:
             json.dump(manifest, out, indent=2)
             out.write("\n")
@@ -315,6 +320,7 @@ def pack_system(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     say(f"system: {len(files)} files, {sum(len(s) for s in chain)} scorers in {len(chain)} steps -> {out_dir}")
+    say(f"system digest {manifest['digest']} (translate --system-digest checks a copy against it)")
     return manifest
 
 
@@ -343,12 +349,114 @@ def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]
     return paths[pick], scores
 
 
-def load_system(system_dir: str, check_files: bool = True) -> Dict[str, Any]:
-    """The manifest of ``system_dir`` with its scorer paths resolved, after checking it.
+def manifest_digest(manifest: Dict[str, Any]) -> str:
+    """``sha256:HEX`` of every field of ``manifest`` but ``digest`` (canonical JSON: sorted
+    keys, no spaces): edits to the steps, the weights' path or the decoder settings change it."""
+    body = {k: v for k, v in manifest.items() if k != "digest"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _inside(root: str, name: Any, path: str, what: str) -> str:
+    """The real path of ``name`` (relative to the system directory ``root``), checked to stay in it.
 
     Raises:
-        InputError: no manifest, another rerank release, a file missing or changed
-            (moved without its models, edited), naming what is wrong.
+        InputError: not a relative path, or one that leaves ``root`` (``..``, a symbolic link
+            pointing out), naming the manifest ``path``.
+    """
+    if not isinstance(name, str) or not name or os.path.isabs(name) or "\0" in name:
+        raise InputError(f"{what} {name!r} is not a path relative to the system directory", path)
+    real_root = os.path.realpath(root)
+    full = os.path.realpath(os.path.join(real_root, name))
+    if os.path.commonpath([real_root, full]) != real_root:
+        raise InputError(f"{what} {name} points outside the system directory: refused", path)
+    return full
+
+
+def _confined_step(spec: Any, root: str, path: str) -> str:
+    """A scorer ``spec`` of the manifest with :data:`PLACEHOLDER` replaced by ``root``, every
+    path among its settings checked to stay inside the system directory.
+
+    Raises:
+        InputError: a spec that is not a string or names no scorer, a setting that is an
+            absolute path, holds ``..`` or names an existing path outside the directory.
+    """
+    if not isinstance(spec, str):
+        raise InputError(f"a step's scorer {spec!r} is not a scorer spec", path)
+    name, _, arg = spec.partition(":")
+    cls = SCORERS.get(name)
+    if cls.Config is not None:
+        config = parse_settings(cls.Config, arg, spec, {})
+        for f in dataclasses.fields(config):
+            value = getattr(config, f.name)
+            if not isinstance(value, str) or not value:
+                continue
+            for part in {value, value.partition(":")[2]} - {""}:
+                if part.startswith(PLACEHOLDER):
+                    _inside(root, part[len(PLACEHOLDER) :].lstrip("/") or ".", path, f"scorer {name}'s {f.name}")
+                elif os.path.isabs(part) or ".." in part.split("/") or os.path.exists(part):
+                    raise InputError(
+                        f"scorer {name}'s {f.name} {part} is a path outside the system directory: refused", path
+                    )
+    return spec.replace(PLACEHOLDER, os.path.abspath(root))
+
+
+#: the decoder settings a manifest may hold, with what each must be
+_DECODER_CHECKS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
+    **{
+        k: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer")
+        for k in ("nbest", "batch_size")
+    },
+    **{
+        k: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer")
+        for k in ("beam", "max_len_b")
+    },
+    **{
+        k: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
+        for k in ("max_len_a", "lenpen")
+    },
+    **{
+        k: (
+            lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", v) is not None,
+            "a language code such as en",
+        )
+        for k in ("src", "tgt")
+    },
+    "direction": (lambda v: v in ("forward", "r2l", "auto"), "forward, r2l or auto"),
+    **{k: (lambda v: isinstance(v, str), "a string") for k in ("device", "dtype")},
+}
+
+
+def _decoder_config(manifest: Dict[str, Any], path: str) -> "GenerateConfig":
+    """The manifest's decoder settings as a :class:`GenerateConfig`, each checked by type
+    and range (unknown keys are ignored: newer releases may add some).
+
+    Raises:
+        InputError: no settings, or one of the wrong type or range.
+    """
+    decoder = manifest.get("decoder")
+    config = decoder.get("config") if isinstance(decoder, dict) else None
+    if not isinstance(config, dict):
+        raise InputError("the manifest has no decoder settings", path)
+    for key, (check, what) in _DECODER_CHECKS.items():
+        if key in config and not check(config[key]):
+            raise InputError(f"the decoder setting {key}={config[key]!r} is not {what}", path)
+    known = {f.name for f in dataclasses.fields(GenerateConfig)}
+    return GenerateConfig(**{k: v for k, v in config.items() if k in known})
+
+
+def load_system(system_dir: str, check_files: bool = True, expected_digest: Optional[str] = None) -> Dict[str, Any]:
+    """The manifest of ``system_dir`` with its scorer paths resolved, after checking it:
+    its own digest (:func:`manifest_digest`; ``expected_digest``, the one pack-system printed,
+    pins a copy to it), the rerank release, every file's SHA-256, every path confined to
+    the directory (symbolic links resolved), the decoder settings' types.  A system
+    directory is trusted no further than this (``docs/security.md``).
+
+    Raises:
+        InputError: no manifest, another rerank release, a manifest edited since it was
+            packed or other than ``expected_digest``, a file missing or changed (moved
+            without its models, edited), a path leaving the directory, a bad setting,
+            naming what is wrong.
     """
     path = os.path.join(system_dir, MANIFEST)
     if not os.path.isfile(path):
@@ -359,15 +467,30 @@ def load_system(system_dir: str, check_files: bool = True) -> Dict[str, Any]:
     made_by = str(manifest.get("rerank", "?"))
     if made_by.split(".")[:2] != __version__.split(".")[:2]:
         raise InputError(f"written by rerank {made_by}, this is {__version__}: pack the system again", path)
-    if check_files:
-        for name, digest in manifest["files"].items():
-            full = os.path.join(system_dir, name)
+    if manifest.get("digest") != manifest_digest(manifest):
+        raise InputError("the manifest changed since it was packed (its digest differs): pack the system again", path)
+    if expected_digest is not None and manifest["digest"] != expected_digest:
+        raise InputError(f"the system's digest is {manifest['digest']}, not the {expected_digest} expected", path)
+    files = manifest["files"]
+    manifest["generate"] = config = _decoder_config(manifest, path)
+    needed = ["generator/checkpoint.pt", "generator/bpe.codes"]
+    needed += [f"generator/bin/dict.{lang}.txt" for lang in (config.src, config.tgt)]
+    for name in needed:
+        if name not in files:
+            raise InputError(f"the manifest does not checksum {name}", path)
+    if manifest.get("weights") not in files:
+        raise InputError(f"the weights {manifest.get('weights')!r} are not among the checksummed files", path)
+    for name, digest in files.items():
+        full = _inside(system_dir, name, path, "the file")
+        if check_files:
             if not os.path.isfile(full):
                 raise InputError(f"the system's file {name} is missing (a directory moved without its models?)", path)
             if _sha256(full) != digest:
                 raise InputError(f"the system's file {name} changed since it was packed (its checksum differs)", path)
-    root = os.path.abspath(system_dir)
-    manifest["steps"] = [[spec.replace(PLACEHOLDER, root) for spec in step] for step in manifest["steps"]]
+    steps = manifest.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(step, list) for step in steps):
+        raise InputError("the manifest's steps are not lists of scorer specs", path)
+    manifest["steps"] = [[_confined_step(spec, system_dir, path) for spec in step] for step in steps]
     return manifest
 
 
@@ -380,20 +503,23 @@ def translate(
     tokenized: bool = False,
     batch_size: Optional[int] = None,
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    expected_digest: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Translate raw source text (one sentence per line) with the system of ``system_dir``
     (module docstring) into ``out`` (and the scored n-best list into ``nbest_out``).
-    Returns {"segments", "seconds", "sentences_per_second"}.
+    Returns {"segments", "seconds", "sentences_per_second"}.  ``expected_digest``: the
+    system digest pack-system printed (:func:`load_system`).
 
     Raises:
         InputError: a system :func:`load_system` refuses, an empty input line.
+        UntrustedCheckpoint: a generator checkpoint naming classes beyond fairseq's own
+            (:mod:`rerank.nmt.checkpoints`), unless trusted.
     """
     start = time.perf_counter()
-    manifest = load_system(system_dir)
+    manifest = load_system(system_dir, expected_digest=expected_digest)
     generator = os.path.join(system_dir, "generator")
-    decoder = dict(manifest["decoder"]["config"])
-    known = {f.name for f in dataclasses.fields(GenerateConfig)}
-    config = GenerateConfig(**{k: v for k, v in decoder.items() if k in known})
+    check_checkpoint(os.path.join(generator, "checkpoint.pt"))  # before any work (docs/security.md)
+    config = manifest["generate"]
     if devices is not None:
         config.device, config.dtype = devices.device, devices.dtype
     if batch_size:
@@ -420,7 +546,7 @@ def translate(
         segments = apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
         lines = read_lines(best)
         if not tokenized:
-            lines = detokenize(lines, decoder.get("tgt", "de"))
+            lines = detokenize(lines, config.tgt)
         with StagedOutputs() as outputs:  # the translation and the scored list appear together
             with outputs.open(out) as handle:
                 handle.writelines(line + "\n" for line in lines)

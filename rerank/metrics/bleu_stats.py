@@ -139,7 +139,9 @@ def pair_matches(
     ``ref_index[k]`` for every pair k, the texts given flat as token ``ids`` (int[L]) and
     ``lengths`` (int[T]).  Clipped matches are symmetric (sum of min counts), so each
     distinct unordered pair is matched once; each text's codes are sorted once and merged
-    per pair (``rerank/_kernels.c``).  Returns float64[K, orders]."""
+    per pair (``rerank/_kernels.c``), in chunks of about :data:`CHUNK_WORK` code comparisons
+    so that Ctrl-C stops a long call within a fraction of a second (the kernel runs without
+    the GIL and cannot see the signal).  Returns float64[K, orders]."""
 
     codes = ngram_codes(ids, lengths, vocab_size, orders)
     starts = np.cumsum(lengths) - lengths
@@ -148,27 +150,39 @@ def pair_matches(
     hi = np.maximum(hyp_index, ref_index).astype(np.int64)
     keys, where = np.unique(hi * len(lengths) + lo, return_inverse=True)  # sorted by the reference (hi)
     a, b = keys % len(lengths), keys // len(lengths)
-    # the C kernel runs without the GIL: blocks of pairs on the CPUs side by side
-    workers = min(cpu_count(), max(1, len(keys) // 20_000))
-    if workers == 1:
-        matches = clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
-    else:
-        cuts = np.linspace(0, len(keys), workers + 1).astype(np.int64)
-        with ThreadPoolExecutor(workers) as pool:
-            parts = pool.map(
-                lambda k: clipped_matches(
-                    codes,
-                    starts[a[cuts[k] : cuts[k + 1]]],
-                    lengths[a[cuts[k] : cuts[k + 1]]],
-                    starts,
-                    lengths,
-                    b[cuts[k] : cuts[k + 1]],
-                    presorted=True,
-                ),
-                range(workers),
-            )
-            matches = np.concatenate(list(parts))
+    work = np.cumsum((lengths[a] + lengths[b]) * orders)
+    edges = [0, *np.searchsorted(work, np.arange(CHUNK_WORK, work[-1] if len(work) else 0, CHUNK_WORK)), len(keys)]
+    parts = [_chunk_matches(codes, starts, lengths, a[lo:hi], b[lo:hi]) for lo, hi in zip(edges, edges[1:]) if hi > lo]
+    matches = np.concatenate(parts) if parts else np.zeros((0, orders))
     return matches[where.reshape(-1)]
+
+
+#: code comparisons of one call of the matching kernel (about 0.2 s on one CPU): between
+#: calls Python sees Ctrl-C
+CHUNK_WORK = 50_000_000
+
+
+def _chunk_matches(codes, starts, lengths, a, b) -> np.ndarray:
+    """:func:`pair_matches` of the pairs (``a[k]``, ``b[k]``): the C kernel runs without the
+    GIL, so blocks of pairs go to the CPUs side by side."""
+    workers = min(cpu_count(), max(1, len(a) // 20_000))
+    if workers == 1:
+        return clipped_matches(codes, starts[a], lengths[a], starts, lengths, b, presorted=True)
+    cuts = np.linspace(0, len(a), workers + 1).astype(np.int64)
+    with ThreadPoolExecutor(workers) as pool:
+        parts = pool.map(
+            lambda k: clipped_matches(
+                codes,
+                starts[a[cuts[k] : cuts[k + 1]]],
+                lengths[a[cuts[k] : cuts[k + 1]]],
+                starts,
+                lengths,
+                b[cuts[k] : cuts[k + 1]],
+                presorted=True,
+            ),
+            range(workers),
+        )
+        return np.concatenate(list(parts))
 
 
 def pair_bleu_stats(

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.errors import InputError
+from rerank.errors import InputError, expect, path_argument
 from rerank.nbest.model import NBestList, PackedStrings, read_list_info
 from rerank.outputs import atomic_write
 from rerank.textio import finite_number, open_text
@@ -232,6 +232,7 @@ def read_nbest(path: str, num_segments: Optional[int] = None) -> NBestList:
     are converted to float a block at a time; any failure re-parses the offending line
     slowly to name the problem.
     """
+    path = path_argument(path, "read_nbest: path")
     blocks = [block for _, block in iter_nbest(path)]
     nbest = concat_blocks(blocks)
     if num_segments is not None and nbest.num_segments != num_segments:
@@ -401,6 +402,8 @@ def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None
     """Write ``nbest`` in Moses format, atomically (gzip for ``.gz`` names).  ``totals``
     (float[M]) defaults to ``nbest.totals`` or zeros.  Raises :class:`InputError` (see
     :func:`check_writable`) before writing anything that would not read back as it is."""
+    expect(nbest, NBestList, "write_nbest(nbest, path): nbest", "an NBestList (rerank.read_nbest)")
+    path = path_argument(path, "write_nbest(nbest, path): path")
     with atomic_write(path) as out:
         NBestWriter(out, path).write(nbest, 0, totals)
 

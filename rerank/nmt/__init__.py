@@ -9,11 +9,6 @@ from typing import Dict, List, Tuple
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 
-#: fairseq 0.12 checkpoints hold pickled argparse objects, which torch >= 2.6 refuses to
-#: load by default (``weights_only=True``).  Every code path of ours that lets fairseq
-#: load a checkpoint runs with this environment variable set.
-FAIRSEQ_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
-
 #: directory to pass to fairseq's ``--user-dir`` so that our models are registered
 USER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fairseq_user_dir")
 

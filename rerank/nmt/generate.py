@@ -39,7 +39,8 @@ import numpy as np
 from rerank.convert import read_fairseq
 from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
-from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
+from rerank.nmt import USER_DIR, fairseq_device
+from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
 from rerank.nmt.data import preprocess_lines
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard
@@ -173,6 +174,8 @@ def generate_nbest(
         InputError: no such subset, a beam smaller than the n-best size, a direction
             :func:`model_direction` refuses, a shard holding no sentence or written to
             standard output.
+        UntrustedCheckpoint: a checkpoint naming classes beyond fairseq's own
+            (:mod:`rerank.nmt.checkpoints`), unless trusted.
     """
     from fairseq.data import data_utils
 
@@ -184,6 +187,7 @@ def generate_nbest(
     if beam < config.nbest:
         raise InputError(f"beam {beam} is smaller than nbest {config.nbest}")
     direction = model_direction(checkpoint, config.direction)
+    check_checkpoint(checkpoint)  # before fairseq loads it (docs/security.md)
     if shard is not None:
         lo, hi = shard.bounds(num_segments, prefix + ".bin")
         shard.check_output(out_nbest)
@@ -234,9 +238,7 @@ def generate_nbest(
         device_args, device_env = fairseq_device(config.device, config.dtype)
         log = subprocess.PIPE if quiet else None  # fairseq's INFO lines and torch's warnings: kept back when quiet
         with open(raw, "w", encoding="utf-8") as out:
-            done = subprocess.run(
-                cmd + device_args, stdout=out, stderr=log, text=True, env={**os.environ, **FAIRSEQ_ENV, **device_env}
-            )
+            done = subprocess.run(cmd + device_args, stdout=out, stderr=log, text=True, env=fairseq_environ(device_env))
         if done.returncode:
             if quiet and done.stderr:
                 sys.stderr.write(done.stderr[-4000:])

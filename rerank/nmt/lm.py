@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional
 
 from rerank.errors import InputError
-from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
+from rerank.nmt import USER_DIR, fairseq_device
+from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
 from rerank.nmt.data import preprocess_lines, resolve_data_dir
 from rerank.nmt.train import check_settings, thread_env
 from rerank.outputs import atomic_write
@@ -233,6 +234,8 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
     """
     _, device_env = fairseq_device(config.device, config.dtype)  # before any work
     check_settings(save_dir, config, resuming=True)
+    if os.path.exists(os.path.join(save_dir, "checkpoint_last.pt")):  # fairseq-train resumes from it
+        check_checkpoint(os.path.join(save_dir, "checkpoint_last.pt"))
     os.makedirs(save_dir, exist_ok=True)
     bin_dir = prepare_lm_data(prepared_dir, save_dir, config, data_dir)
     shutil.copyfile(os.path.join(bin_dir, "dict.txt"), os.path.join(save_dir, "dict.txt"))
@@ -246,7 +249,7 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
     subprocess.run(
         train_lm_command(bin_dir, save_dir, config, progress),
         check=True,
-        env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads), **device_env},
+        env=fairseq_environ({**thread_env(config.threads), **device_env}),
     )
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):

@@ -33,7 +33,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, List
 
 from rerank.errors import InputError
-from rerank.nmt import FAIRSEQ_ENV, USER_DIR, fairseq_device
+from rerank.nmt import USER_DIR, fairseq_device
+from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, load_state
 from rerank.signature import write_signed
 from rerank.textio import read_json
 
@@ -454,6 +455,9 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     if not os.path.exists(os.path.join(bin_dir, f"dict.{config.tgt}.txt")):
         raise InputError("not a binarised fairseq data directory (no dict file)", bin_dir)
     check_settings(save_dir, config, resuming=True)
+    last = os.path.join(save_dir, "checkpoint_last.pt")
+    if os.path.exists(last):  # fairseq-train resumes from it: refused if it names classes beyond fairseq's
+        check_checkpoint(last)
     os.makedirs(save_dir, exist_ok=True)
     data_dir = bin_dir
     if config.direction == "r2l":
@@ -471,7 +475,7 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     subprocess.run(
         train_command(data_dir, save_dir, config, progress),
         check=True,
-        env={**os.environ, **FAIRSEQ_ENV, **thread_env(config.threads), **device_env},
+        env=fairseq_environ({**thread_env(config.threads), **device_env}),
     )
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):
@@ -507,7 +511,7 @@ def average_checkpoints(paths: List[str], out: str) -> str:
         raise InputError("no epoch checkpoints to average")
     total: Dict[str, Any] = {}
     for path in paths:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = load_state(path)
         params = state["model"]
         if not total:
             total = {k: v.clone().double() if v.is_floating_point() else v.clone() for k, v in params.items()}

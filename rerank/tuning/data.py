@@ -12,8 +12,9 @@ What is read is cached, content-addressed (Moses' ``extractor`` computes its sta
 the same way): the key is a SHA-256 over the bytes of the list, its signature, the references
 and any ``seg:`` sidecar, the statistics' settings and rerank's version, so the ~40 tuning
 runs of the main job on one val list parse it and compute its statistics once, and a
-changed input can never meet a stale entry (an entry whose recorded key differs, or that
-cannot be read, is rebuilt).  ``RERANK_CACHE`` names the directory (default
+changed input can never meet a stale entry (an entry whose recorded key differs, that
+cannot be read, whose arrays do not fit together or whose checksum of its statistics and
+list differs from the one it records, is rebuilt).  ``RERANK_CACHE`` names the directory (default
 ``~/.cache/rerank/tuning``; ``off``: no cache).
 """
 
@@ -64,7 +65,56 @@ def cache_key(nbest_path: str, ref_paths: Sequence[str], what: str, sidecars: Se
     return digest.hexdigest()
 
 
+#: the arrays of a cache entry, with their dtype kind and number of dimensions
+_ENTRY = {
+    "offsets": ("i", 1),
+    "features": ("f", 2),
+    "totals": ("f", 1),
+    "names": ("U", 1),
+    "text": ("u", 1),
+    "text_offsets": ("i", 1),
+    "stats": ("f", 2),
+}
+
+
+def _entry_digest(arrays: dict) -> str:
+    """SHA-256 over every array of an entry (name, dtype, shape, bytes), in :data:`_ENTRY` order."""
+    digest = hashlib.sha256()
+    for name in _ENTRY:
+        value = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name} {value.dtype.str} {value.shape}\n".encode("ascii"))
+        digest.update(value.data)
+    return digest.hexdigest()
+
+
+def _consistent(entry: dict) -> bool:
+    """Whether a cache entry's arrays fit together: each of its dtype kind and rank, one
+    row of features, totals and statistics per hypothesis, offsets that rise from 0 to the
+    hypothesis count, a column name per feature."""
+    if any(
+        name not in entry or entry[name].dtype.kind != kind or entry[name].ndim != ndim
+        for name, (kind, ndim) in _ENTRY.items()
+    ):
+        return False
+    offsets, text_offsets = entry["offsets"], entry["text_offsets"]
+    rows = len(entry["features"])
+    return bool(
+        len(offsets) >= 1
+        and offsets[0] == 0
+        and offsets[-1] == rows
+        and np.all(np.diff(offsets) >= 0)
+        and len(entry["totals"]) == rows == len(entry["stats"]) == len(text_offsets) - 1
+        and entry["features"].shape[1] == len(entry["names"])
+        and text_offsets[0] == 0
+        and text_offsets[-1] == len(entry["text"])
+        and np.all(np.diff(text_offsets) >= 0)
+    )
+
+
 def _cache_load(key: str) -> Optional[dict]:
+    """The entry of ``key``, or None — rebuilt by the caller — where there is none, it cannot
+    be read, it records another key, its arrays do not fit together (:func:`_consistent`)
+    or their checksum differs from the one it records (an entry edited or truncated)."""
     directory = cache_dir()
     path = os.path.join(directory, key + ".npz") if directory else None
     if not path or not os.path.isfile(path):
@@ -73,8 +123,11 @@ def _cache_load(key: str) -> Optional[dict]:
         with np.load(path, allow_pickle=False) as data:
             if str(data["key"]) != key:  # a foreign file under this name: rebuilt, never used
                 return None
-            return {name: data[name] for name in data.files}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            entry = {name: data[name] for name in data.files}
+        if not _consistent(entry) or str(entry.get("check")) != _entry_digest(entry):
+            return None
+        return entry
+    except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile):
         return None  # unreadable: rebuilt
 
 
@@ -86,7 +139,7 @@ def _cache_save(key: str, arrays: dict) -> None:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix="." + key, suffix=".npz", dir=directory)
         with os.fdopen(fd, "wb") as out:
-            np.savez(out, key=np.array(key), **arrays)
+            np.savez(out, key=np.array(key), check=np.array(_entry_digest(arrays)), **arrays)
         os.replace(tmp, os.path.join(directory, key + ".npz"))
     except OSError:  # a cache that cannot be written is no cache: the run goes on
         with contextlib.suppress(OSError, UnboundLocalError):
@@ -121,9 +174,13 @@ def load_tuning_data(
     if cached is not None:
         hypotheses = PackedStrings(cached["text"], cached["text_offsets"])
         columns = [str(n) for n in cached["names"]]
-        totals = cached.get("totals")  # entries written before totals were kept have none
         nbest = NBestList(
-            cached["offsets"], hypotheses, cached["features"], columns, totals, info=read_list_info(nbest_path)
+            cached["offsets"],
+            hypotheses,
+            cached["features"],
+            columns,
+            cached["totals"],
+            info=read_list_info(nbest_path),
         )
         if nbest.num_segments != count:  # cannot be (the key covers both files); checked all the same
             raise InputError(f"{nbest.num_segments} segments in the n-best list but {count} references", nbest_path)

@@ -19,12 +19,17 @@ def _entries(cache):
     return sorted(p for p in os.listdir(cache) if p.endswith(".npz")) if os.path.isdir(cache) else []
 
 
-def test_the_second_load_reads_the_cache_and_equals_the_first(tmp_path, monkeypatch):
+def _first_load(tmp_path, monkeypatch, segments, seed):
+    """(cache directory, list, references, the first load) of a fresh cache and list."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("RERANK_CACHE", str(cache))
-    write_split(tmp_path, "val", 30, seed=3)
+    write_split(tmp_path, "val", segments, seed=seed)
     nbest, ref = str(tmp_path / "val.nbest"), str(tmp_path / "val.de")
-    first = load_tuning_data(nbest, ref, BleuMetric("none"))
+    return cache, nbest, ref, load_tuning_data(nbest, ref, BleuMetric("none"))
+
+
+def test_the_second_load_reads_the_cache_and_equals_the_first(tmp_path, monkeypatch):
+    cache, nbest, ref, first = _first_load(tmp_path, monkeypatch, 30, 3)
     assert len(_entries(cache)) == 1
     calls = []
     monkeypatch.setattr(tuning_data, "iter_nbest", lambda *a, **k: calls.append(1) or iter(()))
@@ -79,3 +84,29 @@ def test_tune_gives_the_same_weights_with_and_without_the_cache(tmp_path, monkey
         assert main(argv + ["--out", str(tmp_path / f"{name}.json"), "--quiet"]) == 0
     weights = [json.load(open(tmp_path / f"{n}.json"))["weights"] for n in "abc"]
     assert weights[0] == weights[1] == weights[2]
+
+
+def test_a_crafted_or_truncated_entry_under_the_right_key_is_rebuilt(tmp_path, monkeypatch):
+    cache, nbest, ref, first = _first_load(tmp_path, monkeypatch, 20, 5)
+    (entry,) = _entries(cache)
+    path = cache / entry
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    crafted = {
+        "other statistics": {"stats": arrays["stats"] * 2},  # the right key, other numbers
+        "NaN features": {"features": np.full_like(arrays["features"], np.nan)},
+        "fewer rows": {k: arrays[k][:-1] for k in ("features", "totals", "stats")},
+        "offsets past the end": {"offsets": arrays["offsets"] + 1},
+        "a string where numbers go": {"stats": np.array(["x"] * len(arrays["stats"]))},
+    }
+    for what, change in crafted.items():
+        np.savez(path, **{**arrays, **change})  # the recorded key and checksum of the real entry
+        again = load_tuning_data(nbest, ref, BleuMetric("none"))
+        assert np.array_equal(again[2], first[2]), what
+        assert np.array_equal(again[0].features, first[0].features), what
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])  # truncated
+    again = load_tuning_data(nbest, ref, BleuMetric("none"))
+    assert np.array_equal(again[2], first[2])
+    with np.load(path) as data:  # the rebuilt entry is whole again
+        assert str(data["check"]) == tuning_data._entry_digest({name: data[name] for name in data.files})

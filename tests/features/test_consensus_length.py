@@ -112,7 +112,19 @@ def test_length_features_by_hand(tmp_path):
     (tmp_path / "tok" / "train.de").write_text("a b c d\na b\n")
     assert mean_log_ratio(["a b", "a b c d"], ["a b c d", "a b"]) == pytest.approx(0.0)
     assert make_scorer(f"len:{tmp_path}").log_mean == pytest.approx(0.0)
-    for bad in ("len:", "len:-1", "len:abc"):
+    # from any two parallel files: the same estimate; the reversed pair, its inverse
+    (tmp_path / "a.fr").write_text("a b c\na b c d e f\n")
+    assert make_scorer(f"len:src={tmp_path}/tok/train.en,tgt={tmp_path}/a.fr").log_mean == pytest.approx(
+        (math.log(3 / 2) + math.log(6 / 4)) / 2
+    )
+    assert make_scorer(f"len:src={tmp_path}/a.fr,tgt={tmp_path}/tok/train.en").log_mean == pytest.approx(
+        -math.log(3 / 2)
+    )
+    with pytest.raises(
+        InputError, match=r"give len:PREPARED_DIR, len:src=TRAIN.SRC,tgt=TRAIN.TGT \(parallel files\) or len:RATIO"
+    ):
+        make_scorer(f"len:{tmp_path}/a.fr")
+    for bad in ("len:", "len:-1", "len:abc", f"len:src={tmp_path}/a.fr"):
         with pytest.raises(InputError):
             make_scorer(bad)
     with pytest.raises(InputError, match="source"):

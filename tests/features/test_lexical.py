@@ -144,6 +144,31 @@ def test_the_scorer_gives_both_directions_and_their_per_word_forms(tmp_path):
     assert list(sums) == ["IBM1", "IBM1Inv"] and sums["IBM1Inv"] == pytest.approx(out["IBM1Inv"])
 
 
+def test_any_parallel_corpus_trains_the_same_tables_as_a_prepare_directory(tmp_path):
+    """ibm1:src=…,tgt=… (plain or .gz, any language pair) equals ibm1:PREPARED_DIR on the
+    same tokenised pairs; the reversed pair (src=DE, tgt=EN) is the inverse model."""
+    import gzip
+
+    prepared = _prepared(tmp_path / "data")
+    en, de = prepared / "tok" / "train.en", prepared / "tok" / "train.de"
+    with gzip.open(tmp_path / "train.de.gz", "wt") as out:
+        out.write(de.read_text())
+    nbest = NBestList(np.array([0, 2, 3]), ["das buch", "buch", "das haus"], np.zeros((3, 1)), ["NMT"])
+    sources = ["the book", "the house"]
+    expected = make_scorer(f"ibm1:{prepared},form=both").score(nbest, sources, None)
+    got = make_scorer(f"ibm1:src={en},tgt={tmp_path / 'train.de.gz'},form=both").score(nbest, sources, None)
+    assert list(got) == list(expected)
+    for name in expected:
+        assert np.array_equal(got[name], expected[name])
+    reverse = NBestList(np.array([0, 1, 2]), ["the book", "the house"], np.zeros((2, 1)), ["NMT"])
+    reversed_out = make_scorer(f"ibm1:src={de},tgt={en},form=both").score(reverse, ["das buch", "das haus"], None)
+    assert reversed_out["IBM1"] == pytest.approx(
+        Model1.train(DE, EN, 5).log_prob(
+            [["das", "buch"], ["das", "haus"]], np.arange(2), [["the", "book"], ["the", "house"]]
+        )
+    )
+
+
 def test_features_add_with_ibm1_writes_the_columns_and_the_set(tmp_path):
     prepared = _prepared(tmp_path / "data")
     (tmp_path / "l.nbest").write_text(
@@ -186,7 +211,11 @@ def test_features_add_with_ibm1_writes_the_columns_and_the_set(tmp_path):
     "spec, needle",
     [
         ("ibm1:", "needs the training corpus"),
-        ("ibm1:{tmp}/nowhere", "no prepare.json"),
+        ("ibm1:{tmp}/nowhere", "no prepare.json): give ibm1:PREPARED_DIR (rerank nmt prepare) or ibm1:src="),
+        ("ibm1:{data}/tok/train.en", "no prepare.json): give ibm1:PREPARED_DIR (rerank nmt prepare) or ibm1:src="),
+        ("ibm1:src={data}/tok/train.en", "src= and tgt= go together"),
+        ("ibm1:{data},src={data}/tok/train.en,tgt={data}/tok/train.de", "give the training corpus one way"),
+        ("ibm1:src={data}/tok/train.en,tgt={tmp}/src.en", "3 lines here but 1 in"),
         ("ibm1:{data},iterations=0", "iterations=0: '0' is not a positive integer"),
         ("ibm1:{data},iterations=two", "iterations=two: 'two' is not a number"),
         ("ibm1:{data},floor=1.5", "floor=1.5: '1.5' is not in (0, 1)"),

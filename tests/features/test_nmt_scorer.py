@@ -325,7 +325,7 @@ def _train_fairseq(bin_dir, save_dir, *args):
         cmd,
         check=True,
         capture_output=True,
-        env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     return os.path.join(save_dir, "checkpoint_last.pt")
 
@@ -402,7 +402,7 @@ def test_fairseq_transformer_checkpoint_equals_fairseqs_own_scores(tiny, tmp_pat
 
         ct2_dir = str(tmp_path / "tf-ct2")
         ctranslate2.converters.FairseqConverter(
-            ckpt, tiny["bin"], source_lang="en", target_lang="de", user_dir=USER_DIR, unsafe_deserialization=True
+            ckpt, tiny["bin"], source_lang="en", target_lang="de", user_dir=USER_DIR
         ).convert(ct2_dir)
         ct2 = make_scorer(f"ct2:{ct2_dir},bpe=subword-nmt:{bpe},compute_type=float32,name=TF").score(
             _nbest_of(tgt), src, None
@@ -515,7 +515,7 @@ def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
 
         ct2_dir = str(tmp_path / "tt-ct2")
         ctranslate2.converters.FairseqConverter(
-            avg, save, source_lang="en", target_lang="de", user_dir=USER_DIR, unsafe_deserialization=True
+            avg, save, source_lang="en", target_lang="de", user_dir=USER_DIR
         ).convert(ct2_dir)
         ct2 = make_scorer(f"ct2:{ct2_dir},bpe=subword-nmt:{save}/bpe.codes,direction=r2l,compute_type=float32")
         assert ct2.score(_nbest_of(tgt), src, None)["CT2R2L"] == pytest.approx(out["R2L"], abs=1e-3)

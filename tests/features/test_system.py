@@ -6,6 +6,7 @@ in one line."""
 import gzip
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -17,7 +18,16 @@ pytestmark = needs("nmt")
 from rerank.cli import main  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 from rerank.features.add import ScoringInputs, add_features  # noqa: E402
-from rerank.features.system import Relocation, _relocate, detokenize, load_system, pack_system, trace, translate  # noqa: E402
+from rerank.features.system import (  # noqa: E402
+    Relocation,
+    _relocate,
+    detokenize,
+    load_system,
+    manifest_digest,
+    pack_system,
+    trace,
+    translate,
+)
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text  # noqa: E402
 from rerank.reranking import apply_file  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
@@ -214,3 +224,71 @@ def test_a_moved_job_directory_is_packed_with_relocate(tuned, tmp_path, capsys):
         assert not (tmp_path / "y").exists()
     finally:
         shutil.move(str(moved), str(root))
+
+
+def _resign(system, edit):
+    """Edit ``system``'s manifest and give it the digest of the edit (as a crafter can)."""
+    manifest = json.loads((system / "system.json").read_text())
+    edit(manifest)
+    manifest["digest"] = manifest_digest(manifest)
+    (system / "system.json").write_text(json.dumps(manifest))
+
+
+def test_a_system_manifest_is_checksummed_and_cannot_point_outside(tuned, tmp_path):
+    root = tuned["root"]
+    system = tmp_path / "s"
+    said = []
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(system), say=said.append)
+    digest = json.loads((system / "system.json").read_text())["digest"]
+    assert digest.startswith("sha256:") and any(digest in line for line in said)
+    assert load_system(str(system), expected_digest=digest)["generate"].nbest == 3
+    with pytest.raises(InputError, match="not the sha256:00 expected"):
+        load_system(str(system), expected_digest="sha256:00")
+    pristine = (system / "system.json").read_text()
+    manifest = json.loads(pristine)
+    manifest["decoder"]["config"]["nbest"] = 50  # an edit without the digest
+    (system / "system.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="the manifest changed since it was packed"):
+        load_system(str(system))
+    outside = tmp_path / "outside.json"
+    shutil.copy(system / "weights.json", outside)
+    (system / "models" / "link").symlink_to(outside)
+    crafted = {
+        "points outside the system directory": lambda m: m["files"].update(
+            {"../outside.json": m["files"]["weights.json"]}
+        ),
+        "is not a path relative": lambda m: m["files"].update({str(outside): m["files"]["weights.json"]}),
+        "models/link points outside": lambda m: m["files"].update({"models/link": m["files"]["weights.json"]}),
+        "are not among the checksummed files": lambda m: m.update(weights="../outside.json"),
+        "is a path outside the system directory": lambda m: m["steps"][0].append(f"len:{tuned['data']}"),
+        "scorer len's corpus ../data points outside": lambda m: m["steps"][0].append("len:@SYSTEM@/../data"),
+        "src='../../etc' is not a language code": lambda m: m["decoder"]["config"].update(src="../../etc"),
+        "nbest='many' is not a positive integer": lambda m: m["decoder"]["config"].update(nbest="many"),
+        "lenpen='high' is not a finite number": lambda m: m["decoder"]["config"].update(lenpen="high"),
+        "does not checksum generator/checkpoint.pt": lambda m: m["files"].pop("generator/checkpoint.pt"),
+    }
+    for message, edit in crafted.items():
+        (system / "system.json").write_text(pristine)
+        _resign(system, edit)
+        with pytest.raises(InputError, match=re.escape(message)):
+            load_system(str(system))
+
+
+def test_translate_refuses_a_crafted_generator_checkpoint(tuned, tmp_path, capsys, monkeypatch):
+    from rerank.nmt.checkpoints import TRUST_ENV, load_state
+    from rerank.textio import file_digest
+    from tests.nmt.test_checkpoints import crafted_checkpoint
+
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+    root = tuned["root"]
+    system = tmp_path / "s"
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(system), say=lambda t: None)
+    checkpoint = system / "generator" / "checkpoint.pt"
+    marker = tmp_path / "pwned"
+    crafted_checkpoint(checkpoint, marker, base=load_state(str(checkpoint)))
+    _resign(system, lambda m: m["files"].update({"generator/checkpoint.pt": file_digest(str(checkpoint))}))
+    argv = ["translate", "--system", str(system), "--input", str(tuned["raw"]), "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert "checkpoint.pt: holds posix.system" in err and "--trust-checkpoint" in err and "\n" not in err
+    assert not marker.exists() and not (tmp_path / "o").exists()

@@ -162,6 +162,37 @@ def test_run_pipeline_help_and_settings_are_the_generated_ones(tmp_path):
     assert run.stderr.strip() == "run_pipeline: error: NBEST: 'fifty' is not a number"
 
 
+def test_out_is_refused_where_a_run_would_mix_with_other_files(tmp_path):
+    """OUT is checked before anything is created: the repository, a directory inside it
+    other than under out/, out/ itself and a non-empty directory that holds no run are
+    refused in one line; a new or empty directory, or one with an earlier run, is taken."""
+    unrelated = tmp_path / "thesis"
+    unrelated.mkdir()
+    (unrelated / "chapter1.tex").write_text("my work\n")
+    refused = {
+        str(ROOT): "is the repository or holds it",
+        str(ROOT.parent): "is the repository or holds it",
+        str(ROOT / "rerank"): "is inside the repository",
+        str(ROOT / "out"): "holds every run",
+        str(unrelated): "is a non-empty directory that holds no run of this pipeline",
+        str(unrelated / "chapter1.tex"): "is not a directory",
+    }
+    for out, message in refused.items():
+        before = sorted(os.listdir(out)) if os.path.isdir(out) else None
+        run = _run_pipeline("--dry-run", OUT=out)
+        assert run.returncode == 1, out
+        assert run.stderr.strip() == f"run_pipeline: error: OUT: {out} {message}" + run.stderr.strip().split(message)[1]
+        assert "\n" not in run.stderr.strip()
+        assert (sorted(os.listdir(out)) if os.path.isdir(out) else None) == before  # nothing created
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "settings.json").write_text("{}")
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "new", tmp_path / "empty", earlier, ROOT / "out" / "a-run-of-mine"):
+        settings.check_out(str(out))  # taken
+    assert "chapter1.tex" in os.listdir(unrelated)
+
+
 def test_settings_need_no_rerank_in_the_machines_python(tmp_path):
     """A fresh checkout (no .venv) on a machine whose python3 has PyYAML and jsonschema but not
     rerank (many have): ``run_pipeline.sh --settings`` and ``--help`` work with that python,
@@ -334,7 +365,7 @@ def _tiny_corpus(root: Path):
     _write_corpus(str(root), n_train=300, n_val=16, n_test=10)
 
 
-TINY_JOB_ENV = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "RERANK_CACHE": "off"}
+TINY_JOB_ENV = {"RERANK_CACHE": "off"}
 
 
 @pytest.fixture(scope="module")

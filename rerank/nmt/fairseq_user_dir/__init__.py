@@ -1,5 +1,7 @@
 """fairseq ``--user-dir`` entry point: importing it registers our models and the
-criterion ``fused_label_smoothed_cross_entropy`` (:mod:`rerank.nmt.criterion`), gives
+criterion ``fused_label_smoothed_cross_entropy`` (:mod:`rerank.nmt.criterion`), lets
+torch load checkpoints weights-only with the classes fairseq's hold
+(:mod:`rerank.nmt.checkpoints`), gives
 fairseq 0.12 the ``numpy.compat.long`` it still names (removed in numpy 2; it was
 Python's ``int``, a 64-bit integer dtype) — the language-model datasets
 (``TokenBlockDataset``) need it — and makes a resumed training build its batches as the
@@ -16,6 +18,9 @@ from fairseq.tasks.fairseq_task import FairseqTask  # noqa: E402
 
 import rerank.nmt.bahdanau  # noqa: E402,F401  (registers bahdanau_gru and its architectures)
 import rerank.nmt.criterion  # noqa: E402,F401  (registers fused_label_smoothed_cross_entropy)
+from rerank.nmt.checkpoints import allow_fairseq_globals  # noqa: E402
+
+allow_fairseq_globals()  # checkpoints load weights-only with fairseq's own classes (rerank.nmt.checkpoints)
 
 _get_batch_iterator = FairseqTask.get_batch_iterator
 
