@@ -509,6 +509,7 @@ def experiment_report(
     partial: bool = False,
     plots: bool = True,
     guard: Optional[str] = None,
+    lang: str = "de",
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
@@ -518,7 +519,8 @@ def experiment_report(
     What is compared comes from ``EXP_DIR/experiment.json`` (:meth:`Experiment.read`):
     computing is :func:`significance_table`, formatting :func:`format_table`; this
     function only reads the manifest and writes every file or none (staged).  ``guard``: a
-    val guard verdicts file (:func:`read_guard`) whose failing rows are marked.
+    val guard verdicts file (:func:`read_guard`) whose failing rows are marked; ``lang``:
+    the target language (METEOR's).
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
     verdicts = read_guard(guard) if guard else None
@@ -534,6 +536,7 @@ def experiment_report(
             metrics=tuple(metrics),
             tokenize=experiment.bleu.tokenize,
             lowercase=experiment.bleu.lowercase,
+            lang=lang,
             shuffles=shuffles,
             resamples=resamples,
             seed=seed,

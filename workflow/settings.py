@@ -148,6 +148,11 @@ def validate(config: Dict, schema: Dict, cross: bool = True) -> None:
             raise SettingsError(f"unknown setting '{names[0]}' (settings: {' '.join(schema['properties'])}; --help)")
         raise SettingsError(f"{where.upper()}: {error.message}")
     _check_metric(config.get("tune_metric"))
+    src, tgt = config.get("src", "en"), config.get("tgt", "de")
+    if src == tgt:
+        raise SettingsError(f"TGT: the target language is the source's ({src})")
+    if (src, tgt) != ("en", "de") and "mlmme" in config.get("features", []):
+        raise SettingsError(f"FEATURES: mlmme is the paper's English-German embedding, not for {src}-{tgt}: drop it")
     if cross and config["r2l_nbest"] != 0 and "r2l" not in config["features"]:
         raise SettingsError(f"R2L_NBEST={config['r2l_nbest']} needs the r2l feature set in FEATURES (or R2L_NBEST=0)")
 
@@ -171,7 +176,19 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
         merged["data"] = os.path.normpath(os.path.join(ROOT, merged["data"]))
     elif os.path.isdir(local):
         merged["data"] = local
+    _check_languages_in_data(merged)
     return merged
+
+
+def _check_languages_in_data(config: Mapping) -> None:
+    """Raise SettingsError when DATA (a local copy) lacks task 1's files of SRC or TGT."""
+    raw = os.path.join(config["data"], "task1", "raw")
+    if not config["data"] or not os.path.isdir(raw):
+        return  # downloaded, or refused by rerank nmt prepare
+    for key in ("src", "tgt"):
+        lang = config.get(key, "en" if key == "src" else "de")
+        if not any(os.path.exists(os.path.join(raw, f"train.{lang}{ext}")) for ext in (".gz", "")):
+            raise SettingsError(f"{key.upper()}: {config['data']} has no task1/raw/train.{lang}.gz (language {lang})")
 
 
 #: what a run of this pipeline leaves in OUT (the lock, the settings, the prepared data, a
@@ -333,7 +350,7 @@ def models(config: Mapping) -> Dict[str, str]:
 
 
 def lm_args(config: Mapping) -> str:
-    """rerank nmt train-lm's arguments of the German LM."""
+    """rerank nmt train-lm's arguments of the target-side LM (its language: TGT, from the prepared data)."""
     paths = layout(config)
     return f"--prepared {paths['data']} --save-dir {paths['lm']} --max-epoch {config['lm_epoch']} --arch {config['lm_arch']}"
 

@@ -9,7 +9,7 @@ import argparse
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option
 from rerank.errors import InputError
-from rerank.nmt.data import PrepareConfig, prepare
+from rerank.nmt.data import PrepareConfig, prepare, prepared_languages
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from rerank.nmt.lm import LMConfig, train_lm
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
@@ -24,9 +24,13 @@ def _check(save_dir: str, config) -> str:
 
 def cmd_nmt(args) -> None:
     if args.nmt_verb == "prepare":
-        print(prepare(args.data, args.out, PrepareConfig(bpe_merges=args.bpe_merges), workers=args.workers))
+        prepared = PrepareConfig(src=args.src, tgt=args.tgt, bpe_merges=args.bpe_merges)
+        print(prepare(args.data, args.out, prepared, workers=args.workers))
     elif args.nmt_verb == "train":
+        src, tgt = prepared_languages(args.data_bin)  # the direction the data was prepared in
         config = TrainConfig(
+            src=src,
+            tgt=tgt,
             preset=args.preset,
             variant=args.variant,
             dropout=args.dropout,
@@ -61,6 +65,7 @@ def cmd_nmt(args) -> None:
             seed=args.seed,
             threads=args.threads,
             task2=not args.no_task2,
+            lang=prepared_languages(args.prepared)[1],  # the target side's LM
             device=args.device,
             dtype=args.dtype,
             arch=args.arch,
@@ -71,7 +76,10 @@ def cmd_nmt(args) -> None:
             else train_lm(args.prepared, args.save_dir, lm_config, data_dir=args.data)
         )
     elif args.nmt_verb == "nbest":
+        src, tgt = prepared_languages(args.data_bin)
         generate_config = GenerateConfig(
+            src=src,
+            tgt=tgt,
             nbest=args.nbest,
             beam=args.beam,
             batch_size=args.batch_size,
@@ -119,11 +127,15 @@ def _add_nmt_prepare(nsub) -> None:
     """``rerank nmt prepare``: its parser and options."""
     q = nsub.add_parser(
         "prepare",
-        help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1",
+        help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1 (any of its language pairs)",
         epilog="example: rerank nmt prepare --data ../shared/data/multi30k --out out/data",
     )
     q.add_argument("--data", default=None, help="Multi30k directory (default ../shared/data/multi30k, else download)")
     q.add_argument("--out", required=True, help="directory to write: tok/, bpe.codes, bpe/, bin/, prepare.json")
+    q.add_argument(
+        "--src", default=PrepareConfig.src, help="source language (default: en); train, nbest and train-lm read it"
+    )
+    q.add_argument("--tgt", default=PrepareConfig.tgt, help="target language (default: de), e.g. --src de --tgt en")
     q.add_argument(
         "--bpe-merges",
         type=positive_int,

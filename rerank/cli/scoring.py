@@ -175,6 +175,7 @@ def cmd_report(args) -> None:
         partial=args.partial,
         plots=args.plots,
         guard=args.guard,
+        lang=args.lang,
     )
     with open(written["text"], encoding="utf-8") as handle:
         sys.stdout.write(handle.read())
@@ -276,6 +277,7 @@ def signif_options(p: argparse.ArgumentParser) -> None:
         help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
     )
     p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
+    p.add_argument("--lang", default="de", help="the target language, METEOR's (default: de), e.g. --lang en")
 
 
 def _add_signif(sub) -> None:
@@ -292,7 +294,6 @@ def _add_signif(sub) -> None:
     p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
     p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
     bleu_options(p)
-    p.add_argument("--lang", default="de", help="METEOR language")
     p.add_argument(
         "--format", default="text", choices=["text", "markdown", "latex", "json", "csv"], help="table format"
     )

@@ -9,18 +9,19 @@ embedding features use it too, so hypotheses and training text share one vocabul
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import urllib.request
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.progress import progress_bar
 from rerank.signature import write_signed
-from rerank.textio import read_lines
+from rerank.textio import read_json, read_lines
 
 #: public location of the Multi30k files, used when no local copy is given
 MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
@@ -65,11 +66,47 @@ def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = 
     return out
 
 
-def multi30k_files(task2: bool = False) -> List[str]:
+#: a language code as the Moses tokeniser and Multi30k's file names take it (ISO 639-1/2)
+LANGUAGE = re.compile(r"[a-z]{2,3}")
+
+
+def check_languages(src: str, tgt: str) -> None:
+    """Raise :class:`InputError` unless ``src`` and ``tgt`` are two different language codes
+    (``en``, ``de``, ``fr``, ``cs``…)."""
+    for name, lang in (("source", src), ("target", tgt)):
+        if not isinstance(lang, str) or not LANGUAGE.fullmatch(lang):
+            raise InputError(f"{name} language {lang!r}: expected a language code such as en, de, fr, cs")
+    if src == tgt:
+        raise InputError(f"source and target language are both {src}")
+
+
+def prepared_languages(path: str) -> Tuple[str, str]:
+    """(source, target) language of a ``rerank nmt prepare`` directory or of its ``bin/``
+    (its ``prepare.json``); ``("en", "de")`` for data without one (prepared before languages
+    were a setting, or binarised by fairseq-preprocess directly).
+
+    Raises:
+        InputError: a prepare.json whose languages are not language codes.
+    """
+    for directory in (path, os.path.dirname(os.path.abspath(path).rstrip(os.sep))):
+        meta = os.path.join(directory, "prepare.json")
+        if os.path.isfile(meta):
+            record = read_json(meta)
+            config = record.get("config") if isinstance(record, dict) else None
+            src, tgt = (config.get(k) for k in ("src", "tgt")) if isinstance(config, dict) else (None, None)
+            try:
+                check_languages(src, tgt)  # type: ignore[arg-type]
+            except InputError as error:
+                raise InputError(error.message, meta) from None
+            return src, tgt  # type: ignore[return-value]
+    return "en", "de"
+
+
+def multi30k_files(task2: bool = False, languages: Sequence[str] = ("en", "de")) -> List[str]:
     """Paths (relative to a Multi30k ``data`` directory) that the pipeline reads: task 1's
-    raw en/de files and, with ``task2``, task 2's five descriptions per language and the
-    image-split files of both tasks."""
-    files = [f"task1/raw/{stem}.{lang}.gz" for stem, _ in SPLITS.values() for lang in ("en", "de")]
+    raw files of ``languages`` and, with ``task2``, task 2's five descriptions per language
+    (en, de) and the image-split files of both tasks."""
+    files = [f"task1/raw/{stem}.{lang}.gz" for stem, _ in SPLITS.values() for lang in languages]
     if task2:
         files += [f"task1/image_splits/{stem}.txt" for stem, _ in SPLITS.values()]
         files += [
@@ -82,7 +119,13 @@ def multi30k_files(task2: bool = False) -> List[str]:
     return files
 
 
-def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = False, task1: bool = True) -> str:
+def resolve_data_dir(
+    data_dir: Optional[str],
+    cache_dir: str,
+    task2: bool = False,
+    task1: bool = True,
+    languages: Sequence[str] = ("en", "de"),
+) -> str:
     """Return a directory holding the files of :func:`multi30k_files`.
 
     ``data_dir`` if given (it must exist), else ``../shared/data/multi30k`` if it exists,
@@ -99,7 +142,7 @@ def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = Fals
             if not os.path.isdir(os.path.join(data_dir, d)):
                 raise InputError(f"no {d} directory: not a Multi30k copy", data_dir)
         return data_dir
-    for rel in multi30k_files(task2):
+    for rel in multi30k_files(task2, languages):
         target = os.path.join(cache_dir, rel)
         if not os.path.exists(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -110,17 +153,26 @@ def resolve_data_dir(data_dir: Optional[str], cache_dir: str, task2: bool = Fals
     return cache_dir
 
 
+def raw_path(data_dir: str, stem: str, lang: str) -> str:
+    """The path of ``task1/raw/{stem}.{lang}.gz`` (or the uncompressed file).
+
+    Raises:
+        InputError: the file is missing (neither ``.gz`` nor plain), naming the language.
+    """
+    path = os.path.join(data_dir, "task1", "raw", f"{stem}.{lang}")
+    for candidate in (path + ".gz", path):
+        if os.path.exists(candidate):
+            return candidate
+    raise InputError(f"missing Multi30k file of language {lang} (neither .gz nor plain)", path)
+
+
 def read_raw(data_dir: str, stem: str, lang: str) -> List[str]:
     """Read ``task1/raw/{stem}.{lang}.gz`` (or the uncompressed file) as a list of lines.
 
     Raises:
         InputError: the file is missing (neither ``.gz`` nor plain).
     """
-    path = os.path.join(data_dir, "task1", "raw", f"{stem}.{lang}")
-    for candidate in (path + ".gz", path):
-        if os.path.exists(candidate):
-            return read_lines(candidate)
-    raise InputError("missing Multi30k file (neither .gz nor plain)", path)
+    return read_lines(raw_path(data_dir, stem, lang))
 
 
 def _write_lines(path: str, lines: Iterable[str]) -> None:
@@ -130,7 +182,8 @@ def _write_lines(path: str, lines: Iterable[str]) -> None:
 
 
 def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = PrepareConfig(), workers: int = 2) -> str:
-    """Prepare Multi30k task 1 for fairseq; returns the binarised data directory.
+    """Prepare Multi30k task 1 for fairseq in the direction ``config.src`` → ``config.tgt``
+    (any pair of its languages, either way); returns the binarised data directory.
 
     Writes ``out_dir/tok/{split}.{lang}`` (tokenised, lowercased: the references of
     evaluation), ``out_dir/bpe.codes``, ``out_dir/bpe/{split}.{lang}``, ``out_dir/bin``
@@ -138,12 +191,17 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     skipped when its output exists.
 
     Raises:
-        InputError: a split whose source and target line counts differ, or a missing file.
+        InputError: languages that are not two different codes, a missing file (both
+            before any work), a split whose source and target line counts differ.
     """
     from subword_nmt.apply_bpe import BPE
     from subword_nmt.learn_bpe import learn_bpe
 
-    data_dir = resolve_data_dir(data_dir, os.path.join(out_dir, "download"))
+    check_languages(config.src, config.tgt)
+    data_dir = resolve_data_dir(data_dir, os.path.join(out_dir, "download"), languages=(config.src, config.tgt))
+    for split in config.splits:  # every file there before any work
+        for lang in (config.src, config.tgt):
+            raw_path(data_dir, SPLITS[split][0], lang)
     tok_dir, bpe_dir, bin_dir = (os.path.join(out_dir, d) for d in ("tok", "bpe", "bin"))
     os.makedirs(tok_dir, exist_ok=True)
     os.makedirs(bpe_dir, exist_ok=True)

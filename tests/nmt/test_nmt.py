@@ -216,3 +216,25 @@ def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path):
     assert sorted(straight["model"]) == sorted(resumed["model"])
     assert all(torch.equal(straight["model"][k], resumed["model"][k]) for k in straight["model"])
     assert resumed["extra_state"]["train_iterator"] == straight["extra_state"]["train_iterator"]
+
+
+def test_prepare_takes_any_direction_and_checks_the_languages_first(tmp_path):
+    from rerank.errors import InputError
+    from rerank.nmt.data import PrepareConfig, prepare, prepared_languages
+
+    _write_corpus(str(tmp_path / "m30k"))
+    data = tmp_path / "data"
+    for config, message in (
+        (PrepareConfig(src="fr", tgt="en"), "missing Multi30k file of language fr"),
+        (PrepareConfig(src="EN", tgt="de"), "source language 'EN': expected a language code"),
+        (PrepareConfig(src="de", tgt="de"), "source and target language are both de"),
+    ):
+        with pytest.raises(InputError, match=message):
+            prepare(str(tmp_path / "m30k"), str(data), config, workers=1)
+        assert not data.exists()  # refused before any work
+    bin_dir = prepare(str(tmp_path / "m30k"), str(data), PrepareConfig(src="de", tgt="en", bpe_merges=40), workers=1)
+    assert prepared_languages(bin_dir) == prepared_languages(str(data)) == ("de", "en")
+    assert prepared_languages(str(tmp_path)) == ("en", "de")  # data without a prepare.json: the paper's
+    english = set(EN_DE) | {"."}
+    assert set((data / "tok" / "test_2016_flickr.en").read_text().split()) <= english
+    assert (data / "bin" / "dict.de.txt").exists() and (data / "bin" / "test.de-en.de.idx").exists()

@@ -437,6 +437,90 @@ def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tiny_jo
     assert refused.returncode != 0 and "NBEST=100 (this run: 99)" in refused.stderr + refused.stdout
 
 
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.slow
+def test_the_main_job_runs_in_the_reverse_direction(tmp_path):
+    """SRC=de TGT=en on the tiny corpus (MBR, length and IBM Model 1 features, one replica):
+    every stage reads the direction — the prepared data, the English references, the model's
+    English output, METEOR's language, the system — and its system translates raw German."""
+    if snakemake_missing:
+        pytest.skip("snakemake is not installed (the [workflow] extra)")
+    pytest.importorskip("fairseq")
+    corpus = tmp_path / "m30k"
+    _tiny_corpus(corpus)
+    out = tmp_path / "out"
+    settings_file = tmp_path / "de-en.yaml"
+    job = {
+        "system": "transformer",
+        "out": str(out),
+        "data": str(corpus),
+        "src": "de",
+        "tgt": "en",
+        "features": ["mbr", "len", "ibm1"],
+        "max_epoch": 1,
+        "patience": 1,
+        "nbest": 10,
+        "tuners": ["mira"],
+        "replicas": 1,
+        "chrf_tuning": 0,
+        "max_tokens": 1000,
+        "bf16_autocast": 0,
+    }
+    settings_file.write_text(yaml.safe_dump(job))
+    out.mkdir()
+    run = _snakemake("--cores", "2", "--configfile", str(settings_file), "--directory", str(out), env=TINY_JOB_ENV)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    prepared = json.loads((out / "data" / "prepare.json").read_text())["config"]
+    assert (prepared["src"], prepared["tgt"]) == ("de", "en")
+    assert json.loads((out / "experiment.json").read_text())["reference"].endswith("tok/test_2016_flickr.en")
+    decoded = json.loads((out / "nbest" / "test.nbest.json").read_text())["config"]
+    assert (decoded["src"], decoded["tgt"]) == ("de", "en")  # the baseline decodes German into English
+    table = (out / "report" / "table.txt").read_text()
+    for row in ("+nmt", "+mbr", "+len", "+ibm1", "+all", "oracle"):
+        assert row in table
+    decoder = json.loads((out / "system" / "system.json").read_text())["decoder"]["config"]
+    assert (decoder["src"], decoder["tgt"]) == ("de", "en")
+    import gzip
+
+    with gzip.open(corpus / "task1" / "raw" / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as handle:
+        (tmp_path / "my_test.de").write_text(handle.read())
+    translate = [
+        *("translate --system", str(out / "system"), "--input", str(tmp_path / "my_test.de")),
+        *("--out", str(tmp_path / "my_test.en"), "--tokenized"),
+    ]
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "rerank"), *" ".join(translate).split()], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    translated = (tmp_path / "my_test.en").read_text().splitlines()
+    assert len(translated) == 10
+
+
+def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):
+    corpus = tmp_path / "m30k"
+    (corpus / "task1" / "raw").mkdir(parents=True)
+    for lang in ("en", "de"):
+        (corpus / "task1" / "raw" / f"train.{lang}.gz").write_bytes(b"")
+    base = {"OUT": str(tmp_path / "o"), "DATA": str(corpus)}
+    refused = {
+        "SRC: {data} has no task1/raw/train.fr.gz (language fr)": {"SRC": "fr"},
+        "TGT: the target language is the source's (de)": {"SRC": "de"},
+        "FEATURES: mlmme is the paper's English-German embedding, not for de-en: drop it": {
+            "SRC": "de",
+            "TGT": "en",
+            "FEATURES": "mlmme+mbr",
+        },
+        "SRC: 'EN' does not match": {"SRC": "EN"},
+    }
+    for message, env in refused.items():
+        with pytest.raises(settings.SettingsError) as caught:
+            settings.from_environment({**base, **env})
+        assert str(caught.value).startswith(message.format(data=corpus)), str(caught.value)
+    taken = settings.from_environment({**base, "SRC": "de", "TGT": "en"})
+    assert (taken["src"], taken["tgt"]) == ("de", "en")
+
+
 def _raw_test_text(directory, out):
     """``my_test.en``: the tiny corpus' raw English test sentences (what a user would bring)."""
     import gzip

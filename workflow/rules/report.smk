@@ -76,11 +76,11 @@ rule report:
     params:
         guard=f"--guard {OUT}/report/val_guard.verdicts.json" if C["guard"] else "",
     shell:
-        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt {{params.guard}}"
+        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} {{params.guard}}"
 
 
 # the trained system in one directory (decoder, +all's scorer chain as tuned, the replica of
-# the best val score): rerank translate --system OUT/system --input RAW.en --out OUT.de
+# the best val score): rerank translate --system OUT/system --input RAW.SRC --out OUT.TGT
 rule system:
     input:
         nbest=f"{N}/val.full.nbest",
