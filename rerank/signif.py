@@ -81,10 +81,10 @@ class SignificanceSettings:
     progress: bool = False
 
     def __post_init__(self) -> None:
-        """Raises InputError for a setting of the wrong type or range (no shuffle or
-        resample, a negative seed)."""
+        """Raises InputError for a setting of the wrong type or range (no shuffle, a negative
+        resample count or seed)."""
         check_setting_types(type(self), dataclasses.asdict(self), "significance")
-        for name, low in (("shuffles", 1), ("resamples", 1), ("seed", 0)):
+        for name, low in (("shuffles", 1), ("resamples", 0), ("seed", 0)):
             if getattr(self, name) < low:
                 raise InputError(f"significance: {name}={getattr(self, name)} must be at least {low}")
 

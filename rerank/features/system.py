@@ -4,18 +4,21 @@
 (``LIST.json``: which verb made it, from which input, with which settings) from a tuned list
 back to the decoder run that started it:
 
-    rerank nmt nbest  →  features add (scorers …)  →  features add (…)  →  the tuned list
+    rerank nmt nbest | rerank generate  →  features add (scorers …)  →  …  →  the tuned list
 
 and writes ``DIR/`` with everything a translation needs, copied so that the directory can
-move: the generator (checkpoint, ``train.json``, the data dictionaries, the BPE codes:
-``generator/``), every file or directory a scorer reads (``models/``; the scorer chain kept
+move: the generator (``generator/``: a fairseq decoder's checkpoint, ``train.json``, data
+dictionaries and BPE codes; or the ``hf:``/``ct2:`` model directory of ``rerank generate``,
+with its settings), every file or directory a scorer reads (``models/``; the scorer chain kept
 exactly as tuned — names, options, order — with its paths pointing into ``DIR``), the
 weights, and ``system.json``: the steps, the decoder settings, rerank's version and the
 SHA-256 of every file.
 
-:func:`translate` checks that manifest (every file present and unchanged, the same rerank
-release), then decodes raw text with the model's own preprocessing
-(:func:`rerank.nmt.generate.generate_nbest_from_text`), adds the scorer chain's columns
+:func:`translate` checks that manifest (:mod:`rerank.features.manifest`: its digest, every
+file present and unchanged, every path inside, the same rerank release), then decodes raw
+text with the model's own preprocessing (:func:`rerank.nmt.generate.generate_nbest_from_text`;
+a generated system's model takes the text as it is, :func:`rerank.features.generate.generate_file`,
+and its output is not detokenised), adds the scorer chain's columns
 (:func:`rerank.features.add.add_features`), applies the weights
 (:func:`rerank.reranking.apply_file`) and writes the re-ranked 1-best, detokenised with
 Moses' detokeniser (lowercasing cannot be undone; ``tokenized=True`` keeps the tokenised
@@ -25,11 +28,8 @@ text the weights were tuned and evaluated on).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import math
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -41,6 +41,8 @@ from rerank.config import parse_settings
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
+from rerank.features.generate import Sampling, generate_file
+from rerank.features.manifest import MANIFEST, PLACEHOLDER, load_system, manifest_digest
 from rerank.features.scorer import SCORERS, given_settings
 from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
@@ -50,12 +52,6 @@ from rerank.signature import signature
 from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json, read_lines
 from rerank.tuning.weights import read_weights
-
-#: the manifest of a system directory
-MANIFEST = "system.json"
-#: what a scorer's path inside a system directory starts with, replaced by the directory
-#: when the system is loaded (so that the directory can move)
-PLACEHOLDER = "@SYSTEM@"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +169,8 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
                 raise InputError("the signature names no input list", side)
             path = _recorded(recorded, relocation, side, "its input list")
             continue
+        if _generated(record):  # rerank generate: an hf: or ct2: model, paths as recorded
+            return dict(record), steps
         if "checkpoint" in record and isinstance(record.get("config"), dict):
             record = dict(record)
             if isinstance(record.get("checkpoint"), str):
@@ -180,8 +178,16 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
             if isinstance(record.get("data_bin"), str):  # checked by pack_system (--data-bin may replace it)
                 record["data_bin"] = relocation(record["data_bin"])
             return record, steps
-        what = "a union of lists" if "inputs" in record else "no rerank nmt nbest run"
-        raise InputError(f"the list's provenance stops at {what}: a system starts from rerank nmt nbest", side)
+        what = "a union of lists" if "inputs" in record else "no decoder run"
+        raise InputError(
+            f"the list's provenance stops at {what}: a system starts from rerank nmt nbest or rerank generate", side
+        )
+
+
+def _generated(record: Dict[str, Any]) -> bool:
+    """Whether a signature record is ``rerank generate``'s (an ``hf:``/``ct2:`` model's n-best list)."""
+    model = record.get("model")
+    return isinstance(model, str) and model.partition(":")[0] in ("hf", "ct2") and "nbest" in record
 
 
 def _copy(source: str, target: str) -> None:
@@ -192,8 +198,10 @@ def _copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def _relocate(spec: str, index: int, out_dir: str, relocation: Optional[Relocation] = None) -> str:
-    """``spec`` with every path among its settings copied into ``out_dir/models/`` and
+def _relocate(
+    spec: str, index: int, out_dir: str, relocation: Optional[Relocation] = None, folder: str = "models"
+) -> str:
+    """``spec`` with every path among its settings copied into ``out_dir/FOLDER/`` and
     replaced by its :data:`PLACEHOLDER` path (a value that names an existing file or
     directory, or ``KIND:PATH`` such as ``bpe=subword-nmt:codes``), read where
     ``relocation`` moved it."""
@@ -222,7 +230,7 @@ def _relocate(spec: str, index: int, out_dir: str, relocation: Optional[Relocati
                         "(the job directory moved? give --relocate OLD=NEW)"
                     )
             continue
-        relative = os.path.join("models", f"{index}-{name}-{f.name}", os.path.basename(os.path.normpath(path)))
+        relative = os.path.join(folder, f"{index}-{name}-{f.name}", os.path.basename(os.path.normpath(path)))
         _copy(path, os.path.join(out_dir, relative))
         changed[f.name] = prefix + os.path.join(PLACEHOLDER, relative)
     if not changed:
@@ -257,35 +265,18 @@ def pack_system(
     candidates = [weights_path] if isinstance(weights_path, str) else list(weights_path)
     weights_path, scores = _best_replica(candidates)
     weights = read_weights(weights_path)
-    data_bin = data_bin or generation.get("data_bin")
-    if not data_bin:
-        raise InputError("the decoder run records no data directory: give --data-bin (rerank nmt prepare's bin/)")
-    checkpoint = generation["checkpoint"]
-    config = generation["config"]
-    src, tgt = config.get("src", "en"), config.get("tgt", "de")
-    needed = {
-        "checkpoint": checkpoint,
-        "dict.src": os.path.join(data_bin, f"dict.{src}.txt"),
-        "dict.tgt": os.path.join(data_bin, f"dict.{tgt}.txt"),
-        "bpe.codes": os.path.join(os.path.dirname(os.path.abspath(data_bin)), "bpe.codes"),
-    }
-    for what, path in needed.items():
-        if not os.path.isfile(path):
-            raise InputError(f"the decoder's {what} is missing", path)
+    needed = None if _generated(generation) else _fairseq_files(generation, data_bin)
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError("exists and is not an empty directory: a system is written into a new one", out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".system.", dir=parent)  # the directory appears whole or not at all
     try:
-        generator = os.path.join(tmp, "generator")
-        _copy(checkpoint, os.path.join(generator, "checkpoint.pt"))
-        train_json = os.path.join(os.path.dirname(checkpoint), "train.json")
-        if os.path.isfile(train_json):
-            _copy(train_json, os.path.join(generator, "train.json"))
-        _copy(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
-        _copy(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
-        _copy(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
+        if needed is None:  # rerank generate's model, copied with its paths (as a scorer's)
+            decoder = {key: generation.get(key) for key in ("nbest", "beam", "sampling", "max_length")}
+            decoder.update(kind="generate", model=_relocate(generation["model"], 0, tmp, relocation, "generator"))
+        else:
+            decoder = _copy_fairseq(generation, needed, os.path.join(tmp, "generator"))
         chain = [
             [_relocate(spec, 10 * k + j, tmp, relocation) for j, spec in enumerate(step)]
             for k, step in enumerate(steps)
@@ -299,7 +290,7 @@ def pack_system(
         manifest = {
             "rerank": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "decoder": {"config": config, "direction": generation.get("direction", "forward")},
+            "decoder": decoder,
             "steps": chain,
             "weights": "weights.json",
             "weights_from": {"chosen": os.path.abspath(weights_path), "candidates": scores},
@@ -322,6 +313,44 @@ def pack_system(
     say(f"system: {len(files)} files, {sum(len(s) for s in chain)} scorers in {len(chain)} steps -> {out_dir}")
     say(f"system digest {manifest['digest']} (translate --system-digest checks a copy against it)")
     return manifest
+
+
+def _fairseq_files(generation: Dict[str, Any], data_bin: Optional[str]) -> Dict[str, str]:
+    """{what: path} of a ``rerank nmt nbest`` decoder's files: checkpoint, dictionaries, BPE codes.
+
+    Raises:
+        InputError: no data directory recorded or given, a file that is missing.
+    """
+    data_bin = data_bin or generation.get("data_bin")
+    if not data_bin:
+        raise InputError("the decoder run records no data directory: give --data-bin (rerank nmt prepare's bin/)")
+    config = generation["config"]
+    src, tgt = config.get("src", "en"), config.get("tgt", "de")
+    needed = {
+        "checkpoint": generation["checkpoint"],
+        "dict.src": os.path.join(data_bin, f"dict.{src}.txt"),
+        "dict.tgt": os.path.join(data_bin, f"dict.{tgt}.txt"),
+        "bpe.codes": os.path.join(os.path.dirname(os.path.abspath(data_bin)), "bpe.codes"),
+    }
+    for what, path in needed.items():
+        if not os.path.isfile(path):
+            raise InputError(f"the decoder's {what} is missing", path)
+    return needed
+
+
+def _copy_fairseq(generation: Dict[str, Any], needed: Dict[str, str], generator: str) -> Dict[str, Any]:
+    """Copy a fairseq decoder's files (:func:`_fairseq_files`) into ``generator``; returns the
+    manifest's ``decoder`` entry (its settings and direction)."""
+    config = generation["config"]
+    src, tgt = config.get("src", "en"), config.get("tgt", "de")
+    _copy(needed["checkpoint"], os.path.join(generator, "checkpoint.pt"))
+    train_json = os.path.join(os.path.dirname(needed["checkpoint"]), "train.json")
+    if os.path.isfile(train_json):
+        _copy(train_json, os.path.join(generator, "train.json"))
+    _copy(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
+    _copy(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
+    _copy(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
+    return {"config": config, "direction": generation.get("direction", "forward")}
 
 
 def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]]:
@@ -349,151 +378,6 @@ def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]
     return paths[pick], scores
 
 
-def manifest_digest(manifest: Dict[str, Any]) -> str:
-    """``sha256:HEX`` of every field of ``manifest`` but ``digest`` (canonical JSON: sorted
-    keys, no spaces): edits to the steps, the weights' path or the decoder settings change it."""
-    body = {k: v for k, v in manifest.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
-def _inside(root: str, name: Any, path: str, what: str) -> str:
-    """The real path of ``name`` (relative to the system directory ``root``), checked to stay in it.
-
-    Raises:
-        InputError: not a relative path, or one that leaves ``root`` (``..``, a symbolic link
-            pointing out), naming the manifest ``path``.
-    """
-    if not isinstance(name, str) or not name or os.path.isabs(name) or "\0" in name:
-        raise InputError(f"{what} {name!r} is not a path relative to the system directory", path)
-    real_root = os.path.realpath(root)
-    full = os.path.realpath(os.path.join(real_root, name))
-    if os.path.commonpath([real_root, full]) != real_root:
-        raise InputError(f"{what} {name} points outside the system directory: refused", path)
-    return full
-
-
-def _confined_step(spec: Any, root: str, path: str) -> str:
-    """A scorer ``spec`` of the manifest with :data:`PLACEHOLDER` replaced by ``root``, every
-    path among its settings checked to stay inside the system directory.
-
-    Raises:
-        InputError: a spec that is not a string or names no scorer, a setting that is an
-            absolute path, holds ``..`` or names an existing path outside the directory.
-    """
-    if not isinstance(spec, str):
-        raise InputError(f"a step's scorer {spec!r} is not a scorer spec", path)
-    name, _, arg = spec.partition(":")
-    cls = SCORERS.get(name)
-    if cls.Config is not None:
-        config = parse_settings(cls.Config, arg, spec, {})
-        for f in dataclasses.fields(config):
-            value = getattr(config, f.name)
-            if not isinstance(value, str) or not value:
-                continue
-            for part in {value, value.partition(":")[2]} - {""}:
-                if part.startswith(PLACEHOLDER):
-                    _inside(root, part[len(PLACEHOLDER) :].lstrip("/") or ".", path, f"scorer {name}'s {f.name}")
-                elif os.path.isabs(part) or ".." in part.split("/") or os.path.exists(part):
-                    raise InputError(
-                        f"scorer {name}'s {f.name} {part} is a path outside the system directory: refused", path
-                    )
-    return spec.replace(PLACEHOLDER, os.path.abspath(root))
-
-
-#: the decoder settings a manifest may hold, with what each must be
-_DECODER_CHECKS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
-    **{
-        k: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer")
-        for k in ("nbest", "batch_size")
-    },
-    **{
-        k: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer")
-        for k in ("beam", "max_len_b")
-    },
-    **{
-        k: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
-        for k in ("max_len_a", "lenpen")
-    },
-    **{
-        k: (
-            lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", v) is not None,
-            "a language code such as en",
-        )
-        for k in ("src", "tgt")
-    },
-    "direction": (lambda v: v in ("forward", "r2l", "auto"), "forward, r2l or auto"),
-    **{k: (lambda v: isinstance(v, str), "a string") for k in ("device", "dtype")},
-}
-
-
-def _decoder_config(manifest: Dict[str, Any], path: str) -> "GenerateConfig":
-    """The manifest's decoder settings as a :class:`GenerateConfig`, each checked by type
-    and range (unknown keys are ignored: newer releases may add some).
-
-    Raises:
-        InputError: no settings, or one of the wrong type or range.
-    """
-    decoder = manifest.get("decoder")
-    config = decoder.get("config") if isinstance(decoder, dict) else None
-    if not isinstance(config, dict):
-        raise InputError("the manifest has no decoder settings", path)
-    for key, (check, what) in _DECODER_CHECKS.items():
-        if key in config and not check(config[key]):
-            raise InputError(f"the decoder setting {key}={config[key]!r} is not {what}", path)
-    known = {f.name for f in dataclasses.fields(GenerateConfig)}
-    return GenerateConfig(**{k: v for k, v in config.items() if k in known})
-
-
-def load_system(system_dir: str, check_files: bool = True, expected_digest: Optional[str] = None) -> Dict[str, Any]:
-    """The manifest of ``system_dir`` with its scorer paths resolved, after checking it:
-    its own digest (:func:`manifest_digest`; ``expected_digest``, the one pack-system printed,
-    pins a copy to it), the rerank release, every file's SHA-256, every path confined to
-    the directory (symbolic links resolved), the decoder settings' types.  A system
-    directory is trusted no further than this (``docs/security.md``).
-
-    Raises:
-        InputError: no manifest, another rerank release, a manifest edited since it was
-            packed or other than ``expected_digest``, a file missing or changed (moved
-            without its models, edited), a path leaving the directory, a bad setting,
-            naming what is wrong.
-    """
-    path = os.path.join(system_dir, MANIFEST)
-    if not os.path.isfile(path):
-        raise InputError(f"not a system directory (no {MANIFEST}; rerank pack-system writes one)", system_dir)
-    manifest = read_json(path)
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-        raise InputError("not a system manifest", path)
-    made_by = str(manifest.get("rerank", "?"))
-    if made_by.split(".")[:2] != __version__.split(".")[:2]:
-        raise InputError(f"written by rerank {made_by}, this is {__version__}: pack the system again", path)
-    if manifest.get("digest") != manifest_digest(manifest):
-        raise InputError("the manifest changed since it was packed (its digest differs): pack the system again", path)
-    if expected_digest is not None and manifest["digest"] != expected_digest:
-        raise InputError(f"the system's digest is {manifest['digest']}, not the {expected_digest} expected", path)
-    files = manifest["files"]
-    manifest["generate"] = config = _decoder_config(manifest, path)
-    needed = ["generator/checkpoint.pt", "generator/bpe.codes"]
-    needed += [f"generator/bin/dict.{lang}.txt" for lang in (config.src, config.tgt)]
-    for name in needed:
-        if name not in files:
-            raise InputError(f"the manifest does not checksum {name}", path)
-    if manifest.get("weights") not in files:
-        raise InputError(f"the weights {manifest.get('weights')!r} are not among the checksummed files", path)
-    for name, digest in files.items():
-        full = _inside(system_dir, name, path, "the file")
-        if check_files:
-            if not os.path.isfile(full):
-                raise InputError(f"the system's file {name} is missing (a directory moved without its models?)", path)
-            if _sha256(full) != digest:
-                raise InputError(f"the system's file {name} changed since it was packed (its checksum differs)", path)
-    steps = manifest.get("steps")
-    if not isinstance(steps, list) or not all(isinstance(step, list) for step in steps):
-        raise InputError("the manifest's steps are not lists of scorer specs", path)
-    manifest["steps"] = [[_confined_step(spec, system_dir, path) for spec in step] for step in steps]
-    return manifest
-
-
 def translate(
     system_dir: str,
     input_path: str,
@@ -517,27 +401,14 @@ def translate(
     """
     start = time.perf_counter()
     manifest = load_system(system_dir, expected_digest=expected_digest)
-    generator = os.path.join(system_dir, "generator")
-    check_checkpoint(os.path.join(generator, "checkpoint.pt"))  # before any work (docs/security.md)
-    config = manifest["generate"]
-    if devices is not None:
-        config.device, config.dtype = devices.device, devices.dtype
-    if batch_size:
-        config.batch_size = batch_size
+    decoding = manifest["decoding"]
     with tempfile.TemporaryDirectory() as tmp:
-        nbest = os.path.join(tmp, "nbest")
-        source = os.path.join(tmp, "source")
-        say(f"translate: decoding {input_path} ({config.nbest}-best, beam {config.beam or config.nbest})")
-        generate_nbest_from_text(
-            os.path.join(generator, "bin"),
-            os.path.join(generator, "checkpoint.pt"),
-            input_path,
-            nbest,
-            os.path.join(tmp, "1best"),
-            source,
-            config,
-            quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
-        )
+        nbest, source = os.path.join(tmp, "nbest"), os.path.join(tmp, "source")
+        if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
+            _generate(decoding, input_path, nbest, os.path.join(tmp, "1best"), devices, say)
+            source, tokenized = input_path, True
+        else:
+            _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say)
         for k, step in enumerate(manifest["steps"]):
             scored = os.path.join(tmp, f"step{k}")
             add_features(nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices)
@@ -546,7 +417,7 @@ def translate(
         segments = apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
         lines = read_lines(best)
         if not tokenized:
-            lines = detokenize(lines, config.tgt)
+            lines = detokenize(lines, decoding.tgt)
         with StagedOutputs() as outputs:  # the translation and the scored list appear together
             with outputs.open(out) as handle:
                 handle.writelines(line + "\n" for line in lines)
@@ -559,6 +430,44 @@ def translate(
     result = {"segments": segments, "seconds": round(seconds, 3), "sentences_per_second": segments / max(seconds, 1e-9)}
     say(f"translate: {segments} sentences in {seconds:.1f} s ({result['sentences_per_second']:.2f}/s) -> {out}")
     return result
+
+
+def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say) -> None:
+    """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into ``nbest``."""
+    generator = os.path.join(system_dir, "generator")
+    check_checkpoint(os.path.join(generator, "checkpoint.pt"))  # before any work (docs/security.md)
+    if devices is not None:
+        config.device, config.dtype = devices.device, devices.dtype
+    if batch_size:
+        config.batch_size = batch_size
+    say(f"translate: decoding {input_path} ({config.nbest}-best, beam {config.beam or config.nbest})")
+    generate_nbest_from_text(
+        os.path.join(generator, "bin"),
+        os.path.join(generator, "checkpoint.pt"),
+        input_path,
+        nbest,
+        nbest + ".1best",
+        source,
+        config,
+        quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
+    )
+
+
+def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, say) -> None:
+    """A ``rerank generate`` system's n-best list of ``input_path`` (text as its model takes it)."""
+    sampling = settings["sampling"]
+    say(f"translate: generating {settings['nbest']} candidates per sentence of {input_path} with {settings['model']}")
+    generate_file(
+        settings["model"],
+        input_path,
+        nbest,
+        one_best,
+        settings["nbest"],
+        None if sampling else settings["beam"],
+        Sampling(sampling["epsilon"], sampling["seed"]) if sampling else None,
+        devices or DeviceSettings(),
+        settings["max_length"],
+    )
 
 
 def detokenize(lines: List[str], lang: str) -> List[str]:

@@ -87,7 +87,7 @@ def check_checkpoint(path: str, trust: Optional[bool] = None) -> None:
     Reads the pickle's opcodes only (``get_unsafe_globals_in_checkpoint``): nothing runs.
 
     Raises:
-        InputError: no such file.
+        InputError: no such file, or one that is neither a zip archive nor a pickle.
         UntrustedCheckpoint: a class outside :data:`SAFE_GLOBALS`, or a file that is not a
             ``torch.save`` zip archive (a legacy or crafted pickle), naming :data:`OPT_IN`.
     """
@@ -95,6 +95,10 @@ def check_checkpoint(path: str, trust: Optional[bool] = None) -> None:
         raise InputError("no such checkpoint", path)
     if trusted(trust):
         return
+    with open(path, "rb") as handle:
+        magic = handle.read(2)
+    if magic[:1] != b"\x80" and magic != b"PK":  # neither a pickle (torch's legacy format) nor a zip archive
+        raise InputError("is not a torch checkpoint (truncated, or another kind of file)", path)
     import torch
 
     allow_fairseq_globals()

@@ -897,7 +897,7 @@ def test_the_api_refuses_what_the_command_line_refuses():
         ),
         (lambda: api.evaluate(["a"], "a"), InputError, "references: expected a list of reference strings"),
         (lambda: api.evaluate([], []), InputError, "no hypotheses: nothing to score"),
-        (lambda: api.evaluate([1], ["a"]), TypeError, "hypotheses: expected a list of strings, found int"),
+        (lambda: api.evaluate([1], ["a"]), TypeError, "hypotheses: item 0 is int, not a string"),
         (lambda: api.significance(["a"], [["a"]], {"x": ["a"]}), InputError, "x: expected a list of replicas"),
     ]
     for call, kind, message in cases:

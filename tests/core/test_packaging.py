@@ -87,7 +87,7 @@ def test_every_install_hint_names_the_distribution():
                 path = os.path.join(folder, name)
                 for lineno, line in enumerate(open(path, encoding="utf-8"), start=1):
                     for hint in re.findall(r"pip install [^\"`)]*", line):
-                        if "[" not in hint:  # another package (torchvision), or the checkout's own install
+                        if "[" not in hint or "{" in hint:  # another package, the checkout's install, a template
                             continue
                         hints.append(hint)
                         named = re.findall(r"'nbest-rerank\[([a-z0-9]+)\]'", hint)
@@ -98,3 +98,6 @@ def test_every_install_hint_names_the_distribution():
                         ):
                             wrong.append(f"{path}:{lineno}: {hint}")
     assert len(hints) >= 8 and not wrong, wrong
+    from rerank.cli import OPTIONAL_MODULES  # the template's extras: a missing optional package's hint
+
+    assert set(OPTIONAL_MODULES.values()) <= extras

@@ -241,7 +241,7 @@ def test_a_system_manifest_is_checksummed_and_cannot_point_outside(tuned, tmp_pa
     pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(system), say=said.append)
     digest = json.loads((system / "system.json").read_text())["digest"]
     assert digest.startswith("sha256:") and any(digest in line for line in said)
-    assert load_system(str(system), expected_digest=digest)["generate"].nbest == 3
+    assert load_system(str(system), expected_digest=digest)["decoding"].nbest == 3
     with pytest.raises(InputError, match="not the sha256:00 expected"):
         load_system(str(system), expected_digest="sha256:00")
     pristine = (system / "system.json").read_text()

@@ -88,6 +88,10 @@ def test_a_legacy_or_foreign_file_is_refused(tmp_path):
         check_checkpoint(str(legacy))
     with pytest.raises(InputError, match="no such checkpoint"):
         check_checkpoint(str(tmp_path / "missing.pt"))
+    (tmp_path / "notes.pt").write_text("not a model\n")
+    with pytest.raises(InputError, match="is not a torch checkpoint") as caught:
+        check_checkpoint(str(tmp_path / "notes.pt"))
+    assert not isinstance(caught.value, UntrustedCheckpoint)
 
 
 def test_the_fairseq_scorer_refuses_a_crafted_checkpoint(tmp_path, capsys, monkeypatch):
