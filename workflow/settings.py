@@ -40,7 +40,7 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast tune_metric"
+    "lr warmup bf16_autocast tune_metric src tgt"
 ).split()
 
 

@@ -82,8 +82,8 @@ def check_languages(src: str, tgt: str) -> None:
 
 def prepared_languages(path: str) -> Tuple[str, str]:
     """(source, target) language of a ``rerank nmt prepare`` directory or of its ``bin/``
-    (its ``prepare.json``); ``("en", "de")`` for data without one (prepared before languages
-    were a setting, or binarised by fairseq-preprocess directly).
+    (its ``prepare.json``); ``("en", "de")`` for data without one or without languages in it
+    (prepared before languages were a setting, or binarised by fairseq-preprocess directly).
 
     Raises:
         InputError: a prepare.json whose languages are not language codes.
@@ -93,7 +93,9 @@ def prepared_languages(path: str) -> Tuple[str, str]:
         if os.path.isfile(meta):
             record = read_json(meta)
             config = record.get("config") if isinstance(record, dict) else None
-            src, tgt = (config.get(k) for k in ("src", "tgt")) if isinstance(config, dict) else (None, None)
+            if not isinstance(config, dict) or not ({"src", "tgt"} & set(config)):
+                break  # a record without languages: prepared before they were a setting
+            src, tgt = config.get("src"), config.get("tgt")
             try:
                 check_languages(src, tgt)  # type: ignore[arg-type]
             except InputError as error:
