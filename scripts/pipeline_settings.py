@@ -39,7 +39,8 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     models' batch size and schedule (``MAX_TOKENS`` 4000, ``LR`` and ``WARMUP`` the
     architecture's), their precision (``BF16_AUTOCAST`` 0: float32), the baseline's list
     alone (``R2L_NBEST`` 0: no union with the R2L model's own list) and the tuning metric
-    (``TUNE_METRIC`` bleu), and the direction (``SRC`` en, ``TGT`` de)."""
+    (``TUNE_METRIC`` bleu), the direction (``SRC`` en, ``TGT`` de) and the corpus (Multi30k:
+    ``TRAIN``, ``VALID``, ``TEST`` empty)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -53,6 +54,9 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "TUNE_METRIC": "bleu",
         "SRC": "en",
         "TGT": "de",
+        "TRAIN": "",
+        "VALID": "",
+        "TEST": "",
     }
 
 

@@ -40,7 +40,7 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast tune_metric src tgt"
+    "lr warmup bf16_autocast tune_metric src tgt train valid test"
 ).split()
 
 
@@ -176,8 +176,33 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
         merged["data"] = os.path.normpath(os.path.join(ROOT, merged["data"]))
     elif os.path.isdir(local):
         merged["data"] = local
-    _check_languages_in_data(merged)
+    if _own_corpus(merged):
+        if "lm" in merged["features"] or "mlmme" in merged["features"]:
+            raise SettingsError("FEATURES: lm and mlmme read Multi30k's task 2 and images: not with TRAIN/VALID/TEST")
+    else:
+        _check_languages_in_data(merged)
     return merged
+
+
+def _own_corpus(config: Dict) -> bool:
+    """Whether TRAIN/VALID/TEST name a corpus of one's own; each pair made absolute and
+    checked to exist (SettingsError: one missing, or one of them without the others)."""
+    given = [key for key in ("train", "valid", "test") if config.get(key)]
+    if not given:
+        return False
+    if len(given) != 3:
+        missing = next(key for key in ("train", "valid", "test") if key not in given)
+        raise SettingsError(f"{missing.upper()}: a corpus of your own needs TRAIN, VALID and TEST (SRC_FILE,TGT_FILE)")
+    for key in given:
+        pair = [part.strip() for part in str(config[key]).split(",")]
+        if len(pair) != 2 or not all(pair):
+            raise SettingsError(f"{key.upper()}: '{config[key]}' is not SRC_FILE,TGT_FILE")
+        pair = [os.path.normpath(os.path.join(ROOT, part)) for part in pair]
+        for path in pair:
+            if not os.path.isfile(path):
+                raise SettingsError(f"{key.upper()}: no such file {path}")
+        config[key] = ",".join(pair)
+    return True
 
 
 def _check_languages_in_data(config: Mapping) -> None:

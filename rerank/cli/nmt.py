@@ -5,6 +5,7 @@ functions that need it, so importing them here loads neither."""
 from __future__ import annotations
 
 import argparse
+from typing import List
 
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option
@@ -22,9 +23,24 @@ def _check(save_dir: str, config) -> str:
     return f"{save_dir}: settings agree with its train.json (or it has none)"
 
 
+def _file_pair(text: str) -> List[str]:
+    """``SRC_FILE,TGT_FILE`` -> [source file, target file] (argparse type)."""
+    pair = [part.strip() for part in text.split(",")]
+    if len(pair) != 2 or not all(pair):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SRC_FILE,TGT_FILE")
+    return pair
+
+
 def cmd_nmt(args) -> None:
     if args.nmt_verb == "prepare":
-        prepared = PrepareConfig(src=args.src, tgt=args.tgt, bpe_merges=args.bpe_merges)
+        files = {
+            split: pair
+            for split, pair in (("train", args.train), ("val", args.valid), ("test_2016_flickr", args.test))
+            if pair
+        }
+        if files and args.data:
+            raise InputError("give --data (Multi30k) or --train/--valid/--test (a corpus of your own), not both")
+        prepared = PrepareConfig(src=args.src, tgt=args.tgt, bpe_merges=args.bpe_merges, files=files)
         print(prepare(args.data, args.out, prepared, workers=args.workers))
     elif args.nmt_verb == "train":
         src, tgt = prepared_languages(args.data_bin)  # the direction the data was prepared in
@@ -136,6 +152,13 @@ def _add_nmt_prepare(nsub) -> None:
         "--src", default=PrepareConfig.src, help="source language (default: en); train, nbest and train-lm read it"
     )
     q.add_argument("--tgt", default=PrepareConfig.tgt, help="target language (default: de), e.g. --src de --tgt en")
+    for flag, what in (("--train", "training"), ("--valid", "validation (tuning)"), ("--test", "test")):
+        q.add_argument(
+            flag,
+            type=_file_pair,
+            help=f"a corpus of your own: the {what} pair SRC_FILE,TGT_FILE (plain or .gz, one sentence per line; "
+            "all three splits, instead of --data), e.g. --train train.de.gz,train.en.gz",
+        )
     q.add_argument(
         "--bpe-merges",
         type=positive_int,

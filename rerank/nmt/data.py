@@ -15,13 +15,13 @@ import subprocess
 import sys
 import urllib.request
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
 from rerank.progress import progress_bar
 from rerank.signature import write_signed
-from rerank.textio import read_json, read_lines
+from rerank.textio import open_text, read_json, read_lines
 
 #: public location of the Multi30k files, used when no local copy is given
 MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
@@ -41,6 +41,40 @@ class PrepareConfig:
     bpe_merges: int = 10000
     bpe_min_frequency: int = 2
     splits: List[str] = field(default_factory=lambda: list(SPLITS))
+    #: a corpus of one's own: {split: [source file, target file]} for every split (plain or
+    #: .gz, one sentence per line, line-aligned); empty: Multi30k's task 1 files
+    files: Dict[str, List[str]] = field(default_factory=dict)
+
+
+def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
+    """{split: (source file, target file)} of ``config.files``, checked before any work.
+
+    Raises:
+        InputError: a split without its pair or one that is not a split, a missing file,
+            a pair whose line counts differ (naming both), an empty training pair.
+    """
+    unknown = sorted(set(config.files) - set(config.splits))
+    missing = [s for s in config.splits if s not in config.files]
+    if unknown or missing:
+        raise InputError(
+            f"a corpus of one's own gives every split as SRC_FILE,TGT_FILE ({', '.join(config.splits)}): "
+            + (f"{unknown[0]!r} is not a split" if unknown else f"{missing[0]} is missing")
+        )
+    pairs = {}
+    for split in config.splits:
+        pair = config.files[split]
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(p, str) and p for p in pair):
+            raise InputError(f"{split}: expected two files, SRC_FILE,TGT_FILE, not {pair!r}")
+        counts = []
+        for path in pair:
+            with open_text(path) as handle:
+                counts.append(sum(1 for _ in handle))
+        if counts[0] != counts[1]:
+            raise InputError(f"{counts[0]} lines here but {counts[1]} in {pair[1]}: not line-aligned", pair[0])
+        if split == "train" and not counts[0]:
+            raise InputError("the training corpus is empty", pair[0])
+        pairs[split] = (pair[0], pair[1])
+    return pairs
 
 
 def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = None) -> List[str]:
@@ -185,7 +219,9 @@ def _write_lines(path: str, lines: Iterable[str]) -> None:
 
 def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = PrepareConfig(), workers: int = 2) -> str:
     """Prepare Multi30k task 1 for fairseq in the direction ``config.src`` → ``config.tgt``
-    (any pair of its languages, either way); returns the binarised data directory.
+    (any pair of its languages, either way), or a corpus of one's own (``config.files``:
+    a source and a target file per split, :func:`own_corpus`); returns the binarised data
+    directory.  The Moses tokeniser follows each side's language.
 
     Writes ``out_dir/tok/{split}.{lang}`` (tokenised, lowercased: the references of
     evaluation), ``out_dir/bpe.codes``, ``out_dir/bpe/{split}.{lang}``, ``out_dir/bin``
@@ -193,27 +229,29 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     skipped when its output exists.
 
     Raises:
-        InputError: languages that are not two different codes, a missing file (both
-            before any work), a split whose source and target line counts differ.
+        InputError: languages that are not two different codes, a missing file, files of a
+            split whose line counts differ (all before any work).
     """
     from subword_nmt.apply_bpe import BPE
     from subword_nmt.learn_bpe import learn_bpe
 
     check_languages(config.src, config.tgt)
-    data_dir = resolve_data_dir(data_dir, os.path.join(out_dir, "download"), languages=(config.src, config.tgt))
-    for split in config.splits:  # every file there before any work
-        for lang in (config.src, config.tgt):
-            raw_path(data_dir, SPLITS[split][0], lang)
+    own = own_corpus(config) if config.files else None  # every file checked before any work
+    if own is None:
+        data_dir = resolve_data_dir(data_dir, os.path.join(out_dir, "download"), languages=(config.src, config.tgt))
+        for split in config.splits:
+            for lang in (config.src, config.tgt):
+                raw_path(data_dir, SPLITS[split][0], lang)
     tok_dir, bpe_dir, bin_dir = (os.path.join(out_dir, d) for d in ("tok", "bpe", "bin"))
     os.makedirs(tok_dir, exist_ok=True)
     os.makedirs(bpe_dir, exist_ok=True)
     for split in config.splits:
         stem = SPLITS[split][0]
         counts = {}
-        for lang in (config.src, config.tgt):
+        for side, lang in enumerate((config.src, config.tgt)):
             path = os.path.join(tok_dir, f"{split}.{lang}")
             if not os.path.exists(path):
-                raw = read_raw(data_dir, stem, lang)
+                raw = read_lines(own[split][side]) if own else read_raw(str(data_dir), stem, lang)
                 _write_lines(path, preprocess_lines(raw, lang, progress=f"tokenise {split}.{lang}"))
             with open(path, encoding="utf-8") as handle:
                 counts[lang] = sum(1 for _ in handle)
@@ -270,7 +308,7 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
         os.replace(tmp_bin, bin_dir)
     write_signed(
         os.path.join(out_dir, "prepare.json"),
-        {"config": asdict(config), "data_dir": os.path.abspath(data_dir)},
+        {"config": asdict(config), "data_dir": os.path.abspath(data_dir) if own is None and data_dir else None},
         ["sacremoses", "subword-nmt", "fairseq-fixed"],
     )
     return bin_dir

@@ -440,10 +440,11 @@ def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tiny_jo
 @pytest.mark.workflow
 @pytest.mark.nmt
 @pytest.mark.slow
-def test_the_main_job_runs_in_the_reverse_direction(tmp_path):
-    """SRC=de TGT=en on the tiny corpus (MBR, length and IBM Model 1 features, one replica):
-    every stage reads the direction — the prepared data, the English references, the model's
-    English output, METEOR's language, the system — and its system translates raw German."""
+def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_path):
+    """SRC=de TGT=en on the tiny corpus given as files of one's own (TRAIN, VALID, TEST; .gz
+    and plain; MBR, length and IBM Model 1 features, one replica): every stage reads the
+    direction — the prepared data, the English references, the model's decoding direction,
+    METEOR's language, the system — and its system translates raw German."""
     if snakemake_missing:
         pytest.skip("snakemake is not installed (the [workflow] extra)")
     pytest.importorskip("fairseq")
@@ -451,10 +452,17 @@ def test_the_main_job_runs_in_the_reverse_direction(tmp_path):
     _tiny_corpus(corpus)
     out = tmp_path / "out"
     settings_file = tmp_path / "de-en.yaml"
+    raw = corpus / "task1" / "raw"
+    import gzip
+
+    with gzip.open(raw / "val.en.gz", "rt", encoding="utf-8") as handle:  # a plain file as well as .gz
+        (tmp_path / "dev.en").write_text(handle.read())
     job = {
         "system": "transformer",
         "out": str(out),
-        "data": str(corpus),
+        "train": f"{raw / 'train.de.gz'},{raw / 'train.en.gz'}",
+        "valid": f"{raw / 'val.de.gz'},{tmp_path / 'dev.en'}",
+        "test": f"{raw / 'test_2016_flickr.de.gz'},{raw / 'test_2016_flickr.en.gz'}",
         "src": "de",
         "tgt": "en",
         "features": ["mbr", "len", "ibm1"],
@@ -473,6 +481,7 @@ def test_the_main_job_runs_in_the_reverse_direction(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
     prepared = json.loads((out / "data" / "prepare.json").read_text())["config"]
     assert (prepared["src"], prepared["tgt"]) == ("de", "en")
+    assert prepared["files"]["val"] == [str(raw / "val.de.gz"), str(tmp_path / "dev.en")]
     assert json.loads((out / "experiment.json").read_text())["reference"].endswith("tok/test_2016_flickr.en")
     decoded = json.loads((out / "nbest" / "test.nbest.json").read_text())["config"]
     assert (decoded["src"], decoded["tgt"]) == ("de", "en")  # the baseline decodes German into English
@@ -481,8 +490,6 @@ def test_the_main_job_runs_in_the_reverse_direction(tmp_path):
         assert row in table
     decoder = json.loads((out / "system" / "system.json").read_text())["decoder"]["config"]
     assert (decoder["src"], decoder["tgt"]) == ("de", "en")
-    import gzip
-
     with gzip.open(corpus / "task1" / "raw" / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as handle:
         (tmp_path / "my_test.de").write_text(handle.read())
     translate = [
@@ -512,6 +519,9 @@ def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):
             "FEATURES": "mlmme+mbr",
         },
         "SRC: 'EN' does not match": {"SRC": "EN"},
+        "VALID: a corpus of your own needs TRAIN, VALID and TEST": {"TRAIN": "a,b"},
+        "TRAIN: no such file": {"TRAIN": "nowhere.de,nowhere.en", "VALID": "a,b", "TEST": "a,b"},
+        "TRAIN: 'one-file' is not SRC_FILE,TGT_FILE": {"TRAIN": "one-file", "VALID": "a,b", "TEST": "a,b"},
     }
     for message, env in refused.items():
         with pytest.raises(settings.SettingsError) as caught:
