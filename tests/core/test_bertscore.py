@@ -1,0 +1,131 @@
+"""BERTScore (rerank/metrics/bertscore.py) in every role on a tiny random BERT built here:
+evaluation equals the bert-score library's own ``score`` (the reference implementation),
+several references take the highest F1 as bert-score does, MBR selects the candidate of the
+highest mean F1 against the others (computed here with bert-score directly), tuning and
+significance run with it, and a bad model directory is one line."""
+
+import numpy as np
+import pytest
+
+from tests.conftest import needs
+
+pytestmark = needs("bertscore")
+
+from rerank.cli import main  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.metrics import make_metric  # noqa: E402
+
+WORDS = "[PAD] [UNK] [CLS] [SEP] [MASK] a man dog woman child ball the is on in plays runs park snow red .".split()
+HYPS = ["a man is on the dog .", "the woman", "a child plays in the snow ."]
+REFS = ["a man .", "the woman .", "the child runs in the park ."]
+OTHER = ["a man is on the dog", "a woman .", "a red ball ."]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A random 2-layer BERT with a word-level vocabulary, saved with its tokenizer (which,
+    as many saved without one, declares no maximum length)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    directory = tmp_path_factory.mktemp("bert") / "tiny-bert"
+    directory.mkdir()
+    (directory / "vocab.txt").write_text("\n".join(WORDS) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    BertModel(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)
+
+
+def _reference_f1(model, cands, refs):
+    """bert-score's own F1 (the library's ``score``), the reference values."""
+    from bert_score import BERTScorer
+
+    scorer = BERTScorer(model_type=model, num_layers=2)
+    scorer._tokenizer.model_max_length = 512
+    return scorer.score(cands, refs)[2].double().numpy()
+
+
+def test_the_corpus_score_is_bert_scores_mean_f1(model):
+    metric = make_metric(f"bertscore:{model}")
+    stats = metric.stats(HYPS, REFS)
+    expected = _reference_f1(model, HYPS, REFS)
+    assert np.allclose(stats[:, 0], expected, atol=1e-6) and (stats[:, 1] == 1).all()
+    assert metric.score(stats.sum(axis=0)) == pytest.approx(expected.mean(), abs=1e-6)
+    # several references: the highest F1 of each segment (bert-score's rule for lists of references)
+    both = metric.stats(HYPS, [REFS, OTHER])
+    assert np.allclose(both[:, 0], np.maximum(expected, _reference_f1(model, HYPS, OTHER)), atol=1e-6)
+    # the last layer by default; another layer is another score
+    assert not np.allclose(make_metric(f"bertscore:{model},layers=1").stats(HYPS, REFS)[:, 0], expected)
+
+
+def test_mbr_selects_the_highest_mean_f1_against_the_other_candidates(model, tmp_path):
+    segment = ["a man is on the dog .", "a man .", "the dog", "a man is on the dog"]
+    (tmp_path / "l.nbest").write_text("".join(f"0 ||| {h} ||| NMT= -{k + 1} ||| 0\n" for k, h in enumerate(segment)))
+    argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"bertscore:{model}", "--feature", "uniform"]
+    assert main([*argv, "--out", str(tmp_path / "best.txt")]) == 0
+    n = len(segment)
+    f1 = _reference_f1(model, [segment[i] for i in range(n) for _ in range(n)], segment * n).reshape(n, n)
+    assert (tmp_path / "best.txt").read_text() == segment[int(np.argmax(f1.mean(axis=1)))] + "\n"
+
+
+def test_tuning_and_significance_take_it(model, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RERANK_CACHE", "off")
+    lines = [
+        f"{s} ||| {h} ||| NMT= -{k} L= {len(h.split())} ||| 0"
+        for s, hyps in enumerate(zip(HYPS, OTHER))
+        for k, h in enumerate(hyps)
+    ]
+    (tmp_path / "l.nbest").write_text("\n".join(lines) + "\n")
+    (tmp_path / "ref").write_text("\n".join(REFS) + "\n")
+    (tmp_path / "a").write_text("\n".join(HYPS) + "\n")
+    (tmp_path / "b").write_text("\n".join(OTHER) + "\n")
+    spec = f"bertscore:{model}"
+    tune = [
+        "tune",
+        "--nbest",
+        str(tmp_path / "l.nbest"),
+        "--ref",
+        str(tmp_path / "ref"),
+        "--metric",
+        f"0.5*bleu+0.5*bertscore:model={model}",
+    ]
+    assert main([*tune, "--beam-feature", "NMT", "--tokenize", "none", "--out", str(tmp_path / "w.json")]) == 0
+    signif = [
+        "signif",
+        "--ref",
+        str(tmp_path / "ref"),
+        "--baseline",
+        str(tmp_path / "a"),
+        "--system",
+        f"b={tmp_path / 'b'}",
+    ]
+    assert (
+        main([*signif, "--metrics", f"bleu,{spec}", "--tokenize", "none", "--format", "json", "--shuffles", "200"]) == 0
+    )
+    import json
+
+    rows = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows[("baseline", spec)]["score"] == pytest.approx(_reference_f1(model, HYPS, REFS).mean(), abs=1e-6)
+    assert rows[("b", spec)]["score"] == pytest.approx(_reference_f1(model, OTHER, REFS).mean(), abs=1e-6)
+    weights = json.loads((tmp_path / "w.json").read_text())
+    assert weights["tuning"]["metric"] == f"0.5*bleu+0.5*bertscore:model={model}"
+
+
+def test_a_bad_model_directory_is_one_line(tmp_path, capsys):
+    (tmp_path / "h").write_text("a man .\n")
+    for spec, message in (("bertscore:", "give the encoder"), (f"bertscore:{tmp_path}/none", "not a model directory")):
+        with pytest.raises(InputError, match=message):
+            make_metric(spec)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (
+        main(["eval", "--ref", str(tmp_path / "h"), "--hyp", str(tmp_path / "h"), "--metrics", f"bertscore:{empty}"])
+        == 1
+    )
+    err = capsys.readouterr().err.strip()
+    assert "bertscore: cannot load the model" in err and "\n" not in err
