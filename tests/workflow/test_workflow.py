@@ -97,12 +97,12 @@ def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_p
         ({"R2L_NBEST": "20", "FEATURES": "mbr"}, "R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
         (
             {"TUNE_METRIC": "bleu+bleurt"},
-            "TUNE_METRIC: unknown metric 'bleurt'; known: bleu, chrf, length, meteor, ter",
+            "TUNE_METRIC: unknown metric 'bleurt'; known: bertscore, bleu, chrf, length, meteor, ter",
         ),
         (
             {"TUNE_METRIC": "length"},
             "TUNE_METRIC: metric 'length' has no better direction: it cannot be optimised "
-            "(choose one of bleu, chrf, meteor, ter, seg:NAME or an interpolation)",
+            "(choose one of bertscore, bleu, chrf, meteor, ter, seg:NAME or an interpolation)",
         ),
         (
             {"TUNE_METRIC": "seg:comet"},
