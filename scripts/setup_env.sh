@@ -15,11 +15,12 @@ VENV=${VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip wheel setuptools
 fi
 PIP="$VENV/bin/pip"
 stamp="$VENV/.rerank-$WHAT-$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" <(echo "$PIN") | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
+  # with every install, not only the venv's first: a venv whose first install was cut short is repaired
+  "$PIP" install -q --upgrade pip wheel setuptools
   if [ "$WHAT" = nmt ] || [ "$WHAT" = all ]; then
     "$PIP" install -q torch==2.13.0
     "$PIP" install -q -e "$ROOT[all,test,dev]"
