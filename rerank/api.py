@@ -27,7 +27,7 @@ from rerank.features.add import add_columns
 from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
-from rerank.metrics.references import References, reference_streams
+from rerank.metrics.references import References, reference_streams, strings
 from rerank.nbest import (
     NBestList,
     finite_scores,
@@ -148,11 +148,7 @@ def _texts(texts, what: str) -> List[str]:
         raise TypeError(f"{what}: expected a list of strings, not a string")
     if texts is None or not hasattr(texts, "__iter__"):
         raise TypeError(f"{what}: expected a list of strings, not {type(texts).__name__}")
-    out = list(texts)
-    for k, item in enumerate(out):
-        if not isinstance(item, str):
-            raise TypeError(f"{what}: item {k} is {type(item).__name__}, not a string")
-    return out
+    return strings(list(texts), what)
 
 
 def _references(references) -> List[List[str]]:

@@ -144,12 +144,7 @@ def training_pairs(name: str, corpus: str, src: str, tgt: str) -> Tuple[List[str
             raise InputError(f"{name}: give the training corpus one way: {forms}")
         if not (src and tgt):
             raise InputError(f"{name}: src= and tgt= go together (the two sides of the parallel corpus): {forms}")
-        sources, targets = read_lines(src), read_lines(tgt)
-        if len(sources) != len(targets):
-            raise InputError(f"{len(sources)} lines here but {len(targets)} in {tgt}: not line-aligned", src)
-        if not sources:
-            raise InputError("the training corpus is empty", src)
-        return sources, targets
+        return aligned_pairs(src, tgt)
     if not corpus:
         raise InputError(f"{name}: needs the training corpus: {forms}")
     if not os.path.isfile(os.path.join(corpus, "prepare.json")):
@@ -173,9 +168,18 @@ def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:
     if not isinstance(config, dict) or not all(isinstance(config.get(k), str) for k in ("src", "tgt")):
         raise InputError("not a 'rerank nmt prepare' signature (no config.src / config.tgt)", meta)
     src_path, tgt_path = (os.path.join(path, "tok", f"train.{config[k]}") for k in ("src", "tgt"))
+    return aligned_pairs(src_path, tgt_path)
+
+
+def aligned_pairs(src_path: str, tgt_path: str) -> Tuple[List[str], List[str]]:
+    """(source lines, target lines) of two line-aligned files (plain or ``.gz``).
+
+    Raises:
+        InputError: files of different line counts (naming both), an empty corpus.
+    """
     sources, targets = read_lines(src_path), read_lines(tgt_path)
     if len(sources) != len(targets):
-        raise InputError(f"{len(sources)} lines here, {len(targets)} in {tgt_path}", src_path)
+        raise InputError(f"{len(sources)} lines here but {len(targets)} in {tgt_path}: not line-aligned", src_path)
     if not sources:
         raise InputError("the training corpus is empty", src_path)
     return sources, targets

@@ -44,7 +44,6 @@ from rerank.features.add import ScoringInputs, add_features
 from rerank.features.generate import Sampling, generate_file
 from rerank.features.manifest import MANIFEST, PLACEHOLDER, load_system, manifest_digest
 from rerank.features.scorer import SCORERS, given_settings
-from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
@@ -434,8 +433,7 @@ def translate(
 
 def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say) -> None:
     """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into ``nbest``."""
-    generator = os.path.join(system_dir, "generator")
-    check_checkpoint(os.path.join(generator, "checkpoint.pt"))  # before any work (docs/security.md)
+    generator = os.path.join(system_dir, "generator")  # its checkpoint is checked by generate_nbest
     if devices is not None:
         config.device, config.dtype = devices.device, devices.dtype
     if batch_size:

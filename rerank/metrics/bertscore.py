@@ -27,12 +27,13 @@ import numpy as np
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.base import METRICS
+from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import PairwiseUtility
 
 
 @METRICS.register("bertscore")
-class BertScoreMetric(Metric):
+class BertScoreMetric(MeanOfSegments):
     """BERTScore F1 by bert-score (module docstring).  Statistics float64[N, 2] = [F1, 1].
 
     Raises:
@@ -41,7 +42,6 @@ class BertScoreMetric(Metric):
     """
 
     name = "bertscore"
-    width = 2
     # the settings' types, for the type checker (declared, with defaults and help, in Config)
     model: str
     layers: int
@@ -106,18 +106,6 @@ class BertScoreMetric(Metric):
         streams = self.streams(references)
         best = np.max([self.f1(list(hypotheses), stream) for stream in streams], axis=0)
         return np.column_stack([best, np.ones(len(best))])
-
-    def score(self, stats):
-        stats = np.asarray(stats, dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(stats[..., 1] > 0, stats[..., 0] / stats[..., 1], 0.0)
-
-    def background_gain(self, rows, background):
-        """The hypothesis's own F1: a segment-level metric has no background."""
-        return self.sentence_score(rows)
-
-    def sentence_score(self, rows):
-        return np.asarray(rows, dtype=np.float64)[..., 0]
 
     def utility(self) -> "BertScoreUtility":
         """Sentence BERTScore F1, MBR's ``MBRBERTScore``."""

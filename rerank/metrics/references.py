@@ -28,29 +28,29 @@ def reference_streams(references) -> list:
         )
     items = list(references)
     if not items or isinstance(items[0], str):
-        _strings(items)
+        strings(items)
         return [items]
     if any(isinstance(stream, str) for stream in items):
         raise InputError("references: mix of strings and lists; give one list, or one list per reference")
     if any(stream is None or not hasattr(stream, "__iter__") for stream in items):
         bad = next(s for s in items if s is None or not hasattr(s, "__iter__"))
         raise TypeError(f"references: expected a list of strings (or a list of such lists), found {type(bad).__name__}")
-    streams = [_strings(list(stream)) for stream in items]
+    streams = [strings(list(stream)) for stream in items]
     counts = {len(stream) for stream in streams}
     if len(counts) != 1:
         raise InputError(f"the reference streams differ in length: {', '.join(str(len(x)) for x in streams)} lines")
     return streams
 
 
-def _strings(items: list) -> list:
+def strings(items: list, what: str = "references") -> list:
     """``items``, checked to hold strings only.
 
     Raises:
-        TypeError: naming the first item that is not a string and its position.
+        TypeError: naming ``what``, the first item that is not a string and its position.
     """
     for k, item in enumerate(items):
         if not isinstance(item, str):
-            raise TypeError(f"references: item {k} is {type(item).__name__}, not a string")
+            raise TypeError(f"{what}: item {k} is {type(item).__name__}, not a string")
     return items
 
 

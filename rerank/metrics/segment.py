@@ -41,7 +41,28 @@ def read_scores(path: str) -> np.ndarray:
     return values
 
 
-class SegmentMetric(Metric):
+class MeanOfSegments(Metric):
+    """A segment-level metric whose statistics are ``[score, 1]`` per segment: the corpus
+    score of summed rows is their mean, a hypothesis's sentence score is its own value (with
+    the metric's sign), and there is no background (``seg:``, ``bertscore:``)."""
+
+    width = 2
+
+    def score(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(stats[..., 1] > 0, stats[..., 0] / stats[..., 1], 0.0)
+
+    def background_gain(self, rows, background):
+        """The hypothesis's own score (with the metric's sign): no background."""
+        return self.sentence_score(rows)
+
+    def sentence_score(self, rows):
+        rows = np.asarray(rows, dtype=np.float64)
+        return rows[..., 0] if self.higher_is_better else -rows[..., 0]
+
+
+class SegmentMetric(MeanOfSegments):
     """``seg:NAME[:lower]``: scores read from the sidecar ``FILE.NAME`` of each scored
     file (module docstring).  Statistics float64[M, 2] = [score, 1]; score of summed
     rows = their mean.
@@ -51,7 +72,6 @@ class SegmentMetric(Metric):
     """
 
     from_text = False
-    width = 2
 
     def __init__(self, key: str, higher_is_better: bool = True, path: Optional[str] = None):
         if not NAME_PATTERN.fullmatch(key):
@@ -133,19 +153,6 @@ class SegmentMetric(Metric):
                 self.sidecar,
             )
         return np.column_stack([values[lines], np.ones(len(lines))])
-
-    def score(self, stats):
-        stats = np.asarray(stats, dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(stats[..., 1] > 0, stats[..., 0] / stats[..., 1], 0.0)
-
-    def background_gain(self, rows, background):
-        """The hypothesis's own score (with the metric's sign): no background."""
-        return self.sentence_score(rows)
-
-    def sentence_score(self, rows):
-        rows = np.asarray(rows, dtype=np.float64)
-        return rows[..., 0] if self.higher_is_better else -rows[..., 0]
 
     def signature(self):
         return f"{self.name}|mean of segment scores from FILE.{self.key}"

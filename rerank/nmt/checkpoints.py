@@ -26,7 +26,7 @@ import contextlib
 import os
 import pickle
 import re
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, ContextManager, Dict, Iterator, List, Optional
 
 from rerank.errors import InputError
 
@@ -131,42 +131,41 @@ def load_state(path: str, trust: Optional[bool] = None) -> Any:
 
 
 @contextlib.contextmanager
+def _environment(name: str, value: Optional[str]) -> Iterator[None]:
+    """A block with the environment variable ``name`` set to ``value`` (None: unset),
+    restored after it."""
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+@contextlib.contextmanager
 def loading(trust: Optional[bool] = None, path: str = "") -> Iterator[None]:
     """A block in which fairseq (or any ``torch.load`` without ``weights_only``) loads
     checkpoints as :func:`load_state` does; a refused class raises :class:`UntrustedCheckpoint`
     naming ``path``.  The process environment is restored after the block."""
     allow_fairseq_globals()
-    before = os.environ.get(TORCH_ANYTHING)
-    if trusted(trust):
-        os.environ[TORCH_ANYTHING] = "1"
-    else:
-        os.environ.pop(TORCH_ANYTHING, None)
     try:
-        yield
+        with _environment(TORCH_ANYTHING, "1" if trusted(trust) else None):
+            yield
     except pickle.UnpicklingError as error:
         names = re.findall(r"GLOBAL ([\w.]+)", str(error)) or ["a class outside the allow-list"]
         raise _refusal(path or "checkpoint", names) from None
-    finally:
-        if before is None:
-            os.environ.pop(TORCH_ANYTHING, None)
-        else:
-            os.environ[TORCH_ANYTHING] = before
 
 
-@contextlib.contextmanager
-def trusting(trust: bool) -> Iterator[None]:
+def trusting(trust: bool) -> ContextManager[None]:
     """A block in which every checkpoint is trusted (:data:`TRUST_ENV` set) when ``trust``;
     the environment is restored after it (``--trust-checkpoint`` of the command line)."""
-    before = os.environ.get(TRUST_ENV)
-    if trust:
-        os.environ[TRUST_ENV] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(TRUST_ENV, None)
-        else:
-            os.environ[TRUST_ENV] = before
+    return _environment(TRUST_ENV, "1") if trust else contextlib.nullcontext()
 
 
 def fairseq_environ(extra: Optional[Dict[str, str]] = None, trust: Optional[bool] = None) -> Dict[str, str]:

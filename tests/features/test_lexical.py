@@ -252,7 +252,7 @@ def test_bad_settings_are_refused_in_one_line(tmp_path, capsys, spec, needle):
 def test_a_corpus_of_unequal_sides_and_missing_sources_are_refused(tmp_path):
     prepared = _prepared(tmp_path)
     (tmp_path / "tok" / "train.de").write_text("das haus\n")
-    with pytest.raises(InputError, match="3 lines here, 1 in"):
+    with pytest.raises(InputError, match="3 lines here but 1 in"):
         make_scorer(f"ibm1:{prepared}")
     (tmp_path / "tok" / "train.de").write_text("".join(" ".join(s) + "\n" for s in DE))
     nbest = NBestList(np.array([0, 1]), ["das buch"], np.zeros((1, 1)), ["NMT"])

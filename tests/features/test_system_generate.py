@@ -34,71 +34,53 @@ VAL_REFS = [
 TEST = ["two men ride bikes .", "a dog is standing in the snow .", "a woman is eating ."]
 
 
-def _run(*argv):
-    assert main([*argv]) == 0, argv
+def _run(directory, command: str) -> None:
+    """One rerank command, written as on the command line with ``{d}`` for ``directory``."""
+    argv = command.format(d=directory).split()
+    assert main(argv) == 0, argv
+
+
+def _pack(d, model: str, nbest: int, listed: str) -> None:
+    """Generate val's list with ``model``, tune on ``listed`` (the list, with columns added or
+    not) and pack the system into ``d/system``."""
+    _run(
+        d,
+        f"generate --model {model} --nbest {nbest} --max-length 12 --device cpu --input {{d}}/val.en "
+        "--out-nbest {d}/val.nbest --out-1best {d}/val.1best",
+    )
+    if listed != "val.nbest":
+        _run(d, f"features add --nbest {{d}}/val.nbest --source {{d}}/val.en {SCORERS} --out {{d}}/{listed}")
+    _run(d, f"tune --nbest {{d}}/{listed} --ref {{d}}/val.de --tokenize none --out {{d}}/w.json")
+    _run(d, f"pack-system --nbest {{d}}/{listed} --weights {{d}}/w.json --out {{d}}/system")
+
+
+SCORERS = "--scorer mbr:bleu,feature=uniform --scorer len:1.1"
+
+
+def _corpus(d):
+    (d / "hf").mkdir()
+    write_lines(VAL, str(d / "val.en"))
+    write_lines(VAL_REFS, str(d / "val.de"))
+    write_lines(TEST, str(d / "test.en"))
+    return build_marian(str(d / "hf"))
 
 
 @pytest.mark.parametrize("kind", ["hf", "ct2"])
 def test_a_generated_system_packs_and_translates_as_the_step_by_step_commands(tmp_path, kind):
-    (tmp_path / "hf").mkdir()
-    marian = build_marian(str(tmp_path / "hf"))
+    marian = _corpus(tmp_path)
     model = f"hf:{marian}" if kind == "hf" else f"ct2:{convert_ct2(marian, str(tmp_path / 'ct2'))}"
-    write_lines(VAL, str(tmp_path / "val.en"))
-    write_lines(VAL_REFS, str(tmp_path / "val.de"))
-    write_lines(TEST, str(tmp_path / "test.en"))
-    generate = ["generate", "--model", model, "--nbest", "3", "--max-length", "12", "--device", "cpu"]
-    scorers = ["--scorer", "mbr:bleu,feature=uniform", "--scorer", "len:1.1"]
-    for split in ("val", "test"):
-        _run(
-            *generate,
-            "--input",
-            str(tmp_path / f"{split}.en"),
-            "--out-nbest",
-            str(tmp_path / f"{split}.nbest"),
-            "--out-1best",
-            str(tmp_path / f"{split}.1best"),
-        )
-        _run(
-            "features",
-            "add",
-            "--nbest",
-            str(tmp_path / f"{split}.nbest"),
-            "--source",
-            str(tmp_path / f"{split}.en"),
-            *scorers,
-            "--out",
-            str(tmp_path / f"{split}.full.nbest"),
-        )
+    _pack(tmp_path, model, 3, "val.full.nbest")
+    # the test set step by step: generate, the same scorers, the tuned weights
     _run(
-        "tune",
-        "--nbest",
-        str(tmp_path / "val.full.nbest"),
-        "--ref",
-        str(tmp_path / "val.de"),
-        "--tokenize",
-        "none",
-        "--out",
-        str(tmp_path / "w.json"),
+        tmp_path,
+        f"generate --model {model} --nbest 3 --max-length 12 --device cpu --input {{d}}/test.en "
+        "--out-nbest {d}/test.nbest --out-1best {d}/test.1best",
     )
     _run(
-        "apply",
-        "--nbest",
-        str(tmp_path / "test.full.nbest"),
-        "--weights",
-        str(tmp_path / "w.json"),
-        "--out",
-        str(tmp_path / "test.reranked"),
+        tmp_path, f"features add --nbest {{d}}/test.nbest --source {{d}}/test.en {SCORERS} --out {{d}}/test.full.nbest"
     )
+    _run(tmp_path, "apply --nbest {d}/test.full.nbest --weights {d}/w.json --out {d}/test.reranked")
     system = tmp_path / "system"
-    _run(
-        "pack-system",
-        "--nbest",
-        str(tmp_path / "val.full.nbest"),
-        "--weights",
-        str(tmp_path / "w.json"),
-        "--out",
-        str(system),
-    )
     manifest = json.loads((system / "system.json").read_text())
     assert manifest["decoder"]["kind"] == "generate" and manifest["decoder"]["nbest"] == 3
     assert manifest["decoder"]["model"].startswith(f"{kind}:@SYSTEM@/generator/")
@@ -107,55 +89,16 @@ def test_a_generated_system_packs_and_translates_as_the_step_by_step_commands(tm
     shutil.copytree(system, moved)
     shutil.rmtree(tmp_path / "hf")  # the original model is gone: the system has its own copy
     shutil.rmtree(tmp_path / "ct2", ignore_errors=True)
-    _run("translate", "--system", str(moved), "--input", str(tmp_path / "test.en"), "--out", str(tmp_path / "out.de"))
+    _run(tmp_path, "translate --system {d}/elsewhere/system --input {d}/test.en --out {d}/out.de")
     assert read_lines(str(tmp_path / "out.de")) == read_lines(str(tmp_path / "test.reranked"))
 
 
 def test_a_generated_systems_model_cannot_point_outside(tmp_path):
     from rerank.features.manifest import manifest_digest
 
-    (tmp_path / "hf").mkdir()
-    marian = build_marian(str(tmp_path / "hf"))
-    write_lines(VAL, str(tmp_path / "val.en"))
-    write_lines(VAL_REFS, str(tmp_path / "val.de"))
-    _run(
-        "generate",
-        "--model",
-        f"hf:{marian}",
-        "--nbest",
-        "2",
-        "--max-length",
-        "8",
-        "--device",
-        "cpu",
-        "--input",
-        str(tmp_path / "val.en"),
-        "--out-nbest",
-        str(tmp_path / "val.nbest"),
-        "--out-1best",
-        str(tmp_path / "val.1best"),
-    )
-    _run(
-        "tune",
-        "--nbest",
-        str(tmp_path / "val.nbest"),
-        "--ref",
-        str(tmp_path / "val.de"),
-        "--tokenize",
-        "none",
-        "--out",
-        str(tmp_path / "w.json"),
-    )
+    marian = _corpus(tmp_path)
+    _pack(tmp_path, f"hf:{marian}", 2, "val.nbest")
     system = tmp_path / "system"
-    _run(
-        "pack-system",
-        "--nbest",
-        str(tmp_path / "val.nbest"),
-        "--weights",
-        str(tmp_path / "w.json"),
-        "--out",
-        str(system),
-    )
     assert load_system(str(system))["decoding"]["model"].startswith(f"hf:{system}/generator/")
     for model, message in (
         (f"hf:{marian}", "is a path outside the system directory"),
