@@ -44,6 +44,7 @@ from rerank.features.add import ScoringInputs, add_features
 from rerank.features.generate import Sampling, generate_file
 from rerank.features.manifest import MANIFEST, PLACEHOLDER, load_system, manifest_digest
 from rerank.features.scorer import SCORERS, given_settings
+from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
@@ -395,12 +396,16 @@ def translate(
 
     Raises:
         InputError: a system :func:`load_system` refuses, an empty input line.
-        UntrustedCheckpoint: a generator checkpoint naming classes beyond fairseq's own
-            (:mod:`rerank.nmt.checkpoints`), unless trusted.
+        UntrustedCheckpoint: a checkpoint of the system (generator or scorer) naming classes
+            beyond fairseq's own (:mod:`rerank.nmt.checkpoints`), unless trusted; refused
+            before any decoding starts.
     """
     start = time.perf_counter()
     manifest = load_system(system_dir, expected_digest=expected_digest)
     decoding = manifest["decoding"]
+    for name in sorted(manifest["files"]):  # every checkpoint refused before any work (docs/security.md)
+        if name.endswith(".pt"):
+            check_checkpoint(os.path.join(system_dir, name))
     with tempfile.TemporaryDirectory() as tmp:
         nbest, source = os.path.join(tmp, "nbest"), os.path.join(tmp, "source")
         if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
@@ -433,7 +438,7 @@ def translate(
 
 def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say) -> None:
     """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into ``nbest``."""
-    generator = os.path.join(system_dir, "generator")  # its checkpoint is checked by generate_nbest
+    generator = os.path.join(system_dir, "generator")
     if devices is not None:
         config.device, config.dtype = devices.device, devices.dtype
     if batch_size:
