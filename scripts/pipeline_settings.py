@@ -40,7 +40,8 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     architecture's), their precision (``BF16_AUTOCAST`` 0: float32), the baseline's list
     alone (``R2L_NBEST`` 0: no union with the R2L model's own list) and the tuning metric
     (``TUNE_METRIC`` bleu), the direction (``SRC`` en, ``TGT`` de) and the corpus (Multi30k:
-    ``TRAIN``, ``VALID``, ``TEST`` empty)."""
+    ``TRAIN``, ``VALID``, ``TEST`` empty), the baseline (``GENERATOR`` train; ``MAX_LENGTH``
+    256, which only a generator of one's own reads)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -57,6 +58,8 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "TRAIN": "",
         "VALID": "",
         "TEST": "",
+        "GENERATOR": "train",
+        "MAX_LENGTH": "256",
     }
 
 

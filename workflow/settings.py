@@ -40,7 +40,7 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast tune_metric src tgt train valid test"
+    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length"
 ).split()
 
 
@@ -176,12 +176,66 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
         merged["data"] = os.path.normpath(os.path.join(ROOT, merged["data"]))
     elif os.path.isdir(local):
         merged["data"] = local
-    if _own_corpus(merged):
+    own = _own_corpus(merged)
+    if own:
         if "lm" in merged["features"] or "mlmme" in merged["features"]:
             raise SettingsError("FEATURES: lm and mlmme read Multi30k's task 2 and images: not with TRAIN/VALID/TEST")
     else:
         _check_languages_in_data(merged)
+    if merged["generator"] != "train":
+        _check_generator(merged, own)
     return merged
+
+
+#: the feature sets a generator of one's own can have: those that need no model trained on the
+#: prepared (tokenised, BPE) corpus, and read raw text
+RAW_TEXT_SETS = ("mbr", "len", "ibm1", "e5")
+
+
+def _check_generator(config: Dict, own: bool) -> None:
+    """GENERATOR=hf:DIR|ct2:DIR: its directory made absolute and checked to hold a model (a
+    Hugging Face config.json, a CTranslate2 model.bin), the feature sets and the val guard
+    checked against what raw text allows, and raw text to read (TRAIN/VALID/TEST or a local
+    DATA). SettingsError: one line naming the setting."""
+    kind, _, rest = config["generator"].partition(":")
+    path, sep, options = rest.partition(",")
+    path = os.path.normpath(os.path.join(ROOT, path))
+    marker = "config.json" if kind == "hf" else "model.bin"
+    what = "Hugging Face model" if kind == "hf" else "CTranslate2 model"
+    if not os.path.isdir(path):
+        raise SettingsError(f"GENERATOR: no such model directory {path}")
+    if not os.path.isfile(os.path.join(path, marker)):
+        raise SettingsError(f"GENERATOR: {path} holds no {marker}: not a {what} directory")
+    config["generator"] = f"{kind}:{path}{sep}{options}"
+    trained = [name for name in config["features"] if name not in RAW_TEXT_SETS]
+    if trained:
+        raise SettingsError(
+            f"FEATURES: {trained[0]} needs a model trained here on the prepared corpus: with a GENERATOR of "
+            f"your own the feature sets are {', '.join(RAW_TEXT_SETS)}"
+        )
+    if config["guard"]:
+        raise SettingsError("GUARD: the val guard folds Multi30k's val by image: not with a GENERATOR of your own")
+    if not own and not (config["data"] and os.path.isdir(os.path.join(config["data"], "task1", "raw"))):
+        raise SettingsError(
+            "GENERATOR: a model of your own reads raw text: give TRAIN/VALID/TEST or a local Multi30k as DATA"
+        )
+
+
+#: Multi30k's raw files of each split (DATA/task1/raw/NAME.LANG.gz)
+MULTI30K_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+
+
+def raw_pairs(config: Mapping) -> Dict[str, List[str]]:
+    """{"train"|"val"|"test": [source file, target file]}: the raw (untokenised) text of each
+    split, what a GENERATOR of one's own reads and its scores compare with: TRAIN, VALID and
+    TEST when given, else DATA's Multi30k files (``task1/raw/*.gz``) of SRC and TGT."""
+    if config.get("train"):
+        return {split: str(config[key]).split(",") for split, key in (("train", "train"), ("val", "valid"), ("test", "test"))}
+    raw = os.path.join(config["data"], "task1", "raw")
+    return {
+        split: [os.path.join(raw, f"{name}.{config[lang]}.gz") for lang in ("src", "tgt")]
+        for split, name in MULTI30K_SPLITS.items()
+    }
 
 
 def _own_corpus(config: Dict) -> bool:
@@ -346,7 +400,7 @@ def _train_args(config: Mapping, preset: str, save_dir: str, extra: str) -> str:
 
 def models(config: Mapping) -> Dict[str, str]:
     """{model directory: rerank nmt train's arguments} of every translation model this run
-    trains (the baseline, and the right-to-left, channel and second left-to-right models its
+    trains (the baseline unless GENERATOR is a model of one's own, and the right-to-left, channel and second left-to-right models its
     feature sets need), in the order they are checked."""
     paths = layout(config)
     aux = config["aux_preset"] if config["aux_arch"] == "gru" else config["aux_arch"]
@@ -370,7 +424,7 @@ def models(config: Mapping) -> Dict[str, str]:
     return {
         directory: _train_args(config, preset, directory, extra)
         for name, (directory, preset, extra) in every.items()
-        if name == "baseline" or name in config["features"]
+        if (name == "baseline" and config.get("generator", "train") == "train") or name in config["features"]
     }
 
 

@@ -3,6 +3,7 @@ workflow/settings.py, workflow/Snakefile): a bad setting is one line naming it, 
 generated from the schema, Snakemake's dry runs of both systems (and of the SLURM profile) plan
 the jobs counted here by hand, and a tiny corpus runs end to end, then resumes with nothing to do."""
 
+import gzip
 import json
 import os
 import shutil
@@ -502,6 +503,106 @@ def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_
     assert done.returncode == 0, done.stderr[-2000:]
     translated = (tmp_path / "my_test.en").read_text().splitlines()
     assert len(translated) == 10
+
+
+@pytest.mark.workflow
+@pytest.mark.hf
+@pytest.mark.slow
+def test_the_main_job_reranks_the_lists_of_a_model_of_ones_own_without_training(tmp_path):
+    """GENERATOR=hf:DIR (a tiny random Marian model with its SentencePiece tokenizer, built
+    here): nothing is prepared or trained; rerank generate writes the raw-text lists, length
+    and IBM Model 1 come from the raw training pair, BLEU uses sacreBLEU's 13a, and the packed
+    system translates raw English as the job's own re-ranked test output (the same model,
+    features and weights)."""
+    if snakemake_missing:
+        pytest.skip("snakemake is not installed (the [workflow] extra)")
+    from tests.conftest import skip_reason
+
+    if skip_reason("hf"):
+        pytest.skip(skip_reason("hf"))
+    from tests.tiny_models import build_marian
+
+    corpus = tmp_path / "m30k"
+    _tiny_corpus(corpus)
+    raw = corpus / "task1" / "raw"
+    (tmp_path / "hf").mkdir()
+    marian = build_marian(str(tmp_path / "hf"))
+    out = tmp_path / "out"
+    job = {
+        "system": "transformer",
+        "out": str(out),
+        "data": str(corpus),
+        "generator": f"hf:{marian}",
+        "max_length": 12,
+        "features": ["mbr", "len", "ibm1"],
+        "nbest": 4,
+        "tuners": ["mira"],
+        "replicas": 1,
+        "chrf_tuning": 0,
+    }
+    settings_file = tmp_path / "own-model.yaml"
+    settings_file.write_text(yaml.safe_dump(job))
+    out.mkdir()
+    run = _snakemake("--cores", "2", "--configfile", str(settings_file), "--directory", str(out), env=TINY_JOB_ENV)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert not (out / "data").exists() and not (out / "model.transformer-tiny").exists()  # nothing trained
+    generated = json.loads((out / "nbest" / "test.nbest.json").read_text())
+    assert generated["model"] == f"hf:{marian}" and generated["nbest"] == 4
+    experiment = json.loads((out / "experiment.json").read_text())
+    assert experiment["reference"] == str(raw / "test_2016_flickr.de.gz") and experiment["bleu"]["tokenize"] == "13a"
+    table = (out / "report" / "table.txt").read_text()
+    for row in ("baseline", "+nmt", "+mbr", "+len", "+ibm1", "+all", "oracle"):
+        assert row in table
+    manifest = json.loads((out / "system" / "system.json").read_text())
+    assert manifest["decoder"]["kind"] == "generate"
+    with gzip.open(raw / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as handle:
+        (tmp_path / "my_test.en").write_text(handle.read())
+    translated = tmp_path / "my_test.de"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "rerank"), "translate", "--system", str(out / "system")]
+        + ["--input", str(tmp_path / "my_test.en"), "--out", str(translated), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    chosen = manifest["weights_from"]["chosen"]
+    job_output = (out / "rerank" / "all" / f"test.seed{chosen.rsplit('seed', 1)[1].split('.')[0]}.txt").read_text()
+    assert translated.read_text().splitlines() == job_output.splitlines()
+
+
+def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
+    corpus = tmp_path / "m30k"
+    (corpus / "task1" / "raw").mkdir(parents=True)
+    for lang in ("en", "de"):
+        (corpus / "task1" / "raw" / f"train.{lang}.gz").write_bytes(b"")
+    model = tmp_path / "model"
+    model.mkdir()
+    base = {"OUT": str(tmp_path / "o"), "DATA": str(corpus), "FEATURES": "mbr+len"}
+    refused = {
+        f"GENERATOR: no such model directory {tmp_path / 'nowhere'}": {"GENERATOR": f"hf:{tmp_path / 'nowhere'}"},
+        f"GENERATOR: {model} holds no config.json: not a Hugging Face model directory": {"GENERATOR": f"hf:{model}"},
+        f"GENERATOR: {model} holds no model.bin: not a CTranslate2 model directory": {"GENERATOR": f"ct2:{model}"},
+        "GENERATOR: 'fairseq:x' does not match": {"GENERATOR": "fairseq:x"},
+    }
+    for message, env in refused.items():
+        with pytest.raises(settings.SettingsError) as caught:
+            settings.from_environment({**base, **env})
+        assert str(caught.value).startswith(message), str(caught.value)
+    (model / "config.json").write_text("{}")
+    given = {**base, "GENERATOR": f"hf:{model},src_lang=en"}
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.from_environment({**given, "FEATURES": "r2l+mbr"})
+    assert str(caught.value).startswith("FEATURES: r2l needs a model trained here on the prepared corpus")
+    with pytest.raises(settings.SettingsError) as caught:
+        settings.from_environment({**given, "GUARD": "1"})
+    assert str(caught.value).startswith("GUARD: the val guard folds Multi30k's val by image")
+    taken = settings.from_environment(given)
+    assert taken["generator"] == f"hf:{model},src_lang=en" and str(model) not in settings.models(taken)
+    assert settings.raw_pairs(taken)["test"] == [
+        str(corpus / "task1" / "raw" / "test_2016_flickr.en.gz"),
+        str(corpus / "task1" / "raw" / "test_2016_flickr.de.gz"),
+    ]
+    assert settings.models(taken) == {}
 
 
 def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):

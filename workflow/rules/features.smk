@@ -13,6 +13,16 @@ FEATURE_SETS = {
     "len": ("Len", [f"len:{D}"], f"{D}/prepare.json"),
     "ibm1": ("IBM1", [f"ibm1:{D}"], f"{D}/prepare.json"),
 }
+if not TRAINED:  # a GENERATOR of one's own: length and IBM Model 1 from the raw training pair,
+    # MBR's distribution from the generator's column (its name=, else HF or CT2: rerank generate)
+    _pair = f"src={RAW['train'][0]},tgt={RAW['train'][1]}"
+    _options = dict(o.split("=", 1) for o in C["generator"].partition(",")[2].split(",") if "=" in o)
+    _column = _options.get("name") or C["generator"].partition(":")[0].upper()
+    FEATURE_SETS.update(
+        len=("Len", [f"len:{_pair}"], None),
+        ibm1=("IBM1", [f"ibm1:{_pair}"], None),
+        mbr=("MBR", [f"mbr:bleu,feature={_column}", f"mbr:chrf,feature={_column}"], None),
+    )
 assert list(FEATURE_SETS) == list(feature_sets()), "config/schema.yaml and features.smk disagree"
 
 

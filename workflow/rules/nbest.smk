@@ -1,4 +1,5 @@
-# n-best lists: the baseline's (NBEST hypotheses, beam NBEST) on val and test_2016, and with
+# n-best lists: the baseline's (NBEST hypotheses, beam NBEST) on val and test_2016 (rerank nmt
+# nbest of the model trained here, or rerank generate of a GENERATOR of one's own), and with
 # R2L_NBEST the right-to-left model's own lists, joined to the baseline's (rerank union) and
 # scored again by the baseline (forced decoding) so that the beam's columns cover every hypothesis.
 # A decoding uses torch's default threads (every core: the lists stay the bash pipeline's, byte
@@ -28,9 +29,17 @@ for _split in ("val", "test"):
     stage(f"rescore-{_split}", f"{N}/{_split}.union.nmt.nbest")
 
 
+def generate_shell(split):
+    """rerank generate of GENERATOR (a model of one's own) on SPLIT's raw source text."""
+    return (
+        f"rerank generate --model {C['generator']} --input {SPLIT_SOURCE[split]} --nbest {C['nbest']} "
+        f"--max-length {C['max_length']} --out-nbest {N}/{split}.nbest --out-1best {N}/{split}.1best"
+    )
+
+
 rule nbest:
     input:
-        f"{M}/train.done",
+        [f"{M}/train.done"] if TRAINED else [],
     output:
         nbest=f"{N}/{{split}}.nbest",
         best=f"{N}/{{split}}.1best",
@@ -38,7 +47,7 @@ rule nbest:
         f"{OUT}/benchmarks/nbest-{{split}}.tsv"
     threads: DECODE_THREADS
     params:
-        cmd=lambda w: nbest_shell(M, w.split, w.split, C["nbest"]),
+        cmd=lambda w: nbest_shell(M, w.split, w.split, C["nbest"]) if TRAINED else generate_shell(w.split),
     shell:
         "{params.cmd}"
 

@@ -22,7 +22,7 @@ rule experiment:
         ref=REF["test"],
     shell:
         f"rerank experiment {OUT} --ref {{params.ref}} --baseline {{input.baseline}} --nbest {{input.nbest}} "
-        f"--tokenize none --replicas {C['replicas']} {{params.systems}}"
+        f"--tokenize {TOKENIZE} --replicas {C['replicas']} {{params.systems}}"
 
 
 rule oracle:
@@ -35,7 +35,7 @@ rule oracle:
     params:
         ref=REF["test"],
     shell:
-        "rerank oracle --nbest {input} --ref {params.ref} --tokenize none --out {output}"
+        f"rerank oracle --nbest {{input}} --ref {{params.ref}} --tokenize {TOKENIZE} --out {{output}}"
 
 
 def eval_hyps():
@@ -60,8 +60,8 @@ rule eval:
         hyps=" ".join(f"--hyp '{name}={path}'" for name, path in eval_hyps().items()),
         ref=REF["test"],
     shell:
-        "rerank eval --ref {params.ref} --tokenize none {params.hyps} --json --out {output.json} > /dev/null && "
-        "rerank eval --ref {params.ref} --tokenize none {params.hyps} --out {output.txt} > /dev/null"
+        f"rerank eval --ref {{params.ref}} --tokenize {TOKENIZE} {{params.hyps}} --json --out {{output.json}} > /dev/null && "
+        f"rerank eval --ref {{params.ref}} --tokenize {TOKENIZE} {{params.hyps}} --out {{output.txt}} > /dev/null"
 
 
 rule report:
@@ -92,7 +92,8 @@ rule system:
     params:
         weights=lambda w, input: " ".join(f"--weights {p}" for p in input.weights),
     shell:
-        f"rerank pack-system --nbest {{input.nbest}} --data-bin {D}/bin {{params.weights}} --out {OUT}/system"
+        f"rerank pack-system --nbest {{input.nbest}}{f' --data-bin {D}/bin' if TRAINED else ''} {{params.weights}} "
+        f"--out {OUT}/system"
 
 
 # The val guard (GUARD=1, issue 46): each row tuned again by cross-fitting on val, tested

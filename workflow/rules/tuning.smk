@@ -51,7 +51,7 @@ rule tune:
         args=lambda w: tune_args(w.tuning),
         ref=REF["val"],
     shell:
-        "rerank tune {params.args} --nbest {input.nbest} --ref {params.ref} --tokenize none "
+        f"rerank tune {{params.args}} --nbest {{input.nbest}} --ref {{params.ref}} --tokenize {TOKENIZE} "
         "--out {output} --seed {wildcards.seed} --quiet"
 
 
