@@ -58,7 +58,7 @@ export RERANK_PREFLIGHT_DONE=1
 "${snakemake[@]}" --directory "$OUT"
 
 R="$OUT/rerank"
-echo "== results (test_2016_flickr, tokenised lowercased text, BLEU tokenize=none; replica 1)"
+echo "== results (the test set, replica 1; $OUT/results.json: the same as JSON)"
 cat "$OUT/results.txt"
 echo "== tuning-set score (BLEU; chrF for all.chrf) of every run against the beam's ($R/*/weights.seed*.json)"
 python "$ROOT/scripts/tuning_summary.py" "$R"

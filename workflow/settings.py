@@ -230,7 +230,10 @@ def raw_pairs(config: Mapping) -> Dict[str, List[str]]:
     split, what a GENERATOR of one's own reads and its scores compare with: TRAIN, VALID and
     TEST when given, else DATA's Multi30k files (``task1/raw/*.gz``) of SRC and TGT."""
     if config.get("train"):
-        return {split: str(config[key]).split(",") for split, key in (("train", "train"), ("val", "valid"), ("test", "test"))}
+        return {
+            split: str(config[key]).split(",")
+            for split, key in (("train", "train"), ("val", "valid"), ("test", "test"))
+        }
     raw = os.path.join(config["data"], "task1", "raw")
     return {
         split: [os.path.join(raw, f"{name}.{config[lang]}.gz") for lang in ("src", "tgt")]

@@ -508,66 +508,57 @@ def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_
 @pytest.mark.workflow
 @pytest.mark.hf
 @pytest.mark.slow
-def test_the_main_job_reranks_the_lists_of_a_model_of_ones_own_without_training(tmp_path):
-    """GENERATOR=hf:DIR (a tiny random Marian model with its SentencePiece tokenizer, built
-    here): nothing is prepared or trained; rerank generate writes the raw-text lists, length
-    and IBM Model 1 come from the raw training pair, BLEU uses sacreBLEU's 13a, and the packed
-    system translates raw English as the job's own re-ranked test output (the same model,
-    features and weights)."""
+def test_the_own_data_page_runs_the_main_job_on_a_model_of_ones_own_without_training(tmp_path):
+    """docs/usage/own-data.md as written, its corpus the tiny one (training pair .gz, dev and
+    test plain) and its model a tiny random Marian model with its SentencePiece tokenizer,
+    built here. The job (GENERATOR=hf:DIR) prepares and trains nothing: rerank generate writes
+    raw-text lists, length and IBM Model 1 come from the raw training pair, BLEU uses 13a; its
+    system is a generate system. The step-by-step system translates as the step-by-step
+    commands re-ranked, line for line."""
     if snakemake_missing:
         pytest.skip("snakemake is not installed (the [workflow] extra)")
     from tests.conftest import skip_reason
 
     if skip_reason("hf"):
         pytest.skip(skip_reason("hf"))
+    from tests.docs.test_docs import run_page
     from tests.tiny_models import build_marian
 
-    corpus = tmp_path / "m30k"
-    _tiny_corpus(corpus)
-    raw = corpus / "task1" / "raw"
+    source = tmp_path / "m30k"
+    _tiny_corpus(source)
+    raw = source / "task1" / "raw"
     (tmp_path / "hf").mkdir()
     marian = build_marian(str(tmp_path / "hf"))
-    out = tmp_path / "out"
-    job = {
-        "system": "transformer",
-        "out": str(out),
-        "data": str(corpus),
-        "generator": f"hf:{marian}",
-        "max_length": 12,
-        "features": ["mbr", "len", "ibm1"],
-        "nbest": 4,
-        "tuners": ["mira"],
-        "replicas": 1,
-        "chrf_tuning": 0,
-    }
-    settings_file = tmp_path / "own-model.yaml"
-    settings_file.write_text(yaml.safe_dump(job))
-    out.mkdir()
-    run = _snakemake("--cores", "2", "--configfile", str(settings_file), "--directory", str(out), env=TINY_JOB_ENV)
-    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    page = tmp_path / "page"
+
+    def setup(directory):
+        corpus = directory / "corpus"
+        corpus.mkdir()
+        for lang in ("en", "de"):
+            shutil.copyfile(raw / f"train.{lang}.gz", corpus / f"train.{lang}.gz")
+            for split, name in (("val", "dev"), ("test_2016_flickr", "test")):
+                with gzip.open(raw / f"{split}.{lang}.gz", "rt", encoding="utf-8") as handle:
+                    (corpus / f"{name}.{lang}").write_text(handle.read(), encoding="utf-8")
+        (directory / "models").mkdir()
+        os.symlink(marian, directory / "models" / "my-en-de")
+        (directory / "scripts").mkdir()  # the page's `bash scripts/run_pipeline.sh`, from the project root
+        (directory / "scripts" / "run_pipeline.sh").write_text(f'exec bash {ROOT}/scripts/run_pipeline.sh "$@"\n')
+
+    page.mkdir()
+    run_page("docs/usage/own-data.md", page, setup=setup)
+    out = page / "out" / "my-en-de"
     assert not (out / "data").exists() and not (out / "model.transformer-tiny").exists()  # nothing trained
     generated = json.loads((out / "nbest" / "test.nbest.json").read_text())
-    assert generated["model"] == f"hf:{marian}" and generated["nbest"] == 4
+    assert generated["model"] == f"hf:{page / 'models' / 'my-en-de'}" and generated["nbest"] == 8
     experiment = json.loads((out / "experiment.json").read_text())
-    assert experiment["reference"] == str(raw / "test_2016_flickr.de.gz") and experiment["bleu"]["tokenize"] == "13a"
+    assert experiment["reference"] == str(page / "corpus" / "test.de") and experiment["bleu"]["tokenize"] == "13a"
     table = (out / "report" / "table.txt").read_text()
     for row in ("baseline", "+nmt", "+mbr", "+len", "+ibm1", "+all", "oracle"):
         assert row in table
-    manifest = json.loads((out / "system" / "system.json").read_text())
-    assert manifest["decoder"]["kind"] == "generate"
-    with gzip.open(raw / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as handle:
-        (tmp_path / "my_test.en").write_text(handle.read())
-    translated = tmp_path / "my_test.de"
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "rerank"), "translate", "--system", str(out / "system")]
-        + ["--input", str(tmp_path / "my_test.en"), "--out", str(translated), "--device", "cpu"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    chosen = manifest["weights_from"]["chosen"]
-    job_output = (out / "rerank" / "all" / f"test.seed{chosen.rsplit('seed', 1)[1].split('.')[0]}.txt").read_text()
-    assert translated.read_text().splitlines() == job_output.splitlines()
+    assert json.loads((out / "system" / "system.json").read_text())["decoder"]["kind"] == "generate"
+    translated = (page / "test.translated.de").read_text(encoding="utf-8").splitlines()
+    assert translated == (page / "test.reranked.de").read_text(encoding="utf-8").splitlines()
+    assert len(translated) == 10
 
 
 def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
