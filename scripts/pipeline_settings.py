@@ -41,7 +41,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     alone (``R2L_NBEST`` 0: no union with the R2L model's own list) and the tuning metric
     (``TUNE_METRIC`` bleu), the direction (``SRC`` en, ``TGT`` de) and the corpus (Multi30k:
     ``TRAIN``, ``VALID``, ``TEST`` empty), the baseline (``GENERATOR`` train; ``MAX_LENGTH``
-    256, which only a generator of one's own reads)."""
+    256, which only a generator of one's own reads) and the lowercased text (``LOWERCASE`` 1)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -60,6 +60,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "TEST": "",
         "GENERATOR": "train",
         "MAX_LENGTH": "256",
+        "LOWERCASE": "1",
     }
 
 

@@ -40,7 +40,7 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length"
+    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase"
 ).split()
 
 
@@ -167,6 +167,7 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
     schema = schema or load_schema()
     system = config.get("system", SYSTEMS[0])
     merged = {**load_system(system), **dict(config)}
+    cased_by_default = "lowercase" not in merged  # a corpus of one's own keeps its case unless told
     merged = normalise(merged, schema)
     validate(merged, schema)
     merged["out"] = os.path.normpath(os.path.join(ROOT, merged["out"]))
@@ -177,6 +178,8 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
     elif os.path.isdir(local):
         merged["data"] = local
     own = _own_corpus(merged)
+    if own and cased_by_default:
+        merged["lowercase"] = 0
     if own:
         if "lm" in merged["features"] or "mlmme" in merged["features"]:
             raise SettingsError("FEATURES: lm and mlmme read Multi30k's task 2 and images: not with TRAIN/VALID/TEST")

@@ -10,7 +10,7 @@ from typing import List
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option
 from rerank.errors import InputError
-from rerank.nmt.data import PrepareConfig, prepare, prepared_languages
+from rerank.nmt.data import PrepareConfig, prepare, prepared_languages, prepared_lowercase
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from rerank.nmt.lm import LMConfig, train_lm
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
@@ -40,7 +40,9 @@ def cmd_nmt(args) -> None:
         }
         if files and args.data:
             raise InputError("give --data (Multi30k) or --train/--valid/--test (a corpus of your own), not both")
-        prepared = PrepareConfig(src=args.src, tgt=args.tgt, bpe_merges=args.bpe_merges, files=files)
+        prepared = PrepareConfig(
+            src=args.src, tgt=args.tgt, bpe_merges=args.bpe_merges, files=files, lowercase=not args.cased
+        )
         print(prepare(args.data, args.out, prepared, workers=args.workers))
     elif args.nmt_verb == "train":
         src, tgt = prepared_languages(args.data_bin)  # the direction the data was prepared in
@@ -102,6 +104,7 @@ def cmd_nmt(args) -> None:
             device=args.device,
             dtype=args.dtype,
             direction=args.direction,
+            lowercase=prepared_lowercase(args.data_bin),
         )
         if (args.subset is None) == (args.input is None):
             raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
@@ -164,6 +167,12 @@ def _add_nmt_prepare(nsub) -> None:
         type=positive_int,
         default=PrepareConfig.bpe_merges,
         help="joint BPE merge operations (subword-nmt)",
+    )
+    q.add_argument(
+        "--cased",
+        action="store_true",
+        help="keep the case (default: lowercase, Multi30k's lc.norm.tok protocol, the paper's); nbest, the "
+        "packed system and translate read it from prepare.json",
     )
     q.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
 

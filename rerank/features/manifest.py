@@ -104,6 +104,7 @@ _DECODER_CHECKS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
         for k in ("src", "tgt")
     },
     "direction": (lambda v: v in ("forward", "r2l", "auto"), "forward, r2l or auto"),
+    "lowercase": (lambda v: isinstance(v, bool), "true or false"),
     **{k: (lambda v: isinstance(v, str), "a string") for k in ("device", "dtype")},
 }
 

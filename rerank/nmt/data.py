@@ -15,7 +15,7 @@ import subprocess
 import sys
 import urllib.request
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
 from rerank.outputs import atomic_write
@@ -44,6 +44,9 @@ class PrepareConfig:
     #: a corpus of one's own: {split: [source file, target file]} for every split (plain or
     #: .gz, one sentence per line, line-aligned); empty: Multi30k's task 1 files
     files: Dict[str, List[str]] = field(default_factory=dict)
+    #: lowercase the tokenised text (Multi30k's ``lc.norm.tok`` protocol, the paper's); False
+    #: keeps the case (what a corpus of one's own usually wants)
+    lowercase: bool = True
 
 
 def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
@@ -77,15 +80,18 @@ def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
     return pairs
 
 
-def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = None) -> List[str]:
+def preprocess_lines(
+    lines: Iterable[str], lang: str, progress: Optional[str] = None, lowercase: bool = True
+) -> List[str]:
     """Moses-normalise, Moses-tokenise (no escaping) and lowercase each line.
 
     Args:
         lines: raw sentences, one per item (trailing newlines are stripped).
         lang: ISO code given to the Moses normaliser and tokeniser ("en", "de", ...).
         progress: if given, a tqdm progress bar with this description.
+        lowercase: False keeps the case (:attr:`PrepareConfig.lowercase`).
     Returns:
-        list of tokenised lowercased strings, tokens separated by single spaces.
+        list of tokenised (lowercased) strings, tokens separated by single spaces.
     """
     from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
@@ -96,7 +102,8 @@ def preprocess_lines(lines: Iterable[str], lang: str, progress: Optional[str] = 
     out = []
     for line in items:
         text = normaliser.normalize(line.rstrip("\n"))
-        out.append(tokeniser.tokenize(text, escape=False, return_str=True).lower())
+        tokens = tokeniser.tokenize(text, escape=False, return_str=True)
+        out.append(tokens.lower() if lowercase else tokens)
     return out
 
 
@@ -122,20 +129,42 @@ def prepared_languages(path: str) -> Tuple[str, str]:
     Raises:
         InputError: a prepare.json whose languages are not language codes.
     """
+    meta, config = _prepared_config(path)
+    if not config or not ({"src", "tgt"} & set(config)):
+        return "en", "de"  # a record without languages: prepared before they were a setting
+    src, tgt = config.get("src"), config.get("tgt")
+    try:
+        check_languages(src, tgt)  # type: ignore[arg-type]
+    except InputError as error:
+        raise InputError(error.message, meta) from None
+    return src, tgt  # type: ignore[return-value]
+
+
+def prepared_lowercase(path: str) -> bool:
+    """Whether the text of a ``rerank nmt prepare`` directory (or of its ``bin/``) was
+    lowercased (:attr:`PrepareConfig.lowercase`); True for data prepared before it was a
+    setting or without a ``prepare.json``.
+
+    Raises:
+        InputError: a ``lowercase`` that is not true or false.
+    """
+    meta, config = _prepared_config(path)
+    value = (config or {}).get("lowercase", True)
+    if not isinstance(value, bool):
+        raise InputError(f"config.lowercase is {value!r}, not true or false", meta)
+    return value
+
+
+def _prepared_config(path: str) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """(its prepare.json, the ``config`` recorded there) of a prepare directory or its
+    ``bin/``; ("", None) where there is no prepare.json or no config in it."""
     for directory in (path, os.path.dirname(os.path.abspath(path).rstrip(os.sep))):
         meta = os.path.join(directory, "prepare.json")
         if os.path.isfile(meta):
             record = read_json(meta)
             config = record.get("config") if isinstance(record, dict) else None
-            if not isinstance(config, dict) or not ({"src", "tgt"} & set(config)):
-                break  # a record without languages: prepared before they were a setting
-            src, tgt = config.get("src"), config.get("tgt")
-            try:
-                check_languages(src, tgt)  # type: ignore[arg-type]
-            except InputError as error:
-                raise InputError(error.message, meta) from None
-            return src, tgt  # type: ignore[return-value]
-    return "en", "de"
+            return meta, config if isinstance(config, dict) else None
+    return "", None
 
 
 def multi30k_files(task2: bool = False, languages: Sequence[str] = ("en", "de")) -> List[str]:
@@ -223,7 +252,8 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     a source and a target file per split, :func:`own_corpus`); returns the binarised data
     directory.  The Moses tokeniser follows each side's language.
 
-    Writes ``out_dir/tok/{split}.{lang}`` (tokenised, lowercased: the references of
+    Writes ``out_dir/tok/{split}.{lang}`` (tokenised, lowercased unless
+    ``config.lowercase`` is False: the references of
     evaluation), ``out_dir/bpe.codes``, ``out_dir/bpe/{split}.{lang}``, ``out_dir/bin``
     (fairseq-preprocess output) and ``out_dir/prepare.json`` (signature).  Each step is
     skipped when its output exists.
@@ -252,7 +282,8 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
             path = os.path.join(tok_dir, f"{split}.{lang}")
             if not os.path.exists(path):
                 raw = read_lines(own[split][side]) if own else read_raw(str(data_dir), stem, lang)
-                _write_lines(path, preprocess_lines(raw, lang, progress=f"tokenise {split}.{lang}"))
+                tokenised = preprocess_lines(raw, lang, f"tokenise {split}.{lang}", lowercase=config.lowercase)
+                _write_lines(path, tokenised)
             with open(path, encoding="utf-8") as handle:
                 counts[lang] = sum(1 for _ in handle)
         if counts[config.src] != counts[config.tgt]:

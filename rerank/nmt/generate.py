@@ -70,6 +70,8 @@ class GenerateConfig:
     device: str = "auto"
     dtype: str = "float32"
     direction: str = "auto"
+    #: raw text's preprocessing lowercases it (as the data was prepared: ``prepare.json``)
+    lowercase: bool = True
 
 
 def model_direction(checkpoint: str, direction: str = "auto") -> str:
@@ -336,7 +338,7 @@ def generate_nbest_from_text(
             shard.check_output(output)
         provenance["shard"] = shard.record(len(raw), input_path)
         raw = raw[lo:hi]
-    tokenised = preprocess_lines(raw, config.src)
+    tokenised = preprocess_lines(raw, config.src, lowercase=config.lowercase)
     with open(codes, encoding="utf-8") as handle:
         bpe = BPE(handle)
     with tempfile.TemporaryDirectory() as tmp:

@@ -265,6 +265,7 @@ def test_a_system_manifest_is_checksummed_and_cannot_point_outside(tuned, tmp_pa
         "src='../../etc' is not a language code": lambda m: m["decoder"]["config"].update(src="../../etc"),
         "nbest='many' is not a positive integer": lambda m: m["decoder"]["config"].update(nbest="many"),
         "lenpen='high' is not a finite number": lambda m: m["decoder"]["config"].update(lenpen="high"),
+        "lowercase='yes' is not true or false": lambda m: m["decoder"]["config"].update(lowercase="yes"),
         "does not checksum generator/checkpoint.pt": lambda m: m["files"].pop("generator/checkpoint.pt"),
     }
     for message, edit in crafted.items():

@@ -240,6 +240,40 @@ def test_prepare_takes_any_direction_and_checks_the_languages_first(tmp_path):
     assert (data / "bin" / "dict.de.txt").exists() and (data / "bin" / "test.de-en.de.idx").exists()
 
 
+def test_prepare_keeps_the_case_when_told_and_records_it(tmp_path):
+    """rerank nmt prepare --cased: the tokenised text keeps its case (Moses' rules unchanged),
+    prepare.json records lowercase false, and nbest/translate read it back (a record without
+    it: lowercased, the paper's protocol)."""
+    from rerank.cli import main
+    from rerank.nmt.data import prepared_lowercase, preprocess_lines
+
+    # Moses' normaliser moves the full stop inside the quotes (English) and the tokeniser splits 's
+    assert preprocess_lines(["A Man's \u201cDog\u201d."], "en") == ['a man \'s " dog . "']
+    assert preprocess_lines(["A Man's \u201cDog\u201d."], "en", lowercase=False) == ['A Man \'s " Dog . "']
+    _write_corpus(str(tmp_path / "m30k"))
+    raw = tmp_path / "m30k" / "task1" / "raw"
+    own = []
+    for flag, split in (("--train", "train"), ("--valid", "val"), ("--test", "test_2016_flickr")):
+        pair = []
+        for lang in ("en", "de"):
+            with gzip.open(raw / f"{split}.{lang}.gz", "rt", encoding="utf-8") as handle:
+                lines = [line[:1].upper() + line[1:] for line in handle]
+            (tmp_path / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
+            pair.append(str(tmp_path / f"{split}.{lang}"))
+        own += [flag, ",".join(pair)]
+    base = ["nmt", "prepare", *own, "--bpe-merges", "40", "--workers", "1"]
+    assert main([*base, "--cased", "--out", str(tmp_path / "cased")]) == 0
+    assert main([*base, "--out", str(tmp_path / "lower")]) == 0
+    first = (tmp_path / "cased" / "tok" / "val.de").read_text(encoding="utf-8").splitlines()[0]
+    assert first[0].isupper() and first.lower() == (tmp_path / "lower" / "tok" / "val.de").read_text().splitlines()[0]
+    assert prepared_lowercase(str(tmp_path / "cased" / "bin")) is False
+    assert prepared_lowercase(str(tmp_path / "lower")) is True and prepared_lowercase(str(tmp_path)) is True
+    meta = tmp_path / "cased" / "prepare.json"
+    meta.write_text(meta.read_text().replace('"lowercase": false', '"lowercase": "no"'))
+    with pytest.raises(InputError, match="config.lowercase is 'no', not true or false"):
+        prepared_lowercase(str(tmp_path / "cased"))
+
+
 def test_prepare_takes_a_corpus_of_ones_own(tmp_path, capsys):
     """--train/--valid/--test: any two line-aligned files per split (plain or .gz), checked
     before any work; the result equals preparing the same text laid out as Multi30k."""

@@ -561,6 +561,21 @@ def test_the_own_data_page_runs_the_main_job_on_a_model_of_ones_own_without_trai
     assert len(translated) == 10
 
 
+def test_a_corpus_of_ones_own_keeps_its_case_unless_told(tmp_path):
+    corpus = tmp_path / "m30k"
+    (corpus / "task1" / "raw").mkdir(parents=True)
+    for lang in ("en", "de"):
+        (corpus / "task1" / "raw" / f"train.{lang}.gz").write_bytes(b"")
+    (tmp_path / "a").write_text("x\n")
+    own = {"TRAIN": f"{tmp_path / 'a'},{tmp_path / 'a'}", "VALID": f"{tmp_path / 'a'},{tmp_path / 'a'}"}
+    own["TEST"] = own["VALID"]
+    base = {"OUT": str(tmp_path / "o"), "DATA": str(corpus)}
+    assert settings.from_environment(base)["lowercase"] == 1  # Multi30k: the paper's lc.norm.tok protocol
+    assert settings.from_environment({**base, **own})["lowercase"] == 0
+    assert settings.from_environment({**base, **own, "LOWERCASE": "1"})["lowercase"] == 1
+    assert _error({**base, "LOWERCASE": "yes"}) == "LOWERCASE: 'yes' is not 0 or 1"
+
+
 def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
     corpus = tmp_path / "m30k"
     (corpus / "task1" / "raw").mkdir(parents=True)

@@ -10,7 +10,7 @@ rule prepare:
     benchmark:
         stage("prepare", f"{D}/prepare.json")
     shell:
-        f"rerank nmt prepare {CORPUS_ARG} --src {SRC} --tgt {TGT} --out {D}"
+        f"rerank nmt prepare {CORPUS_ARG} --src {SRC} --tgt {TGT}{'' if C['lowercase'] else ' --cased'} --out {D}"
 
 
 def train_rule_shell(save_dir, log):
