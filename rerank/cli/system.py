@@ -7,7 +7,7 @@ import argparse
 import json
 
 from rerank.argtypes import positive_int
-from rerank.cli.options import device_options, device_settings, signature_option
+from rerank.cli.options import device_options, device_settings, shard_option_value, shard_options, signature_option
 from rerank.features.system import Relocation, pack_system, translate
 from rerank.outputs import signature_path
 
@@ -26,6 +26,7 @@ def cmd_translate(args) -> None:
         args.tokenized,
         args.batch_size,
         expected_digest=args.system_digest,
+        shard=shard_option_value(args),
     )
     if args.json:
         print(json.dumps(result))
@@ -89,6 +90,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the throughput as JSON (default: a line on stderr)")
     device_options(p)
+    shard_options(p, "sentences of the input")
     signature_option(p, "--nbest-out")
     p.set_defaults(
         func=cmd_translate,

@@ -48,6 +48,7 @@ from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
+from rerank.shards import Shard
 from rerank.signature import signature
 from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json, read_lines
@@ -388,14 +389,19 @@ def translate(
     batch_size: Optional[int] = None,
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
     expected_digest: Optional[str] = None,
+    shard: Optional[Shard] = None,
 ) -> Dict[str, Any]:
     """Translate raw source text (one sentence per line) with the system of ``system_dir``
     (module docstring) into ``out`` (and the scored n-best list into ``nbest_out``).
     Returns {"segments", "seconds", "sentences_per_second"}.  ``expected_digest``: the
-    system digest pack-system printed (:func:`load_system`).
+    system digest pack-system printed (:func:`load_system`).  ``shard``: only that block
+    of the input's sentences (:mod:`rerank.shards`); ``out`` and ``nbest_out`` then carry
+    signatures recording it, and ``rerank merge`` joins the shards' outputs into what one
+    process writes.
 
     Raises:
-        InputError: a system :func:`load_system` refuses, an empty input line.
+        InputError: a system :func:`load_system` refuses, an empty input line, a shard
+            holding no sentence or written to standard output.
         UntrustedCheckpoint: a checkpoint of the system (generator or scorer) naming classes
             beyond fairseq's own (:mod:`rerank.nmt.checkpoints`), unless trusted; refused
             before any decoding starts.
@@ -408,6 +414,16 @@ def translate(
             check_checkpoint(os.path.join(system_dir, name))
     with tempfile.TemporaryDirectory() as tmp:
         nbest, source = os.path.join(tmp, "nbest"), os.path.join(tmp, "source")
+        records: Dict[str, Any] = {}
+        if shard is not None:  # this shard's block of the input, decoded as a file of its own
+            for path in (out, nbest_out):
+                shard.check_output(path)
+            raw = read_lines(input_path)
+            lo, hi = shard.bounds(len(raw), input_path)
+            records = {kind: shard.record(len(raw), input_path, kind) for kind in ("text", "nbest")}
+            input_path = os.path.join(tmp, "input")
+            with open(input_path, "w", encoding="utf-8") as handle:
+                handle.writelines(line + "\n" for line in raw[lo:hi])
         if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
             _generate(decoding, input_path, nbest, os.path.join(tmp, "1best"), devices, say)
             source, tokenized = input_path, True
@@ -425,11 +441,22 @@ def translate(
         with StagedOutputs() as outputs:  # the translation and the scored list appear together
             with outputs.open(out) as handle:
                 handle.writelines(line + "\n" for line in lines)
+            if records:  # a shard: its record beside the translation, for rerank merge
+                text_side = outputs.signature(out)
+                assert text_side is not None  # shard.check_output: a file
+                with open(text_side, "w", encoding="utf-8") as handle:
+                    record = {"system": manifest["digest"], "tokenized": tokenized, "shard": records["text"]}
+                    json.dump({**record, "signature": signature()}, handle, indent=2)
             if nbest_out:
                 shutil.copyfile(nbest, outputs.stage(nbest_out))
                 side = outputs.signature(nbest_out)
                 if side is not None:
                     shutil.copyfile(nbest + ".json", side)
+                    if records:
+                        listed = read_json(side)
+                        listed["shard"] = records["nbest"]
+                        with open(side, "w", encoding="utf-8") as handle:
+                            json.dump(listed, handle, indent=2)
     seconds = time.perf_counter() - start
     result = {"segments": segments, "seconds": round(seconds, 3), "sentences_per_second": segments / max(seconds, 1e-9)}
     say(f"translate: {segments} sentences in {seconds:.1f} s ({result['sentences_per_second']:.2f}/s) -> {out}")

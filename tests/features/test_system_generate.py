@@ -93,6 +93,42 @@ def test_a_generated_system_packs_and_translates_as_the_step_by_step_commands(tm
     assert read_lines(str(tmp_path / "out.de")) == read_lines(str(tmp_path / "test.reranked"))
 
 
+def test_translate_shards_merge_into_the_unsharded_outputs(tmp_path, capsys):
+    """translate --num-shards 2 over 3 sentences (uneven: 1 + 2), shards merged in any order
+    give the unsharded translation and scored list byte for byte; a missing, duplicate or
+    foreign shard, and a shard to standard output, are one line each."""
+    marian = _corpus(tmp_path)
+    _pack(tmp_path, f"hf:{marian}", 3, "val.full.nbest")
+    translate = "translate --system {d}/system --device cpu --input {d}/test.en"
+    _run(tmp_path, f"{translate} --out {{d}}/all.de --nbest-out {{d}}/all.nbest")
+    for k in (1, 0):
+        _run(tmp_path, f"{translate} --num-shards 2 --shard-id {k} --out {{d}}/s{k}.de --nbest-out {{d}}/s{k}.nbest")
+    assert len(read_lines(str(tmp_path / "s0.de"))) == 1 and len(read_lines(str(tmp_path / "s1.de"))) == 2
+    _run(tmp_path, "merge {d}/s1.de {d}/s0.de --out {d}/merged.de")
+    _run(tmp_path, "merge {d}/s1.nbest {d}/s0.nbest --out {d}/merged.nbest")
+    assert (tmp_path / "merged.de").read_bytes() == (tmp_path / "all.de").read_bytes()
+    assert (tmp_path / "merged.nbest").read_bytes() == (tmp_path / "all.nbest").read_bytes()
+    write_lines(VAL, str(tmp_path / "other.en"))  # 4 sentences: another input
+    _run(
+        tmp_path,
+        f"translate --system {{d}}/system --device cpu --input {{d}}/other.en --num-shards 2 --shard-id 1 --out {{d}}/o1.de",
+    )
+    capsys.readouterr()
+    for parts, message in (
+        ("s0.de", "shard 1 of 2 is missing"),
+        ("s0.de s0.de", "shard 0 is given twice"),
+        ("s0.de o1.de", "a shard of another run (another input than"),
+        ("s0.de s1.nbest", "a shard of another run (another"),
+    ):
+        argv = ["merge", *(str(tmp_path / p) for p in parts.split()), "--out", str(tmp_path / "x.de")]
+        assert main(argv) == 1, parts
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+    argv = [*translate.format(d=tmp_path).split(), "--num-shards", "2", "--shard-id", "0", "--out", "-"]
+    assert main(argv) == 1
+    assert "a shard's output must be a file" in capsys.readouterr().err
+
+
 def test_a_generated_systems_model_cannot_point_outside(tmp_path):
     from rerank.features.manifest import manifest_digest
 

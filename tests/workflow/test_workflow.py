@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -436,6 +437,87 @@ def test_a_tiny_main_job_runs_end_to_end_then_resumes_with_nothing_to_do(tiny_jo
     changed.write_text(config.read_text().replace("nbest: 100", "nbest: 99"))
     refused = _snakemake("--cores", "2", "--configfile", str(changed), "--directory", str(out), env=TINY_JOB_ENV)
     assert refused.returncode != 0 and "NBEST=100 (this run: 99)" in refused.stderr + refused.stdout
+
+
+#: what the SLURM run must reproduce byte for byte: the lists, the re-ranked outputs, the tables
+SAME_AS_LOCAL = (
+    "nbest/val.nbest",
+    "nbest/test.full.nbest",
+    "nbest/val.full.nbest",
+    "nbest/test.1best",
+    "rerank/all/test.seed1.txt",
+    "rerank/all/test.seed2.txt",
+    "rerank/nmt/test.seed1.txt",
+    "rerank/test.oracle",
+    "results.txt",
+    "report/table.txt",
+)
+#: the options a cluster without an accounting database needs (scripts/slurm_cluster.sh's), and
+#: quick status checks for a job of seconds
+SLURM_OPTIONS = (
+    *("--slurm-status-command", "squeue", "--slurm-no-account", "--slurm-keep-successful-logs"),
+    *("--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "2"),
+    *("--default-resources", "mem_mb=2000", "runtime=30"),
+)
+
+
+def _squeue():
+    """{SLURM job id: (its comment, rule_NAME…; its state)} of every job squeue lists."""
+    done = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%k|%T"], capture_output=True, text=True)
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2]
+    return {job: (comment, state) for job, comment, state in rows}
+
+
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.slow
+def test_the_tiny_main_job_runs_on_a_real_slurm_cluster_and_resumes_after_scancel(tiny_job, tmp_path):
+    """scripts/slurm_cluster.sh starts a real single-node cluster (slurmctld, slurmd, MUNGE;
+    Debian's packages, installed when missing); the tiny main job runs through
+    profiles/slurm, every rule a SLURM job. Its baseline's training is cancelled (scancel)
+    while it runs: that run fails, the next invocation resumes, and the lists, outputs and
+    tables are the local run's, byte for byte."""
+    local, config = tiny_job
+    state = tmp_path / "slurm"
+    cluster = ["bash", str(ROOT / "scripts" / "slurm_cluster.sh")]
+    started = subprocess.run([*cluster, "start", str(state)], capture_output=True, text=True)
+    if started.returncode == 2:
+        pytest.skip(started.stderr.strip().splitlines()[-1])
+    assert started.returncode == 0, started.stderr
+    try:
+        out = tmp_path / "out"
+        out.mkdir()
+        job = yaml.safe_load(config.read_text())
+        (tmp_path / "tiny.yaml").write_text(yaml.safe_dump({**job, "out": str(out)}))
+        exe = shutil.which("snakemake") or str(ROOT / ".venv" / "bin" / "snakemake")
+        argv = [exe, "--snakefile", str(ROOT / "workflow" / "Snakefile"), "--profile", str(ROOT / "profiles" / "slurm")]
+        argv += ["--configfile", str(tmp_path / "tiny.yaml"), "--directory", str(out), *SLURM_OPTIONS]
+        env = {**os.environ, **TINY_JOB_ENV}
+        first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        cancelled = None
+        for _ in range(600):
+            running = [j for j, (comment, st) in _squeue().items() if comment == "rule_train" and st == "RUNNING"]
+            if running:
+                cancelled = running[0]
+                subprocess.run(["scancel", cancelled], check=True)
+                break
+            if first.poll() is not None:
+                break
+            time.sleep(0.5)
+        log = first.communicate(timeout=900)[0]
+        assert cancelled is not None, log[-3000:]
+        assert first.returncode != 0 and f"SLURM-job '{cancelled}' failed" in log, log[-3000:]
+        assert _squeue()[cancelled][1] == "CANCELLED"
+        again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        # every rule ran as a SLURM job (its log under .snakemake/slurm_logs/rule_NAME/)
+        rules = {p.name for p in (out / ".snakemake" / "slurm_logs").iterdir()}
+        for rule in ("prepare", "train", "train_r2l", "nbest", "features", "tune", "apply", "report", "system"):
+            assert f"rule_{rule}" in rules, sorted(rules)
+        for name in SAME_AS_LOCAL:
+            assert (out / name).read_bytes() == (local / name).read_bytes(), name
+    finally:
+        subprocess.run([*cluster, "stop", str(state)], capture_output=True)
 
 
 @pytest.mark.workflow
