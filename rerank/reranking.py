@@ -332,7 +332,7 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
                     )
         record = {k: v for k, v in first_record.items() if k not in _SHARD_OWN + ("beam_feature", "feature_sets")}
         record.update(
-            merged_from=[path for _, _, path in ordered],
+            merged_from=[os.path.abspath(path) for _, _, path in ordered],
             hypotheses=hypotheses,
             seconds=round(sum(r.get("seconds", 0.0) for _, r, _ in ordered), 3),
         )

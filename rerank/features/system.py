@@ -166,6 +166,13 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
                 raise InputError("a step declared a beam feature (a rescored union): not replayable yet", side)
             steps.insert(0, list(record["scorers"]))
             recorded = record.get("input")
+            shards = record.get("merged_from")
+            if recorded is None and isinstance(shards, list) and shards and isinstance(shards[0], str):
+                # shards joined by rerank merge: they share the input list, which each records
+                first = _recorded(shards[0], relocation, side, "its first shard")
+                side = first + ".json"
+                shard = read_json(side) if os.path.isfile(side) else None
+                recorded = shard.get("input") if isinstance(shard, dict) else None
             if not isinstance(recorded, str):
                 raise InputError("the signature names no input list", side)
             path = _recorded(recorded, relocation, side, "its input list")

@@ -111,7 +111,7 @@ def test_translate_shards_merge_into_the_unsharded_outputs(tmp_path, capsys):
     write_lines(VAL, str(tmp_path / "other.en"))  # 4 sentences: another input
     _run(
         tmp_path,
-        f"translate --system {{d}}/system --device cpu --input {{d}}/other.en --num-shards 2 --shard-id 1 --out {{d}}/o1.de",
+        "translate --system {d}/system --device cpu --input {d}/other.en --num-shards 2 --shard-id 1 --out {d}/o1.de",
     )
     capsys.readouterr()
     for parts, message in (
@@ -127,6 +127,33 @@ def test_translate_shards_merge_into_the_unsharded_outputs(tmp_path, capsys):
     argv = [*translate.format(d=tmp_path).split(), "--num-shards", "2", "--shard-id", "0", "--out", "-"]
     assert main(argv) == 1
     assert "a shard's output must be a file" in capsys.readouterr().err
+
+
+def test_a_system_packs_from_lists_joined_by_merge(tmp_path):
+    """Lists generated and scored in shards (generate and features add --num-shards 2, each
+    joined by rerank merge, as the main job's SHARDS does) pack into the system of the
+    unsharded lists: pack-system follows a merged list's provenance through its shards."""
+    marian = _corpus(tmp_path)
+    model = f"hf:{marian}"
+    generate = f"generate --model {model} --nbest 3 --max-length 12 --device cpu --input {{d}}/val.en"
+    for k in range(2):
+        shard = f"--num-shards 2 --shard-id {k}"
+        _run(tmp_path, f"{generate} {shard} --out-nbest {{d}}/g{k}.nbest --out-1best {{d}}/g{k}.1best")
+    _run(tmp_path, "merge {d}/g1.nbest {d}/g0.nbest --out {d}/val.nbest")
+    for k in range(2):
+        shard = f"--num-shards 2 --shard-id {k}"
+        _run(
+            tmp_path,
+            f"features add --nbest {{d}}/val.nbest --source {{d}}/val.en {SCORERS} {shard} --out {{d}}/f{k}.nbest",
+        )
+    _run(tmp_path, "merge {d}/f0.nbest {d}/f1.nbest --out {d}/val.full.nbest")
+    _run(tmp_path, "tune --nbest {d}/val.full.nbest --ref {d}/val.de --tokenize none --out {d}/w.json")
+    _run(tmp_path, "pack-system --nbest {d}/val.full.nbest --weights {d}/w.json --out {d}/system")
+    manifest = json.loads((tmp_path / "system" / "system.json").read_text())
+    assert manifest["decoder"]["kind"] == "generate" and manifest["decoder"]["nbest"] == 3
+    assert manifest["steps"] == [["mbr:bleu,feature=uniform", "len:1.1"]]
+    _run(tmp_path, "translate --system {d}/system --device cpu --input {d}/test.en --out {d}/out.de")
+    assert len(read_lines(str(tmp_path / "out.de"))) == len(TEST)
 
 
 def test_a_generated_systems_model_cannot_point_outside(tmp_path):

@@ -355,6 +355,8 @@ def test_the_slurm_profile_plans_the_gru_system(tmp_path):
     assert run.returncode == 0, run.stderr + run.stdout
     counts = _job_counts(run.stdout)
     assert (counts["features_shard"], counts["features"], counts["train"]) == (32, 16, 1)
+    # n-best generation too: 2 shards of each split, each joined by rerank merge
+    assert (counts["nbest_shard"], counts["nbest"]) == (4, 2)
     # every rule the profile names exists
     rules = _snakemake("--list-rules", "--configfile", str(ROOT / "config" / "gru.yaml"), "--config", "shards=2")
     names = set(rules.stdout.split())

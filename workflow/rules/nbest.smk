@@ -29,27 +29,69 @@ for _split in ("val", "test"):
     stage(f"rescore-{_split}", f"{N}/{_split}.union.nmt.nbest")
 
 
-def generate_shell(split):
-    """rerank generate of GENERATOR (a model of one's own) on SPLIT's raw source text."""
+def generate_shell(split, name=None):
+    """rerank generate of GENERATOR (a model of one's own) on SPLIT's raw source text into
+    N/NAME.nbest (and .1best; NAME: SPLIT)."""
+    name = name or split
     return (
         f"rerank generate --model {C['generator']} --input {SPLIT_SOURCE[split]} --nbest {C['nbest']} "
-        f"--max-length {C['max_length']} --out-nbest {N}/{split}.nbest --out-1best {N}/{split}.1best"
+        f"--max-length {C['max_length']} --out-nbest {N}/{name}.nbest --out-1best {N}/{name}.1best"
     )
 
 
-rule nbest:
-    input:
-        [f"{M}/train.done"] if TRAINED else [],
-    output:
-        nbest=f"{N}/{{split}}.nbest",
-        best=f"{N}/{{split}}.1best",
-    benchmark:
-        f"{OUT}/benchmarks/nbest-{{split}}.tsv"
-    threads: DECODE_THREADS
-    params:
-        cmd=lambda w: nbest_shell(M, w.split, w.split, C["nbest"]) if TRAINED else generate_shell(w.split),
-    shell:
-        "{params.cmd}"
+def baseline_lists(split, name=None):
+    """The baseline's lists of SPLIT into N/NAME.nbest: its decoding, or GENERATOR's."""
+    return nbest_shell(M, split, name or split, C["nbest"]) if TRAINED else generate_shell(split, name)
+
+
+if C["shards"] == 1:
+
+    rule nbest:
+        input:
+            [f"{M}/train.done"] if TRAINED else [],
+        output:
+            nbest=f"{N}/{{split}}.nbest",
+            best=f"{N}/{{split}}.1best",
+        benchmark:
+            f"{OUT}/benchmarks/nbest-{{split}}.tsv"
+        threads: DECODE_THREADS
+        params:
+            cmd=lambda w: baseline_lists(w.split),
+        shell:
+            "{params.cmd}"
+
+else:  # SHARDS decodings of contiguous blocks of sentences side by side, joined by rerank merge
+
+    rule nbest_shard:
+        input:
+            [f"{M}/train.done"] if TRAINED else [],
+        output:
+            nbest=f"{N}/shards/{{split}}.{{shard}}-of-{C['shards']}.nbest",
+            best=f"{N}/shards/{{split}}.{{shard}}-of-{C['shards']}.1best",
+        wildcard_constraints:
+            shard=r"\d+",
+        benchmark:
+            f"{OUT}/benchmarks/nbest-{{split}}.shard{{shard}}.tsv"
+        threads: max(1, TORCH_JOBS // C["shards"])
+        params:
+            cmd=lambda w: (
+                f"{baseline_lists(w.split, f'shards/{w.split}.{w.shard}-of-' + str(C['shards']))} "
+                f"--num-shards {C['shards']} --shard-id {w.shard}"
+            ),
+        shell:  # torch's threads: the job's (its cores on a cluster node; JOBS / SHARDS here)
+            "env OMP_NUM_THREADS={threads} {params.cmd}"
+
+    rule nbest:
+        input:
+            nbest=lambda w: [f"{N}/shards/{w.split}.{k}-of-{C['shards']}.nbest" for k in range(C["shards"])],
+            best=lambda w: [f"{N}/shards/{w.split}.{k}-of-{C['shards']}.1best" for k in range(C["shards"])],
+        output:
+            nbest=f"{N}/{{split}}.nbest",
+            best=f"{N}/{{split}}.1best",
+        benchmark:
+            f"{OUT}/benchmarks/nbest-{{split}}.tsv"
+        shell:
+            "rerank merge {input.nbest} --out {output.nbest} && rerank merge {input.best} --out {output.best}"
 
 
 rule nbest_r2l:
