@@ -172,8 +172,12 @@ def fairseq_environ(extra: Optional[Dict[str, str]] = None, trust: Optional[bool
     """The environment of a fairseq process we start: this one's, with torch's switch to
     load anything (:data:`TORCH_ANYTHING`) set only for trusted checkpoints (and removed
     otherwise, wherever it came from), plus ``extra``.  The process's ``--user-dir`` (ours)
-    registers :data:`SAFE_GLOBALS`."""
+    registers :data:`SAFE_GLOBALS`.  ``PYTHONSAFEPATH=1`` (Python 3.11's ``-P``): ``python
+    -m fairseq_cli.…`` does not put the working directory first on ``sys.path``, where a
+    directory named ``rerank`` (the main job's tuning runs, ``OUT/rerank``) would hide the
+    package."""
     env = dict(os.environ)
+    env["PYTHONSAFEPATH"] = "1"
     env.pop(TORCH_ANYTHING, None)
     if trusted(trust):
         env[TORCH_ANYTHING] = "1"

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
+from rerank.nmt.checkpoints import fairseq_environ
 from rerank.outputs import atomic_write
 from rerank.progress import progress_bar
 from rerank.signature import write_signed
@@ -333,7 +334,7 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
             cmd += ["--validpref", prefixes["valid"]]
         if "test" in prefixes:
             cmd += ["--testpref", prefixes["test"]]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=fairseq_environ())
         open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
         shutil.rmtree(bin_dir, ignore_errors=True)
         os.replace(tmp_bin, bin_dir)

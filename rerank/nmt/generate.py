@@ -370,6 +370,7 @@ def generate_nbest_from_text(
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=fairseq_environ(),
         )
         nbest = generate_nbest(
             data,

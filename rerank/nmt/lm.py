@@ -130,6 +130,7 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
             "2",
         ],
         check=True,
+        env=fairseq_environ(),
     )
     open(os.path.join(tmp, "preprocess.done"), "w").close()
     shutil.rmtree(bin_dir, ignore_errors=True)

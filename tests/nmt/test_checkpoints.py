@@ -128,3 +128,22 @@ def test_training_does_not_resume_from_a_crafted_checkpoint(tmp_path, monkeypatc
     with pytest.raises(UntrustedCheckpoint):
         average_checkpoints([str(save / "checkpoint_last.pt")], str(tmp_path / "avg.pt"))
     assert not marker.exists()
+
+
+def test_a_fairseq_process_ignores_a_rerank_directory_in_its_working_directory(tmp_path):
+    """The main job's tuning runs live in OUT/rerank, and its rules run inside OUT: ``python -m
+    fairseq_cli.…`` would import that directory as the package (no rerank.nmt: the user dir
+    fails to load) unless the process's environment keeps the working directory off sys.path."""
+    import subprocess
+    import sys
+
+    from rerank.nmt.checkpoints import fairseq_environ
+
+    (tmp_path / "rerank" / "nmt").mkdir(parents=True)  # what the tuning stages leave in OUT (rerank/nmt: +nmt)
+    probe = [sys.executable, "-c", "import rerank.nmt.checkpoints"]
+    shadowed = subprocess.run(
+        probe, cwd=tmp_path, capture_output=True, text=True, env={**fairseq_environ(), "PYTHONSAFEPATH": ""}
+    )
+    assert shadowed.returncode != 0 and "No module named 'rerank.nmt.checkpoints'" in shadowed.stderr
+    done = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True, env=fairseq_environ())
+    assert done.returncode == 0, done.stderr
