@@ -173,7 +173,7 @@ def significance_of(
         "alpha": ALPHA,
         "unavailable": unavailable,
     }
-    if "meteor" in signatures:
+    if "|lang:de|" in str(signatures.get("meteor", "")):  # German's METEOR only: no paraphrase tables
         meta["meteor_note"] = METEOR_NOTE
     return {"rows": rows, "meta": meta}
 

@@ -282,6 +282,26 @@ def test_meteor_statistics_recombine_to_the_jars_corpus_score(tmp_path):
     assert "exact stem" in METEOR_NOTE and "paraphrase" in METEOR_NOTE
 
 
+@pytest.mark.meteor
+def test_the_meteor_note_comes_with_german_only(tmp_path):
+    """The note on German METEOR's modules (no paraphrase tables here) is printed with a
+    German report, not with an English one, whose METEOR has every module."""
+    from rerank.report import format_table, significance_table
+    from rerank.signif import SignificanceSettings
+
+    refs, hyps, _ = random_corpus(20, 2, seed=3)
+    write_lines(refs, str(tmp_path / "r"))
+    write_lines(hyps[0::2], str(tmp_path / "b"))
+    write_lines(hyps[1::2], str(tmp_path / "s"))
+    for lang, noted in (("de", True), ("en", False)):
+        settings = SignificanceSettings(metrics=("bleu", "meteor"), lang=lang, shuffles=50, resamples=20)
+        table = format_table(
+            significance_table(str(tmp_path / "r"), [str(tmp_path / "b")], [("S", [str(tmp_path / "s")])], settings)
+        )
+        assert f"meteor-1.5|lang:{lang}|" in table
+        assert ("German: modules 'exact stem'" in table) is noted, lang
+
+
 @pytest.mark.report
 def test_report_from_a_pipeline_directory(tmp_path, capsys):
     from rerank.nbest import NBestList, write_nbest
