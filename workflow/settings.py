@@ -406,8 +406,9 @@ def _train_args(config: Mapping, preset: str, save_dir: str, extra: str) -> str:
 
 def models(config: Mapping) -> Dict[str, str]:
     """{model directory: rerank nmt train's arguments} of every translation model this run
-    trains (the baseline unless GENERATOR is a model of one's own, and the right-to-left, channel and second left-to-right models its
-    feature sets need), in the order they are checked."""
+    trains (the baseline unless GENERATOR is a model of one's own, and the right-to-left,
+    channel and second left-to-right models its feature sets need), in the order they are
+    checked."""
     paths = layout(config)
     aux = config["aux_preset"] if config["aux_arch"] == "gru" else config["aux_arch"]
     seed = config["seed"]

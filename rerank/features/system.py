@@ -49,7 +49,7 @@ from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
 from rerank.shards import Shard
-from rerank.signature import signature
+from rerank.signature import signature, write_signed
 from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json, read_lines
 from rerank.tuning.weights import read_weights
@@ -449,21 +449,16 @@ def translate(
             with outputs.open(out) as handle:
                 handle.writelines(line + "\n" for line in lines)
             if records:  # a shard: its record beside the translation, for rerank merge
-                text_side = outputs.signature(out)
-                assert text_side is not None  # shard.check_output: a file
-                with open(text_side, "w", encoding="utf-8") as handle:
-                    record = {"system": manifest["digest"], "tokenized": tokenized, "shard": records["text"]}
-                    json.dump({**record, "signature": signature()}, handle, indent=2)
+                record = {"system": manifest["digest"], "tokenized": tokenized, "shard": records["text"]}
+                write_signed(outputs.signature(out), record)
             if nbest_out:
                 shutil.copyfile(nbest, outputs.stage(nbest_out))
                 side = outputs.signature(nbest_out)
-                if side is not None:
+                if side is not None and records:  # the list's signature, with its shard
+                    with atomic_write(side) as handle:
+                        json.dump({**read_json(nbest + ".json"), "shard": records["nbest"]}, handle, indent=2)
+                elif side is not None:
                     shutil.copyfile(nbest + ".json", side)
-                    if records:
-                        listed = read_json(side)
-                        listed["shard"] = records["nbest"]
-                        with open(side, "w", encoding="utf-8") as handle:
-                            json.dump(listed, handle, indent=2)
     seconds = time.perf_counter() - start
     result = {"segments": segments, "seconds": round(seconds, 3), "sentences_per_second": segments / max(seconds, 1e-9)}
     say(f"translate: {segments} sentences in {seconds:.1f} s ({result['sentences_per_second']:.2f}/s) -> {out}")
