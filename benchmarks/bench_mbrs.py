@@ -13,6 +13,18 @@ time as JSON; ``--compare`` reads both.
     .venv/bin/python benchmarks/bench_mbrs.py --engine rerank --nbest test.nbest --out rerank.json
     .venv/bin/python benchmarks/bench_mbrs.py --compare rerank.json mbrs.json
 
+COMET-MBR (``--metrics comet``): the utility is a COMET checkpoint (``--checkpoint DIR``; a tiny
+one is built with ``--build-checkpoint DIR``: tests/comet_tiny.py's ``da``, wmt22-comet-da's
+layout), each segment's source from ``--source``; mbrs runs it through unbabel-comet (its
+``MetricCOMET``, CPU), so its venv needs unbabel-comet 2.2.7 too:
+
+    /tmp/mbrs-venv/bin/pip install unbabel-comet==2.2.7 'setuptools<81'
+    .venv/bin/python benchmarks/bench_mbrs.py --build-checkpoint /tmp/comet-tiny
+    /tmp/mbrs-venv/bin/python benchmarks/bench_mbrs.py --engine mbrs --metrics comet --checkpoint /tmp/comet-tiny/da \
+        --source test.de --nbest test.nbest --out mbrs.json
+    .venv/bin/python benchmarks/bench_mbrs.py --engine rerank --metrics comet --checkpoint /tmp/comet-tiny/da \
+        --source test.de --nbest test.nbest --out rerank.json
+
 ``--algorithm aggregate|pruned`` runs both libraries' other decoders (``centroid``: rerank's
 only; mbrs' centroid decoder clusters embeddings of neural metrics); ``--fastchrf`` gives mbrs
 its Rust chrF; ``--metrics chrf`` one utility.
@@ -24,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import List
@@ -44,7 +57,9 @@ def read_segments(path: str) -> List[List[str]]:
     return segments
 
 
-def run_mbrs(segments, metric: str, algorithm: str = "exact", fastchrf: bool = False):
+def run_mbrs(
+    segments, metric: str, algorithm: str = "exact", fastchrf: bool = False, checkpoint="", sources=None, batch=64
+):
     """mbrs' selections (0-based within each segment): ``DecoderMBR`` (exact),
     ``DecoderAggregateMBR`` or ``DecoderPruningMBR`` (alpha 0.99, its default schedule), the
     candidates as their own uniformly weighted pseudo-references; chrF with
@@ -52,31 +67,40 @@ def run_mbrs(segments, metric: str, algorithm: str = "exact", fastchrf: bool = F
     from mbrs.decoders import DecoderAggregateMBR, DecoderMBR, DecoderPruningMBR
     from mbrs.metrics import MetricBLEU, MetricChrF
 
-    if metric == "chrf":
+    if metric == "comet":  # a local checkpoint directory: comet's download_model would ask the hub
+        import mbrs.metrics.comet as comet_module
+
+        comet_module.download_model = lambda model: os.path.join(model, "checkpoints", "model.ckpt")
+        scorer = comet_module.MetricCOMET(comet_module.MetricCOMET.Config(model=checkpoint, batch_size=batch, cpu=True))
+    elif metric == "chrf":
         scorer = MetricChrF(MetricChrF.Config(fastchrf=fastchrf))
     else:  # sentence BLEU as rerank's mbr:bleu: tokenize none, effective order
         scorer = MetricBLEU(MetricBLEU.Config(tokenize="none", effective_order=True))
     decoder = {"exact": DecoderMBR, "aggregate": DecoderAggregateMBR, "pruned": DecoderPruningMBR}[algorithm]
     decoder = decoder(decoder.Config(), scorer)
     chosen = []
-    for hyps in segments:
-        chosen.append(int(decoder.decode(hyps, hyps, source=None, nbest=1).idx[0]))
+    for k, hyps in enumerate(segments):
+        source = sources[k] if sources is not None else None
+        chosen.append(int(decoder.decode(hyps, hyps, source=source, nbest=1).idx[0]))
     return chosen
 
 
-def run_rerank(nbest, metric: str, algorithm: str = "exact"):
+def run_rerank(nbest, metric: str, algorithm: str = "exact", checkpoint="", sources=None, batch=64):
     """rerank's selections (0-based within each segment) of the list ``nbest`` (read before the
     clock starts, as mbrs gets its lists) by ``rerank mbr``'s engine
     (:func:`rerank.mbr.mbr_decode`'s algorithms), uniform weights."""
     from rerank.features.consensus import ConsensusScorer
 
     engine = algorithm if algorithm in ("aggregate", "centroid") else "exact"
-    scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform", 1.0, engine))
+    utility = f"comet:{checkpoint},device=cpu,batch={batch}" if metric == "comet" else metric
+    scorer = ConsensusScorer(ConsensusScorer.Config(utility, "uniform", 1.0, engine))
+    if sources is not None and scorer.sourced:
+        scorer.utility.set_sources(sources)
     p = scorer.distribution(nbest)
     if algorithm == "pruned":
         chosen, _ = scorer.pruned_select(nbest, nbest, p)
     else:
-        values = scorer.score(nbest, None, None)[scorer.column]
+        values = scorer.score(nbest, sources, None)[scorer.column]
         chosen = nbest.select(values)
     return [int(i - o) for i, o in zip(chosen, nbest.offsets[:-1])]
 
@@ -96,13 +120,27 @@ def main(argv=None) -> int:
         help="the decoder (default: exact; centroid: rerank only), e.g. aggregate",
     )
     parser.add_argument("--fastchrf", action="store_true", help="mbrs: its Rust chrF (MetricChrF fastchrf=True)")
+    parser.add_argument("--checkpoint", default="", help="--metrics comet: a COMET checkpoint directory")
+    parser.add_argument("--source", help="--metrics comet: the source sentences, one per segment")
+    parser.add_argument(
+        "--batch", type=int, default=64, help="--metrics comet: sentences per encoder call, both engines (default: 64)"
+    )
+    parser.add_argument(
+        "--build-checkpoint", metavar="DIR", help="build the tests' tiny COMET checkpoint in DIR/da (rerank's venv)"
+    )
     parser.add_argument("--out", help="the selections and times as JSON")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --out files")
     args = parser.parse_args(argv)
+    if args.build_checkpoint:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from tests.comet_tiny import build_checkpoint
+
+        print(build_checkpoint(args.build_checkpoint, "da"))
+        return 0
     if args.compare:
         a, b = (json.load(open(p, encoding="utf-8")) for p in args.compare)
         segments = read_segments(a["nbest"])
-        for metric in [m for m in ("chrf", "bleu") if m in a and m in b]:
+        for metric in [m for m in ("chrf", "bleu", "comet") if m in a and m in b]:
             pairs = list(zip(a[metric]["chosen"], b[metric]["chosen"]))
             same = sum(x == y for x, y in pairs) / len(pairs)
             # ties between identical hypotheses: rerank takes the earlier (Moses), mbrs may not
@@ -132,6 +170,7 @@ def main(argv=None) -> int:
         "fastchrf": args.fastchrf,
         "nbest": path,
         "segments": len(segments),
+        "batch": args.batch,
     }
     if args.engine == "rerank":
         from rerank.nbest import read_nbest
@@ -139,12 +178,19 @@ def main(argv=None) -> int:
         nbest = read_nbest(path)
         if args.algorithm == "centroid":  # imported before the clock starts, as mbrs' modules
             import sklearn.cluster  # noqa: F401
+        if "comet" in args.metrics:  # as mbrs' modules import comet's, transformers' and torch's
+            import transformers.models.xlm_roberta.modeling_xlm_roberta  # noqa: F401
+            import yaml  # noqa: F401
+    sources = None
+    if args.source:
+        with open(args.source, encoding="utf-8") as handle:
+            sources = [line.rstrip("\n") for line in handle][: len(segments)]
     for metric in args.metrics.split(","):
         start = time.perf_counter()
         if args.engine == "mbrs":
-            chosen = run_mbrs(segments, metric, args.algorithm, args.fastchrf)
+            chosen = run_mbrs(segments, metric, args.algorithm, args.fastchrf, args.checkpoint, sources, args.batch)
         else:
-            chosen = run_rerank(nbest, metric, args.algorithm)
+            chosen = run_rerank(nbest, metric, args.algorithm, args.checkpoint, sources, args.batch)
         result[metric] = {"seconds": round(time.perf_counter() - start, 3), "chosen": chosen}
         print(f"{args.engine} {args.algorithm} {metric}: {result[metric]['seconds']} s", file=sys.stderr)
     with open(args.out, "w", encoding="utf-8") as handle:

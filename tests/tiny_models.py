@@ -133,3 +133,28 @@ def convert_ct2(model_dir: str, out: str) -> str:
     ]
     ctranslate2.converters.TransformersConverter(model_dir, copy_files=files).convert(out, force=True)
     return out
+
+
+#: the word-level vocabulary of :func:`build_bert`
+BERT_WORDS = "[PAD] [UNK] [CLS] [SEP] [MASK] a man dog woman child ball the is on in plays runs park snow red .".split()
+
+
+def build_bert(directory: str, name: str = "tiny-bert") -> str:
+    """``directory/NAME``: a random 2-layer BERT (hidden 32, seed 0) with a word-level
+    vocabulary, saved with its tokenizer (which, as many saved without one, declares no maximum
+    length): BERTScore's encoder in tests/core/test_bertscore.py and docs/usage/neural-metrics.md."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out = os.path.join(directory, name)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(BERT_WORDS) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=os.path.join(out, "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(BERT_WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    BertModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -40,7 +40,7 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase"
+    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase qe_checkpoint"
 ).split()
 
 
@@ -94,6 +94,10 @@ def _parse(name: str, text: str, spec: Dict, schema: Dict):
     return text
 
 
+#: the feature sets FEATURES=all leaves out: they need a model the user brings (QE_CHECKPOINT)
+OPT_IN_SETS = ("qe",)
+
+
 def normalise(config: Dict, schema: Dict) -> Dict:
     """``config`` with the schema's defaults filled in, ``features`` as a list in the
     columns' order (``all``: every set; ``l2r2`` dropped when ``l2r2`` is 0) and strings of
@@ -107,7 +111,7 @@ def normalise(config: Dict, schema: Dict) -> Dict:
     features = config.get("features")
     if isinstance(features, list):
         if features == ["all"]:
-            features = feature_sets(schema)
+            features = [f for f in feature_sets(schema) if f not in OPT_IN_SETS]
         order = feature_sets(schema)
         unknown = [f for f in features if f not in order]
         if unknown:
@@ -185,14 +189,34 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
             raise SettingsError("FEATURES: lm and mlmme read Multi30k's task 2 and images: not with TRAIN/VALID/TEST")
     else:
         _check_languages_in_data(merged)
+    _check_qe(merged)
     if merged["generator"] != "train":
         _check_generator(merged, own)
     return merged
 
 
+def _check_qe(config: Dict) -> None:
+    """The qe feature set: without QE_CHECKPOINT it is dropped with one line on stderr (it is
+    opt-in); with one, the directory is made absolute and checked to be a COMET checkpoint
+    directory. SettingsError: one line naming the setting."""
+    if "qe" not in config["features"]:
+        return
+    if not config["qe_checkpoint"]:
+        print(
+            "run_pipeline: FEATURES: qe skipped: no QE_CHECKPOINT (a CometKiwi or COMET-QE checkpoint)", file=sys.stderr
+        )
+        config["features"] = [f for f in config["features"] if f != "qe"]
+        return
+    path = os.path.normpath(os.path.join(ROOT, config["qe_checkpoint"]))
+    for needed in ("checkpoints/model.ckpt", "hparams.yaml"):
+        if not os.path.isfile(os.path.join(path, needed)):
+            raise SettingsError(f"QE_CHECKPOINT: {path} holds no {needed}: not a COMET checkpoint directory")
+    config["qe_checkpoint"] = path
+
+
 #: the feature sets a generator of one's own can have: those that need no model trained on the
 #: prepared (tokenised, BPE) corpus, and read raw text
-RAW_TEXT_SETS = ("mbr", "len", "ibm1", "e5")
+RAW_TEXT_SETS = ("mbr", "len", "ibm1", "e5", "qe")
 
 
 def _check_generator(config: Dict, own: bool) -> None:

@@ -22,7 +22,7 @@ from rerank.cli.options import (
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective
+from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective, split_metrics
 from rerank.metrics import format_table as format_scores
 from rerank.metrics.bleu_stats import sacrebleu_score
 from rerank.outputs import atomic_write
@@ -49,7 +49,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args) -> None:
     rows = evaluate_files(
-        references(args), _hyp_files(args.hyp), args.metrics.split(","), args.tokenize, args.lowercase
+        references(args), _hyp_files(args.hyp), split_metrics(args.metrics), args.tokenize, args.lowercase
     )
     text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
     sys.stdout.write(text)
@@ -116,7 +116,7 @@ def _hyp_files(items):
 
 def _sidecars(metrics: str, files) -> list:
     """The ``seg:`` sidecars of every metric in ``metrics`` for every file."""
-    return [side for spec in metrics.split(",") for path in files for side in seg_sidecars(spec, path)]
+    return [side for spec in split_metrics(metrics) for path in files for side in seg_sidecars(spec, path)]
 
 
 def cmd_signif(args) -> None:
@@ -128,7 +128,7 @@ def cmd_signif(args) -> None:
             oracle_file(nbest, references(args), path, bleu_settings(args))
             systems.append((name, [path]))
         settings = SignificanceSettings(
-            metrics=tuple(args.metrics.split(",")),
+            metrics=tuple(split_metrics(args.metrics)),
             tokenize=args.tokenize,
             lowercase=args.lowercase,
             lang=args.lang,
@@ -167,7 +167,7 @@ def cmd_report(args) -> None:
     written = experiment_report(
         args.experiment_dir,
         args.out,
-        metrics=args.metrics.split(","),
+        metrics=split_metrics(args.metrics),
         shuffles=args.shuffles,
         resamples=args.resamples,
         seed=args.seed,

@@ -23,14 +23,14 @@ def expected(engine: PairUtilities, nbest: NBestList, p: np.ndarray) -> np.ndarr
         n = int(b - a)
         if last - first == 1 and n * n > engine.max_pairs:  # one long list: its pairs a block of references at a time
             step = max(1, engine.max_pairs // n)
-            gather, weights = engine.pair_utilities_of(nbest.hypotheses[a:b]), p[a:b]
+            gather, weights = engine.pair_utilities_of(nbest.hypotheses[a:b], segment=first), p[a:b]
             for r0 in range(0, n, step):
                 ref = np.repeat(np.arange(r0, min(n, r0 + step)), n)
                 hyp = np.tile(np.arange(n), len(ref) // n)
                 out[a:b] += np.bincount(hyp, weights=weights[ref] * gather(hyp, ref), minlength=n)
             continue
         hyp, ref = list_pairs(nbest.offsets[first : last + 1] - a)
-        utility = engine.utilities(nbest.hypotheses[a:b], hyp, ref, nbest.segment[a:b] - first)
+        utility = engine.utilities(nbest.hypotheses[a:b], hyp, ref, nbest.segment[a:b] - first, first)
         out[a:b] = np.bincount(hyp, weights=p[a:b][ref] * utility, minlength=b - a)
     return out
 
@@ -57,7 +57,7 @@ def cross_expected(
     for s in range(candidates.num_segments):
         (c0, c1), (r0, r1) = bounds(candidates, s), bounds(refs, s)
         n, m = c1 - c0, r1 - r0
-        gather = engine.pair_utilities_of(list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]))
+        gather = engine.pair_utilities_of(list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), segment=s)
         step = max(1, engine.max_pairs // n)
         for k0 in range(0, m, step):
             ref = np.repeat(np.arange(k0, min(m, k0 + step)), n)

@@ -17,7 +17,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.mbr.ngrams import NgramCounts
-from rerank.metrics.utility import NgramUtility, PairwiseUtility
+from rerank.metrics.utility import NgramUtility, PairwiseUtility, SourcedUtility
 from rerank.nbest import NBestList
 from rerank.shards import cost_ranges
 
@@ -115,15 +115,26 @@ class PairUtilities:
         """Whether the utility is computed from n-gram matches (matrix products, aggregates)."""
         return isinstance(self.utility, NgramUtility)
 
-    def utilities(self, hypotheses, hyp, ref, segment=None) -> np.ndarray:
+    @property
+    def sourced(self) -> bool:
+        """Whether the utility reads the segment's source (COMET): pairs go one segment at a time."""
+        return isinstance(self.utility, SourcedUtility)
+
+    def utilities(self, hypotheses, hyp, ref, segment=None, first: int = 0) -> np.ndarray:
         """float64[P] utility of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``.
         Identical texts (samples repeat: 256 epsilon samples of a sentence hold ~140 distinct
         ones) are scored once.  ``segment`` (int[T], the texts' segments, pairs never across
-        them): n-gram utilities of each segment's distinct texts all at once by matrix products
-        (:class:`NgramCounts`) where they fit, else pair by pair.  The same values either way,
-        bit for bit."""
-        if segment is not None and self.ngram:
-            return self._by_segment(hypotheses, hyp, ref, np.asarray(segment, dtype=np.int64))
+        them; ``first``: the list's number of segment 0): n-gram utilities of each segment's
+        distinct texts all at once by matrix products (:class:`NgramCounts`) where they fit,
+        else pair by pair; sourced utilities (COMET) segment by segment.  The same values
+        either way, bit for bit.
+
+        Raises:
+            InputError: a sourced utility without ``segment`` (it needs each text's source)."""
+        if segment is not None and (self.ngram or self.sourced):
+            return self._by_segment(hypotheses, hyp, ref, np.asarray(segment, dtype=np.int64), first)
+        if self.sourced:
+            raise InputError(f"mbr: {self.utility.column} needs each text's segment (its source)")
         index: Dict[str, int] = {}
         ids = np.fromiter((index.setdefault(t, len(index)) for t in hypotheses), np.int64, len(hypotheses))
         if len(index) == len(ids):
@@ -140,9 +151,11 @@ class PairUtilities:
             keys, back = np.unique(pair, return_inverse=True)
         return self.utility.pairs(list(index), keys // distinct, keys % distinct)[back.reshape(-1)]
 
-    def _by_segment(self, hypotheses, hyp, ref, segment: np.ndarray) -> np.ndarray:
+    def _by_segment(self, hypotheses, hyp, ref, segment: np.ndarray, first: int = 0) -> np.ndarray:
         """:meth:`utilities` of the pairs of each segment, by its own matrix."""
         out = np.empty(len(hyp))
+        if isinstance(self.utility, SourcedUtility):
+            self.utility.prefetch(hypotheses, [first + int(s) for s in np.unique(segment)])
         owner = segment[hyp]
         order = np.argsort(owner, kind="stable")
         cuts = np.searchsorted(owner[order], np.arange(int(segment.max(initial=-1)) + 2))
@@ -153,19 +166,28 @@ class PairUtilities:
             rows = np.flatnonzero(segment == s)
             local = np.full(len(segment), -1, dtype=np.int64)
             local[rows] = np.arange(len(rows))
-            gather = self.pair_utilities_of([hypotheses[r] for r in rows])
+            gather = self.pair_utilities_of([hypotheses[r] for r in rows], segment=first + s)
             out[pick] = gather(local[hyp[pick]], local[ref[pick]])
         return out
 
     def pair_utilities_of(
-        self, texts: Sequence[str], every_pair: bool = True
+        self, texts: Sequence[str], every_pair: bool = True, segment: int = -1
     ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """A function (hyp int[P], ref int[P]) -> float64[P] utilities of pairs of ``texts``
         (one segment's): for n-gram utilities by matrix products of :class:`NgramCounts` (at
         most ``max_matrix_texts`` distinct texts and its cells) — ``every_pair``: the matrix
         of every distinct pair at once, gathered at each call; else at each call only the
         block of the distinct texts it asks for (pruning asks for few) — otherwise
-        :meth:`utilities` pair by pair."""
+        :meth:`utilities` pair by pair; a sourced utility (COMET) with the source of ``segment``
+        (the list's segment the texts belong to).
+
+        Raises:
+            InputError: a sourced utility without ``segment``."""
+        if isinstance(self.utility, SourcedUtility):
+            if segment < 0:
+                raise InputError(f"mbr: {self.utility.column} needs the texts' segment (its source)")
+            sourced, listed = self.utility, list(texts)
+            return lambda hyp, ref: sourced.segment_pairs(segment, listed, hyp, ref)
         index: Dict[str, int] = {}
         ids = np.fromiter((index.setdefault(t, len(index)) for t in texts), np.int64, len(texts))
         if isinstance(self.utility, NgramUtility) and len(index) <= self.max_matrix_texts:

@@ -66,7 +66,7 @@ def pruned_select(
         # probability, so once all are drawn it is the exact expected utility (uniform: plain means)
         w = None if np.allclose(weights, weights[0]) else weights[order]
         gather = engine.pair_utilities_of(
-            list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False
+            list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False, segment=s
         )
         alive = np.arange(n)
         table = np.zeros((n, m))  # utilities of candidate i against the k-th drawn reference

@@ -14,7 +14,7 @@ the real jar.
 
 from rerank.metrics.base import METRICS, Metric, Score
 from rerank.metrics.evaluate import evaluate_files, format_table, read_system, system_stats
-from rerank.metrics.spec import DEFAULT_METRICS, METRIC_HELP, make_metric, make_objective
+from rerank.metrics.spec import DEFAULT_METRICS, METRIC_HELP, make_metric, make_objective, split_metrics
 
 __all__ = [
     "METRICS",
@@ -22,6 +22,7 @@ __all__ = [
     "Score",
     "make_metric",
     "make_objective",
+    "split_metrics",
     "METRIC_HELP",
     "DEFAULT_METRICS",
     "evaluate_files",

@@ -94,6 +94,9 @@ class Metric(abc.ABC):
     #: whether :meth:`stats` depends on the text only (so equal (hypothesis, reference)
     #: pairs have equal rows and may be computed once); False for ``seg:`` scores
     from_text = True
+    #: whether a row depends on the segment's source sentence as well (COMET): equal
+    #: (hypothesis, reference) pairs of different segments are then not one row
+    reads_source = False
     #: column of a statistics row holding the reference length that scales
     #: :meth:`background_gain` (None: the metric defines :meth:`background_gain` itself)
     size_column: Optional[int] = None
@@ -105,6 +108,8 @@ class Metric(abc.ABC):
     num_refs: int = 1
     #: lowercasing before scoring (every text metric has it; a setting of most)
     lowercase: bool = False
+    #: decimals a score is printed with in significance tables (4 for 0-1 scales: COMET)
+    decimals: int = 2
 
     def __init__(self, *args, **kwargs):
         """Settings as ``Config`` declares them (class docstring), then :meth:`setup`.

@@ -42,6 +42,7 @@ class BertScoreMetric(MeanOfSegments):
     """
 
     name = "bertscore"
+    decimals = 4
     # the settings' types, for the type checker (declared, with defaults and help, in Config)
     model: str
     layers: int

@@ -11,7 +11,7 @@ from rerank.errors import InputError
 from rerank.metrics.base import Metric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.meteor import MeteorUnavailable
-from rerank.metrics.references import References, segment_count
+from rerank.metrics.references import References, reference_keys, segment_count
 from rerank.metrics.spec import DEFAULT_METRICS, make_metric
 from rerank.textio import read_lines, read_references
 
@@ -132,3 +132,52 @@ def format_table(rows: List[Dict]) -> str:
     lines.append("")
     lines.extend(f"{label[m]} signature: {sig}" for m, sig in sigs)
     return "\n".join(lines) + "\n"
+
+
+def shared_stats(
+    metric, texts: Dict[str, List[List[str]]], refs: References, files: Optional[Dict[str, List[str]]]
+) -> Dict[str, List[np.ndarray]]:
+    """{system: [float64[N, K] per replica]}: per-segment statistics of every replica of every
+    system (``texts``: {system: [N hypotheses per replica]}), each distinct (hypothesis,
+    reference) pair computed once — each (hypothesis, segment) for a metric that reads the
+    source (COMET) — as re-ranked outputs and replicas share most of their sentences, and TER /
+    METEOR statistics are the slow part.  Metrics not computed from text (``seg:``) read each
+    replica file's sidecar (``files``: {system: [path per replica]}).
+
+    Raises:
+        InputError: a ``seg:`` metric without ``files``."""
+    if not metric.from_text:
+        if files is None:
+            raise InputError(f"{metric.name}: seg: scores are read from files beside the systems' outputs")
+        return {
+            name: [system_stats(metric, path, hyps, refs) for path, hyps in zip(files[name], replicas)]
+            for name, replicas in texts.items()
+        }
+    if metric.reads_source:  # COMET: a row depends on the segment's source too — pairs (hypothesis, segment)
+        seen: Dict[Tuple[str, int], int] = {}
+        rows = {
+            name: [
+                np.array([seen.setdefault((h, s), len(seen)) for s, h in enumerate(hyps)], dtype=np.int64)
+                for hyps in replicas
+            ]
+            for name, replicas in texts.items()
+        }
+        pairs = list(seen)
+        segment = np.array([s for _, s in pairs], dtype=np.int64)
+        table = metric.hypothesis_stats([h for h, _ in pairs], refs, segment, np.arange(len(pairs)))
+        return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}
+    index: Dict[Tuple[str, object], int] = {}
+    keys = reference_keys(refs)  # a segment's reference, or the tuple of its references
+    rows = {
+        name: [
+            np.array([index.setdefault((h, r), len(index)) for h, r in zip(hyps, keys)], dtype=np.int64)
+            for hyps in replicas
+        ]
+        for name, replicas in texts.items()
+    }
+    unique = list(index)
+    references = [r for _, r in unique]
+    if unique and isinstance(unique[0][1], tuple):
+        references = [list(stream) for stream in zip(*references)]
+    table = metric.stats([h for h, _ in unique], references)
+    return {name: [table[ix] for ix in replicas] for name, replicas in rows.items()}

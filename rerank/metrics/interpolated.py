@@ -48,6 +48,7 @@ class InterpolatedMetric(Metric):
         self.terms = list(terms)
         self.name = name or format_terms(self.terms)
         self.from_text = all(metric.from_text for _, metric in self.terms)
+        self.reads_source = any(metric.reads_source for _, metric in self.terms)
         self.width = sum(metric.width for _, metric in self.terms)
 
     # statistics -------------------------------------------------------------

@@ -33,6 +33,19 @@ METRIC_HELP = (
 )
 
 
+def split_metrics(text: str) -> List[str]:
+    """The metric specs of a comma-separated ``--metrics`` value: a piece ``key=value`` after a
+    spec with settings is one more of its settings, so ``bleu,comet:DIR,source=test.en,chrf``
+    is three metrics.  Empty pieces are dropped."""
+    specs: List[str] = []
+    for piece in text.split(","):
+        if specs and ":" in specs[-1] and re.match(r"[a-z_]+=", piece.strip()):
+            specs[-1] += "," + piece.strip()
+        elif piece.strip():
+            specs.append(piece.strip())
+    return specs
+
+
 def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: str) -> Metric:
     """One metric: ``seg:KEY[:lower]`` or a registered ``NAME[:key=value,…]``."""
     if name.startswith("seg:"):

@@ -38,6 +38,31 @@ class PairwiseUtility(abc.ABC):
         raise NotImplementedError
 
 
+class SourcedUtility(PairwiseUtility):
+    """A utility that also reads the segment's source sentence, u(h, r | s) (COMET): the MBR
+    engine asks for the pairs of one segment at a time (:meth:`segment_pairs`).  ``offset``: the
+    number, among the sources, of segment 0 of the list scored now (a block or shard of a list)."""
+
+    offset: int = 0
+
+    def pairs(self, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """Not defined without the segment: :meth:`segment_pairs`.  Raises RuntimeError."""
+        raise RuntimeError(f"{self.column}: a sourced utility is scored per segment (segment_pairs)")
+
+    def set_sources(self, sources: Sequence[str]) -> None:  # noqa: B027 (a hook: the spec may name a file)
+        """The source sentences, one per segment, where the utility was given none (``--source``)."""
+
+    def prefetch(self, texts: Sequence[str], segments: Sequence[int]) -> None:  # noqa: B027 (a hook)
+        """The texts of segments ``segments`` (0-based in the list scored now) are about to be
+        scored: work they share may be done at once (COMET encodes them together)."""
+
+    @abc.abstractmethod
+    def segment_pairs(self, segment: int, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """float64[P] utility of ``texts[hyp[k]]`` against ``texts[ref[k]]`` given the source of
+        segment ``segment`` (0-based in the list): the texts are that segment's."""
+        raise NotImplementedError
+
+
 class NgramUtility(PairwiseUtility):
     """A utility computed from clipped n-gram matches of orders 1..``order`` between token
     sequences (:meth:`token_ids`): :meth:`from_matches` turns matches into utilities."""

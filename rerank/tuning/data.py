@@ -196,9 +196,12 @@ def load_tuning_data(
         offsets.append(block.offsets[1:] + offsets[-1][-1])
         if last > count:  # count the rest only, to name the numbers
             continue
-        part = references_slice(refs, first, last)
         rows = np.arange(len(block.hypotheses)) + row
-        stats.append(bound.hypothesis_stats(block.hypotheses, part, block.segment, rows))
+        if bound.reads_source:  # COMET: segments numbered in the whole list, as its sources are
+            stats.append(bound.hypothesis_stats(block.hypotheses, refs, block.segment + first, rows))
+        else:
+            part = references_slice(refs, first, last)
+            stats.append(bound.hypothesis_stats(block.hypotheses, part, block.segment, rows))
         row += len(block.hypotheses)
         features.append(block.features)
         totals_of.append(block.totals if block.totals is not None else np.zeros(len(block.hypotheses)))

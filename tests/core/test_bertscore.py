@@ -15,7 +15,6 @@ from rerank.cli import main  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 from rerank.metrics import make_metric  # noqa: E402
 
-WORDS = "[PAD] [UNK] [CLS] [SEP] [MASK] a man dog woman child ball the is on in plays runs park snow red .".split()
 HYPS = ["a man is on the dog .", "the woman", "a child plays in the snow ."]
 REFS = ["a man .", "the woman .", "the child runs in the park ."]
 OTHER = ["a man is on the dog", "a woman .", "a red ball ."]
@@ -23,22 +22,11 @@ OTHER = ["a man is on the dog", "a woman .", "a red ball ."]
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    """A random 2-layer BERT with a word-level vocabulary, saved with its tokenizer (which,
-    as many saved without one, declares no maximum length)."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    """A random 2-layer BERT with a word-level vocabulary, saved with its tokenizer
+    (tests/tiny_models.py's :func:`build_bert`)."""
+    from tests.tiny_models import build_bert
 
-    directory = tmp_path_factory.mktemp("bert") / "tiny-bert"
-    directory.mkdir()
-    (directory / "vocab.txt").write_text("\n".join(WORDS) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=True)
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
-    )
-    BertModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return str(directory)
+    return build_bert(str(tmp_path_factory.mktemp("bert")))
 
 
 def _reference_f1(model, cands, refs):

@@ -70,7 +70,9 @@ def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_p
         0.001,
     )
     assert settings.from_environment({"FEATURES": "all", "L2R2": "0"})["features"] == [
-        f for f in ALL_FEATURES if f != "l2r2"
+        f
+        for f in ALL_FEATURES
+        if f not in ("l2r2", "qe")  # qe is opt-in: it needs a checkpoint of one's own
     ]
     # every rule runs inside OUT: DATA is absolute (relative to the project root), and an empty
     # DATA is the shared Multi30k copy beside the project, as rerank nmt prepare finds it from
@@ -81,6 +83,23 @@ def test_the_environment_overrides_the_system_which_overrides_the_defaults(tmp_p
     lines = settings.recorded(settings.from_environment({"TUNERS": "mira"}))
     assert "FEATURES=r2l mbr len ibm1" in lines and "TUNERS=mira" in lines and "LR=0" in lines
     assert [line.split("=")[0].lower() for line in lines] == settings.RECORDED
+
+
+def test_the_qe_feature_set_is_opt_in_and_skipped_with_one_line_without_a_checkpoint(tmp_path, capsys):
+    skipped = settings.from_environment({"FEATURES": "mbr+qe"})
+    assert skipped["features"] == ["mbr"]
+    assert capsys.readouterr().err.strip() == (
+        "run_pipeline: FEATURES: qe skipped: no QE_CHECKPOINT (a CometKiwi or COMET-QE checkpoint)"
+    )
+    with pytest.raises(settings.SettingsError, match=r"QE_CHECKPOINT: /nowhere holds no checkpoints/model.ckpt"):
+        settings.from_environment({"FEATURES": "mbr+qe", "QE_CHECKPOINT": "/nowhere"})
+    (tmp_path / "kiwi" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "kiwi" / "checkpoints" / "model.ckpt").write_bytes(b"")
+    (tmp_path / "kiwi" / "hparams.yaml").write_text("class_identifier: unified_metric\n")
+    given = settings.from_environment({"FEATURES": "qe+mbr", "QE_CHECKPOINT": str(tmp_path / "kiwi")})
+    assert given["features"] == ["mbr", "qe"] and given["qe_checkpoint"] == str(tmp_path / "kiwi")
+    assert f"QE_CHECKPOINT={tmp_path / 'kiwi'}" in settings.recorded(given)
+    assert "qe" not in settings.from_environment({"FEATURES": "all"})["features"]
 
 
 @pytest.mark.parametrize(

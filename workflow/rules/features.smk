@@ -12,6 +12,7 @@ FEATURE_SETS = {
     "e5": ("E5", ["e5:"], None),
     "len": ("Len", [f"len:{D}"], f"{D}/prepare.json"),
     "ibm1": ("IBM1", [f"ibm1:{D}"], f"{D}/prepare.json"),
+    "qe": ("QE", [f"cometkiwi:{C['qe_checkpoint']}"], None),
 }
 if not TRAINED:  # a GENERATOR of one's own: length and IBM Model 1 from the raw training pair,
     # MBR's distribution from the generator's column (its name=, else HF or CT2: rerank generate)

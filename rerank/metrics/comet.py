@@ -1,0 +1,277 @@
+"""COMET-family metrics run by rerank itself (Rei et al. 2020, "COMET: A Neural Framework for MT
+Evaluation"; Rei et al. 2022, "CometKiwi"): checkpoints of unbabel-comet 2.x read from their
+directory and computed with transformers' XLM-R encoder, in every role — evaluation and
+significance (``--metrics comet:DIR,source=FILE``), tuning objective (``--metric comet:DIR,…``,
+``0.5*bleu+0.5*comet:DIR,…``), MBR utility (``rerank mbr --metric comet:DIR,source=FILE``,
+``mbr:comet:DIR``) and the reference-free re-ranking feature (``cometkiwi:DIR``: a scorer of
+:mod:`rerank.features.quality`).
+
+unbabel-comet pins numpy < 2 and transformers < 5, so it cannot share rerank's environment: it
+is a peer (its own venv; ``scripts/comet_peer.py`` saves its numbers) and this module follows
+its 2.2.7 code, which it equals within 1e-5 on the tiny checkpoints of the tests:
+
+* a checkpoint directory holds ``checkpoints/model.ckpt`` (a PyTorch Lightning checkpoint:
+  ``state_dict`` and ``hyper_parameters``) and ``hparams.yaml`` (``class_identifier``,
+  ``pretrained_model``…); the checkpoint is read with ``torch.load(weights_only=True)`` — a
+  file that needs code to unpickle is refused, never run;
+* the encoder's config and tokenizer come from ``encoder=DIR``, else from
+  ``pretrained_model`` as a local directory or a model in the Hugging Face cache (nothing is
+  downloaded); its weights from the checkpoint (``encoder.model.*``);
+* every layer's hidden states (embeddings included) are mixed by the layer-wise attention
+  (``layer: mix``: sparsemax, or softmax, of the scalar weights, times gamma; with
+  ``layer_norm`` each layer normalised per sentence over its unmasked tokens) or one layer is
+  taken;
+* ``regression_metric`` (COMET-DA, e.g. wmt22-comet-da): each of source, hypothesis and
+  reference encoded alone and pooled (``avg`` over unmasked tokens, ``max``, ``cls``);
+  the estimator (a feed-forward net) reads ``[h; r; h·r; |h−r|; h·s; |h−s|]``;
+* ``referenceless_regression_metric`` (COMET-QE): ``[h; s; h·s; |h−s|]``;
+* ``unified_metric`` (CometKiwi, UniTE-style): the hypothesis and the source (and the reference)
+  encoded as one sequence ``<s> h </s></s> s </s>``; the estimator reads the mixed ``<s>``
+  state; with a reference the score is the mean of the (h, s), (h, r) and (h, s, r) passes;
+* ``xcomet_metric`` (xCOMET) is refused: its score adds an MQM score from decoded error spans,
+  which rerank does not decode yet.
+
+Speed: each distinct sentence of a call is encoded once (sentence embeddings of the
+regression models), in batches sorted by length, so MBR's N×N utilities of a list cost N + 1
+encoder calls and N² passes of the small estimator (as mbrs does); unified models encode every
+(hypothesis, pseudo-reference) pair jointly, N² encoder calls.  Statistics are ``[score, 1]``
+per segment: the corpus score is the mean segment score (COMET's system score); bootstrap
+resampling and approximate randomisation work on segment means as for chrF and ``seg:``.
+
+Needs the ``[comet]`` extra (torch, transformers, sentencepiece, PyYAML).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from rerank.argtypes import positive_int
+from rerank.config import option
+from rerank.errors import InputError
+from rerank.metrics.base import METRICS
+from rerank.metrics.comet_model import CometModel
+from rerank.metrics.segment import MeanOfSegments
+from rerank.metrics.utility import SourcedUtility
+from rerank.textio import read_lines
+
+
+class _CometMetric(MeanOfSegments):
+    """What ``comet:`` and ``cometkiwi:`` share: the checkpoint (loaded on first use), the
+    sources (``source=FILE`` or :meth:`with_sources`), statistics ``[score, 1]`` per segment."""
+
+    model: str
+    source: str
+    encoder: str
+    batch: int
+    device: str
+    dtype: str
+    #: whether the metric scores against references
+    reference_based = True
+    reads_source = True
+    decimals = 4
+
+    @dataclass
+    class Config:
+        model: str = option("", "a COMET checkpoint directory (checkpoints/model.ckpt + hparams.yaml)", positional=True)
+        source: str = option("", "the source sentences, one per segment (plain text)")
+        encoder: str = option("", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model")
+        batch: int = option(64, "sentences per encoder call (sorted by length: little padding)", type=positive_int)
+        device: str = option("auto", "torch device (auto: CUDA where there is one; cpu, cuda, cuda:1)")
+        dtype: str = option("float32", "the encoder's dtype (float32, float16, bfloat16)")
+
+    def setup(self) -> None:
+        if not self.model:
+            raise InputError(f"{self.name}: give the checkpoint: {self.name}:DIR (a COMET checkpoint directory)")
+        if not os.path.exists(self.model):
+            raise InputError(f"{self.name}: no such checkpoint directory", self.model)
+        self._model: Optional[CometModel] = None
+        self._sources: Optional[List[str]] = None
+
+    def comet(self) -> CometModel:
+        """The checkpoint, loaded on first use (:class:`CometModel`)."""
+        if self._model is None:
+            self._model = CometModel(self.model, self.encoder, self.batch, self.device, self.dtype)
+            self.check_kind(self._model)
+        return self._model
+
+    def check_kind(self, model: CometModel) -> None:
+        """Raise :class:`InputError` for a checkpoint of the other mode."""
+
+    def with_sources(self, sources: Sequence[str]) -> "_CometMetric":
+        """This metric with the source sentences held in memory (one per segment)."""
+        self._sources = list(sources)
+        return self
+
+    def all_sources(self) -> List[str]:
+        """The source sentences (``source=FILE``, read once, or those given).
+
+        Raises:
+            InputError: none given, an unreadable file.
+        """
+        if self._sources is None:
+            if not self.source:
+                raise InputError(f"{self.name}: needs the source sentences: {self.name}:DIR,source=FILE")
+            self._sources = read_lines(self.source)
+        return self._sources
+
+    def sources(self, count: int) -> List[str]:
+        """The ``count`` source sentences.
+
+        Raises:
+            InputError: none given, or a count that is not ``count``.
+        """
+        sources = self.all_sources()
+        if len(sources) != count:
+            where = self.source or "the sources given"
+            raise InputError(f"{self.name}: {len(sources)} source sentences for {count} segments", where)
+        return sources
+
+    def segment_scores(self, sources, hypotheses, streams) -> np.ndarray:
+        """float64[N]: the highest score over the reference streams (reference-free: one score)."""
+        model = self.comet()
+        if not model.uses_reference:
+            return model.score(sources, hypotheses, None)
+        return np.max([model.score(sources, hypotheses, stream) for stream in streams], axis=0)
+
+    def stats(self, hypotheses, references):
+        """float64[N, 2] [score, 1], the sources aligned with ``hypotheses``.
+
+        Raises:
+            InputError: no sources, or not one per hypothesis; a checkpoint that cannot load."""
+        streams = self.streams(references)
+        sources = self.sources(len(streams[0]))
+        if len(hypotheses) != len(sources):
+            raise InputError(f"{self.name}: {len(hypotheses)} hypotheses for {len(sources)} source sentences")
+        scores = self.segment_scores(sources, list(hypotheses), streams)
+        return np.column_stack([scores, np.ones(len(scores))])
+
+    def hypothesis_stats(self, hypotheses, references, segment, lines):
+        """float64[M, 2] rows of hypotheses of segments ``segment`` (sources and references picked by segment)."""
+        streams = self.streams(references)
+        sources = self.sources(len(streams[0]))
+        segment = np.asarray(segment, dtype=np.int64)
+        picked = [[stream[s] for s in segment] for stream in streams]
+        scores = self.segment_scores([sources[s] for s in segment], list(hypotheses), picked)
+        return np.column_stack([scores, np.ones(len(scores))])
+
+    def sidecars(self, path: str) -> List[str]:
+        """The source file and hparams.yaml: inputs that key the tuning cache."""
+        return [p for p in (self.source, os.path.join(self.model, "hparams.yaml")) if p]
+
+    def signature(self) -> str:
+        model = self.comet()
+        return (
+            f"{self.name.split(':')[0]}|model:{os.path.basename(os.path.normpath(self.model))}|class:{model.kind}|"
+            f"ckpt:{model.fingerprint()}|src:{os.path.basename(self.source) if self.source else 'given'}|"
+            f"nrefs:{self.num_refs if model.uses_reference else 0}|rerank"
+        )
+
+
+@METRICS.register("comet")
+class CometMetric(_CometMetric):
+    """``comet:DIR,source=FILE``: a reference-based COMET checkpoint (regression_metric, or a
+    unified_metric with references) — module docstring.  Statistics float64[N, 2] = [score, 1];
+    with several references the highest score (COMET defines one).
+
+    Raises:
+        InputError: no checkpoint, no sources, a reference-free checkpoint (``cometkiwi:``).
+    """
+
+    name = "comet"
+
+    @property
+    def label(self) -> str:
+        return "COMET"
+
+    def check_kind(self, model: CometModel) -> None:
+        if not model.uses_reference:
+            raise InputError(f"comet: {model.kind} reads no reference: score it with cometkiwi:DIR", self.model)
+
+    def utility(self) -> "CometUtility":
+        """COMET of hypothesis against pseudo-reference with the segment's source: ``MBRCOMET``."""
+        return CometUtility("MBRCOMET", self)
+
+
+@METRICS.register("cometkiwi")
+class CometKiwiMetric(_CometMetric):
+    """``cometkiwi:DIR,source=FILE``: a reference-free (QE) checkpoint — CometKiwi
+    (unified_metric of mt and src) or COMET-QE (referenceless_regression_metric); references
+    are not read.  Statistics float64[N, 2] = [score, 1].  It has no MBR utility (a score
+    without a reference ranks a list by itself: use it as the ``cometkiwi:`` feature).
+
+    Raises:
+        InputError: no checkpoint, no sources, a reference-based regression checkpoint.
+    """
+
+    name = "cometkiwi"
+    reference_based = False
+
+    @property
+    def label(self) -> str:
+        return "CometKiwi"
+
+    def check_kind(self, model: CometModel) -> None:
+        if model.kind == "regression_metric":
+            raise InputError("cometkiwi: regression_metric needs a reference: score it with comet:DIR", self.model)
+        model.inputs = [k for k in model.inputs if k != "ref"]  # reference-free: the (mt, src) pass alone
+
+    def segment_scores(self, sources, hypotheses, streams) -> np.ndarray:
+        return self.comet().score(sources, hypotheses, None)
+
+
+class CometUtility(SourcedUtility):
+    """MBR's COMET utility u(h, r | s): each distinct text of a segment embedded once, the
+    estimator on every pair (regression models); unified models encode each pair jointly."""
+
+    def __init__(self, column: str, metric: CometMetric):
+        super().__init__(column)
+        self.metric = metric
+
+    @property
+    def has_sources(self) -> bool:
+        """Whether the metric was given its sources (``source=FILE`` or in memory)."""
+        return bool(self.metric.source) or self.metric._sources is not None
+
+    def set_sources(self, sources: Sequence[str]) -> None:
+        if not self.metric.source and self.metric._sources is None:
+            self.metric.with_sources(sources)
+
+    def prefetch(self, texts: Sequence[str], segments: Sequence[int]) -> None:
+        """Encode the texts of several segments (and their sources) at once, sorted by length
+        across the segments: less padding than a segment at a time (regression models, while
+        they fit the model's cache)."""
+        model = self.metric.comet()
+        if model.kind == "unified_metric" or not self.has_sources:
+            return
+        sources = self.metric.all_sources()
+        wanted = list(dict.fromkeys(texts)) + [
+            sources[self.offset + s] for s in segments if self.offset + s < len(sources)
+        ]
+        if len(wanted) <= model.cache_size // 2:
+            model.embed(wanted, stack=False)
+
+    def segment_pairs(self, segment: int, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        model = self.metric.comet()
+        if self.metric._sources is None and not self.metric.source:
+            raise InputError("mbr: the comet utility needs the source sentences: comet:DIR,source=FILE (or --source)")
+        sources = self.metric.all_sources()
+        segment += self.offset
+        if segment >= len(sources):
+            raise InputError(f"mbr: segment {segment + 1} has no source sentence ({len(sources)} given)")
+        source = sources[segment]
+        texts = list(texts)
+        hyp, ref = np.asarray(hyp, dtype=np.int64), np.asarray(ref, dtype=np.int64)
+        if model.kind == "unified_metric":
+            distinct = list(dict.fromkeys(texts))
+            tokens = dict(zip(distinct, model._tokens(distinct)))
+            src = model._tokens([source])[0]
+            mt = [tokens[texts[i]] for i in hyp]
+            pr = [tokens[texts[j]] for j in ref]
+            srcs = [src] * len(hyp)
+            return (model.unified([mt, srcs]) + model.unified([mt, pr]) + model.unified([mt, srcs, pr])) / 3.0
+        embeddings = model.embed(texts + [source])
+        return model.estimate_pairs(embeddings[:-1], embeddings[-1], hyp, ref)

@@ -1,0 +1,409 @@
+"""The COMET-family model behind ``comet:`` and ``cometkiwi:`` (:mod:`rerank.metrics.comet`,
+whose docstring says what is computed and how it follows unbabel-comet 2.2.7): a checkpoint
+directory read weights-only, its XLM-R encoder run with transformers, the layer mix, pooling,
+the estimator, joint encoding for unified models, and the caches that make MBR's N×N
+utilities cost N + 1 encoder calls."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from rerank.devices import DeviceSettings
+from rerank.errors import InputError
+
+#: the COMET model classes rerank computes, by ``class_identifier``
+KINDS = ("regression_metric", "referenceless_regression_metric", "unified_metric")
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200]
+
+
+def sparsemax(weights):
+    """Sparsemax (Martins & Astudillo 2016) of a 1-D tensor: the Euclidean projection onto the
+    probability simplex (entmax's ``sparsemax``, which COMET's layer mix uses)."""
+    import torch
+
+    z, _ = torch.sort(weights, descending=True)
+    k = torch.arange(1, len(z) + 1, dtype=weights.dtype, device=weights.device)
+    cumulative = torch.cumsum(z, 0)
+    support = (1 + k * z) > cumulative
+    size = int(support.nonzero().max()) + 1
+    tau = (cumulative[size - 1] - 1) / size
+    return torch.clamp(weights - tau, min=0)
+
+
+class CometModel:
+    """A COMET checkpoint directory ready to score (module docstring).
+
+    Args:
+        directory: the checkpoint directory (``checkpoints/model.ckpt`` and ``hparams.yaml``),
+            or the ``.ckpt`` file inside it.
+        encoder: the encoder's directory (config and tokenizer); "" reads ``pretrained_model``.
+        batch: sentences (or joint sequences) per encoder call.
+        device: ``auto`` (CUDA where torch sees one), ``cpu``, ``cuda``, ``cuda:1``.
+        dtype: ``float32``, ``float16`` or ``bfloat16`` (the encoder's, half types on CUDA only;
+            the layer mix and the estimator run in float32).
+    Raises:
+        InputError: one line each — no checkpoint or hparams.yaml, a checkpoint that is not plain
+            weights, an unknown or unsupported model class (xCOMET), an encoder that cannot be
+            found or does not fit the weights, torch/transformers missing.
+    """
+
+    def __init__(
+        self, directory: str, encoder: str = "", batch: int = 64, device: str = "auto", dtype: str = "float32"
+    ):
+        try:
+            import torch
+            import yaml
+            from transformers import AutoConfig, AutoTokenizer, XLMRobertaModel
+            from transformers.utils import logging as transformers_logging
+        except ImportError:
+            raise InputError("comet: needs torch, transformers and PyYAML: pip install 'nbest-rerank[comet]'") from None
+        transformers_logging.disable_progress_bar()
+        if os.path.isfile(directory):
+            checkpoint = directory
+            directory = os.path.dirname(os.path.dirname(os.path.abspath(directory)))
+        else:
+            checkpoint = os.path.join(directory, "checkpoints", "model.ckpt")
+        if not os.path.isfile(checkpoint):
+            raise InputError("comet: no checkpoints/model.ckpt: not a COMET checkpoint directory", directory)
+        hparams_file = os.path.join(directory, "hparams.yaml")
+        if not os.path.isfile(hparams_file):
+            raise InputError("comet: no hparams.yaml beside checkpoints/: not a COMET checkpoint directory", directory)
+        try:
+            with open(hparams_file, encoding="utf-8") as handle:
+                hparams = yaml.safe_load(handle) or {}
+        except (OSError, yaml.YAMLError) as error:
+            raise InputError(f"comet: unreadable hparams.yaml: {_one_line(error)}", hparams_file) from None
+        try:
+            state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        except Exception as error:  # an unpickling refusal, a truncated or foreign file
+            raise InputError(
+                f"comet: not a plain weights checkpoint (refused to unpickle: {_one_line(error)[:120]})", checkpoint
+            ) from None
+        if not isinstance(state, dict) or not isinstance(state.get("state_dict", state), dict):
+            raise InputError("comet: the checkpoint holds no state_dict", checkpoint)
+        stored = state.get("hyper_parameters")
+        if isinstance(stored, dict):  # unbabel-comet reads the checkpoint's own (hparams.yaml: the class only)
+            hparams = {**hparams, **stored}
+        self.kind = str(hparams.get("class_identifier", ""))
+        if self.kind == "xcomet_metric":
+            raise InputError(
+                "comet: xCOMET checkpoints (xcomet_metric) are not supported: their score adds an MQM score "
+                "from decoded error spans, which rerank does not decode",
+                directory,
+            )
+        if self.kind not in KINDS:
+            raise InputError(
+                f"comet: unknown class_identifier {self.kind!r} (rerank reads {', '.join(KINDS)})", hparams_file
+            )
+        if str(hparams.get("encoder_model", "XLM-RoBERTa")) != "XLM-RoBERTa":
+            raise InputError(
+                f"comet: encoder_model {hparams.get('encoder_model')!r}: rerank runs XLM-RoBERTa encoders only",
+                hparams_file,
+            )
+        self.directory, self.checkpoint, self.hparams = directory, checkpoint, hparams
+        source = encoder or str(hparams.get("pretrained_model", ""))
+        local = os.path.isdir(source)
+        try:
+            config = AutoConfig.from_pretrained(source, local_files_only=True)
+            self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+        except (OSError, ValueError, KeyError) as error:
+            where = "" if local else " (not a local directory, nor in the Hugging Face cache: give encoder=DIR)"
+            raise InputError(f"comet: cannot load the encoder {source!r}{where}: {_one_line(error)[:120]}") from None
+        weights = state.get("state_dict", state)
+        self.encoder = XLMRobertaModel(config, add_pooling_layer=False)
+        prefix = "encoder.model."
+        encoder_weights = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+        try:
+            missing, _ = self.encoder.load_state_dict(encoder_weights, strict=False)
+        except RuntimeError as error:
+            raise InputError(
+                f"comet: the encoder does not fit the checkpoint: {_one_line(error)[:160]}", source
+            ) from None
+        missing = [k for k in missing if not k.endswith("position_ids")]
+        if missing:
+            raise InputError(f"comet: the checkpoint lacks encoder weights ({missing[0]} …)", checkpoint)
+        self.num_layers = int(config.num_hidden_layers) + 1
+        self.max_positions = int(config.max_position_embeddings) - 2
+        self.pad = int(self.tokenizer.pad_token_id)
+        self.cls_id, self.sep_id = int(self.tokenizer.cls_token_id), int(self.tokenizer.sep_token_id)
+        layer = (
+            hparams.get("sent_layer", hparams.get("layer", "mix"))
+            if self.kind == "unified_metric"
+            else hparams.get("layer", "mix")
+        )
+        self.layer = layer
+        self.layer_norm = bool(hparams.get("layer_norm", False))
+        if layer == "mix":
+            scalars = [weights.get(f"layerwise_attention.scalar_parameters.{i}") for i in range(self.num_layers)]
+            if any(s is None for s in scalars) or "layerwise_attention.gamma" not in weights:
+                raise InputError(
+                    "comet: layer: mix but the checkpoint lacks the layer-wise attention weights", checkpoint
+                )
+            raw = torch.cat([s.float().reshape(1) for s in scalars])
+            transform = str(hparams.get("layer_transformation", "softmax"))
+            self.mix = sparsemax(raw) if transform == "sparsemax" else torch.softmax(raw, dim=0)
+            self.gamma = weights["layerwise_attention.gamma"].float().reshape(())
+        elif not (isinstance(layer, int) and 0 <= layer < self.num_layers):
+            raise InputError(f"comet: invalid layer {layer!r} (mix or 0..{self.num_layers - 1})", hparams_file)
+        self.pool = str(hparams.get("pool", "avg"))
+        if self.pool not in ("avg", "max", "cls", "default"):
+            raise InputError(f"comet: unknown pool {self.pool!r}", hparams_file)
+        self.estimator = self._estimator(weights, hparams, checkpoint)
+        self._drop_unread_layers()
+        self.batch = batch
+        self.device, torch_dtype = DeviceSettings(device, dtype).resolve()
+        self.encoder = self.encoder.to(self.device, torch_dtype).eval()
+        self.estimator = self.estimator.to(self.device).eval()
+        self.inputs = list(hparams.get("input_segments", ["mt", "src", "ref"]))
+        self._cache: Dict[str, Any] = {}
+
+    def _drop_unread_layers(self) -> None:
+        """Drop the encoder's top layers that no score reads: above the chosen layer, or above
+        the highest layer the mix weighs (sparsemax gives layers weight exactly 0). Exact: a
+        zero-weighted layer adds nothing; ``pool: default`` reads the top layer, so it keeps all."""
+        import torch
+
+        if self.pool == "default":
+            return
+        top = int(self.layer) if self.layer != "mix" else int(torch.nonzero(self.mix).max())
+        if top < self.num_layers - 1:
+            self.encoder.encoder.layer = self.encoder.encoder.layer[:top]
+            if self.layer == "mix":
+                self.mix = self.mix[: top + 1]
+
+    @staticmethod
+    def _estimator(weights: dict, hparams: dict, checkpoint: str):
+        """COMET's ``FeedForward`` (``estimator.ff.K``): Linear, activation, dropout per hidden
+        size, a final Linear to one unit, then ``final_activation`` if any."""
+        import torch
+        from torch import nn
+
+        def activation(name: str) -> nn.Module:
+            if not hasattr(nn, name.title()):
+                raise InputError(f"comet: {name!r} is not an activation of torch.nn", checkpoint)
+            return getattr(nn, name.title())()
+
+        linear = sorted(
+            (int(k.split(".")[2]), v)
+            for k, v in weights.items()
+            if k.startswith("estimator.ff.") and k.endswith(".weight")
+        )
+        if not linear:
+            raise InputError("comet: the checkpoint holds no estimator (estimator.ff.*)", checkpoint)
+        modules: List[nn.Module] = []
+        for position, (index, weight) in enumerate(linear):
+            layer = nn.Linear(weight.shape[1], weight.shape[0])
+            with torch.no_grad():
+                layer.weight.copy_(weight.float())
+                layer.bias.copy_(weights[f"estimator.ff.{index}.bias"].float())
+            modules.append(layer)
+            if position < len(linear) - 1:
+                modules.append(activation(str(hparams.get("activations", "Tanh"))))
+        if hparams.get("final_activation"):
+            modules.append(activation(str(hparams["final_activation"])))
+        return nn.Sequential(*modules)
+
+    # --- encoding ---
+
+    def _tokens(self, texts: Sequence[str]) -> List[List[int]]:
+        """Token ids with ``<s> … </s>`` of each text, truncated as COMET does (its tokenizer
+        call with ``truncation=True, max_length=max_positions - 2``), by the tokenizer's Rust
+        backend directly."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None:  # a tokenizer without a Rust backend
+            return self.tokenizer(list(texts), truncation=True, max_length=self.max_positions - 2)["input_ids"]
+        if backend.truncation is None or backend.truncation.get("max_length") != self.max_positions - 2:
+            backend.enable_truncation(max_length=self.max_positions - 2)
+        if backend.padding is not None:
+            backend.no_padding()
+        return [encoding.ids for encoding in backend.encode_batch(list(texts), add_special_tokens=True)]
+
+    def _mixed(self, sequences: List[List[int]]):
+        """(mixed or chosen layer float32[B, T, H], ids int64[B, T], mask[B, T]) of padded sequences."""
+        import torch
+
+        lengths = np.array([len(s) for s in sequences])
+        padded = np.full((len(sequences), int(lengths.max())), self.pad, dtype=np.int64)
+        padded[np.arange(padded.shape[1])[None, :] < lengths[:, None]] = np.concatenate(sequences)
+        ids = torch.from_numpy(padded).to(self.device)
+        mask = torch.from_numpy((np.arange(padded.shape[1])[None, :] < lengths[:, None]).astype(np.int64))
+        mask = mask.to(self.device)
+        output = self.encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
+        layers = [h.float() for h in output.hidden_states]
+        if self.pool == "default":  # COMET's "sentemb": the top layer's <s>, whatever the mix
+            self._top = layers[-1]
+        if self.layer != "mix":
+            return layers[int(self.layer)], ids, mask
+        mixed = 0
+        for weight, hidden in zip(self.mix.tolist(), layers):
+            if weight == 0:  # sparsemax's zeros: nothing to add
+                continue
+            if self.layer_norm:
+                hidden = self._normalise(hidden, mask)
+            mixed = mixed + weight * hidden
+        return self.gamma.to(self.device) * mixed, ids, mask
+
+    @staticmethod
+    def _normalise(hidden, mask):
+        """COMET's per-sentence layer norm over unmasked tokens (one mean and variance per sentence)."""
+        import torch
+
+        batch, _, width = hidden.shape
+        broadcast = mask.float().unsqueeze(-1)
+        count = mask.float().sum(1) * width
+        masked = hidden * broadcast
+        mean = (masked.view(batch, -1).sum(1) / count).view(batch, 1, 1)
+        variance = (((masked - mean) * broadcast) ** 2).view(batch, -1).sum(1) / count
+        return (hidden - mean) / torch.sqrt(variance + 1e-12).view(batch, 1, 1)
+
+    def _pool(self, embeddings, ids, mask):
+        if self.pool == "cls":
+            return embeddings[:, 0, :]
+        padding = ids.eq(self.pad).unsqueeze(-1)
+        if self.pool == "max":
+            return embeddings.masked_fill(padding, float("-inf")).max(dim=1)[0]
+        summed = embeddings.masked_fill(padding, 0.0).sum(1)
+        return summed / mask.unsqueeze(-1).expand(embeddings.size()).float().sum(1)
+
+    #: the most sentence embeddings kept between calls (160 MB for XLM-R large's 1,024 dimensions)
+    cache_size = 40_000
+
+    def embed(self, texts: Sequence[str], stack: bool = True):
+        """float32[len(texts), H] pooled sentence embeddings (regression models), each distinct
+        text encoded once per call (and kept for the next call while fewer than
+        :attr:`cache_size` are held), in batches sorted by length; ``stack=False``: only encode
+        and keep them (None)."""
+        import torch
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if len(self._cache) + len(todo) > self.cache_size:
+            self._cache = {}
+            todo = list(dict.fromkeys(texts))
+        tokens = self._tokens(todo) if todo else []
+        order = sorted(range(len(todo)), key=lambda k: len(tokens[k]))
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch):
+                rows = order[start : start + self.batch]
+                embeddings, ids, mask = self._mixed([tokens[k] for k in rows])
+                pooled = (self._top[:, 0, :] if self.pool == "default" else self._pool(embeddings, ids, mask)).cpu()
+                for k, vector in zip(rows, pooled):
+                    self._cache[todo[k]] = vector
+        if not stack:
+            return None
+        return torch.stack([self._cache[t] for t in texts]) if len(texts) else torch.zeros(0)
+
+    def estimate(self, src, mt, ref=None) -> np.ndarray:
+        """float64[N] the estimator on sentence embeddings float32[N, H] (regression models)."""
+        import torch
+
+        if ref is None:
+            features = torch.cat((mt, src, mt * src, torch.abs(mt - src)), dim=1)
+        else:
+            features = torch.cat((mt, ref, mt * ref, torch.abs(mt - ref), mt * src, torch.abs(mt - src)), dim=1)
+        with torch.inference_mode():
+            out = []
+            for start in range(0, len(features), 65536):
+                out.append(self.estimator(features[start : start + 65536].to(self.device)).view(-1).double().cpu())
+        return torch.cat(out).numpy() if out else np.zeros(0)
+
+    def estimate_pairs(self, embeddings, source, hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """float64[P] COMET of hypothesis ``embeddings[hyp[k]]`` against pseudo-reference
+        ``embeddings[ref[k]]`` with the one ``source`` embedding float32[H] (a regression model's
+        MBR utilities): the estimator's first layer split by its six inputs, so that the terms of
+        the hypothesis alone (h, h·s, |h−s|) and of the reference alone (r) are computed once per
+        text and only h·r and |h−r| per pair — a third of the first layer's work per pair, the
+        same function (to float rounding)."""
+        import torch
+
+        first, rest = self.estimator[0], self.estimator[1:]
+        width = embeddings.shape[1]
+        w_h, w_r, w_hr, w_dr, w_hs, w_ds = first.weight.split(width, dim=1)
+        emb = embeddings.to(self.device)
+        src = source.to(self.device).reshape(1, -1)
+        hyp_t = torch.as_tensor(hyp, dtype=torch.long, device=self.device)
+        ref_t = torch.as_tensor(ref, dtype=torch.long, device=self.device)
+        out = []
+        with torch.inference_mode():
+            alone = emb @ w_h.T + (emb * src) @ w_hs.T + torch.abs(emb - src) @ w_ds.T + first.bias
+            as_reference = emb @ w_r.T
+            pairwise = torch.cat((w_hr, w_dr), dim=1).T
+            for start in range(0, len(hyp_t), 65536):
+                h, r = hyp_t[start : start + 65536], ref_t[start : start + 65536]
+                eh, er = emb[h], emb[r]
+                x = alone[h] + as_reference[r] + torch.cat((eh * er, torch.abs(eh - er)), dim=1) @ pairwise
+                out.append(rest(x).view(-1).double().cpu())
+        return torch.cat(out).numpy() if out else np.zeros(0)
+
+    def _joint(self, parts: List[List[List[int]]]) -> List[List[int]]:
+        """COMET's ``concat_sequences``: ``<s> a </s></s> b </s>[</s> c </s>]`` per row, cut at
+        ``max_positions`` tokens where the parts are too long together."""
+        joined = []
+        special = 1 + len(parts) * 2
+        for row in range(len(parts[0])):
+            inner = [part[row][1:-1] for part in parts]
+            sequence = [self.cls_id] + inner[0] + [self.sep_id]
+            for piece in inner[1:]:
+                sequence = sequence + [self.sep_id] + piece + [self.sep_id]
+            if sum(len(piece) for piece in inner) > self.max_positions - special:
+                sequence = sequence[: self.max_positions]
+            joined.append(sequence)
+        return joined
+
+    def unified(self, parts: List[List[List[int]]]) -> np.ndarray:
+        """float64[N] the estimator on the mixed ``<s>`` state of the joint sequences of ``parts``
+        (token ids of hypothesis, source[, reference]) (unified models)."""
+        import torch
+
+        sequences = self._joint(parts)
+        order = sorted(range(len(sequences)), key=lambda k: len(sequences[k]))
+        out = np.zeros(len(sequences))
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch):
+                rows = order[start : start + self.batch]
+                embeddings, _, _ = self._mixed([sequences[k] for k in rows])
+                out[rows] = self.estimator(embeddings[:, 0, :]).view(-1).double().cpu().numpy()
+        return out
+
+    # --- scores ---
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether scores read a reference (regression; unified with ``ref`` among its inputs)."""
+        return self.kind == "regression_metric" or (self.kind == "unified_metric" and "ref" in self.inputs)
+
+    def score(
+        self, sources: Sequence[str], hypotheses: Sequence[str], references: Optional[Sequence[str]]
+    ) -> np.ndarray:
+        """float64[N] segment scores of ``hypotheses[k]`` with ``sources[k]`` (and
+        ``references[k]``; None: reference-free), as unbabel-comet's ``predict``.
+
+        Raises:
+            InputError: no references for a regression model (it reads one)."""
+        if not len(hypotheses):
+            return np.zeros(0)
+        if self.kind == "unified_metric":
+            mt, src = self._tokens(hypotheses), self._tokens(sources)
+            if references is None or "ref" not in self.inputs:
+                return self.unified([mt, src])
+            ref = self._tokens(references)
+            return (self.unified([mt, src]) + self.unified([mt, ref]) + self.unified([mt, src, ref])) / 3.0
+        mt = self.embed(hypotheses)
+        src = self.embed(sources)
+        if self.kind == "referenceless_regression_metric":
+            return self.estimate(src, mt)
+        if references is None:
+            raise InputError("comet: regression_metric scores against a reference: none was given", self.directory)
+        return self.estimate(src, mt, self.embed(references))
+
+    def fingerprint(self) -> str:
+        """A short digest of hparams.yaml and the checkpoint's size (for signatures)."""
+        with open(os.path.join(self.directory, "hparams.yaml"), "rb") as handle:
+            digest = hashlib.sha256(handle.read() + str(os.path.getsize(self.checkpoint)).encode()).hexdigest()
+        return digest[:10]

@@ -1,0 +1,266 @@
+"""COMET-family checkpoints run by rerank (rerank/metrics/comet.py) in every role, against
+unbabel-comet 2.2.7's own numbers on the same tiny checkpoints (tests/comet_tiny.py).
+
+The peer cannot share our environment (it pins numpy < 2 and transformers < 5); its numbers were
+saved by the script that runs it in its own venv:
+
+    .venv/bin/python scripts/comet_peer.py --peer-python /work/peer-comet/bin/python
+
+(tests/data/comet_peer.json: comet's ``predict`` scores, its token ids and the weights' digest
+of each checkpoint, so that a number is compared only with the very weights that made it)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, needs
+
+pytestmark = needs("comet")
+
+from rerank.cli import main  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.metrics import make_metric  # noqa: E402
+
+PEER = json.loads(open(os.path.join(ROOT, "tests", "data", "comet_peer.json"), encoding="utf-8").read())
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """name -> directory of every tiny checkpoint, checked to be the peer's very weights."""
+    from tests.comet_tiny import CHECKPOINTS, build_checkpoint, weights_digest
+
+    work = str(tmp_path_factory.mktemp("comet"))
+    built = {name: build_checkpoint(work, name) for name in CHECKPOINTS}
+    for name, directory in built.items():
+        assert weights_digest(directory) == PEER["digests"][name], f"{name}: not the weights the peer scored"
+    return built
+
+
+def peer(name):
+    return np.array(PEER["results"][name]["scores"])
+
+
+def _write(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_every_checkpoint_scores_as_unbabel_comet_within_1e_5(checkpoints):
+    from rerank.metrics.comet_model import CometModel
+    from tests.comet_tiny import HYPOTHESES, REFERENCES, SOURCES
+
+    for name, directory in checkpoints.items():
+        model = CometModel(directory, device="cpu")
+        assert model._tokens(HYPOTHESES) == PEER["results"][name]["mt_tokens"], name
+        ours = model.score(SOURCES, HYPOTHESES, REFERENCES if model.uses_reference else None)
+        assert np.abs(ours - peer(name)).max() < 1e-5, name
+    # the top layer that sparsemax weighs 0 is not run (and the score is comet's all the same)
+    assert len(CometModel(checkpoints["da-sparse"], device="cpu").encoder.encoder.layer) == 1
+    # a unified model given no reference: its (mt, src) pass alone, as comet's predict without "ref"
+    unite = CometModel(checkpoints["unite"], device="cpu")
+    assert np.abs(unite.score(SOURCES, HYPOTHESES, None) - peer("unite-noref")).max() < 1e-5
+    # the scores are not one constant: the test can tell checkpoints and sentences apart
+    assert np.ptp(peer("da")) > 0.3 and np.ptp(peer("qe")) > 0.3
+
+
+def test_sparsemax_is_the_projection_onto_the_simplex():
+    import torch
+
+    from rerank.metrics.comet_model import sparsemax
+
+    # hand-computed: z = (0.9, 0.1, -0.5): tau = (0.9 + 0.1 - 1) / 2 = 0 -> (0.9, 0.1, 0)
+    assert torch.allclose(sparsemax(torch.tensor([0.9, 0.1, -0.5])), torch.tensor([0.9, 0.1, 0.0]))
+    # one far ahead takes all; equal weights share evenly
+    assert torch.allclose(sparsemax(torch.tensor([3.0, 0.0])), torch.tensor([1.0, 0.0]))
+    assert torch.allclose(sparsemax(torch.tensor([0.2, 0.2, 0.2, 0.2])), torch.full((4,), 0.25))
+
+
+def test_eval_signif_and_tuning_take_comet(checkpoints, tmp_path, capsys, monkeypatch):
+    from tests.comet_tiny import HYPOTHESES, REFERENCES, SOURCES
+
+    monkeypatch.setenv("RERANK_CACHE", "off")
+    src, ref = _write(tmp_path / "src.en", SOURCES), _write(tmp_path / "ref.de", REFERENCES)
+    hyp = _write(tmp_path / "hyp.de", HYPOTHESES)
+    other = _write(tmp_path / "other.de", REFERENCES[:2] + HYPOTHESES[2:])
+    spec = f"comet:{checkpoints['da']},source={src}"
+    kiwi = f"cometkiwi:{checkpoints['kiwi']},source={src}"
+    argv = ["eval", "--ref", ref, "--hyp", f"a={hyp}", "--metrics", f"bleu,{spec},{kiwi}", "--json"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    scores = {(row["system"], row["metric"]): row["score"] for row in json.loads(out)}
+    # the corpus score is the mean segment score: comet's system score (eval's JSON: 4 decimals)
+    assert scores[("a", spec)] == round(float(peer("da").mean()), 4)
+    assert scores[("a", kiwi)] == round(float(peer("kiwi").mean()), 4)
+    signif = ["signif", "--ref", ref, "--baseline", hyp, "--system", f"b={other}", "--metrics", f"bleu,{spec}"]
+    assert main([*signif, "--tokenize", "none", "--format", "json", "--shuffles", "200", "--resamples", "100"]) == 0
+    rows = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows[("baseline", spec)]["score"] == pytest.approx(peer("da").mean(), abs=1e-5)
+    assert rows[("b", spec)]["p_value"] is not None
+    # the text table: a column titled COMET (not its settings), scores with 4 decimals (a 0-1 scale)
+    assert main([*signif, "--tokenize", "none", "--shuffles", "200", "--resamples", "100"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["system", "BLEU", "COMET"]
+    assert f"{peer('da').mean():.4f} [" in table[1]  # the baseline's COMET cell
+    assert any(line.startswith("COMET: comet|model:da|class:regression_metric|") for line in table)
+    # a tuning objective over an n-best list: its rows are the hypotheses' COMET, sources by segment
+    lines = [
+        f"{s} ||| {h} ||| NMT= -{k} L= {len(h.split())} ||| 0"
+        for s in range(4)
+        for k, h in enumerate([HYPOTHESES[s], REFERENCES[s]])
+    ]
+    nbest = _write(tmp_path / "l.nbest", lines)
+    objective = f"0.5*bleu+0.5*comet:model={checkpoints['da']},source={src}"
+    tune = [
+        "tune",
+        "--nbest",
+        nbest,
+        "--ref",
+        ref,
+        "--metric",
+        objective,
+        "--beam-feature",
+        "NMT",
+        "--tokenize",
+        "none",
+    ]
+    assert main([*tune, "--out", str(tmp_path / "w.json")]) == 0
+    assert json.loads((tmp_path / "w.json").read_text())["tuning"]["metric"] == objective
+    # the statistics tuning reads, a list streamed in blocks of one segment: each block's rows
+    # with its own segments' sources (comet's scores of the hypotheses, the references' own)
+    import rerank.nbest.moses
+    from rerank.tuning.data import load_tuning_data
+
+    monkeypatch.setattr(rerank.nbest.moses, "BLOCK_HYPOTHESES", 2)
+    _, _, rows = load_tuning_data(nbest, ref, make_metric(spec))
+    assert np.allclose(rows[0::2, 0], peer("da"), atol=1e-5) and (rows[:, 1] == 1).all()
+    assert rows[1, 0] != rows[3, 0]  # a reference scored against itself differs by segment (its source)
+
+
+def test_mbr_utilities_are_comets_pair_scores_and_select_their_best(checkpoints, tmp_path, monkeypatch):
+    from rerank.mbr import MBR
+    from tests.comet_tiny import MBR_LIST, SOURCES
+
+    n = len(MBR_LIST)
+    src = _write(tmp_path / "src.en", SOURCES[:1])
+    for name in ("da", "da-layer1-max", "unite"):
+        matrix = peer(f"{name}-mbr").reshape(n, n).T  # [candidate, pseudo-reference]
+        engine = MBR(f"comet:{checkpoints[name]},source={src}", feature="uniform")
+        hyp, ref = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+        ours = engine.utilities(MBR_LIST, hyp, ref, np.zeros(n, dtype=np.int64)).reshape(n, n)
+        assert np.abs(ours - matrix).max() < 1e-5, name
+    # rerank mbr selects the candidate of the highest mean utility under comet's own numbers; the
+    # list's second segment (its source SOURCES[0]) read in a block of its own: its own source
+    import rerank.nbest.moses
+
+    monkeypatch.setattr(rerank.nbest.moses, "BLOCK_HYPOTHESES", 3)
+    src = _write(tmp_path / "src.en", [SOURCES[1], SOURCES[0]])
+    matrix = peer("da-mbr").reshape(n, n).T
+    first = ["zwei hunde .", "hunde im schnee ."]
+    lines = [f"0 ||| {h} ||| NMT= -{k + 1} ||| 0" for k, h in enumerate(first)]
+    _write(tmp_path / "l.nbest", lines + [f"1 ||| {h} ||| NMT= -{k + 1} ||| 0" for k, h in enumerate(MBR_LIST)])
+    argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['da']},source={src}"]
+    assert main([*argv, "--feature", "uniform", "--out", str(tmp_path / "best.txt")]) == 0
+    assert (tmp_path / "best.txt").read_text().splitlines()[1] == MBR_LIST[int(np.argmax(matrix.mean(axis=1)))]
+    # the mbr: feature column: expected utility under the NMT softmax, sources from --source
+    p = np.exp(-np.arange(1, n + 1)) / np.exp(-np.arange(1, n + 1)).sum()
+    add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", src, "--out", str(tmp_path / "f.nbest")]
+    assert main([*add, "--scorer", f"mbr:comet:{checkpoints['da']}"]) == 0
+    column = [float(line.split(" ||| ")[2].split("MBRCOMET= ")[1].split()[0]) for line in open(tmp_path / "f.nbest")]
+    assert np.allclose(column[2:], matrix @ p, atol=1e-5)
+
+
+def test_the_cometkiwi_feature_is_the_qe_score_of_source_and_hypothesis(checkpoints, tmp_path):
+    from tests.comet_tiny import HYPOTHESES, SOURCES
+
+    src = _write(tmp_path / "src.en", SOURCES)
+    _write(tmp_path / "l.nbest", [f"{s} ||| {h} ||| NMT= -1 ||| 0" for s, h in enumerate(HYPOTHESES)])
+    add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", src, "--out", str(tmp_path / "f.nbest")]
+    for name in ("kiwi", "qe"):
+        assert main([*add, "--scorer", f"cometkiwi:{checkpoints[name]}", "--device", "cpu"]) == 0
+        column = [float(line.split("CometKiwi= ")[1].split()[0]) for line in open(tmp_path / "f.nbest")]
+        assert np.allclose(column, peer(name), atol=1e-5), name
+
+
+def test_bad_checkpoints_and_missing_inputs_are_one_line_each(checkpoints, tmp_path, capsys):
+    import shutil
+
+    import torch
+    import yaml
+
+    from tests.comet_tiny import HYPOTHESES
+
+    hyp = _write(tmp_path / "hyp.de", HYPOTHESES)
+    src = _write(tmp_path / "src.en", ["one source"] * 4)
+
+    def refused(spec, message):
+        assert main(["eval", "--ref", hyp, "--hyp", hyp, "--metrics", spec]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+
+    refused(f"comet:{tmp_path}/none,source={src}", "no such checkpoint directory")
+    (tmp_path / "empty").mkdir()
+    refused(f"comet:{tmp_path}/empty,source={src}", "no checkpoints/model.ckpt")
+    refused(f"comet:{checkpoints['da']}", "needs the source sentences")
+    refused(f"comet:{checkpoints['da']},source={_write(tmp_path / 's2', ['a'])}", "1 source sentences for 4 segments")
+    refused(f"comet:{checkpoints['qe']},source={src}", "reads no reference: score it with cometkiwi")
+    refused(f"cometkiwi:{checkpoints['da']},source={src}", "needs a reference: score it with comet")
+    # a checkpoint that needs code to unpickle is refused, never run
+    crafted = tmp_path / "crafted"
+    shutil.copytree(checkpoints["da"], crafted)
+    torch.save({"state_dict": {}, "hook": InputError("x")}, crafted / "checkpoints" / "model.ckpt")
+    refused(f"comet:{crafted},source={src}", "not a plain weights checkpoint")
+    # xCOMET and unknown classes: named, not guessed
+    xcomet = tmp_path / "xcomet"
+    shutil.copytree(checkpoints["unite"], xcomet)
+    hparams = yaml.safe_load((xcomet / "hparams.yaml").read_text())
+    (xcomet / "hparams.yaml").write_text(yaml.safe_dump({**hparams, "class_identifier": "xcomet_metric"}))
+    refused(f"comet:{xcomet},source={src}", "xCOMET checkpoints (xcomet_metric) are not supported")
+    # an encoder that is not there (a hub name, nothing downloaded)
+    moved = tmp_path / "moved"
+    shutil.copytree(checkpoints["da"], moved)
+    state = torch.load(moved / "checkpoints" / "model.ckpt", weights_only=True)
+    state["hyper_parameters"]["pretrained_model"] = "xlm-roberta-nowhere"
+    torch.save(state, moved / "checkpoints" / "model.ckpt")
+    refused(f"comet:{moved},source={src}", "not a local directory, nor in the Hugging Face cache: give encoder=DIR")
+    # the same with encoder= given loads
+    assert make_metric(f"comet:{moved},source={src},encoder={os.path.dirname(checkpoints['da'])}/encoder").comet()
+    # the mbr: feature without sources
+    _write(tmp_path / "l.nbest", [f"0 ||| {h} ||| NMT= -1 ||| 0" for h in HYPOTHESES])
+    add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--out", str(tmp_path / "f.nbest")]
+    assert main([*add, "--scorer", f"mbr:comet:{checkpoints['da']}"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "MBRCOMET needs the source sentences" in err and "\n" not in err
+    assert not (tmp_path / "f.nbest").exists()
+    with pytest.raises(InputError, match="has no pairwise utility"):
+        from rerank.mbr import MBR
+
+        MBR(f"cometkiwi:{checkpoints['kiwi']},source={src}")
+
+
+def test_the_neural_metrics_page_runs_on_tiny_checkpoints(checkpoints, tmp_path):
+    """docs/usage/neural-metrics.md as written, its checkpoints tiny ones under the page's names
+    (``comet-da``: a regression model, ``cometkiwi``: a unified QE model, ``bert``: BERTScore's
+    encoder), the sources one line per segment; then what the page's commands wrote."""
+    import shutil
+
+    from tests.docs.test_docs import run_page
+    from tests.tiny_models import build_bert
+
+    def setup(directory):
+        shutil.copytree(checkpoints["da"], directory / "comet-da")
+        shutil.copytree(checkpoints["kiwi"], directory / "cometkiwi")
+        build_bert(str(directory), "bert")
+        for split in ("val", "test"):
+            segments = len((directory / f"{split}.de").read_text().splitlines())
+            _write(directory / f"{split}.en", [f"source sentence {k} of the {split} set ." for k in range(segments)])
+
+    run_page("docs/usage/neural-metrics.md", tmp_path, setup)
+    test_segments = len((tmp_path / "test.de").read_text().splitlines())
+    assert len((tmp_path / "test.mbr.de").read_text().splitlines()) == test_segments
+    header = (tmp_path / "test.neural.nbest").read_text().splitlines()[0].split(" ||| ")[2]
+    assert "CometKiwi=" in header and "MBRCOMET=" in header
+    weights = json.loads((tmp_path / "weights.neural.json").read_text())
+    assert weights["tuning"]["metric"] == "0.5*bleu+0.5*comet:model=comet-da,source=val.en"
+    assert len((tmp_path / "test.neural.de").read_text().splitlines()) == test_segments
