@@ -118,12 +118,12 @@ def test_the_qe_feature_set_is_opt_in_and_skipped_with_one_line_without_a_checkp
         ({"R2L_NBEST": "20", "FEATURES": "mbr"}, "R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
         (
             {"TUNE_METRIC": "bleu+bleurt"},
-            "TUNE_METRIC: unknown metric 'bleurt'; known: bertscore, bleu, chrf, length, meteor, ter",
+            "TUNE_METRIC: unknown metric 'bleurt'; known: bertscore, bleu, chrf, comet, cometkiwi, length, meteor, ter",
         ),
         (
             {"TUNE_METRIC": "length"},
             "TUNE_METRIC: metric 'length' has no better direction: it cannot be optimised "
-            "(choose one of bertscore, bleu, chrf, meteor, ter, seg:NAME or an interpolation)",
+            "(choose one of bertscore, bleu, chrf, comet, cometkiwi, meteor, ter, seg:NAME or an interpolation)",
         ),
         (
             {"TUNE_METRIC": "seg:comet"},
