@@ -38,6 +38,11 @@ def peer(jobs_path: str) -> None:
         output = model.predict(data, batch_size=3, gpus=0, progress_bar=False)
         tokens = model.encoder.tokenizer(job["mt"])["input_ids"]
         results[name] = {"scores": [float(s) for s in output.scores], "mt_tokens": tokens}
+        if (
+            "metadata" in output and "mqm_scores" in output["metadata"]
+        ):  # xCOMET: the MQM part, from its decoded error spans
+            results[name]["mqm_scores"] = [float(s) for s in output.metadata.mqm_scores]
+            results[name]["error_spans"] = [len(spans) for spans in output.metadata.error_spans]
     print(json.dumps({"comet_version": comet.__version__, "results": results}))
 
 
@@ -66,11 +71,11 @@ def main() -> None:
     for name, (kind, settings) in CHECKPOINTS.items():
         directory = build_checkpoint(work, name)
         digests[name] = weights_digest(directory)
-        with_ref = kind == "regression_metric" or "ref" in settings.get("input_segments", [])
+        with_ref = kind in ("regression_metric", "xcomet_metric") or "ref" in settings.get("input_segments", [])
         fields = ["src", "mt", "ref"] if with_ref else ["src", "mt"]
         jobs[name] = {"dir": directory, "fields": fields, "src": SOURCES, "mt": HYPOTHESES, "ref": REFERENCES}
-        if name == "unite":  # a unified model given no reference: its (mt, src) pass alone
-            jobs["unite-noref"] = {**jobs[name], "fields": ["src", "mt"]}
+        if name in ("unite", "xcomet"):  # a unified model given no reference: its (mt, src) pass alone
+            jobs[f"{name}-noref"] = {**jobs[name], "fields": ["src", "mt"]}
         if with_ref:  # MBR: every (candidate, pseudo-reference) pair of one list
             n = len(MBR_LIST)
             jobs[f"{name}-mbr"] = {

@@ -23,6 +23,8 @@ CHECKPOINTS = {
     "qe": ("referenceless_regression_metric", {"layer_transformation": "sparsemax", "layer_norm": False}),
     "kiwi": ("unified_metric", {"input_segments": ["mt", "src"], "layer_transformation": "sparsemax"}),
     "unite": ("unified_metric", {"input_segments": ["mt", "src", "ref"], "layer_transformation": "softmax"}),
+    # xCOMET: the unified passes plus MQM from error spans tagged on layer 1
+    "xcomet": ("xcomet_metric", {"layer_transformation": "sparsemax", "word_layer": 1}),
 }
 
 #: sentences scored by the equality test (English sources, German hypotheses and references)
@@ -99,7 +101,10 @@ def build_checkpoint(directory: str, name: str, seed: int = 1) -> str:
             drawn = torch.randn(1, generator=generator) * 0.6
             state[f"layerwise_attention.scalar_parameters.{i}"] = torch.tensor([scalars[i]]) if scalars else drawn
         state["layerwise_attention.gamma"] = torch.tensor([1.3])
-    width = {"regression_metric": 6, "referenceless_regression_metric": 4, "unified_metric": 1}[kind] * 32
+    width = {"regression_metric": 6, "referenceless_regression_metric": 4}.get(kind, 1) * 32
+    if kind == "xcomet_metric":  # the error tagger: O, I-minor, I-major, I-critical (O favoured a little)
+        state["hidden2tag.weight"] = torch.randn(4, 32, generator=generator)
+        state["hidden2tag.bias"] = torch.tensor([2.0, 0.0, 0.0, 0.0])
     sizes = [width, 16, 8, 1]
     for k in range(3):
         state[f"estimator.ff.{3 * k}.weight"] = torch.randn(sizes[k + 1], sizes[k], generator=generator) * 0.4
@@ -120,12 +125,13 @@ def build_checkpoint(directory: str, name: str, seed: int = 1) -> str:
         "final_activation": None,
         "class_identifier": kind,
     }
-    if kind == "unified_metric":
-        hparams.update({"sent_layer": "mix", "word_layer": 1, "word_level_training": False})
+    if kind in ("unified_metric", "xcomet_metric"):
+        word_level = kind == "xcomet_metric"
+        hparams.update({"sent_layer": "mix", "word_layer": 1, "word_level_training": word_level})
     else:
         hparams.update({"pool": "avg", "layer": "mix"})
     hparams.update(settings)
-    if kind == "unified_metric" and "layer" in settings:
+    if kind in ("unified_metric", "xcomet_metric") and "layer" in settings:
         hparams["sent_layer"] = hparams.pop("layer")
     os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
     stored = {k: v for k, v in hparams.items() if k != "class_identifier"}

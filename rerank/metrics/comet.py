@@ -28,8 +28,12 @@ its 2.2.7 code, which it equals within 1e-5 on the tiny checkpoints of the tests
 * ``unified_metric`` (CometKiwi, UniTE-style): the hypothesis and the source (and the reference)
   encoded as one sequence ``<s> h </s></s> s </s>``; the estimator reads the mixed ``<s>``
   state; with a reference the score is the mean of the (h, s), (h, r) and (h, s, r) passes;
-* ``xcomet_metric`` (xCOMET) is refused: its score adds an MQM score from decoded error spans,
-  which rerank does not decode yet.
+* ``xcomet_metric`` (xCOMET): the unified passes' scores (each at most 1) weighted 0.12, 0.33,
+  0.33 plus 0.22 × an MQM score: each hypothesis token tagged O / minor / major / critical by
+  ``hidden2tag`` on layer ``word_layer`` (the passes' probabilities weighted 0.1667, 0.3333,
+  0.5), runs of error tags decoded into spans as unbabel-comet decodes them, 1/5/10 per span,
+  capped at 25, as (25 − penalty) / 25; reference-free, the (h, s) pass weighted 0.78 and its
+  MQM score 0.22.  XLM-R XL encoders (``encoder_model: XLM-RoBERTa-XL``) load too.
 
 Speed: each distinct sentence of a call is encoded once (sentence embeddings of the
 regression models), in batches sorted by length, so MBR's N×N utilities of a list cost N + 1
@@ -53,7 +57,7 @@ from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS
-from rerank.metrics.comet_model import CometModel
+from rerank.metrics.comet_model import JOINT, CometModel
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import SourcedUtility
 from rerank.textio import read_lines
@@ -174,7 +178,7 @@ class _CometMetric(MeanOfSegments):
 @METRICS.register("comet")
 class CometMetric(_CometMetric):
     """``comet:DIR,source=FILE``: a reference-based COMET checkpoint (regression_metric, or a
-    unified_metric with references) — module docstring.  Statistics float64[N, 2] = [score, 1];
+    unified_metric with references, xcomet_metric) — module docstring.  Statistics float64[N, 2] = [score, 1];
     with several references the highest score (COMET defines one).
 
     Raises:
@@ -245,7 +249,7 @@ class CometUtility(SourcedUtility):
         across the segments: less padding than a segment at a time (regression models, while
         they fit the model's cache)."""
         model = self.metric.comet()
-        if model.kind == "unified_metric" or not self.has_sources:
+        if model.kind in JOINT or not self.has_sources:
             return
         sources = self.metric.all_sources()
         wanted = list(dict.fromkeys(texts)) + [
@@ -265,13 +269,12 @@ class CometUtility(SourcedUtility):
         source = sources[segment]
         texts = list(texts)
         hyp, ref = np.asarray(hyp, dtype=np.int64), np.asarray(ref, dtype=np.int64)
-        if model.kind == "unified_metric":
+        if model.kind in JOINT:
             distinct = list(dict.fromkeys(texts))
             tokens = dict(zip(distinct, model._tokens(distinct)))
             src = model._tokens([source])[0]
             mt = [tokens[texts[i]] for i in hyp]
             pr = [tokens[texts[j]] for j in ref]
-            srcs = [src] * len(hyp)
-            return (model.unified([mt, srcs]) + model.unified([mt, pr]) + model.unified([mt, srcs, pr])) / 3.0
+            return model.joint_scores(mt, [src] * len(hyp), pr)
         embeddings = model.embed(texts + [source])
         return model.estimate_pairs(embeddings[:-1], embeddings[-1], hyp, ref)

@@ -16,7 +16,16 @@ from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 
 #: the COMET model classes rerank computes, by ``class_identifier``
-KINDS = ("regression_metric", "referenceless_regression_metric", "unified_metric")
+KINDS = ("regression_metric", "referenceless_regression_metric", "unified_metric", "xcomet_metric")
+#: the kinds that encode the hypothesis jointly with the source (and the reference)
+JOINT = ("unified_metric", "xcomet_metric")
+#: xCOMET's MQM penalty per error span of each severity (and the cap of a sentence's sum)
+MQM_PENALTY, MQM_CAP = {"minor": 1, "major": 5, "critical": 10}, 25
+#: xCOMET's weights of its three passes' scores and of the MQM score: (mt, src), (mt, ref),
+#: (mt, src, ref), MQM; and of the passes' tag probabilities (unbabel-comet 2.2.7's constants)
+XCOMET_SCORE_WEIGHTS, XCOMET_SPAN_WEIGHTS = (0.12, 0.33, 0.33, 0.22), (0.1667, 0.3333, 0.5)
+#: the encoder class of each ``encoder_model`` (transformers' name)
+ENCODERS = {"XLM-RoBERTa": "XLMRobertaModel", "XLM-RoBERTa-XL": "XLMRobertaXLModel"}
 
 
 def _one_line(error: BaseException) -> str:
@@ -59,8 +68,9 @@ class CometModel:
     ):
         try:
             import torch
+            import transformers
             import yaml
-            from transformers import AutoConfig, AutoTokenizer, XLMRobertaModel
+            from transformers import AutoConfig, AutoTokenizer
             from transformers.utils import logging as transformers_logging
         except ImportError:
             raise InputError("comet: needs torch, transformers and PyYAML: pip install 'nbest-rerank[comet]'") from None
@@ -92,19 +102,14 @@ class CometModel:
         if isinstance(stored, dict):  # unbabel-comet reads the checkpoint's own (hparams.yaml: the class only)
             hparams = {**hparams, **stored}
         self.kind = str(hparams.get("class_identifier", ""))
-        if self.kind == "xcomet_metric":
-            raise InputError(
-                "comet: xCOMET checkpoints (xcomet_metric) are not supported: their score adds an MQM score "
-                "from decoded error spans, which rerank does not decode",
-                directory,
-            )
         if self.kind not in KINDS:
             raise InputError(
                 f"comet: unknown class_identifier {self.kind!r} (rerank reads {', '.join(KINDS)})", hparams_file
             )
-        if str(hparams.get("encoder_model", "XLM-RoBERTa")) != "XLM-RoBERTa":
+        encoder_class = ENCODERS.get(str(hparams.get("encoder_model", "XLM-RoBERTa")))
+        if encoder_class is None:
             raise InputError(
-                f"comet: encoder_model {hparams.get('encoder_model')!r}: rerank runs XLM-RoBERTa encoders only",
+                f"comet: encoder_model {hparams.get('encoder_model')!r}: rerank runs {' and '.join(ENCODERS)} only",
                 hparams_file,
             )
         self.directory, self.checkpoint, self.hparams = directory, checkpoint, hparams
@@ -117,7 +122,7 @@ class CometModel:
             where = "" if local else " (not a local directory, nor in the Hugging Face cache: give encoder=DIR)"
             raise InputError(f"comet: cannot load the encoder {source!r}{where}: {_one_line(error)[:120]}") from None
         weights = state.get("state_dict", state)
-        self.encoder = XLMRobertaModel(config, add_pooling_layer=False)
+        self.encoder = getattr(transformers, encoder_class)(config, add_pooling_layer=False)
         prefix = "encoder.model."
         encoder_weights = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
         try:
@@ -135,7 +140,7 @@ class CometModel:
         self.cls_id, self.sep_id = int(self.tokenizer.cls_token_id), int(self.tokenizer.sep_token_id)
         layer = (
             hparams.get("sent_layer", hparams.get("layer", "mix"))
-            if self.kind == "unified_metric"
+            if self.kind in JOINT
             else hparams.get("layer", "mix")
         )
         self.layer = layer
@@ -156,12 +161,18 @@ class CometModel:
         if self.pool not in ("avg", "max", "cls", "default"):
             raise InputError(f"comet: unknown pool {self.pool!r}", hparams_file)
         self.estimator = self._estimator(weights, hparams, checkpoint)
+        self.tagger = self._tagger(weights, hparams, checkpoint) if self.kind == "xcomet_metric" else None
         self._drop_unread_layers()
         self.batch = batch
         self.device, torch_dtype = DeviceSettings(device, dtype).resolve()
         self.encoder = self.encoder.to(self.device, torch_dtype).eval()
         self.estimator = self.estimator.to(self.device).eval()
-        self.inputs = list(hparams.get("input_segments", ["mt", "src", "ref"]))
+        if self.tagger is not None:
+            self.tagger = self.tagger.to(self.device).eval()
+        default_inputs = ["mt", "src", "ref"]  # xCOMET's always
+        self.inputs = (
+            default_inputs if self.kind == "xcomet_metric" else list(hparams.get("input_segments", default_inputs))
+        )
         self._cache: Dict[str, Any] = {}
 
     def _drop_unread_layers(self) -> None:
@@ -173,10 +184,33 @@ class CometModel:
         if self.pool == "default":
             return
         top = int(self.layer) if self.layer != "mix" else int(torch.nonzero(self.mix).max())
+        if self.tagger is not None:  # xCOMET's error tags read their own layer
+            top = max(top, self.word_layer)
         if top < self.num_layers - 1:
             self.encoder.encoder.layer = self.encoder.encoder.layer[:top]
             if self.layer == "mix":
                 self.mix = self.mix[: top + 1]
+
+    def _tagger(self, weights: dict, hparams: dict, checkpoint: str):
+        """xCOMET's error tagger ``hidden2tag`` (Linear: hidden -> O, I-minor, I-major,
+        I-critical) over layer ``word_layer``.
+
+        Raises:
+            InputError: the weights are missing, other error labels, a layer out of range."""
+        import torch
+
+        labels = list(hparams.get("error_labels", ["minor", "major", "critical"]))
+        if labels != list(MQM_PENALTY) or "hidden2tag.weight" not in weights:
+            raise InputError("comet: an xcomet_metric without hidden2tag or with other error labels", checkpoint)
+        self.word_layer = int(hparams.get("word_layer", 36))
+        if not 0 <= self.word_layer < self.num_layers:
+            raise InputError(f"comet: word_layer {self.word_layer} out of 0..{self.num_layers - 1}", checkpoint)
+        self.labels = ["O"] + [f"I-{label}" for label in labels]
+        tagger = torch.nn.Linear(weights["hidden2tag.weight"].shape[1], len(self.labels))
+        with torch.no_grad():
+            tagger.weight.copy_(weights["hidden2tag.weight"].float())
+            tagger.bias.copy_(weights["hidden2tag.bias"].float())
+        return tagger
 
     @staticmethod
     def _estimator(weights: dict, hparams: dict, checkpoint: str):
@@ -237,6 +271,8 @@ class CometModel:
         mask = mask.to(self.device)
         output = self.encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
         layers = [h.float() for h in output.hidden_states]
+        if self.kind == "xcomet_metric":  # the error tagger's layer
+            self._word = layers[self.word_layer]
         if self.pool == "default":  # COMET's "sentemb": the top layer's <s>, whatever the mix
             self._top = layers[-1]
         if self.layer != "mix":
@@ -356,27 +392,83 @@ class CometModel:
             joined.append(sequence)
         return joined
 
-    def unified(self, parts: List[List[List[int]]]) -> np.ndarray:
+    def unified(self, parts: List[List[List[int]]], tags: Optional[List[np.ndarray]] = None) -> np.ndarray:
         """float64[N] the estimator on the mixed ``<s>`` state of the joint sequences of ``parts``
-        (token ids of hypothesis, source[, reference]) (unified models)."""
+        (token ids of hypothesis, source[, reference]) (unified models); with ``tags`` (xCOMET)
+        also the error tags' probabilities float32[len(hypothesis), 4] of every hypothesis
+        token, appended to it in order."""
         import torch
 
         sequences = self._joint(parts)
         order = sorted(range(len(sequences)), key=lambda k: len(sequences[k]))
         out = np.zeros(len(sequences))
+        probs: List[Any] = [None] * len(sequences)
         with torch.inference_mode():
             for start in range(0, len(order), self.batch):
                 rows = order[start : start + self.batch]
                 embeddings, _, _ = self._mixed([sequences[k] for k in rows])
                 out[rows] = self.estimator(embeddings[:, 0, :]).view(-1).double().cpu().numpy()
+                if tags is not None and self.tagger is not None:
+                    soft = torch.softmax(self.tagger(self._word), dim=2).cpu().numpy()
+                    for k, row in zip(rows, soft):
+                        probs[k] = row[: len(parts[0][k])]
+        if tags is not None:
+            tags.extend(probs)
         return out
+
+    def mqm(self, probs: Sequence[np.ndarray]) -> np.ndarray:
+        """float64[N] xCOMET's MQM score of each hypothesis from its tokens' tag probabilities:
+        the argmax tag of each token, a span from an I- tag through the tokens up to the next O
+        (its severity the first token's; a span still open at the end is not counted, as in
+        unbabel-comet's ``decode``), 1/5/10 per minor/major/critical span, capped at 25, as
+        (25 − penalty) / 25."""
+        scores = np.zeros(len(probs))
+        for k, token_probs in enumerate(probs):
+            penalty, severity = 0, None
+            for tag in np.argmax(token_probs, axis=1):
+                label = self.labels[int(tag)]
+                if label.startswith("I") and severity is None:
+                    severity = label[2:]
+                elif label == "O" and severity is not None:
+                    penalty, severity = penalty + MQM_PENALTY[severity], None
+            scores[k] = (MQM_CAP - min(penalty, MQM_CAP)) / MQM_CAP
+        return scores
+
+    def joint_scores(self, mt: List[List[int]], src: List[List[int]], ref: Optional[List[List[int]]]) -> np.ndarray:
+        """float64[N] a unified model's or xCOMET's scores of token ids of hypotheses, sources and
+        (None: reference-free) references, as unbabel-comet's ``predict_step``: unified, the
+        (mt, src) pass or the mean of the (mt, src), (mt, ref), (mt, src, ref) passes; xCOMET,
+        the passes' scores (at most 1) weighted 0.12/0.33/0.33 and the MQM score of the
+        passes' tag probabilities (weighted 0.1667/0.3333/0.5) weighted 0.22 — reference-free,
+        the (mt, src) pass's score weighted 0.78 and its MQM score 0.22."""
+        xcomet = self.kind == "xcomet_metric"
+        if ref is None or "ref" not in self.inputs:
+            tags: List[np.ndarray] = []
+            score = self.unified([mt, src], tags if xcomet else None)
+            if not xcomet:
+                return score
+            weights = XCOMET_SCORE_WEIGHTS
+            return np.minimum(score, 1.0) * sum(weights[:3]) + self.mqm(tags) * weights[3]
+        passes = ([mt, src], [mt, ref], [mt, src, ref])
+        tag_sets: List[List[np.ndarray]] = [[], [], []]
+        scores = [self.unified(parts, tag_sets[i] if xcomet else None) for i, parts in enumerate(passes)]
+        if not xcomet:
+            return (scores[0] + scores[1] + scores[2]) / 3.0
+        regression = sum(np.minimum(s, 1.0) * w for s, w in zip(scores, XCOMET_SCORE_WEIGHTS[:3]))
+        mixed = [
+            tag_sets[0][k] * XCOMET_SPAN_WEIGHTS[0]
+            + tag_sets[1][k] * XCOMET_SPAN_WEIGHTS[1]
+            + tag_sets[2][k] * XCOMET_SPAN_WEIGHTS[2]
+            for k in range(len(mt))
+        ]
+        return regression + self.mqm(mixed) * XCOMET_SCORE_WEIGHTS[3]
 
     # --- scores ---
 
     @property
     def uses_reference(self) -> bool:
         """Whether scores read a reference (regression; unified with ``ref`` among its inputs)."""
-        return self.kind == "regression_metric" or (self.kind == "unified_metric" and "ref" in self.inputs)
+        return self.kind == "regression_metric" or (self.kind in JOINT and "ref" in self.inputs)
 
     def score(
         self, sources: Sequence[str], hypotheses: Sequence[str], references: Optional[Sequence[str]]
@@ -388,12 +480,9 @@ class CometModel:
             InputError: no references for a regression model (it reads one)."""
         if not len(hypotheses):
             return np.zeros(0)
-        if self.kind == "unified_metric":
-            mt, src = self._tokens(hypotheses), self._tokens(sources)
-            if references is None or "ref" not in self.inputs:
-                return self.unified([mt, src])
-            ref = self._tokens(references)
-            return (self.unified([mt, src]) + self.unified([mt, ref]) + self.unified([mt, src, ref])) / 3.0
+        if self.kind in JOINT:
+            ref = None if references is None else self._tokens(references)
+            return self.joint_scores(self._tokens(hypotheses), self._tokens(sources), ref)
         mt = self.embed(hypotheses)
         src = self.embed(sources)
         if self.kind == "referenceless_regression_metric":

@@ -58,9 +58,16 @@ def test_every_checkpoint_scores_as_unbabel_comet_within_1e_5(checkpoints):
         assert np.abs(ours - peer(name)).max() < 1e-5, name
     # the top layer that sparsemax weighs 0 is not run (and the score is comet's all the same)
     assert len(CometModel(checkpoints["da-sparse"], device="cpu").encoder.encoder.layer) == 1
-    # a unified model given no reference: its (mt, src) pass alone, as comet's predict without "ref"
-    unite = CometModel(checkpoints["unite"], device="cpu")
-    assert np.abs(unite.score(SOURCES, HYPOTHESES, None) - peer("unite-noref")).max() < 1e-5
+    # a unified model and xCOMET given no reference: the (mt, src) pass alone, as comet's predict without "ref"
+    for name in ("unite", "xcomet"):
+        model = CometModel(checkpoints[name], device="cpu")
+        assert np.abs(model.score(SOURCES, HYPOTHESES, None) - peer(f"{name}-noref")).max() < 1e-5, name
+    # xCOMET's MQM part: error spans decoded as comet decodes them (the tiny tagger finds some)
+    xcomet = CometModel(checkpoints["xcomet"], device="cpu")
+    tags = []
+    xcomet.unified([xcomet._tokens(HYPOTHESES), xcomet._tokens(SOURCES)], tags)
+    assert np.allclose(xcomet.mqm(tags), PEER["results"]["xcomet-noref"]["mqm_scores"], atol=1e-6)
+    assert 0 < min(PEER["results"]["xcomet"]["mqm_scores"]) < 1 == max(PEER["results"]["xcomet"]["mqm_scores"])
     # the scores are not one constant: the test can tell checkpoints and sentences apart
     assert np.ptp(peer("da")) > 0.3 and np.ptp(peer("qe")) > 0.3
 
@@ -144,7 +151,7 @@ def test_mbr_utilities_are_comets_pair_scores_and_select_their_best(checkpoints,
 
     n = len(MBR_LIST)
     src = _write(tmp_path / "src.en", SOURCES[:1])
-    for name in ("da", "da-layer1-max", "unite"):
+    for name in ("da", "da-layer1-max", "unite", "xcomet"):
         matrix = peer(f"{name}-mbr").reshape(n, n).T  # [candidate, pseudo-reference]
         engine = MBR(f"comet:{checkpoints[name]},source={src}", feature="uniform")
         hyp, ref = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
@@ -211,12 +218,14 @@ def test_bad_checkpoints_and_missing_inputs_are_one_line_each(checkpoints, tmp_p
     shutil.copytree(checkpoints["da"], crafted)
     torch.save({"state_dict": {}, "hook": InputError("x")}, crafted / "checkpoints" / "model.ckpt")
     refused(f"comet:{crafted},source={src}", "not a plain weights checkpoint")
-    # xCOMET and unknown classes: named, not guessed
-    xcomet = tmp_path / "xcomet"
-    shutil.copytree(checkpoints["unite"], xcomet)
-    hparams = yaml.safe_load((xcomet / "hparams.yaml").read_text())
-    (xcomet / "hparams.yaml").write_text(yaml.safe_dump({**hparams, "class_identifier": "xcomet_metric"}))
-    refused(f"comet:{xcomet},source={src}", "xCOMET checkpoints (xcomet_metric) are not supported")
+    # unknown classes (COMET's ranking models) are named, not guessed; an xCOMET without its tagger
+    ranking = tmp_path / "ranking"
+    shutil.copytree(checkpoints["unite"], ranking)
+    hparams = yaml.safe_load((ranking / "hparams.yaml").read_text())
+    (ranking / "hparams.yaml").write_text(yaml.safe_dump({**hparams, "class_identifier": "ranking_metric"}))
+    refused(f"comet:{ranking},source={src}", "unknown class_identifier 'ranking_metric'")
+    (ranking / "hparams.yaml").write_text(yaml.safe_dump({**hparams, "class_identifier": "xcomet_metric"}))
+    refused(f"comet:{ranking},source={src}", "an xcomet_metric without hidden2tag")
     # an encoder that is not there (a hub name, nothing downloaded)
     moved = tmp_path / "moved"
     shutil.copytree(checkpoints["da"], moved)
