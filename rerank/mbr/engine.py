@@ -13,7 +13,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.mbr import aggregate, centroid, exact, pruned
 from rerank.mbr.pairs import PairUtilities, list_softmax
-from rerank.metrics import METRICS, make_metric
+from rerank.metrics import METRICS, Metric, make_metric
 from rerank.metrics.utility import PairwiseUtility
 from rerank.nbest import NBestList
 
@@ -28,8 +28,9 @@ def mbr_utilities() -> List[str]:
         try:
             if make_metric(name).utility() is not None:
                 names.append(name)
-        except InputError:  # a metric that cannot be built here (METEOR without java) is no utility
-            continue
+        except InputError:  # one that needs its model (comet:DIR), or cannot be built here (METEOR without java)
+            if METRICS.get(name).utility is not Metric.utility:
+                names.append(f"{name}:DIR")
     return names
 
 

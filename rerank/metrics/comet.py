@@ -177,9 +177,9 @@ class _CometMetric(MeanOfSegments):
 
 @METRICS.register("comet")
 class CometMetric(_CometMetric):
-    """``comet:DIR,source=FILE``: a reference-based COMET checkpoint (regression_metric, or a
-    unified_metric with references, xcomet_metric) — module docstring.  Statistics float64[N, 2] = [score, 1];
-    with several references the highest score (COMET defines one).
+    """``comet:DIR,source=FILE``: a reference-based COMET checkpoint (regression_metric, a
+    unified_metric with references, xcomet_metric) — module docstring.  Statistics
+    float64[N, 2] = [score, 1]; with several references the highest score (COMET defines one).
 
     Raises:
         InputError: no checkpoint, no sources, a reference-free checkpoint (``cometkiwi:``).

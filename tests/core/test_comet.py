@@ -170,6 +170,11 @@ def test_mbr_utilities_are_comets_pair_scores_and_select_their_best(checkpoints,
     argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['da']},source={src}"]
     assert main([*argv, "--feature", "uniform", "--out", str(tmp_path / "best.txt")]) == 0
     assert (tmp_path / "best.txt").read_text().splitlines()[1] == MBR_LIST[int(np.argmax(matrix.mean(axis=1)))]
+    # pruning takes it too (alpha 1 prunes nothing: exact MBR's selections); aggregation refuses it
+    pruned = [*argv, "--feature", "uniform", "--algorithm", "pruned", "--alpha", "1"]
+    assert main([*pruned, "--out", str(tmp_path / "pruned.txt")]) == 0
+    assert (tmp_path / "pruned.txt").read_text() == (tmp_path / "best.txt").read_text()
+    assert main([*argv, "--algorithm", "aggregate", "--out", str(tmp_path / "agg.txt")]) == 1
     # the mbr: feature column: expected utility under the NMT softmax, sources from --source
     p = np.exp(-np.arange(1, n + 1)) / np.exp(-np.arange(1, n + 1)).sum()
     add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", src, "--out", str(tmp_path / "f.nbest")]
@@ -242,7 +247,7 @@ def test_bad_checkpoints_and_missing_inputs_are_one_line_each(checkpoints, tmp_p
     err = capsys.readouterr().err.strip()
     assert "MBRCOMET needs the source sentences" in err and "\n" not in err
     assert not (tmp_path / "f.nbest").exists()
-    with pytest.raises(InputError, match="has no pairwise utility"):
+    with pytest.raises(InputError, match=r"has no pairwise utility: MBR.s utilities are .*comet:DIR"):
         from rerank.mbr import MBR
 
         MBR(f"cometkiwi:{checkpoints['kiwi']},source={src}")
