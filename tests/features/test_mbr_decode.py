@@ -328,6 +328,23 @@ def test_apply_shards_merged_equal_one_process(tmp_path, capsys):
     # a text shard and a list shard of the same run are different outputs
     assert main(["merge", str(tmp_path / "s0.txt"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "x")]) == 1
     assert "another kind of output" in capsys.readouterr().err
+    # missing, duplicate and foreign text and list shards: one line each, nothing written
+    write_split(tmp_path, "other", 10, seed=4)
+    foreign = ["apply", "--nbest", str(tmp_path / "other.nbest"), "--weights", str(tmp_path / "w.json")]
+    out = ["--out", str(tmp_path / "o1.txt"), "--out-nbest", str(tmp_path / "o1.nbest")]
+    assert main(foreign + ["--num-shards", "2", "--shard-id", "1"] + out) == 0
+    capsys.readouterr()
+    for kind in ("txt", "nbest"):
+        for names, message in (
+            (["s0"], "shard 1 of 2 is missing"),
+            (["s0", "s0"], "shard 0 is given twice"),
+            (["s0", "o1"], "a shard of another run (another input than"),
+        ):
+            files = [str(tmp_path / f"{name}.{kind}") for name in names]
+            assert main(["merge", *files, "--out", str(tmp_path / f"x.{kind}")]) == 1
+            err = capsys.readouterr().err.strip()
+            assert message in err and "\n" not in err, (kind, err)
+            assert not (tmp_path / f"x.{kind}").exists()
     # a text shard cut short: a line missing, or its last line without its newline
     text = (tmp_path / "s1.txt").read_text()
     for cut, message in (
