@@ -199,7 +199,7 @@ class Metric(abc.ABC):
     def describe(self, summed: np.ndarray) -> str:
         """sacrebleu's score line of summed statistics float[K]: ``LABEL = 38.75`` (BLEU's with
         its n-gram precisions, brevity penalty and lengths)."""
-        return f"{self.label} = {float(self.score(summed)):.2f}"
+        return f"{self.label} = {float(self.score(summed)):.{self.decimals}f}"
 
     # --- statistics of hypotheses in files (n-best lists, system outputs) ---
 

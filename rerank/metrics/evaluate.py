@@ -108,6 +108,7 @@ def evaluate_files(
                     "file": path,
                     "label": obj.label,
                     "sacrebleu": obj.describe(summed),
+                    **({"decimals": obj.decimals} if obj.decimals != 2 else {}),  # a 0-1 scale (COMET)
                 }
             )
     return rows
@@ -121,10 +122,11 @@ def format_table(rows: List[Dict]) -> str:
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
     score = {(r["system"], r["metric"]): r["score"] for r in rows}
     label = {r["metric"]: r.get("label", r["metric"].upper()) for r in rows}
+    digits = {r["metric"]: r.get("decimals", 2) for r in rows}
     width = max(len(s) for s in systems + ["system"])
     lines = ["system".ljust(width) + "".join(f"{label[m]:>10}" for m in metrics)]
     for s in systems:
-        lines.append(s.ljust(width) + "".join(f"{score[(s, m)]:>10.2f}" for m in metrics))
+        lines.append(s.ljust(width) + "".join(f"{score[(s, m)]:>10.{digits[m]}f}" for m in metrics))
     lines.append("")
     for s in systems:
         lines.extend(f"{s}: {r['sacrebleu']}" for r in rows if r["system"] == s and "sacrebleu" in r)

@@ -100,6 +100,8 @@ def test_eval_signif_and_tuning_take_comet(checkpoints, tmp_path, capsys, monkey
     # the corpus score is the mean segment score: comet's system score (eval's JSON: 4 decimals)
     assert scores[("a", spec)] == round(float(peer("da").mean()), 4)
     assert scores[("a", kiwi)] == round(float(peer("kiwi").mean()), 4)
+    assert main(argv[:-1]) == 0  # the text table: COMET's 0-1 scale with 4 decimals
+    assert f"COMET = {peer('da').mean():.4f}" in capsys.readouterr().out
     signif = ["signif", "--ref", ref, "--baseline", hyp, "--system", f"b={other}", "--metrics", f"bleu,{spec}"]
     assert main([*signif, "--tokenize", "none", "--format", "json", "--shuffles", "200", "--resamples", "100"]) == 0
     rows = {(r["system"], r["metric"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
