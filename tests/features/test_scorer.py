@@ -67,7 +67,7 @@ def test_scorer_columns_align_with_nbest_rows(model_dir):
 def test_scorer_errors(model_dir, tmp_path):
     with pytest.raises(
         InputError,
-        match="unknown scorer 'bogus'.*known: ct2, e5, fairseq, hf, hf-lm, ibm1, imagevec, len, lm, mbr, mlmme, mule, nmt, parallel, pivot, vse",
+        match="unknown scorer 'bogus'.*known: cometkiwi, ct2, e5, fairseq, hf, hf-lm, ibm1, imagevec, len, lm, mbr, mlmme, mule, nmt, parallel, pivot, vse",
     ):
         make_scorer("bogus:whatever")
     with pytest.raises(InputError, match="no 'fr' encoder"):
@@ -142,9 +142,11 @@ def test_registries_reject_a_second_class_under_one_name():
     from rerank.metrics import METRICS
 
     for registry in (SCORERS, METRICS):
+        name = registry.names()[0]
+        registry.get(name)  # its module imported: the name is taken
         with pytest.raises(ValueError, match="registered twice"):
 
-            @registry.register(registry.names()[0])
+            @registry.register(name)
             class Impostor(Scorer):  # noqa: F841
                 pass
 
