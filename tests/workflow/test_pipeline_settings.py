@@ -125,7 +125,7 @@ def test_an_unknown_feature_set_is_refused_in_one_line_before_any_work(tmp_path)
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == (
         "run_pipeline: error: FEATURES: unknown feature set 'bleurt' "
-        "(choose from: mlmme r2l channel lm l2r2 mbr e5 len ibm1)"
+        "(choose from: mlmme r2l channel lm l2r2 mbr e5 len ibm1 qe)"
     )
 
 
