@@ -37,7 +37,9 @@ its 2.2.7 code, which it equals within 1e-5 on the tiny checkpoints of the tests
 
 Speed: each distinct sentence of a call is encoded once (sentence embeddings of the
 regression models), in batches sorted by length, so MBR's N×N utilities of a list cost N + 1
-encoder calls and N² passes of the small estimator (as mbrs does); unified models encode every
+encoder calls and N² passes of the small estimator (as mbrs does), whose first layer is split
+by its six inputs so that only h·r and |h−r| are computed per pair; the texts of up to 100
+segments are encoded together (:meth:`CometUtility.prefetch`); unified models encode every
 (hypothesis, pseudo-reference) pair jointly, N² encoder calls.  Statistics are ``[score, 1]``
 per segment: the corpus score is the mean segment score (COMET's system score); bootstrap
 resampling and approximate randomisation work on segment means as for chrF and ``seg:``.
