@@ -45,3 +45,10 @@ class InputError(ValueError):
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + message)
+
+
+def one_line(err: BaseException, limit: int = 300) -> str:
+    """A library's error message on one line (transformers' and CTranslate2's span several),
+    cut at ``limit`` characters."""
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[:limit] + "…"

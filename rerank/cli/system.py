@@ -8,12 +8,15 @@ import json
 
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options, device_settings, shard_option_value, shard_options, signature_option
-from rerank.features.system import Relocation, pack_system, translate
+from rerank.features.system import DECODERS, Relocation, pack_system, translate
+from rerank.nmt.ct2 import QUANTIZATIONS
 from rerank.outputs import signature_path
 
 
 def cmd_pack(args) -> None:
-    pack_system(args.nbest, args.weights, args.out, args.data_bin, relocation=Relocation.parse(args.relocate))
+    pack_system(
+        args.nbest, args.weights, args.out, args.data_bin, relocation=Relocation.parse(args.relocate), ct2=args.ct2
+    )
 
 
 def cmd_translate(args) -> None:
@@ -27,6 +30,7 @@ def cmd_translate(args) -> None:
         args.batch_size,
         expected_digest=args.system_digest,
         shard=shard_option_value(args),
+        decoder=args.decoder,
     )
     if args.json:
         print(json.dumps(result))
@@ -62,6 +66,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "(absolute) under NEW instead; repeat for several (default: none, the recorded paths), "
         "e.g. --relocate /scratch/me/job=out/job",
     )
+    p.add_argument(
+        "--ct2",
+        choices=QUANTIZATIONS,
+        help="also convert a fairseq generator (a transformer) to CTranslate2 with this quantisation, "
+        "which translate then decodes with: several times faster on the CPU (docs/benchmarks.md); "
+        "default: no conversion, e.g. --ct2 int8",
+    )
     p.add_argument("--out", required=True, help="the system directory to write (new or empty)")
     p.set_defaults(func=cmd_pack, paths=lambda a: ({"--nbest": a.nbest, "--weights": a.weights}, {}))
 
@@ -87,6 +98,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--system-digest",
         help="refuse the system unless its manifest has this digest (the sha256:… pack-system printed; "
         "default: the manifest's own digest is checked, which catches edits but not a replaced directory)",
+    )
+    p.add_argument(
+        "--decoder",
+        choices=DECODERS,
+        default="auto",
+        help="what searches a fairseq system's n-best list: its checkpoint under fairseq, or the CTranslate2 "
+        "conversion of pack-system --ct2; auto: the conversion where there is one (default: auto), "
+        "e.g. --decoder fairseq",
     )
     p.add_argument("--json", action="store_true", help="print the throughput as JSON (default: a line on stderr)")
     device_options(p)

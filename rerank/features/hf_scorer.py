@@ -45,10 +45,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rerank._native import cpu_count
 from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.devices import DeviceSettings
-from rerank.errors import InputError
+from rerank.errors import InputError, one_line
 from rerank.features.nmt_scorer import make_bpe
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
@@ -91,12 +92,6 @@ def detokenizer(value: Optional[str], spec: str):
 
     moses = MosesDetokenizer(lang=lang)
     return lambda text: moses.detokenize(text.split())
-
-
-def one_line(err: Exception, limit: int = 300) -> str:
-    """A library's error message on one line (transformers' span several)."""
-    text = " ".join(str(err).split())
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass
@@ -382,8 +377,7 @@ class CT2Scorer(_PairScorer):
         device, _ = devices.resolve()
         self.ct2_device = "cuda" if device.type == "cuda" else "cpu"
         index = device.index or 0
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.threads = config.threads or cpus
+        self.threads = config.threads or cpu_count()
         threads = {"inter_threads": self.threads, "intra_threads": 1} if self.ct2_device == "cpu" else {}
         compute = self.settings.get("compute_type", "float16" if self.ct2_device == "cuda" else "int8")
         self.tokenizer = None

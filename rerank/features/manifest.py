@@ -196,6 +196,15 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
         manifest["decoding"] = config = _decoder_config(manifest, path)
         needed = ["generator/checkpoint.pt", "generator/bpe.codes"]
         needed += [f"generator/bin/dict.{lang}.txt" for lang in (config.src, config.tgt)]
+        converted = decoder.get("ct2") if isinstance(decoder, dict) else None
+        if converted is not None:  # pack-system --ct2: the generator converted to CTranslate2
+            model = converted.get("model") if isinstance(converted, dict) else None
+            quantization = converted.get("quantization") if isinstance(converted, dict) else None
+            if not isinstance(model, str) or not isinstance(quantization, str):
+                raise InputError(f"the decoder's ct2 entry {converted!r} is not {{model, quantization}}", path)
+            _inside(system_dir, model, path, "the CTranslate2 model")
+            needed.append(f"{model}/model.bin")
+            manifest["ct2"] = {"model": model, "quantization": quantization}
     for name in needed:
         if name not in files:
             raise InputError(f"the manifest does not checksum {name}", path)

@@ -45,7 +45,15 @@ from rerank.features.generate import Sampling, generate_file
 from rerank.features.manifest import MANIFEST, PLACEHOLDER, load_system, manifest_digest
 from rerank.features.scorer import SCORERS, given_settings
 from rerank.nmt.checkpoints import check_checkpoint
-from rerank.nmt.generate import GenerateConfig, generate_nbest_from_text
+from rerank.nmt.ct2 import beam_nbest, convert
+from rerank.nmt.generate import (
+    GenerateConfig,
+    generate_nbest_from_text,
+    model_direction,
+    read_source_text,
+    segment_text,
+    write_beam_list,
+)
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
 from rerank.shards import Shard
@@ -53,6 +61,11 @@ from rerank.signature import signature, write_signed
 from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json, read_lines
 from rerank.tuning.weights import read_weights
+
+#: where ``pack-system --ct2`` writes the converted generator, under ``generator/``
+CT2_DIR = "ct2"
+#: ``translate --decoder`` choices
+DECODERS = ("auto", "fairseq", "ct2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,19 +267,23 @@ def pack_system(
     data_bin: Optional[str] = None,
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
     relocation: Optional[Relocation] = None,
+    ct2: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Write the system directory ``out_dir`` of the tuned list ``nbest_path`` and its
     weights (module docstring); of several weights files (optimiser replicas), the one
     whose record has the best tuning score (``tuning.score``, the metric's direction).
     ``data_bin``: the decoder's binarised data directory (``rerank nmt prepare``'s ``bin/``)
     where the decoder run did not record it.  ``relocation``: where the job directory went
-    after its run (:class:`Relocation`), for every path the signatures record.  Returns
-    the manifest.
+    after its run (:class:`Relocation`), for every path the signatures record.  ``ct2``:
+    also convert a fairseq generator to CTranslate2 with this quantisation
+    (``generator/ct2/``, :func:`rerank.nmt.ct2.convert`; ``translate`` then decodes with it).
+    Returns the manifest.
 
     Raises:
         InputError: a provenance :func:`trace` refuses, weights that do not name the list's
             columns, a missing decoder file or scorer path, an ``out_dir`` that exists and
-            is not empty.
+            is not empty; ``ct2`` for a ``rerank generate`` system or a model CTranslate2
+            does not convert.
     """
     relocation = relocation or Relocation()
     generation, steps = trace(nbest_path, relocation)
@@ -274,6 +291,10 @@ def pack_system(
     weights_path, scores = _best_replica(candidates)
     weights = read_weights(weights_path)
     needed = None if _generated(generation) else _fairseq_files(generation, data_bin)
+    if ct2 and needed is None:
+        raise InputError(
+            f"--ct2 converts a fairseq generator; this system's generator is {generation['model']}, used as it is"
+        )
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError("exists and is not an empty directory: a system is written into a new one", out_dir)
     parent = os.path.dirname(os.path.abspath(out_dir))
@@ -285,6 +306,8 @@ def pack_system(
             decoder.update(kind="generate", model=_relocate(generation["model"], 0, tmp, relocation, "generator"))
         else:
             decoder = _copy_fairseq(generation, needed, os.path.join(tmp, "generator"))
+            if ct2:
+                decoder["ct2"] = _convert_generator(needed, os.path.join(tmp, "generator"), decoder["config"], ct2, say)
         chain = [
             [_relocate(spec, 10 * k + j, tmp, relocation) for j, spec in enumerate(step)]
             for k, step in enumerate(steps)
@@ -361,6 +384,19 @@ def _copy_fairseq(generation: Dict[str, Any], needed: Dict[str, str], generator:
     return {"config": config, "direction": generation.get("direction", "forward")}
 
 
+def _convert_generator(
+    needed: Dict[str, str], generator: str, config: Dict[str, Any], quantization: str, say
+) -> Dict[str, Any]:
+    """The fairseq generator's files ``needed`` (:func:`_fairseq_files`) converted to
+    CTranslate2 into ``generator/ct2``; returns the manifest's ``decoder.ct2`` entry (the
+    model's path in the system, the quantisation, the converting version)."""
+    say(f"system: converting the generator to CTranslate2 ({quantization})")
+    src, tgt = config.get("src", "en"), config.get("tgt", "de")
+    dicts = os.path.dirname(needed["dict.src"])
+    record = convert(needed["checkpoint"], dicts, os.path.join(generator, CT2_DIR), src, tgt, quantization)
+    return {"model": f"generator/{CT2_DIR}", **record}
+
+
 def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]]:
     """(the weights file of the best tuning score, {path: score}); one file is itself.
 
@@ -397,25 +433,37 @@ def translate(
     say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
     expected_digest: Optional[str] = None,
     shard: Optional[Shard] = None,
+    decoder: str = "auto",
 ) -> Dict[str, Any]:
     """Translate raw source text (one sentence per line) with the system of ``system_dir``
     (module docstring) into ``out`` (and the scored n-best list into ``nbest_out``).
-    Returns {"segments", "seconds", "sentences_per_second"}.  ``expected_digest``: the
+    Returns {"segments", "seconds", "sentences_per_second", "stages"} (the seconds of
+    decoding, loading and preprocessing included, and of each scorer step: ``step0 (nmt)``).  ``expected_digest``: the
     system digest pack-system printed (:func:`load_system`).  ``shard``: only that block
     of the input's sentences (:mod:`rerank.shards`); ``out`` and ``nbest_out`` then carry
     signatures recording it, and ``rerank merge`` joins the shards' outputs into what one
-    process writes.
+    process writes.  ``decoder`` (:data:`DECODERS`): which search makes a fairseq system's
+    n-best list: ``fairseq`` (``fairseq-generate`` on the checkpoint), ``ct2`` (its
+    CTranslate2 conversion, :mod:`rerank.nmt.ct2`), ``auto`` (the conversion where the
+    system has one).
 
     Raises:
         InputError: a system :func:`load_system` refuses, an empty input line, a shard
-            holding no sentence or written to standard output.
+            holding no sentence or written to standard output, an unknown ``decoder`` or
+            ``ct2`` for a system packed without ``--ct2``.
         UntrustedCheckpoint: a checkpoint of the system (generator or scorer) naming classes
             beyond fairseq's own (:mod:`rerank.nmt.checkpoints`), unless trusted; refused
             before any decoding starts.
     """
     start = time.perf_counter()
+    if decoder not in DECODERS:
+        raise InputError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     manifest = load_system(system_dir, expected_digest=expected_digest)
     decoding = manifest["decoding"]
+    converted = manifest.get("ct2")
+    if decoder == "ct2" and not converted:
+        raise InputError("--decoder ct2: the system holds no CTranslate2 model (pack it with --ct2 int8)", system_dir)
+    use_ct2 = converted if decoder != "fairseq" else None
     for name in sorted(manifest["files"]):  # every checkpoint refused before any work (docs/security.md)
         if name.endswith(".pt"):
             check_checkpoint(os.path.join(system_dir, name))
@@ -435,10 +483,14 @@ def translate(
             _generate(decoding, input_path, nbest, os.path.join(tmp, "1best"), devices, say)
             source, tokenized = input_path, True
         else:
-            _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say)
+            _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2)
+        stages = {"decode": round(time.perf_counter() - start, 3)}
         for k, step in enumerate(manifest["steps"]):
             scored = os.path.join(tmp, f"step{k}")
+            begun = time.perf_counter()
             add_features(nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices)
+            kinds = " ".join(spec.partition(":")[0] for spec in step)
+            stages[f"step{k} ({kinds})"] = round(time.perf_counter() - begun, 3)
             nbest = scored
         best = os.path.join(tmp, "best")
         segments = apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
@@ -460,19 +512,30 @@ def translate(
                 elif side is not None:
                     shutil.copyfile(nbest + ".json", side)
     seconds = time.perf_counter() - start
-    result = {"segments": segments, "seconds": round(seconds, 3), "sentences_per_second": segments / max(seconds, 1e-9)}
+    result = {
+        "segments": segments,
+        "seconds": round(seconds, 3),
+        "sentences_per_second": segments / max(seconds, 1e-9),
+        "stages": stages,
+    }
     say(f"translate: {segments} sentences in {seconds:.1f} s ({result['sentences_per_second']:.2f}/s) -> {out}")
     return result
 
 
-def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say) -> None:
-    """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into ``nbest``."""
+def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say, ct2=None) -> None:
+    """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into
+    ``nbest``: by ``fairseq-generate``, or with the CTranslate2 conversion ``ct2`` (the
+    manifest's ``ct2`` entry, :func:`_decode_ct2`)."""
     generator = os.path.join(system_dir, "generator")
     if devices is not None:
         config.device, config.dtype = devices.device, devices.dtype
     if batch_size:
         config.batch_size = batch_size
-    say(f"translate: decoding {input_path} ({config.nbest}-best, beam {config.beam or config.nbest})")
+    how = f"CTranslate2 {ct2['quantization']}" if ct2 else "fairseq"
+    say(f"translate: decoding {input_path} ({config.nbest}-best, beam {config.beam or config.nbest}, {how})")
+    if ct2:
+        _decode_ct2(generator, os.path.join(system_dir, ct2["model"]), config, input_path, nbest, source, devices)
+        return
     generate_nbest_from_text(
         os.path.join(generator, "bin"),
         os.path.join(generator, "checkpoint.pt"),
@@ -483,6 +546,27 @@ def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devic
         config,
         quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
     )
+
+
+def _decode_ct2(generator, model, config: GenerateConfig, input_path, nbest, source, devices) -> None:
+    """:func:`_decode` with the generator's CTranslate2 conversion ``model``: the same
+    preprocessing (:func:`rerank.nmt.generate.segment_text`), beam search by
+    :func:`rerank.nmt.ct2.beam_nbest`, the list written as ``fairseq-generate``'s is."""
+    raw = read_source_text(input_path)
+    tokenised, segmented = segment_text(raw, config, os.path.join(generator, "bpe.codes"))
+    direction = model_direction(os.path.join(generator, "checkpoint.pt"), config.direction)
+    listing = beam_nbest(model, segmented, config, direction, devices)
+    record = {
+        "config": dataclasses.asdict(config),
+        "direction": direction,
+        "decoder": "ct2",
+        "model": os.path.abspath(model),
+        "input": os.path.abspath(input_path),
+        "segments": listing.num_segments,
+    }
+    write_beam_list(listing, nbest, nbest + ".1best", record, ["ctranslate2"])
+    with atomic_write(source) as handle:
+        handle.writelines(line + "\n" for line in tokenised)
 
 
 def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, say) -> None:

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -135,18 +135,14 @@ def parse_generate_output(path: str, num_segments: int, nbest: int, direction: s
             path,
         )
     listing = listing.head(nbest)
-    if direction == "r2l":
-        texts = [reading_order(text) for text in listing.hypotheses]
-    else:
-        texts = [" ".join(text.split()) for text in listing.hypotheses]
-    words = np.array([len(text.split()) for text in texts], dtype=np.float64)
+    texts = [reading_order(text) for text in listing.hypotheses] if direction == "r2l" else listing.hypotheses
     names = listing.feature_names
-    features = np.column_stack(
-        [listing.features[:, names.index("FairseqSum")], -words, listing.features[:, names.index("Fairseq")]]
-    )
-    role = DIRECTION_COLUMNS[direction]
-    return NBestList(
-        listing.offsets, texts, features, [role, "WordPenalty", role + "Norm"], totals=features[:, 2].copy()
+    return beam_list(
+        texts,
+        listing.offsets,
+        listing.features[:, names.index("FairseqSum")],
+        listing.features[:, names.index("Fairseq")],
+        direction,
     )
 
 
@@ -246,23 +242,52 @@ def generate_nbest(
                 sys.stderr.write(done.stderr[-4000:])
             raise subprocess.CalledProcessError(done.returncode, cmd)
         nbest = parse_generate_output(raw, num_segments, config.nbest, direction)
+    record = {
+        "config": asdict(config),
+        "direction": direction,
+        "subset": subset,
+        "checkpoint": os.path.abspath(checkpoint),
+        "data_bin": os.path.abspath(bin_dir),
+        "segments": nbest.num_segments,
+        **(provenance or {}),
+    }
+    write_beam_list(nbest, out_nbest, out_1best, record, ["torch", "fairseq-fixed"])
+    return nbest
+
+
+def write_beam_list(
+    nbest: NBestList, out_nbest: str, out_1best: str, record: Dict[str, Any], packages: Sequence[str]
+) -> None:
+    """Write a beam search's n-best list (columns ``ROLE``, ``WordPenalty``, ``ROLENorm``),
+    its 1-best (the first hypothesis of each segment) and the list's signature (``record``,
+    the versions of ``packages``, ``ROLENorm`` declared the beam feature) together; a
+    ``shard`` entry in ``record`` gives the 1-best a signature of its own."""
     with StagedOutputs() as outputs:  # the list, the 1-best and the signature appear together
         write_nbest(nbest, outputs.stage(out_nbest))
         write_lines((nbest.hypotheses[i] for i in nbest.offsets[:-1]), outputs.stage(out_1best))
         info = ListInfo(nbest.feature_names[2], {"beam": list(dict.fromkeys(nbest.feature_names))}, declared=True)
-        record = {
-            "config": asdict(config),
-            "direction": direction,
-            "subset": subset,
-            "checkpoint": os.path.abspath(checkpoint),
-            "data_bin": os.path.abspath(bin_dir),
-            "segments": nbest.num_segments,
-            **(provenance or {}),
-        }
-        write_list_info(outputs.signature(out_nbest), info, record, ["torch", "fairseq-fixed"])
+        write_list_info(outputs.signature(out_nbest), info, record, list(packages))
         if "shard" in record:
             write_signed(outputs.signature(out_1best), {**record, "shard": {**record["shard"], "kind": "text"}})
-    return nbest
+
+
+def beam_list(texts: Sequence[str], offsets, sums, norms, direction: str) -> NBestList:
+    """The n-best list of a beam search's hypotheses: ``texts`` (BPE removed, in reading
+    order; whitespace is normalised here), segment ``offsets`` (int[S+1]), their summed log-probabilities
+    ``sums`` and length-normalised scores ``norms`` (float[K], natural log) as the columns
+    ``ROLE``, ``WordPenalty`` (minus the word count) and ``ROLENorm`` of
+    :data:`DIRECTION_COLUMNS` ``[direction]``; totals = ``ROLENorm``."""
+    texts = [" ".join(text.split()) for text in texts]
+    words = np.array([len(text.split()) for text in texts], dtype=np.float64)
+    features = np.column_stack([np.asarray(sums, dtype=np.float64), -words, np.asarray(norms, dtype=np.float64)])
+    role = DIRECTION_COLUMNS[direction]
+    return NBestList(
+        np.asarray(offsets, dtype=np.int64),
+        texts,
+        features,
+        [role, "WordPenalty", role + "Norm"],
+        totals=features[:, 2].copy(),
+    )
 
 
 def _binarised_slice(bin_dir: str, subset: str, config: GenerateConfig, lo: int, hi: int, out_dir: str) -> str:
@@ -289,6 +314,33 @@ def _binarised_slice(bin_dir: str, subset: str, config: GenerateConfig, lo: int,
     return out_dir
 
 
+def read_source_text(input_path: str) -> List[str]:
+    """The raw sentences of ``input_path`` (one per line).
+
+    Raises:
+        InputError: no line, or an empty line (naming it).
+    """
+    raw = read_lines(input_path)
+    if not raw:
+        raise InputError("no sentences", input_path)
+    empty = next((k for k, line in enumerate(raw) if not line.strip()), None)
+    if empty is not None:
+        raise InputError("empty source line (every line must hold a sentence)", input_path, empty + 1)
+    return raw
+
+
+def segment_text(raw: Sequence[str], config: GenerateConfig, codes: str) -> Tuple[List[str], List[str]]:
+    """(tokenised, subword) lines of raw source sentences, as the model's data was prepared:
+    :func:`rerank.nmt.data.preprocess_lines` (``config.src``'s Moses rules, lowercased
+    when ``config.lowercase``), then subword-nmt's BPE with ``codes``."""
+    from subword_nmt.apply_bpe import BPE
+
+    tokenised = preprocess_lines(raw, config.src, lowercase=config.lowercase)
+    with open(codes, encoding="utf-8") as handle:
+        bpe = BPE(handle)
+    return tokenised, [bpe.process_line(line) for line in tokenised]
+
+
 def generate_nbest_from_text(
     bin_dir: str,
     checkpoint: str,
@@ -313,20 +365,13 @@ def generate_nbest_from_text(
         InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout; a
             shard holding no line or written to standard output.
     """
-    from subword_nmt.apply_bpe import BPE
-
     prepared = os.path.dirname(os.path.abspath(bin_dir))
     codes = os.path.join(prepared, "bpe.codes")
     dicts = [os.path.join(bin_dir, f"dict.{lang}.txt") for lang in (config.src, config.tgt)]
     for path in [codes] + dicts:
         if not os.path.exists(path):
             raise InputError("missing: --data-bin must be the bin/ directory of 'rerank nmt prepare'", path)
-    raw = read_lines(input_path)
-    if not raw:
-        raise InputError("no sentences", input_path)
-    empty = next((k for k, line in enumerate(raw) if not line.strip()), None)
-    if empty is not None:
-        raise InputError("empty source line (every line must hold a sentence)", input_path, empty + 1)
+    raw = read_source_text(input_path)
     provenance: Dict[str, Any] = {
         "data_bin": os.path.abspath(bin_dir),
         "input": os.path.abspath(input_path),
@@ -338,12 +383,9 @@ def generate_nbest_from_text(
             shard.check_output(output)
         provenance["shard"] = shard.record(len(raw), input_path)
         raw = raw[lo:hi]
-    tokenised = preprocess_lines(raw, config.src, lowercase=config.lowercase)
-    with open(codes, encoding="utf-8") as handle:
-        bpe = BPE(handle)
+    tokenised, segmented = segment_text(raw, config, codes)
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "test")
-        segmented = [bpe.process_line(line) for line in tokenised]
         for lang in (config.src, config.tgt):  # the target side is a placeholder: decoding ignores it
             write_lines(segmented, f"{prefix}.{lang}")
         data = os.path.join(tmp, "bin")

@@ -140,6 +140,7 @@ def test_translate_equals_the_step_by_step_commands_and_the_system_moves(tuned, 
     # fairseq's INFO log and torch's warnings stay in the subprocess (issue 61, item 10)
     assert "| INFO |" not in captured.err and "pin_memory" not in captured.err, captured.err[-2000:]
     assert throughput["segments"] == len(expected) and throughput["sentences_per_second"] > 0
+    assert list(throughput["stages"]) == ["decode", "step0 (mbr len)"]
     result = translate(
         str(moved), str(tuned["raw"]), str(tmp_path / "out.de"), str(tmp_path / "out.nbest"), say=lambda t: None
     )

@@ -1,0 +1,180 @@
+"""``pack-system --ct2``: a tiny fairseq transformer system converted to CTranslate2, whose
+beam search ``translate`` then runs (rerank/nmt/ct2.py).  Its n-best lists hold most of
+the hypotheses fairseq's beam search finds, with the columns fairseq's scores give (float32
+conversion: within 1e-4 nats of forced decoding under the checkpoint); the translation is the step-by-step re-ranking of that list;
+a model CTranslate2 cannot convert, and a CTranslate2 decoder asked of a system without one,
+are refused in one line."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests.conftest import needs  # noqa: E402
+
+pytestmark = needs("nmt", "hf")
+
+from rerank.cli import main  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.features.add import ScoringInputs, add_features  # noqa: E402
+from rerank.features.system import load_system, pack_system, translate  # noqa: E402
+from rerank.nbest import NBestList, read_nbest, write_nbest  # noqa: E402
+from rerank.nmt.data import preprocess_lines  # noqa: E402
+from rerank.nmt.generate import GenerateConfig, generate_nbest  # noqa: E402
+from rerank.reranking import apply_file  # noqa: E402
+from rerank.textio import read_lines  # noqa: E402
+from rerank.tuning.files import TuningSetup, tune_file  # noqa: E402
+from tests.features.test_system import _resign  # noqa: E402
+from tests.nmt.test_nmt import _write_corpus  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def transformer(tmp_path_factory):
+    """A tiny transformer trained a few updates, its 4-best val list with mbr and len
+    columns and weights tuned on it, and the test sources as raw text."""
+    import gzip
+
+    from rerank.nmt.data import PrepareConfig, prepare
+    from rerank.nmt.train import TrainConfig, train
+
+    root = tmp_path_factory.mktemp("ct2system")
+    _write_corpus(str(root / "m30k"))
+    data = root / "data"
+    bin_dir = prepare(str(root / "m30k"), str(data), PrepareConfig(bpe_merges=60), workers=1)
+    config = TrainConfig(
+        arch="transformer-tiny", max_update=30, max_epoch=30, max_tokens=400, warmup=10, dropout=0.0, average=1
+    )
+    ckpt = train(bin_dir, str(root / "model"), config)
+    gen = GenerateConfig(nbest=4, batch_size=4)
+    generate_nbest(bin_dir, ckpt, "valid", str(root / "val.nbest"), str(root / "val.1best"), gen)
+    specs = ["mbr:bleu", f"len:{data}"]
+    add_features(
+        str(root / "val.nbest"), specs, str(root / "val.full.nbest"), ScoringInputs(source=str(data / "tok" / "val.en"))
+    )
+    record, _ = tune_file(str(root / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
+    (root / "w.json").write_text(json.dumps(record))
+    raw = root / "test.en"
+    with gzip.open(root / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz", "rt") as handle:
+        raw.write_text(handle.read())
+    return {"root": root, "bin": bin_dir, "ckpt": ckpt, "specs": specs, "config": gen, "raw": raw, "data": data}
+
+
+def test_the_converted_generator_finds_fairseqs_hypotheses_with_fairseqs_scores(transformer, tmp_path, capfd):
+    root = transformer["root"]
+    system = tmp_path / "system"
+    argv = ["pack-system", "--nbest", str(root / "val.full.nbest"), "--weights", str(root / "w.json")]
+    assert main(argv + ["--out", str(system), "--ct2", "float32"]) == 0
+    manifest = json.loads((system / "system.json").read_text())
+    assert manifest["decoder"]["ct2"]["model"] == "generator/ct2"
+    assert manifest["decoder"]["ct2"]["quantization"] == "float32"
+    assert "generator/ct2/model.bin" in manifest["files"] and "generator/checkpoint.pt" in manifest["files"]
+    assert load_system(str(system))["ct2"] == {"model": "generator/ct2", "quantization": "float32"}
+    capfd.readouterr()
+    lists = {}
+    for decoder in ("fairseq", "ct2"):
+        out = tmp_path / f"{decoder}.tok"
+        translate(
+            str(system),
+            str(transformer["raw"]),
+            str(out),
+            str(tmp_path / f"{decoder}.nbest"),
+            tokenized=True,
+            decoder=decoder,
+            say=lambda text: None,
+        )
+        lists[decoder] = read_nbest(str(tmp_path / f"{decoder}.nbest"))
+    fairseq, ct2 = lists["fairseq"], lists["ct2"]
+    segments = len(read_lines(str(transformer["raw"])))
+    assert ct2.feature_names == fairseq.feature_names and ct2.num_segments == fairseq.num_segments == segments
+    # an untrained model often puts </s> first: fairseq removes it after the softmax, the
+    # conversion drops that empty hypothesis (one fewer, never an empty line)
+    sizes = np.diff(ct2.offsets)
+    assert sizes.min() >= 3 and sizes.max() == 4 and all(text.strip() for text in ct2.hypotheses)
+    # the same search: most of fairseq's hypotheses (this barely trained model's near-ties aside)
+    ours = set(zip(ct2.segment.tolist(), ct2.hypotheses))
+    theirs = set(zip(fairseq.segment.tolist(), fairseq.hypotheses))
+    assert len(ours & theirs) >= 0.7 * len(theirs)
+    # the columns are fairseq's: a hypothesis both searches found has fairseq's NMT (the
+    # log-probability, </s> included) and NMTNorm to 1e-4 nats; NMT / NMTNorm is its token count
+    names = ct2.feature_names
+    nmt, norm = names.index("NMT"), names.index("NMTNorm")
+    where = {key: k for k, key in enumerate(zip(fairseq.segment.tolist(), fairseq.hypotheses))}
+    shared = [(k, where[key]) for k, key in enumerate(zip(ct2.segment.tolist(), ct2.hypotheses)) if key in where]
+    mine, its = np.array([k for k, _ in shared]), np.array([j for _, j in shared])
+    np.testing.assert_allclose(ct2.features[mine][:, [nmt, norm]], fairseq.features[its][:, [nmt, norm]], atol=1e-4)
+    tokens = ct2.features[:, nmt] / ct2.features[:, norm]
+    np.testing.assert_allclose(tokens, np.round(tokens), atol=1e-4)
+    assert np.all(np.round(tokens) >= 1 - ct2.features[:, names.index("WordPenalty")])
+    words = [-len(text.split()) for text in ct2.hypotheses]
+    assert ct2.features[:, names.index("WordPenalty")].tolist() == words
+    # the beam order: best NMTNorm first within each segment
+    for s in range(segments):
+        norms = ct2.features[ct2.offsets[s] : ct2.offsets[s + 1], names.index("NMTNorm")]
+        assert np.all(np.diff(norms) <= 1e-9)
+    # the translation is the step-by-step re-ranking of the CTranslate2 list
+    step = tmp_path / "step"
+    step.mkdir()
+    (step / "src").write_text(
+        "".join(line + "\n" for line in preprocess_lines(read_lines(str(transformer["raw"])), "en"))
+    )
+    beam = NBestList(ct2.offsets, ct2.hypotheses, ct2.features[:, :3], names[:3], totals=ct2.features[:, 2])
+    write_nbest(beam, str(step / "beam"))
+    add_features(str(step / "beam"), transformer["specs"], str(step / "full"), ScoringInputs(source=str(step / "src")))
+    apply_file(str(step / "full"), str(root / "w.json"), str(step / "best"))
+    assert read_lines(str(step / "best")) == read_lines(str(tmp_path / "ct2.tok"))
+
+
+def test_an_int8_conversion_is_what_translate_decodes_with_by_default(transformer, tmp_path):
+    root = transformer["root"]
+    system = tmp_path / "system"
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(system), say=lambda t: None, ct2="int8")
+    out = tmp_path / "int8.tok"
+    import torch
+
+    torch.set_num_threads(2)  # CTranslate2 sets the process's OpenMP threads to 1: restored after it
+    said = []
+    result = translate(str(system), str(transformer["raw"]), str(out), tokenized=True, say=said.append)
+    assert torch.get_num_threads() == 2
+    assert any("beam 4, CTranslate2 int8)" in line for line in said)
+    segments = len(read_lines(str(transformer["raw"])))
+    assert result["segments"] == segments and len(read_lines(str(out))) == segments
+    assert load_system(str(system))["ct2"]["quantization"] == "int8"
+
+
+def test_a_model_ctranslate2_cannot_convert_and_a_missing_conversion_are_one_line(transformer, tmp_path, capsys):
+    root = transformer["root"]
+    plain = tmp_path / "plain"
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(plain), say=lambda t: None)
+    argv = ["translate", "--system", str(plain), "--input", str(transformer["raw"]), "--out", str(tmp_path / "o")]
+    assert main(argv + ["--decoder", "ct2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "--decoder ct2: the system holds no CTranslate2 model (pack it with --ct2 int8)" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()
+    # a conversion whose path leaves the directory is refused before any work
+    converted = tmp_path / "converted"
+    pack_system(str(root / "val.full.nbest"), str(root / "w.json"), str(converted), say=lambda t: None, ct2="int8")
+    _resign(converted, lambda m: m["decoder"]["ct2"].update(model="../plain/generator"))
+    with pytest.raises(
+        InputError, match="the CTranslate2 model ../plain/generator points outside the system directory"
+    ):
+        load_system(str(converted))
+
+
+def test_a_gru_generator_is_refused_in_one_line(tmp_path, capsys):
+    from rerank.nmt.data import PrepareConfig, prepare
+    from rerank.nmt.train import TrainConfig, train
+
+    _write_corpus(str(tmp_path / "m30k"))
+    data = tmp_path / "data"
+    bin_dir = prepare(str(tmp_path / "m30k"), str(data), PrepareConfig(bpe_merges=40), workers=1)
+    ckpt = train(bin_dir, str(tmp_path / "model"), TrainConfig(max_update=2, max_epoch=1, max_tokens=1000, dropout=0.0))
+    config = GenerateConfig(nbest=2, batch_size=4)
+    generate_nbest(bin_dir, ckpt, "valid", str(tmp_path / "val.nbest"), str(tmp_path / "val.1best"), config)
+    record, _ = tune_file(str(tmp_path / "val.nbest"), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
+    (tmp_path / "w.json").write_text(json.dumps(record))
+    argv = ["pack-system", "--nbest", str(tmp_path / "val.nbest"), "--weights", str(tmp_path / "w.json")]
+    assert main(argv + ["--out", str(tmp_path / "s"), "--ct2", "int8"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "CTranslate2 cannot convert this model" in err and os.path.basename(ckpt) in err
+    assert not (tmp_path / "s").exists()
