@@ -35,31 +35,43 @@ from rerank.tuning.files import TuningSetup, tune_file  # noqa: E402
 from tests.nmt.test_nmt import _write_corpus  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
+def tiny_tuned_system(root, train_config, config: GenerateConfig, bpe_merges: int = 40):
+    """A tiny fairseq system under ``root``: the Multi30k-shaped corpus, a model trained with
+    ``train_config``, its val n-best list (``config``) with mbr and len columns, and the test
+    sources as raw text.  Returns ({root, bin, ckpt, specs, config, raw, data}, the record of
+    weights tuned on that list)."""
     from rerank.nmt.data import PrepareConfig, prepare
-    from rerank.nmt.train import TrainConfig, train
+    from rerank.nmt.train import train
 
-    root = tmp_path_factory.mktemp("system")
     _write_corpus(str(root / "m30k"))
     data = root / "data"
-    bin_dir = prepare(str(root / "m30k"), str(data), PrepareConfig(bpe_merges=40), workers=1)
-    ckpt = train(bin_dir, str(root / "model"), TrainConfig(max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0))
-    config = GenerateConfig(nbest=3, batch_size=4)
+    bin_dir = prepare(str(root / "m30k"), str(data), PrepareConfig(bpe_merges=bpe_merges), workers=1)
+    ckpt = train(bin_dir, str(root / "model"), train_config)
     generate_nbest(bin_dir, ckpt, "valid", str(root / "val.nbest"), str(root / "val.1best"), config)
     specs = ["mbr:bleu", f"len:{data}"]
     add_features(
         str(root / "val.nbest"), specs, str(root / "val.full.nbest"), ScoringInputs(source=str(data / "tok" / "val.en"))
     )
     record, _ = tune_file(str(root / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
+    raw = root / "test.en"
+    with gzip.open(root / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz", "rt") as handle:
+        raw.write_text(handle.read())
+    system = {"root": root, "bin": bin_dir, "ckpt": ckpt, "specs": specs, "config": config, "raw": raw, "data": data}
+    return system, record
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    from rerank.nmt.train import TrainConfig
+
+    root = tmp_path_factory.mktemp("system")
+    train_config = TrainConfig(max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0)
+    system, record = tiny_tuned_system(root, train_config, GenerateConfig(nbest=3, batch_size=4))
     for seed in (1, 2):  # two replicas' records: the system takes the one of the better tuning score
         record["tuning"]["score"] = float(seed)
         (root / f"w{seed}.json").write_text(json.dumps(record))
     shutil.copy(root / "w2.json", root / "w.json")
-    raw = root / "test.en"
-    with gzip.open(root / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz", "rt") as handle:
-        raw.write_text(handle.read())
-    return {"root": root, "bin": bin_dir, "ckpt": ckpt, "specs": specs, "config": config, "raw": raw, "data": data}
+    return system
 
 
 def test_the_provenance_of_a_tuned_list_leads_back_to_the_decoder(tuned):

@@ -25,7 +25,7 @@ from rerank.nmt.generate import GenerateConfig, generate_nbest  # noqa: E402
 from rerank.reranking import apply_file  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
 from rerank.tuning.files import TuningSetup, tune_file  # noqa: E402
-from tests.features.test_system import _resign  # noqa: E402
+from tests.features.test_system import _resign, tiny_tuned_system  # noqa: E402
 from tests.nmt.test_nmt import _write_corpus  # noqa: E402
 
 
@@ -33,31 +33,15 @@ from tests.nmt.test_nmt import _write_corpus  # noqa: E402
 def transformer(tmp_path_factory):
     """A tiny transformer trained a few updates, its 4-best val list with mbr and len
     columns and weights tuned on it, and the test sources as raw text."""
-    import gzip
-
-    from rerank.nmt.data import PrepareConfig, prepare
-    from rerank.nmt.train import TrainConfig, train
+    from rerank.nmt.train import TrainConfig
 
     root = tmp_path_factory.mktemp("ct2system")
-    _write_corpus(str(root / "m30k"))
-    data = root / "data"
-    bin_dir = prepare(str(root / "m30k"), str(data), PrepareConfig(bpe_merges=60), workers=1)
-    config = TrainConfig(
+    train_config = TrainConfig(
         arch="transformer-tiny", max_update=30, max_epoch=30, max_tokens=400, warmup=10, dropout=0.0, average=1
     )
-    ckpt = train(bin_dir, str(root / "model"), config)
-    gen = GenerateConfig(nbest=4, batch_size=4)
-    generate_nbest(bin_dir, ckpt, "valid", str(root / "val.nbest"), str(root / "val.1best"), gen)
-    specs = ["mbr:bleu", f"len:{data}"]
-    add_features(
-        str(root / "val.nbest"), specs, str(root / "val.full.nbest"), ScoringInputs(source=str(data / "tok" / "val.en"))
-    )
-    record, _ = tune_file(str(root / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
+    system, record = tiny_tuned_system(root, train_config, GenerateConfig(nbest=4, batch_size=4), bpe_merges=60)
     (root / "w.json").write_text(json.dumps(record))
-    raw = root / "test.en"
-    with gzip.open(root / "m30k" / "task1" / "raw" / "test_2016_flickr.en.gz", "rt") as handle:
-        raw.write_text(handle.read())
-    return {"root": root, "bin": bin_dir, "ckpt": ckpt, "specs": specs, "config": gen, "raw": raw, "data": data}
+    return system
 
 
 def test_the_converted_generator_finds_fairseqs_hypotheses_with_fairseqs_scores(transformer, tmp_path, capfd):
