@@ -63,6 +63,8 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "MAX_LENGTH": "256",
         "LOWERCASE": "1",
         "QE_CHECKPOINT": "",
+        "R2L_MODEL": "train",
+        "CHANNEL_MODEL": "train",
     }
 
 

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import textwrap
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
@@ -40,7 +40,8 @@ SYSTEMS = ("transformer", "gru")
 RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
-    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase qe_checkpoint"
+    "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase qe_checkpoint "
+    "r2l_model channel_model"
 ).split()
 
 
@@ -192,6 +193,8 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
     _check_qe(merged)
     if merged["generator"] != "train":
         _check_generator(merged, own)
+    for name in OWN_MODEL_SETS:
+        _check_own_model(merged, name)
     return merged
 
 
@@ -219,26 +222,57 @@ def _check_qe(config: Dict) -> None:
 RAW_TEXT_SETS = ("mbr", "len", "ibm1", "e5", "qe")
 
 
+#: {feature set: (its setting, the scorer's direction, its column)}: the sets whose model may be
+#: one the user has (R2L_MODEL, CHANNEL_MODEL) instead of one trained here
+OWN_MODEL_SETS = {"r2l": ("r2l_model", "r2l", "R2L"), "channel": ("channel_model", "backward", "Channel")}
+
+#: what a model directory of each kind holds, and what it is called
+MODEL_MARKERS = {"hf": ("config.json", "Hugging Face model"), "ct2": ("model.bin", "CTranslate2 model")}
+
+
+def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
+    """(kind, absolute path, {option: value}) of a model setting ``KIND:PATH[,KEY=VALUE...]``,
+    the path checked: a directory holding :data:`MODEL_MARKERS`' file (hf, ct2) or a
+    checkpoint file (fairseq). SettingsError: one line naming the setting."""
+    kind, _, rest = value.partition(":")
+    path, _, options = rest.partition(",")
+    path = os.path.normpath(os.path.join(ROOT, path))
+    given: Dict[str, str] = {}
+    for option in filter(None, options.split(",")):
+        key, sep, text = option.partition("=")
+        if not sep:
+            raise SettingsError(f"{setting.upper()}: '{option}' is not KEY=VALUE")
+        given[key] = text
+    if kind == "fairseq":
+        if not os.path.isfile(path):
+            raise SettingsError(f"{setting.upper()}: no such checkpoint file {path}")
+        return kind, path, given
+    marker, what = MODEL_MARKERS[kind]
+    if not os.path.isdir(path):
+        raise SettingsError(f"{setting.upper()}: no such model directory {path}")
+    if not os.path.isfile(os.path.join(path, marker)):
+        raise SettingsError(f"{setting.upper()}: {path} holds no {marker}: not a {what} directory")
+    return kind, path, given
+
+
 def _check_generator(config: Dict, own: bool) -> None:
     """GENERATOR=hf:DIR|ct2:DIR: its directory made absolute and checked to hold a model (a
     Hugging Face config.json, a CTranslate2 model.bin), the feature sets and the val guard
     checked against what raw text allows, and raw text to read (TRAIN/VALID/TEST or a local
     DATA). SettingsError: one line naming the setting."""
-    kind, _, rest = config["generator"].partition(":")
-    path, sep, options = rest.partition(",")
-    path = os.path.normpath(os.path.join(ROOT, path))
-    marker = "config.json" if kind == "hf" else "model.bin"
-    what = "Hugging Face model" if kind == "hf" else "CTranslate2 model"
-    if not os.path.isdir(path):
-        raise SettingsError(f"GENERATOR: no such model directory {path}")
-    if not os.path.isfile(os.path.join(path, marker)):
-        raise SettingsError(f"GENERATOR: {path} holds no {marker}: not a {what} directory")
-    config["generator"] = f"{kind}:{path}{sep}{options}"
-    trained = [name for name in config["features"] if name not in RAW_TEXT_SETS]
+    kind, path, _ = _split_model("generator", config["generator"])
+    options = config["generator"].partition(",")[2]
+    config["generator"] = f"{kind}:{path}{',' if options else ''}{options}"
+    trained = [
+        name
+        for name in config["features"]
+        if name not in RAW_TEXT_SETS and config.get(OWN_MODEL_SETS.get(name, ("",))[0], "train") == "train"
+    ]
     if trained:
+        own_sets = ", ".join(f"{name} with {OWN_MODEL_SETS[name][0].upper()}" for name in OWN_MODEL_SETS)
         raise SettingsError(
             f"FEATURES: {trained[0]} needs a model trained here on the prepared corpus: with a GENERATOR of "
-            f"your own the feature sets are {', '.join(RAW_TEXT_SETS)}"
+            f"your own the feature sets are {', '.join(RAW_TEXT_SETS)}, and {own_sets} of your own"
         )
     if config["guard"]:
         raise SettingsError("GUARD: the val guard folds Multi30k's val by image: not with a GENERATOR of your own")
@@ -246,6 +280,53 @@ def _check_generator(config: Dict, own: bool) -> None:
         raise SettingsError(
             "GENERATOR: a model of your own reads raw text: give TRAIN/VALID/TEST or a local Multi30k as DATA"
         )
+
+
+def _check_own_model(config: Dict, name: str) -> None:
+    """R2L_MODEL / CHANNEL_MODEL (feature set ``name``): unless ``train``, the model checked
+    (:func:`_split_model`), its path made absolute, and the settings it needs: the feature set
+    in FEATURES, ``bpe=`` where the scorer cannot tokenise by itself, no ``direction=`` or
+    ``name=`` (the feature set's), no R2L_NBEST (lists of a model trained here).
+    SettingsError: one line naming the setting."""
+    setting, _, column = OWN_MODEL_SETS[name]
+    value = config[setting]
+    if value == "train":
+        return
+    kind, path, given = _split_model(setting, value)
+    upper = setting.upper()
+    if name not in config["features"]:
+        raise SettingsError(f"{upper}: the {name} feature set is not in FEATURES: add it (FEATURES=...+{name})")
+    for key in ("direction", "name"):
+        if key in given:
+            raise SettingsError(f"{upper}: {key}= is the {name} feature set's ({column}): leave it out")
+    if "bpe" not in given and (kind == "fairseq" or name == "r2l"):
+        raise SettingsError(
+            f"{upper}: say how the lists' text becomes the model's subwords: bpe=subword-nmt:CODES, "
+            "bpe=sentencepiece:MODEL or bpe=none"
+        )
+    if name == "r2l" and config["r2l_nbest"] != 0:
+        raise SettingsError(
+            f"{upper}: R2L_NBEST decodes with an R2L model trained here: R2L_NBEST=0 with a model of your own"
+        )
+    options = value.partition(",")[2]
+    config[setting] = f"{kind}:{path}{',' if options else ''}{options}"
+
+
+def own_scorer(config: Mapping, name: str) -> Optional[str]:
+    """The ``--scorer`` of feature set ``name`` (:data:`OWN_MODEL_SETS`) when its model is one
+    the user has (R2L_MODEL / CHANNEL_MODEL), else None: the user's spec with the set's
+    ``direction=`` and ``name=``, and for an ``hf:``/``ct2:`` model without ``bpe=`` reading
+    the prepared (Moses-tokenised) lists of a baseline trained here, ``detok=moses:TGT`` and
+    ``source_detok=moses:SRC`` unless given."""
+    setting, direction, column = OWN_MODEL_SETS[name]
+    value = config.get(setting, "train")
+    if value == "train":
+        return None
+    given = dict(o.partition("=")[::2] for o in filter(None, value.partition(",")[2].split(",")))
+    extra = {"direction": direction, "name": column}
+    if config.get("generator", "train") == "train" and not value.startswith("fairseq:") and "bpe" not in given:
+        extra.update(detok=f"moses:{config['tgt']}", source_detok=f"moses:{config['src']}")
+    return ",".join([value] + [f"{key}={text}" for key, text in extra.items() if key not in given])
 
 
 #: Multi30k's raw files of each split (DATA/task1/raw/NAME.LANG.gz)
@@ -455,7 +536,8 @@ def models(config: Mapping) -> Dict[str, str]:
     return {
         directory: _train_args(config, preset, directory, extra)
         for name, (directory, preset, extra) in every.items()
-        if (name == "baseline" and config.get("generator", "train") == "train") or name in config["features"]
+        if (name == "baseline" and config.get("generator", "train") == "train")
+        or (name in config["features"] and config.get(OWN_MODEL_SETS.get(name, ("",))[0], "train") == "train")
     }
 
 

@@ -358,6 +358,24 @@ def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
 
 @pytest.mark.workflow
 @pytest.mark.skipif(snakemake_missing, reason="snakemake is not installed (the [workflow] extra)")
+def test_a_channel_model_of_ones_own_is_scored_and_not_trained(tmp_path):
+    """CHANNEL_MODEL=hf:DIR beside a baseline trained here: the dry run trains the baseline and
+    the R2L model only, and the channel feature rule scores the prepared lists with the model,
+    detokenised, as the Channel column."""
+    model = tmp_path / "opus-mt-de-en"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = (f"out={tmp_path}/t", "features=r2l+channel+mbr", f"channel_model=hf:{model}")
+    run = _snakemake("-n", "-p", "--configfile", str(ROOT / "config" / "transformer.yaml"), "--config", *config)
+    assert run.returncode == 0, run.stderr + run.stdout
+    counts = _job_counts(run.stdout)
+    assert (counts["train"], counts["train_r2l"], counts["features"]) == (1, 1, 6) and "train_channel" not in counts
+    scorer = f"--scorer hf:{model},direction=backward,name=Channel,detok=moses:de,source_detok=moses:en"
+    assert run.stdout.count(scorer) == 2, run.stdout  # val and test
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(snakemake_missing, reason="snakemake is not installed (the [workflow] extra)")
 def test_the_slurm_profile_plans_the_gru_system(tmp_path):
     profile = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
     assert profile["executor"] == "slurm" and profile["rerun-triggers"] == "mtime"
@@ -632,6 +650,8 @@ def test_the_own_data_page_runs_the_main_job_on_a_model_of_ones_own_without_trai
     raw = source / "task1" / "raw"
     (tmp_path / "hf").mkdir()
     marian = build_marian(str(tmp_path / "hf"))
+    (tmp_path / "hf-channel").mkdir()
+    channel = build_marian(str(tmp_path / "hf-channel"), seed=1)  # random weights: either direction
     page = tmp_path / "page"
 
     def setup(directory):
@@ -644,6 +664,7 @@ def test_the_own_data_page_runs_the_main_job_on_a_model_of_ones_own_without_trai
                     (corpus / f"{name}.{lang}").write_text(handle.read(), encoding="utf-8")
         (directory / "models").mkdir()
         os.symlink(marian, directory / "models" / "my-en-de")
+        os.symlink(channel, directory / "models" / "my-de-en")
         (directory / "scripts").mkdir()  # the page's `bash scripts/run_pipeline.sh`, from the project root
         (directory / "scripts" / "run_pipeline.sh").write_text(f'exec bash {ROOT}/scripts/run_pipeline.sh "$@"\n')
 
@@ -651,13 +672,17 @@ def test_the_own_data_page_runs_the_main_job_on_a_model_of_ones_own_without_trai
     run_page("docs/usage/own-data.md", page, setup=setup)
     out = page / "out" / "my-en-de"
     assert not (out / "data").exists() and not (out / "model.transformer-tiny").exists()  # nothing trained
+    assert not list(out.rglob("train.done"))  # the channel model neither
     generated = json.loads((out / "nbest" / "test.nbest.json").read_text())
     assert generated["model"] == f"hf:{page / 'models' / 'my-en-de'}" and generated["nbest"] == 8
     experiment = json.loads((out / "experiment.json").read_text())
     assert experiment["reference"] == str(page / "corpus" / "test.de") and experiment["bleu"]["tokenize"] == "13a"
     table = (out / "report" / "table.txt").read_text()
-    for row in ("baseline", "+nmt", "+mbr", "+len", "+ibm1", "+all", "oracle"):
+    for row in ("baseline", "+nmt", "+channel", "+mbr", "+len", "+ibm1", "+all", "oracle"):
         assert row in table
+    scored = json.loads((out / "nbest" / "test.channel.nbest.json").read_text())
+    assert scored["scorers"] == [f"hf:{page / 'models' / 'my-de-en'},direction=backward,name=Channel"], scored
+    assert " Channel= " in (out / "nbest" / "test.channel.nbest").read_text().splitlines()[0]
     assert json.loads((out / "system" / "system.json").read_text())["decoder"]["kind"] == "generate"
     translated = (page / "test.translated.de").read_text(encoding="utf-8").splitlines()
     assert translated == (page / "test.reranked.de").read_text(encoding="utf-8").splitlines()
@@ -711,6 +736,74 @@ def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
         str(corpus / "task1" / "raw" / "test_2016_flickr.en.gz"),
         str(corpus / "task1" / "raw" / "test_2016_flickr.de.gz"),
     ]
+    assert settings.models(taken) == {}
+
+
+def test_right_to_left_and_channel_models_of_ones_own_are_checked_and_replace_training(tmp_path):
+    """R2L_MODEL / CHANNEL_MODEL: a model the user has scores the r2l / channel feature set
+    (direction and column set by the job, detokenised text for hf:/ct2: on prepared lists)
+    and is not trained; a bad one is one line before any work."""
+    corpus = tmp_path / "m30k"
+    (corpus / "task1" / "raw").mkdir(parents=True)
+    for lang in ("en", "de"):
+        (corpus / "task1" / "raw" / f"train.{lang}.gz").write_bytes(b"")
+    hf, ct2, checkpoint = tmp_path / "opus-mt-de-en", tmp_path / "r2l-ct2", tmp_path / "r2l.pt"
+    hf.mkdir()
+    ct2.mkdir()
+    base = {"OUT": str(tmp_path / "o"), "DATA": str(corpus), "FEATURES": "r2l+channel+mbr"}
+    refused = {
+        f"CHANNEL_MODEL: no such model directory {tmp_path / 'nowhere'}": {
+            "CHANNEL_MODEL": f"hf:{tmp_path / 'nowhere'}"
+        },
+        f"CHANNEL_MODEL: {hf} holds no config.json: not a Hugging Face model directory": {"CHANNEL_MODEL": f"hf:{hf}"},
+        f"R2L_MODEL: {ct2} holds no model.bin: not a CTranslate2 model directory": {"R2L_MODEL": f"ct2:{ct2},bpe=none"},
+        f"R2L_MODEL: no such checkpoint file {checkpoint}": {"R2L_MODEL": f"fairseq:{checkpoint},bpe=none"},
+        "R2L_MODEL: 'hf:x' does not match": {"R2L_MODEL": "hf:x"},
+    }
+    for message, env in refused.items():
+        assert _error({**base, **env}).startswith(message), _error({**base, **env})
+    (hf / "config.json").write_text("{}")
+    (ct2 / "model.bin").write_bytes(b"")
+    checkpoint.write_bytes(b"")
+    refused = {
+        "CHANNEL_MODEL: the channel feature set is not in FEATURES: add it": {
+            "CHANNEL_MODEL": f"hf:{hf}",
+            "FEATURES": "r2l+mbr",
+        },
+        "CHANNEL_MODEL: direction= is the channel feature set's (Channel): leave it out": {
+            "CHANNEL_MODEL": f"hf:{hf},direction=forward"
+        },
+        "R2L_MODEL: say how the lists' text becomes the model's subwords": {"R2L_MODEL": f"ct2:{ct2}"},
+        "CHANNEL_MODEL: say how the lists' text becomes the model's subwords": {
+            "CHANNEL_MODEL": f"fairseq:{checkpoint}"
+        },
+        "R2L_MODEL: R2L_NBEST decodes with an R2L model trained here": {
+            "R2L_MODEL": f"fairseq:{checkpoint},bpe=none",
+            "R2L_NBEST": "20",
+        },
+        "CHANNEL_MODEL: 'x' is not KEY=VALUE": {"CHANNEL_MODEL": f"hf:{hf},x"},
+    }
+    for message, env in refused.items():
+        assert _error({**base, **env}).startswith(message), _error({**base, **env})
+    taken = settings.from_environment({**base, "CHANNEL_MODEL": f"hf:{hf},batch=8"})
+    assert settings.own_scorer(taken, "channel") == (
+        f"hf:{hf},batch=8,direction=backward,name=Channel,detok=moses:de,source_detok=moses:en"
+    )
+    assert settings.own_scorer(taken, "r2l") is None
+    trained = {os.path.basename(d) for d in settings.models(taken)}
+    assert any(d.startswith("r2l") for d in trained) and not any(d.startswith("channel") for d in trained), trained
+    taken = settings.from_environment({**base, "R2L_MODEL": f"fairseq:{checkpoint},dict={tmp_path},bpe=none"})
+    assert settings.own_scorer(taken, "r2l") == f"fairseq:{checkpoint},dict={tmp_path},bpe=none,direction=r2l,name=R2L"
+    assert not any(os.path.basename(d).startswith("r2l") for d in settings.models(taken))
+    assert "R2L_MODEL=" + taken["r2l_model"] in settings.recorded(taken)
+    # a generator of one's own: its lists are raw text, no detokenisation; the sets are allowed
+    generator = {"GENERATOR": f"hf:{hf}", "FEATURES": "channel+mbr"}
+    assert _error({**base, **generator}).startswith(
+        "FEATURES: channel needs a model trained here on the prepared corpus: with a GENERATOR of your own the "
+        "feature sets are mbr, len, ibm1, e5, qe, and r2l with R2L_MODEL, channel with CHANNEL_MODEL of your own"
+    )
+    taken = settings.from_environment({**base, **generator, "CHANNEL_MODEL": f"ct2:{ct2}"})
+    assert settings.own_scorer(taken, "channel") == f"ct2:{ct2},direction=backward,name=Channel"
     assert settings.models(taken) == {}
 
 

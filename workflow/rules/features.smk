@@ -24,6 +24,10 @@ if not TRAINED:  # a GENERATOR of one's own: length and IBM Model 1 from the raw
         ibm1=("IBM1", [f"ibm1:{_pair}"], None),
         mbr=("MBR", [f"mbr:bleu,feature={_column}", f"mbr:chrf,feature={_column}"], None),
     )
+for _name in OWN_MODEL_SETS:  # R2L_MODEL / CHANNEL_MODEL: a model of one's own, used as it is
+    _spec = own_scorer(C, _name)
+    if _spec:
+        FEATURE_SETS[_name] = (FEATURE_SETS[_name][0], [_spec], None)
 assert list(FEATURE_SETS) == list(feature_sets()), "config/schema.yaml and features.smk disagree"
 
 
