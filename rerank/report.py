@@ -277,48 +277,50 @@ def attach_paper(result: Dict, paper: Dict[Tuple[str, str], Dict], source: str) 
     return result
 
 
-#: the mark of a row the val guard (``scripts/val_guard.py``) does not pass
-GUARD_MARK = "§"
+#: the mark of a row a marks file names (``rerank report --marks``)
+MARK = "§"
 
 
-def read_guard(path: str) -> Dict[str, str]:
-    """The verdicts of a val guard file (``scripts/val_guard.py``'s ``val_guard.verdicts.json``:
-    ``{"verdicts": {system: verdict}}``, "gain" for a row it passes).
+def read_marks(path: str) -> Tuple[Dict[str, str], str]:
+    """(the marked rows: {system: why}, the legend) of a marks file: JSON
+    ``{"marks": {system: why}, "legend": "what the mark means"}`` — what a check outside the
+    report (the main job's val guard, ``scripts/val_guard.py``) says about some rows.
 
     Raises:
-        InputError: unreadable JSON, no ``verdicts`` object of strings.
+        InputError: unreadable JSON, no ``marks`` object of strings, no ``legend`` string.
     """
     data = read_json(path)
-    verdicts = data.get("verdicts") if isinstance(data, dict) else None
-    if not isinstance(verdicts, dict) or not all(isinstance(v, str) for v in verdicts.values()):
-        raise InputError('no "verdicts" object (system -> verdict) of scripts/val_guard.py', path)
-    return verdicts
+    marks = data.get("marks") if isinstance(data, dict) else None
+    if not isinstance(marks, dict) or not all(isinstance(v, str) for v in marks.values()):
+        raise InputError('no "marks" object (system -> why the row is marked)', path)
+    legend = data.get("legend")
+    if not isinstance(legend, str) or not legend.strip():
+        raise InputError('no "legend" string (what the mark means)', path)
+    return marks, legend
 
 
-def attach_guard(result: Dict, verdicts: Dict[str, str], source: str) -> Dict:
-    """Mark (:data:`GUARD_MARK`) every system of ``result`` whose val guard verdict is not
-    "gain" (issue 46: a row whose cross-fitted val gain is not significant, or that is
-    significantly worse than the beam on val, only fits val); ``row["guard"]`` holds the
-    verdict.  Returns ``result``.
+def attach_marks(result: Dict, marks: Dict[str, str], legend: str, source: str) -> Dict:
+    """Mark (:data:`MARK`) every system of ``result`` that ``marks`` names: ``row["mark"]``
+    holds why, ``meta["marks"]`` the legend and the file.  Returns ``result``.
 
     Raises:
-        InputError: a verdict for a system the table does not hold (another run's file).
+        InputError: a mark for a system the table does not hold (another run's file).
     """
     systems = {row["system"] for row in result["rows"]}
-    unknown = sorted(set(verdicts) - systems)
+    unknown = sorted(set(marks) - systems)
     if unknown:
-        raise InputError(f"verdicts for systems the report does not hold: {', '.join(unknown)}", source)
+        raise InputError(f"marks for systems the report does not hold: {', '.join(unknown)}", source)
     for row in result["rows"]:
-        if row["system"] in verdicts:
-            row["guard"] = verdicts[row["system"]]
-    result["meta"]["guard"] = source
+        if row["system"] in marks:
+            row["mark"] = marks[row["system"]]
+    result["meta"]["marks"] = {"legend": legend, "source": source}
     return result
 
 
 def _label(system: str, rows: List[Dict]) -> str:
-    """The system's name in a table, marked where the val guard does not pass it."""
-    failed = any(r["system"] == system and r.get("guard", "gain") != "gain" for r in rows)
-    return f"{system} {GUARD_MARK}" if failed else system
+    """The system's name in a table, with :data:`MARK` where a marks file names it."""
+    marked = any(r["system"] == system and r.get("mark") for r in rows)
+    return f"{system} {MARK}" if marked else system
 
 
 def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
@@ -342,11 +344,8 @@ def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
     lines.extend(f"{titles.get(m, m.upper())}: {sig}" for m, sig in meta["signatures"].items())
     if meta.get("paper"):
         lines.append(f"paper: the published value of the same row and metric with its marks: {meta['paper']}")
-    if meta.get("guard"):
-        lines.append(
-            f"{GUARD_MARK}: the val guard does not pass the row ({meta['guard']}): tuned again by cross-fitting on "
-            "val, its held-out val BLEU gain is not significant or it is significantly worse than the beam on val"
-        )
+    if meta.get("marks"):
+        lines.append(f"{MARK}: {meta['marks']['legend']} ({meta['marks']['source']})")
     if meta.get("meteor_note"):
         lines.append(meta["meteor_note"])
     lines.extend(f"{m.upper()}: {why}" for m, why in meta.get("unavailable", {}).items())
@@ -498,7 +497,7 @@ def experiment_report(
     compare_to: Optional[str] = None,
     partial: bool = False,
     plots: bool = True,
-    guard: Optional[str] = None,
+    marks: Optional[str] = None,
     lang: str = "de",
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
@@ -508,12 +507,12 @@ def experiment_report(
 
     What is compared comes from ``EXP_DIR/experiment.json`` (:meth:`Experiment.read`):
     computing is :func:`significance_table`, formatting :func:`format_table`; this
-    function only reads the manifest and writes every file or none (staged).  ``guard``: a
-    val guard verdicts file (:func:`read_guard`) whose failing rows are marked; ``lang``:
-    the target language (METEOR's).
+    function only reads the manifest and writes every file or none (staged).  ``marks``: a
+    marks file (:func:`read_marks`) whose rows are marked; ``lang``: the target language
+    (METEOR's).
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
-    verdicts = read_guard(guard) if guard else None
+    marked = read_marks(marks) if marks else None
     ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
     written = report_files(exp_dir, out_dir, plots)
     oracle_path = written.pop("oracle")
@@ -537,8 +536,8 @@ def experiment_report(
         if experiment.paper is not None:
             published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
-        if verdicts is not None and guard is not None:
-            attach_guard(result, verdicts, guard)
+        if marked is not None and marks is not None:
+            attach_marks(result, *marked, marks)
         if experiment.caption:
             result["meta"]["caption"] = experiment.caption
         if experiment.left_out:

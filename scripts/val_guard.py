@@ -18,9 +18,9 @@ expected to gain from it. Nothing here looks at test_2016.
 Writes ``OUT/crossfit/guard/DIR/val.seedS.txt`` (resumable: an existing output is kept),
 ``OUT/report/val_guard.json`` (``rerank signif``'s rows and each row's base), ``OUT/report/val_guard.md``
 (one line per row: the objective's Δ and p against the beam and against the base, BLEU, TER,
-length, the verdict) and
-``OUT/report/val_guard.verdicts.json`` (system -> verdict, which ``rerank report --guard``
-marks in the report). Run it with the
+length, the verdict),
+``OUT/report/val_guard.verdicts.json`` (system -> verdict) and ``OUT/report/val_guard.marks.json``
+(the rows it does not pass, and what that means: ``rerank report --marks`` marks them §). Run it with the
 project's ``.venv`` (``rerank`` on PATH).
 """
 
@@ -193,6 +193,13 @@ def main(argv=None) -> int:
         handle.write(text)
     with open(os.path.join(report, "val_guard.verdicts.json"), "w", encoding="utf-8") as handle:
         json.dump({"verdicts": verdicts, "k": args.k, "replicas": args.replicas}, handle, indent=1)
+    marks = {
+        "marks": {name: why for name, why in verdicts.items() if why != "gain"},
+        "legend": "the val guard does not pass the row: tuned again by cross-fitting on val, its held-out val gain "
+        "is not significant or it is significantly worse than the beam on val (report/val_guard.md)",
+    }
+    with open(os.path.join(report, "val_guard.marks.json"), "w", encoding="utf-8") as handle:
+        json.dump(marks, handle, indent=1)
     print(text, end="")
     return 0
 

@@ -253,12 +253,12 @@ def _add_embed_train(esub) -> None:
     q = esub.add_parser(
         "train",
         help="train on Multi30k task 2 (VSE: --langs de --beta 1)",
-        epilog="example: rerank embed train --data ../shared/data/multi30k --task1 --beta 0 --epochs 2 --out models/mlmme",
+        epilog="example: rerank embed train --data multi30k-dataset/data --task1 --beta 0 --epochs 2 --out models/mlmme",
     )
     q.add_argument(
         "--data",
-        help="Multi30k directory (task2/raw, task2/image_splits); default: "
-        "../shared/data/multi30k if present, else downloaded into --download-dir",
+        help="a local Multi30k copy (task2/raw, task2/image_splits: the data/ directory of "
+        "github.com/multi30k/dataset); default: downloaded into --download-dir",
     )
     q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
     q.add_argument(
@@ -400,7 +400,7 @@ def _add_embed_isr(esub) -> None:
     q = esub.add_parser(
         "isr",
         help="image-sentence ranking on the model's held-out real images",
-        epilog="example: rerank embed isr --model models/mlmme --data ../shared/data/multi30k --image-features test.npy --image-split test_images.txt",
+        epilog="example: rerank embed isr --model models/mlmme --data multi30k-dataset/data --image-features test.npy --image-split test_images.txt",
     )
     q.add_argument("--model", required=True, help="a trained model directory (rerank embed train --out)")
     q.add_argument("--data", required=True, help="Multi30k directory (task2/raw, task2/image_splits)")

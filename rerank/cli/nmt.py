@@ -147,9 +147,14 @@ def _add_nmt_prepare(nsub) -> None:
     q = nsub.add_parser(
         "prepare",
         help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1 (any of its language pairs)",
-        epilog="example: rerank nmt prepare --data ../shared/data/multi30k --out out/data",
+        epilog="example: rerank nmt prepare --data multi30k-dataset/data --out out/data",
     )
-    q.add_argument("--data", default=None, help="Multi30k directory (default ../shared/data/multi30k, else download)")
+    q.add_argument(
+        "--data",
+        default=None,
+        help="a local Multi30k copy: the data/ directory of github.com/multi30k/dataset (default: its files "
+        "downloaded into OUT/download)",
+    )
     q.add_argument("--out", required=True, help="directory to write: tok/, bpe.codes, bpe/, bin/, prepare.json")
     q.add_argument(
         "--src", default=PrepareConfig.src, help="source language (default: en); train, nbest and train-lm read it"
@@ -283,7 +288,7 @@ def _add_nmt_train_lm(nsub) -> None:
         epilog="example: rerank nmt train-lm --prepared out/data --save-dir out/lm --max-epoch 3",
     )
     q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
-    q.add_argument("--data", default=None, help="Multi30k directory for task 2 (default as prepare)")
+    q.add_argument("--data", default=None, help="a local Multi30k copy for task 2 (default: downloaded, as prepare)")
     q.add_argument(
         "--save-dir",
         required=True,

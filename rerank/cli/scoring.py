@@ -174,7 +174,7 @@ def cmd_report(args) -> None:
         compare_to=args.compare_to,
         partial=args.partial,
         plots=args.plots,
-        guard=args.guard,
+        marks=args.marks,
         lang=args.lang,
     )
     with open(written["text"], encoding="utf-8") as handle:
@@ -197,7 +197,7 @@ def _report_paths(args):
         "baseline": experiment.baseline,
         "systems": [f for _, files in experiment.systems for f in files],
         "nbest": experiment.nbest,
-        "--guard": args.guard,
+        "--marks": args.marks,
     }
     args.plots = _report_plots(args)
     return inputs, {"--out": list(report_files(args.experiment_dir, args.out, args.plots).values())}
@@ -337,9 +337,10 @@ def _add_report(sub) -> None:
         "extra, is installed)",
     )
     p.add_argument(
-        "--guard",
-        help="mark (§) the rows the val guard does not pass: its verdicts file (scripts/val_guard.py writes "
-        "OUT/report/val_guard.verdicts.json) (default: no marks), e.g. --guard out/job/report/val_guard.verdicts.json",
+        "--marks",
+        help='mark (§) rows a check outside the report names: JSON {"marks": {system: why}, "legend": text} '
+        "(default: no marks; the main job's val guard, scripts/val_guard.py, writes "
+        "OUT/report/val_guard.marks.json), e.g. --marks out/job/report/val_guard.marks.json",
     )
     signif_options(p)
     p.set_defaults(func=cmd_report, paths=_report_paths)

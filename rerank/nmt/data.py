@@ -26,8 +26,6 @@ from rerank.textio import open_text, read_json, read_lines
 
 #: public location of the Multi30k files, used when no local copy is given
 MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
-#: local copy shipped beside the project in our development and CI machines
-DEFAULT_LOCAL = os.path.join("..", "shared", "data", "multi30k")
 
 #: our split name -> (Multi30k raw file stem, fairseq split name)
 SPLITS = {"train": ("train", "train"), "val": ("val", "valid"), "test_2016_flickr": ("test_2016_flickr", "test")}
@@ -194,15 +192,13 @@ def resolve_data_dir(
 ) -> str:
     """Return a directory holding the files of :func:`multi30k_files`.
 
-    ``data_dir`` if given (it must exist), else ``../shared/data/multi30k`` if it exists,
-    else the files are downloaded from the public multi30k/dataset repository into
+    ``data_dir`` if given (it must hold them; the library assumes no location: the main job's
+    settings choose a local copy, workflow/settings.py), else the files are downloaded from the public multi30k/dataset repository into
     ``cache_dir`` (each file once; an interrupted download leaves no partial file).
     ``task1=False`` with ``task2`` accepts a given directory that holds only task 2.
     Raises :class:`InputError` if a given directory lacks the task directories.
     """
     needed = (["task1/raw"] if task1 else []) + (["task2/raw", "task2/image_splits"] if task2 else [])
-    if data_dir is None and all(os.path.isdir(os.path.join(DEFAULT_LOCAL, d)) for d in needed):
-        data_dir = DEFAULT_LOCAL
     if data_dir is not None:
         for d in needed:
             if not os.path.isdir(os.path.join(data_dir, d)):

@@ -233,8 +233,8 @@ def test_rerank_experiment_writes_the_manifest_that_report_reads(tmp_path, capsy
 
 
 def test_the_report_marks_the_rows_the_val_guard_does_not_pass(tmp_path, capsys):
-    """rerank report --guard FILE (issue 46): a row whose verdict is not "gain" is marked §
-    in every table format, with a footer naming the file; bad verdict files are one line."""
+    """rerank report --marks FILE (the val guard's, issue 46): a row the file names is marked §
+    in every table format, with its legend and the file in the footer; bad files are one line."""
     exp = tmp_path / "exp"
     for name in ("good", "bad"):
         (exp / "rerank" / name).mkdir(parents=True)
@@ -247,30 +247,32 @@ def test_the_report_marks_the_rows_the_val_guard_does_not_pass(tmp_path, capsys)
     argv += ["--system", f"+good={exp}/rerank/good/test.seed{{replica}}.txt"]
     argv += ["--system", f"+bad={exp}/rerank/bad/test.seed{{replica}}.txt"]
     assert main(argv) == 0
-    verdicts = tmp_path / "val_guard.verdicts.json"
-    verdicts.write_text(json.dumps({"verdicts": {"+good": "gain", "+bad": "worse than the beam on val (TER)"}}))
+    verdicts = tmp_path / "val_guard.marks.json"
+    legend = "the val guard does not pass the row"
+    verdicts.write_text(json.dumps({"marks": {"+bad": "worse than the beam on val (TER)"}, "legend": legend}))
     report = ["report", str(exp), "--metrics", "bleu", "--shuffles", "50", "--resamples", "50", "--no-plots"]
-    assert main(report + ["--guard", str(verdicts)]) == 0
+    assert main(report + ["--marks", str(verdicts)]) == 0
     capsys.readouterr()
     table = (exp / "report" / "table.md").read_text()
     assert "| +bad § |" in table and "| +good |" in table and "| baseline |" in table
     assert f"§: the val guard does not pass the row ({verdicts})" in table
     rows = json.loads((exp / "report" / "table.json").read_text())["rows"]
-    assert {r["system"]: r.get("guard") for r in rows} == {
+    assert {r["system"]: r.get("mark") for r in rows} == {
         "baseline": None,
-        "+good": "gain",
+        "+good": None,
         "+bad": "worse than the beam on val (TER)",
     }
     assert "+bad §" in (exp / "report" / "table.txt").read_text()
-    # without --guard: no marks
+    # without --marks: no marks
     assert main(report) == 0
     assert "§" not in (exp / "report" / "table.md").read_text()
     capsys.readouterr()
     for content, message in (
-        ("{", "val_guard.verdicts.json:1: not JSON"),
-        (json.dumps({"other": 1}), 'no "verdicts" object'),
-        (json.dumps({"verdicts": {"+other": "gain"}}), "verdicts for systems the report does not hold: +other"),
+        ("{", "val_guard.marks.json:1: not JSON"),
+        (json.dumps({"other": 1}), 'no "marks" object'),
+        (json.dumps({"marks": {"+bad": "x"}}), 'no "legend" string'),
+        (json.dumps({"marks": {"+other": "x"}, "legend": "y"}), "marks for systems the report does not hold: +other"),
     ):
         verdicts.write_text(content)
-        assert main(report + ["--guard", str(verdicts)]) == 1
+        assert main(report + ["--marks", str(verdicts)]) == 1
         one_line_error(capsys, message)

@@ -207,7 +207,9 @@ def test_the_val_guard_marks_a_row_that_only_fits_val(tmp_path):
     noise = next(line for line in table.splitlines() if line.startswith("| +noise |"))
     assert good.endswith("| gain |") and not noise.endswith("| gain |")
     verdicts = json.loads((out / "report" / "val_guard.verdicts.json").read_text())["verdicts"]
-    assert verdicts["+good"] == "gain" and verdicts["+noise"] != "gain"  # what rerank report --guard marks
+    assert verdicts["+good"] == "gain" and verdicts["+noise"] != "gain"
+    marks = json.loads((out / "report" / "val_guard.marks.json").read_text())  # what rerank report --marks marks
+    assert marks["marks"] == {"+noise": verdicts["+noise"]} and marks["legend"].startswith("the val guard does not")
     # the cross-fitted outputs are those of rerank crossfit with the row's own columns
     weights = json.loads((out / "crossfit" / "guard" / "good" / "weights.seed1.json").read_text())
     assert weights["crossfit"]["features"] == ["Good", "LenRatio"] and len(weights["folds"]) == 3

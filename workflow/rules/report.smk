@@ -68,15 +68,15 @@ rule report:
     input:
         f"{OUT}/experiment.json",
         APPLIED,
-        [f"{OUT}/report/val_guard.verdicts.json"] if C["guard"] else [],
+        [f"{OUT}/report/val_guard.marks.json"] if C["guard"] else [],
     output:
         f"{OUT}/report/table.txt",
     benchmark:
         f"{OUT}/benchmarks/report.tsv"
     params:
-        guard=f"--guard {OUT}/report/val_guard.verdicts.json" if C["guard"] else "",
+        marks=f"--marks {OUT}/report/val_guard.marks.json" if C["guard"] else "",
     shell:
-        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} {{params.guard}}"
+        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} {{params.marks}}"
 
 
 # the trained system in one directory (decoder, +all's scorer chain as tuned, the replica of
@@ -110,6 +110,7 @@ rule val_guard:
         md=f"{OUT}/report/val_guard.md",
         json=f"{OUT}/report/val_guard.json",
         verdicts=f"{OUT}/report/val_guard.verdicts.json",
+        marks=f"{OUT}/report/val_guard.marks.json",
     params:
         images=f"{C['data']}/task1/image_splits/val.txt",
     benchmark:
