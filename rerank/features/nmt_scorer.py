@@ -35,8 +35,9 @@ lists).
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -47,6 +48,7 @@ from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nmt import USER_DIR
 from rerank.nmt.checkpoints import check_checkpoint, loading
+from rerank.textio import read_json
 
 
 def load_checkpoint(checkpoint: str, dict_dir: str):
@@ -82,15 +84,44 @@ def load_checkpoint(checkpoint: str, dict_dir: str):
 
 def _load_fairseq_model(model_dir: str):
     """(model in eval mode, task, train.json record) of a ``rerank nmt train`` directory."""
-    meta_path = os.path.join(model_dir, "train.json")
-    if not os.path.exists(meta_path) or not os.path.exists(os.path.join(model_dir, "checkpoint_best.pt")):
-        raise InputError("not a trained model directory (needs train.json and checkpoint_best.pt)", model_dir)
-    with open(meta_path, encoding="utf-8") as handle:
-        meta = json.load(handle)
-    # the model that scores: checkpoint_best.pt, or the averaged one train.json names
-    ckpt = os.path.join(model_dir, meta.get("checkpoint", "checkpoint_best.pt"))
+    meta, ckpt = _scoring_checkpoint(model_dir)
     model, task = load_checkpoint(ckpt, model_dir)
     return model, task, meta
+
+
+def _scoring_checkpoint(model_dir: str) -> Tuple[Dict[str, Any], str]:
+    """(train.json's record, the path of the checkpoint that scores) of a ``rerank nmt train``
+    / ``train-lm`` directory: ``checkpoint_best.pt``, or the averaged one train.json names.
+
+    Raises:
+        InputError: no train.json or no such checkpoint.
+    """
+    meta_path = os.path.join(model_dir, "train.json")
+    meta = read_json(meta_path) if os.path.exists(meta_path) else None
+    name = meta.get("checkpoint", "checkpoint_best.pt") if isinstance(meta, dict) else "checkpoint_best.pt"
+    ckpt = os.path.join(model_dir, str(name))
+    if not isinstance(meta, dict) or not os.path.isfile(ckpt):
+        raise InputError(
+            "not a trained model directory (needs train.json and the checkpoint it names, checkpoint_best.pt "
+            "by default)",
+            model_dir,
+        )
+    return meta, ckpt
+
+
+def pack_model_dir(model_dir: str, directory: str) -> None:
+    """Copy into the new ``directory`` what scoring with the ``rerank nmt train`` /
+    ``train-lm`` directory ``model_dir`` reads (``rerank pack-system``): everything but the
+    checkpoints other than the one that scores (:func:`_scoring_checkpoint`; a training keeps
+    several, ~46 MB each for transformer-tiny).  Raises :class:`InputError` as that does."""
+    _, ckpt = _scoring_checkpoint(model_dir)
+    os.makedirs(directory)
+    for name in sorted(os.listdir(model_dir)):
+        path, target = os.path.join(model_dir, name), os.path.join(directory, name)
+        if os.path.isdir(path):  # train-lm's bin/: its dictionary
+            shutil.copytree(path, target)
+        elif not name.endswith(".pt") or name == os.path.basename(ckpt):
+            shutil.copy2(path, target)
 
 
 class _NoBPE:
@@ -212,6 +243,16 @@ class ForcedDecodingScorer(Scorer):
 
     def names(self, has_images: bool) -> List[str]:
         return [self.role, f"{self.role}Norm"]
+
+    @classmethod
+    def pack(cls, config: Any, directory: str) -> Optional[Any]:
+        """``nmt:``/``lm:``: the model directory without the checkpoints that do not score
+        (:func:`pack_model_dir`); ``fairseq:`` files are copied as given (None)."""
+        model_dir = getattr(config, "model_dir", "")
+        if not model_dir:
+            return None
+        pack_model_dir(model_dir, directory)
+        return dataclasses.replace(config, model_dir=directory)
 
     def _ids(self, texts: Sequence[str], dictionary, reverse: bool = False) -> List:
         """BPE-encode each distinct text once and map it to token ids ending in </s>."""

@@ -89,6 +89,14 @@ class Scorer(abc.ABC):
     ) -> Dict[str, np.ndarray]:
         """{column name: float64[M]} for the M hypotheses of ``nbest``."""
 
+    @classmethod
+    def pack(cls, config: Any, directory: str) -> Optional[Any]:
+        """What ``rerank pack-system`` stores for this scorer: a ``Config`` that scores the
+        same from files this method writes into the new directory ``directory`` (IBM Model 1's
+        trained tables instead of the corpus they are trained on), or None (the default): the
+        files ``config`` names are copied as they are.  ``config``'s paths are local ones."""
+        return None
+
 
 def scorer_summaries() -> Dict[str, str]:
     """{name: one line} of every registered scorer: each class's ``summary`` (its spec, the
@@ -111,7 +119,7 @@ def given_settings(config) -> Tuple[str, Dict[str, Any], str]:
             main = value
         elif value not in ("", None) and value != f.default:
             settings[f.name] = value
-    return main, settings, ",".join([main] + [f"{k}={v}" for k, v in settings.items()])
+    return main, settings, ",".join(([main] if main else []) + [f"{k}={v}" for k, v in settings.items()])
 
 
 def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:

@@ -10,9 +10,11 @@ and writes ``DIR/`` with everything a translation needs, copied so that the dire
 move: the generator (``generator/``: a fairseq decoder's checkpoint, ``train.json``, data
 dictionaries and BPE codes; or the ``hf:``/``ct2:`` model directory of ``rerank generate``,
 with its settings), every file or directory a scorer reads (``models/``; the scorer chain kept
-exactly as tuned — names, options, order — with its paths pointing into ``DIR``), the
+exactly as tuned — names, options, order — with its paths pointing into ``DIR``; a scorer
+whose :meth:`~rerank.features.scorer.Scorer.pack` says so stores what it needs instead:
+IBM Model 1's trained tables, a model directory's scoring checkpoint without the others), the
 weights, and ``system.json``: the steps, the decoder settings, rerank's version and the
-SHA-256 of every file.
+SHA-256 of every file.  Provenance and copying: :mod:`rerank.features.provenance`.
 
 :func:`translate` checks that manifest (:mod:`rerank.features.manifest`: its digest, every
 file present and unchanged, every path inside, the same rerank release), then decodes raw
@@ -37,13 +39,12 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from rerank._version import __version__
-from rerank.config import parse_settings
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
 from rerank.features.generate import Sampling, generate_file
-from rerank.features.manifest import MANIFEST, PLACEHOLDER, load_system, manifest_digest
-from rerank.features.scorer import SCORERS, given_settings
+from rerank.features.manifest import MANIFEST, load_system, manifest_digest
+from rerank.features.provenance import Relocation, copy_path, is_generated, relocate_spec, trace
 from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.ct2 import beam_nbest, convert
 from rerank.nmt.generate import (
@@ -66,198 +67,6 @@ from rerank.tuning.weights import read_weights
 CT2_DIR = "ct2"
 #: ``translate --decoder`` choices
 DECODERS = ("auto", "fairseq", "ct2")
-
-
-@dataclasses.dataclass(frozen=True)
-class Relocation:
-    """Where a job directory went after its run: every absolute path that a signature
-    records under ``old`` is read under ``new`` instead (``rerank pack-system --relocate
-    OLD=NEW``).  Signatures record absolute paths, so a list whose job directory moved (or
-    was copied to another machine) leads back to paths that no longer exist.
-
-    Args:
-        pairs: ((old, new), …) absolute, normalised directories; the first ``old`` that
-            contains a path applies.  Relative recorded paths are left as they are.
-    """
-
-    pairs: Tuple[Tuple[str, str], ...] = ()
-
-    @classmethod
-    def parse(cls, values: Optional[Sequence[str]]) -> "Relocation":
-        """From ``OLD=NEW`` strings.
-
-        Raises:
-            InputError: a value without ``=`` or with an empty side, a relative OLD, a NEW
-                that is not an existing directory.
-        """
-        pairs = []
-        for value in values or ():
-            old, sep, new = value.partition("=")
-            if not sep or not old or not new:
-                raise InputError(f"--relocate {value!r}: expected OLD=NEW, e.g. /old/job=/new/job")
-            if not os.path.isabs(old):
-                raise InputError(f"--relocate {value!r}: OLD is an absolute path, as signatures record them")
-            if not os.path.isdir(new):
-                raise InputError(f"--relocate {value!r}: NEW is not an existing directory", new)
-            pairs.append((os.path.normpath(old), os.path.abspath(new)))
-        return cls(tuple(pairs))
-
-    def __call__(self, path: str) -> str:
-        """``path`` read under its new directory (``path`` itself outside every ``old``)."""
-        if not os.path.isabs(path):
-            return path
-        path = os.path.normpath(path)
-        for old, new in self.pairs:
-            if path == old:
-                return new
-            if path.startswith(old.rstrip(os.sep) + os.sep):
-                return os.path.join(new, os.path.relpath(path, old))
-        return path
-
-
-def _moved_hint(recorded: str, beside: str) -> str:
-    """`` (… give --relocate OLD=NEW)`` that would find the missing ``recorded`` path, guessed
-    from a file ``beside`` that exists (the signature that recorded it): the directories of
-    the two, less every trailing directory they share (the directory that moved); '' when
-    that guess does not find the file."""
-    old, new = os.path.dirname(os.path.normpath(recorded)), os.path.dirname(os.path.abspath(beside))
-    while os.path.basename(old) and os.path.basename(old) == os.path.basename(new):
-        old, new = os.path.dirname(old), os.path.dirname(new)
-    if old == new or not os.path.exists(Relocation(((old, new),))(recorded)):
-        return ""
-    return f" (the job directory moved? give --relocate {old}={new})"
-
-
-def _recorded(path: str, relocation: "Relocation", side: str, what: str) -> str:
-    """The recorded ``path`` of ``what`` (relocated), checked to exist.
-
-    Raises:
-        InputError: it does not exist, naming the signature ``side`` that records it and,
-            where a move explains it, the ``--relocate`` that would find it.
-    """
-    moved = relocation(path)
-    if os.path.exists(moved):
-        return moved
-    shown = path if moved == path else f"{path} (relocated: {moved})"
-    hint = _moved_hint(path, side) if moved == path else ""
-    raise InputError(f"{what} {shown} does not exist{hint}", side)
-
-
-def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dict[str, Any], List[List[str]]]:
-    """(the decoder run's signature record, the scorer specs of every ``features add``
-    step in order) of the list ``nbest_path``, from the signatures along its provenance.
-    ``relocation``: where the job directory went (:class:`Relocation`); the record's
-    ``checkpoint`` and ``data_bin`` and each step's input are returned relocated, the
-    scorer specs as recorded.
-
-    Raises:
-        InputError: a list without a signature, a recorded input that does not exist (with
-            the ``--relocate`` that finds it where the job directory moved), a step no
-            system can replay (a union of lists, image features, folds), or provenance that
-            does not reach a decoder run of ``rerank nmt nbest``, naming the signature where
-            it stops.
-    """
-    relocation = relocation or Relocation()
-    steps: List[List[str]] = []
-    path = nbest_path
-    seen = set()
-    while True:
-        side = path + ".json"
-        if not os.path.isfile(side):
-            raise InputError("no signature beside the list: its provenance is unknown", path)
-        if os.path.abspath(side) in seen:
-            raise InputError("the list's provenance loops", side)
-        seen.add(os.path.abspath(side))
-        record = read_json(side)
-        if not isinstance(record, dict):
-            raise InputError("not a list signature", side)
-        if "scorers" in record:
-            for key, what in (("images", "image features"), ("folds", "folds")):
-                if record.get(key):
-                    raise InputError(f"a step scored with {what}: a system cannot replay it on new text", side)
-            if record.get("beam"):
-                raise InputError("a step declared a beam feature (a rescored union): not replayable yet", side)
-            steps.insert(0, list(record["scorers"]))
-            recorded = record.get("input")
-            shards = record.get("merged_from")
-            if recorded is None and isinstance(shards, list) and shards and isinstance(shards[0], str):
-                # shards joined by rerank merge: they share the input list, which each records
-                first = _recorded(shards[0], relocation, side, "its first shard")
-                side = first + ".json"
-                shard = read_json(side) if os.path.isfile(side) else None
-                recorded = shard.get("input") if isinstance(shard, dict) else None
-            if not isinstance(recorded, str):
-                raise InputError("the signature names no input list", side)
-            path = _recorded(recorded, relocation, side, "its input list")
-            continue
-        if _generated(record):  # rerank generate: an hf: or ct2: model, paths as recorded
-            return dict(record), steps
-        if "checkpoint" in record and isinstance(record.get("config"), dict):
-            record = dict(record)
-            if isinstance(record.get("checkpoint"), str):
-                record["checkpoint"] = _recorded(record["checkpoint"], relocation, side, "the decoder's checkpoint")
-            if isinstance(record.get("data_bin"), str):  # checked by pack_system (--data-bin may replace it)
-                record["data_bin"] = relocation(record["data_bin"])
-            return record, steps
-        what = "a union of lists" if "inputs" in record else "no decoder run"
-        raise InputError(
-            f"the list's provenance stops at {what}: a system starts from rerank nmt nbest or rerank generate", side
-        )
-
-
-def _generated(record: Dict[str, Any]) -> bool:
-    """Whether a signature record is ``rerank generate``'s (an ``hf:``/``ct2:`` model's n-best list)."""
-    model = record.get("model")
-    return isinstance(model, str) and model.partition(":")[0] in ("hf", "ct2") and "nbest" in record
-
-
-def _copy(source: str, target: str) -> None:
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.isdir(source):
-        shutil.copytree(source, target)
-    else:
-        shutil.copy2(source, target)
-
-
-def _relocate(
-    spec: str, index: int, out_dir: str, relocation: Optional[Relocation] = None, folder: str = "models"
-) -> str:
-    """``spec`` with every path among its settings copied into ``out_dir/FOLDER/`` and
-    replaced by its :data:`PLACEHOLDER` path (a value that names an existing file or
-    directory, or ``KIND:PATH`` such as ``bpe=subword-nmt:codes``), read where
-    ``relocation`` moved it."""
-    name, _, arg = spec.partition(":")
-    cls = SCORERS.get(name)
-    if cls.Config is None:
-        return spec
-    config = parse_settings(cls.Config, arg, spec, {})
-    relocation = relocation or Relocation()
-    changed = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if not isinstance(value, str) or not value:
-            continue
-        kind, sep, rest = value.partition(":")
-        if sep and os.path.isabs(rest) and not os.path.isabs(value):
-            value, rest = kind + sep + relocation(rest), relocation(rest)
-        else:
-            value = relocation(value)
-        path, prefix = (rest, kind + sep) if sep and os.path.exists(rest) and not os.path.exists(value) else (value, "")
-        if not os.path.exists(path):
-            for missing in (value, rest if sep else ""):
-                if os.path.isabs(missing):  # a path, not a name: the scorer would not find it
-                    raise InputError(
-                        f"scorer {name}: its {f.name} {missing} does not exist "
-                        "(the job directory moved? give --relocate OLD=NEW)"
-                    )
-            continue
-        relative = os.path.join(folder, f"{index}-{name}-{f.name}", os.path.basename(os.path.normpath(path)))
-        _copy(path, os.path.join(out_dir, relative))
-        changed[f.name] = prefix + os.path.join(PLACEHOLDER, relative)
-    if not changed:
-        return spec
-    config = dataclasses.replace(config, **changed)
-    return f"{name}:{given_settings(config)[2]}"
 
 
 def pack_system(
@@ -290,7 +99,7 @@ def pack_system(
     candidates = [weights_path] if isinstance(weights_path, str) else list(weights_path)
     weights_path, scores = _best_replica(candidates)
     weights = read_weights(weights_path)
-    needed = None if _generated(generation) else _fairseq_files(generation, data_bin)
+    needed = None if is_generated(generation) else _fairseq_files(generation, data_bin)
     if ct2 and needed is None:
         raise InputError(
             f"--ct2 converts a fairseq generator; this system's generator is {generation['model']}, used as it is"
@@ -303,16 +112,16 @@ def pack_system(
     try:
         if needed is None:  # rerank generate's model, copied with its paths (as a scorer's)
             decoder = {key: generation.get(key) for key in ("nbest", "beam", "sampling", "max_length")}
-            decoder.update(kind="generate", model=_relocate(generation["model"], 0, tmp, relocation, "generator"))
+            decoder.update(kind="generate", model=relocate_spec(generation["model"], 0, tmp, relocation, "generator"))
         else:
             decoder = _copy_fairseq(generation, needed, os.path.join(tmp, "generator"))
             if ct2:
                 decoder["ct2"] = _convert_generator(needed, os.path.join(tmp, "generator"), decoder["config"], ct2, say)
         chain = [
-            [_relocate(spec, 10 * k + j, tmp, relocation) for j, spec in enumerate(step)]
+            [relocate_spec(spec, 10 * k + j, tmp, relocation) for j, spec in enumerate(step)]
             for k, step in enumerate(steps)
         ]
-        _copy(weights_path, os.path.join(tmp, "weights.json"))
+        copy_path(weights_path, os.path.join(tmp, "weights.json"))
         files = {}
         for folder, _, names in os.walk(tmp):
             for name in sorted(names):
@@ -374,13 +183,13 @@ def _copy_fairseq(generation: Dict[str, Any], needed: Dict[str, str], generator:
     manifest's ``decoder`` entry (its settings and direction)."""
     config = generation["config"]
     src, tgt = config.get("src", "en"), config.get("tgt", "de")
-    _copy(needed["checkpoint"], os.path.join(generator, "checkpoint.pt"))
+    copy_path(needed["checkpoint"], os.path.join(generator, "checkpoint.pt"))
     train_json = os.path.join(os.path.dirname(needed["checkpoint"]), "train.json")
     if os.path.isfile(train_json):
-        _copy(train_json, os.path.join(generator, "train.json"))
-    _copy(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
-    _copy(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
-    _copy(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
+        copy_path(train_json, os.path.join(generator, "train.json"))
+    copy_path(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
+    copy_path(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
+    copy_path(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
     return {"config": config, "direction": generation.get("direction", "forward")}
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from rerank.cli import main
+from rerank.config import parse_settings
 from rerank.errors import InputError
-from rerank.features.lexical import NULL, Model1, pair_index
+from rerank.features.lexical import NULL, Model1, Model1Scorer, pair_index
 from rerank.features.scorer import make_scorer
 from rerank.nbest import NBestList, read_nbest
 from tests.conftest import one_line_error, random_corpus
@@ -167,6 +168,44 @@ def test_any_parallel_corpus_trains_the_same_tables_as_a_prepare_directory(tmp_p
             [["das", "buch"], ["das", "haus"]], np.arange(2), [["the", "book"], ["the", "house"]]
         )
     )
+
+
+def test_saved_tables_score_bit_for_bit_as_the_trained_ones(tmp_path):
+    """Model1Scorer.pack (what pack-system stores): the tables trained once and written to
+    tables.npz; ibm1:tables= scores every column as the scorer trained on the corpus, to the
+    bit, with a word outside the vocabulary and unicode words; form and floor are kept."""
+    prepared = _prepared(tmp_path / "data")
+    (prepared / "tok" / "train.de").write_text("das haus\ndas buch\nein bücher-\u00dfbuch\n")
+    spec = f"ibm1:{prepared},form=both,iterations=3,floor=1e-5"
+    trained = make_scorer(spec)
+    config = parse_settings(Model1Scorer.Config, spec[len("ibm1:") :], spec, {})
+    packed = Model1Scorer.pack(config, str(tmp_path / "system" / "ibm1"))
+    assert packed.tables == str(tmp_path / "system" / "ibm1" / "tables.npz")
+    assert (packed.form, packed.floor, packed.corpus, packed.src) == ("both", 1e-5, "", "")
+    loaded = make_scorer(f"ibm1:tables={packed.tables},form=both,floor=1e-5")
+    nbest = NBestList(
+        np.array([0, 3, 5]),
+        ["das buch", "ein bücher-\u00dfbuch", "unbekannt", "", "das haus"],
+        np.zeros((5, 1)),
+        ["NMT"],
+    )
+    sources = ["the book", "a book zebra"]
+    expected, got = trained.score(nbest, sources, None), loaded.score(nbest, sources, None)
+    assert list(got) == list(expected) == ["IBM1", "IBM1Norm", "IBM1Inv", "IBM1InvNorm"]
+    for name in expected:
+        assert np.array_equal(got[name], expected[name]), name
+    # an unknown word: the floor at each of the l + 1 = 3 source positions, over l + 1
+    assert got["IBM1"][2] == pytest.approx(math.log(3 * 1e-5) - math.log(3))
+    # the tables hold no pickled objects and refuse being given with a corpus
+    with np.load(packed.tables, allow_pickle=False) as saved:
+        assert sorted(saved.files) == sorted(
+            ["src_words", "tgt_words", "direct_keys", "direct_t", "inverse_keys", "inverse_t", "iterations"]
+        )
+    with pytest.raises(InputError, match="give the training corpus or tables=, not both"):
+        make_scorer(f"ibm1:{prepared},tables={packed.tables}")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(InputError, match="not IBM Model 1 tables of rerank"):
+        make_scorer(f"ibm1:tables={tmp_path / 'bad.npz'}")
 
 
 def test_features_add_with_ibm1_writes_the_columns_and_the_set(tmp_path):

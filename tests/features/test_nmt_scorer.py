@@ -504,6 +504,13 @@ def test_transformer_tiny_trains_averages_and_scores_as_fairseq(tiny, tmp_path):
     out = make_scorer(f"nmt:{save}").score(_nbest_of(tgt), src, None)
     reference = _sequence_scorer(avg, tiny["bin"] + ".r2l", "valid")
     assert out["R2L"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    # packed into a system (pack-system): the scoring checkpoint only, the same scores to the bit
+    from rerank.features.nmt_scorer import NMTScorer
+
+    packed = NMTScorer.pack(NMTScorer.Config(model_dir=save), str(tmp_path / "packed"))
+    assert packed.model_dir == str(tmp_path / "packed")
+    assert [name for name in sorted(os.listdir(packed.model_dir)) if name.endswith(".pt")] == ["checkpoint_avg.pt"]
+    assert np.array_equal(make_scorer(f"nmt:{packed.model_dir}").score(_nbest_of(tgt), src, None)["R2L"], out["R2L"])
     # converted for CTranslate2, the right-to-left model scores the same through features add's path
     if importlib.util.find_spec("ctranslate2") is not None:
         from rerank.features.hf_scorer import import_transformers
@@ -531,5 +538,10 @@ def test_transformer_lm_tiny_trains_and_scores_as_eval_lm(tiny, tmp_path):
     out = make_scorer(f"lm:{save}").score(_nbest_of(tgt), None, None)
     reference = _sequence_scorer(os.path.join(save, "checkpoint_best.pt"), os.path.join(save, "bin"), "valid")
     assert out["LM"] == pytest.approx([s for s, _ in reference], abs=1e-4)
+    from rerank.features.nmt_scorer import LMScorer
+
+    packed = LMScorer.pack(LMScorer.Config(model_dir=save), str(tmp_path / "packed"))
+    assert [name for name in sorted(os.listdir(packed.model_dir)) if name.endswith(".pt")] == ["checkpoint_best.pt"]
+    assert np.array_equal(make_scorer(f"lm:{packed.model_dir}").score(_nbest_of(tgt), None, None)["LM"], out["LM"])
     with pytest.raises(InputError, match="unknown LM architecture"):
         LMConfig(arch="gpt")

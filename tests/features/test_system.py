@@ -18,16 +18,8 @@ pytestmark = needs("nmt")
 from rerank.cli import main  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
 from rerank.features.add import ScoringInputs, add_features  # noqa: E402
-from rerank.features.system import (  # noqa: E402
-    Relocation,
-    _relocate,
-    detokenize,
-    load_system,
-    manifest_digest,
-    pack_system,
-    trace,
-    translate,
-)
+from rerank.features.provenance import Relocation, relocate_spec, trace  # noqa: E402
+from rerank.features.system import detokenize, load_system, manifest_digest, pack_system, translate  # noqa: E402
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text  # noqa: E402
 from rerank.reranking import apply_file  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
@@ -37,7 +29,7 @@ from tests.nmt.test_nmt import _write_corpus  # noqa: E402
 
 def tiny_tuned_system(root, train_config, config: GenerateConfig, bpe_merges: int = 40):
     """A tiny fairseq system under ``root``: the Multi30k-shaped corpus, a model trained with
-    ``train_config``, its val n-best list (``config``) with mbr and len columns, and the test
+    ``train_config``, its val n-best list (``config``) with mbr, len and ibm1 columns, and the test
     sources as raw text.  Returns ({root, bin, ckpt, specs, config, raw, data}, the record of
     weights tuned on that list)."""
     from rerank.nmt.data import PrepareConfig, prepare
@@ -48,7 +40,7 @@ def tiny_tuned_system(root, train_config, config: GenerateConfig, bpe_merges: in
     bin_dir = prepare(str(root / "m30k"), str(data), PrepareConfig(bpe_merges=bpe_merges), workers=1)
     ckpt = train(bin_dir, str(root / "model"), train_config)
     generate_nbest(bin_dir, ckpt, "valid", str(root / "val.nbest"), str(root / "val.1best"), config)
-    specs = ["mbr:bleu", f"len:{data}"]
+    specs = ["mbr:bleu", f"len:{data}", f"ibm1:{data}"]
     add_features(
         str(root / "val.nbest"), specs, str(root / "val.full.nbest"), ScoringInputs(source=str(data / "tok" / "val.en"))
     )
@@ -108,6 +100,9 @@ def test_translate_equals_the_step_by_step_commands_and_the_system_moves(tuned, 
     assert chosen["chosen"] == str(root / "w2.json") and len(chosen["candidates"]) == 2
     manifest = json.loads((system / "system.json").read_text())
     assert manifest["steps"][0][0] == "mbr:bleu" and manifest["steps"][0][1].startswith("len:@SYSTEM@/models/")
+    # IBM Model 1: its tables trained once at packing, not the corpus (translate does not train them)
+    assert manifest["steps"][0][2] == "ibm1:tables=@SYSTEM@/models/2-ibm1/tables.npz"
+    assert not [name for name in manifest["files"] if name.startswith("models/2-ibm1") and "tables" not in name]
     assert "generator/checkpoint.pt" in manifest["files"] and "weights.json" in manifest["files"]
     # step by step, as docs/usage/any-test-set.md did it
     step = tmp_path / "step"
@@ -152,7 +147,7 @@ def test_translate_equals_the_step_by_step_commands_and_the_system_moves(tuned, 
     # fairseq's INFO log and torch's warnings stay in the subprocess (issue 61, item 10)
     assert "| INFO |" not in captured.err and "pin_memory" not in captured.err, captured.err[-2000:]
     assert throughput["segments"] == len(expected) and throughput["sentences_per_second"] > 0
-    assert list(throughput["stages"]) == ["decode", "step0 (mbr len)"]
+    assert list(throughput["stages"]) == ["decode", "step0 (mbr len ibm1)"]
     result = translate(
         str(moved), str(tuned["raw"]), str(tmp_path / "out.de"), str(tmp_path / "out.nbest"), say=lambda t: None
     )
@@ -233,10 +228,29 @@ def test_a_moved_job_directory_is_packed_with_relocate(tuned, tmp_path, capsys):
         with pytest.raises(InputError, match=f"the decoder's checkpoint {tuned['ckpt']} \\(relocated: {lists}/"):
             trace(str(lists / "val.full.nbest"), Relocation.parse([f"{root}={lists}"]))
         with pytest.raises(InputError, match=f"scorer len: its .* {root / 'data'} does not exist"):
-            _relocate(f"len:{root / 'data'}", 0, str(tmp_path / "y"))
+            relocate_spec(f"len:{root / 'data'}", 0, str(tmp_path / "y"))
         assert not (tmp_path / "y").exists()
     finally:
         shutil.move(str(moved), str(root))
+
+
+def test_a_model_directory_is_packed_with_the_checkpoint_that_scores_only(tmp_path):
+    """nmt:/lm: model directories keep every checkpoint of their training; a system holds
+    the one that scores (train.json's, else checkpoint_best.pt), the rest of the directory
+    as it is, and its spec points inside the system."""
+    model = tmp_path / "r2l"
+    (model / "bin").mkdir(parents=True)
+    (model / "train.json").write_text('{"checkpoint": "checkpoint_avg.pt"}')
+    for name in ("checkpoint_avg.pt", "checkpoint_best.pt", "checkpoint3.pt", "dict.en.txt", "bpe.codes", "bin/d.txt"):
+        (model / name).write_text(name)
+    out = tmp_path / "system"
+    assert relocate_spec(f"nmt:{model}", 0, str(out)) == "nmt:@SYSTEM@/models/0-nmt"
+    packed = sorted(str(p.relative_to(out / "models" / "0-nmt")) for p in (out / "models" / "0-nmt").rglob("*"))
+    assert packed == ["bin", "bin/d.txt", "bpe.codes", "checkpoint_avg.pt", "dict.en.txt", "train.json"]
+    (model / "train.json").write_text("{}")
+    (model / "checkpoint_best.pt").unlink()
+    with pytest.raises(InputError, match="needs train.json and the checkpoint it names, checkpoint_best.pt by default"):
+        relocate_spec(f"lm:{model}", 1, str(out))
 
 
 def _resign(system, edit):

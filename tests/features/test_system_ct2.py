@@ -145,6 +145,42 @@ def test_a_model_ctranslate2_cannot_convert_and_a_missing_conversion_are_one_lin
         load_system(str(converted))
 
 
+def test_a_fairseq_model_of_ones_own_generates_as_its_ct2_conversion_and_packs(transformer, tmp_path):
+    """A fairseq model the user has (here the tiny transformer, as if trained elsewhere),
+    converted once (ct2-fairseq-converter; rerank.nmt.ct2.convert here), is a generator of
+    one's own: ``generate --model ct2:DIR,bpe=subword-nmt:CODES`` writes the n-best lists
+    (the subwords joined back), features, tuning and pack-system follow, and the system
+    translates as the step-by-step commands, line for line."""
+    from rerank.nmt.ct2 import convert
+
+    data = transformer["data"]
+    convert(transformer["ckpt"], transformer["bin"], str(tmp_path / "mine"), "en", "de", "float32")
+    model = f"ct2:{tmp_path / 'mine'},bpe=subword-nmt:{data / 'bpe.codes'},compute_type=float32"
+    scorers = "--scorer mbr:bleu,feature=CT2 --scorer len:1.1"
+    runs = {"val": data / "tok" / "val.en", "test": data / "tok" / "test_2016_flickr.en"}
+    for split, source in runs.items():
+        argv = f"generate --model {model} --nbest 3 --max-length 16 --device cpu --input {source}"
+        assert main([*argv.split(), "--out-nbest", str(tmp_path / f"{split}.nbest"), "--out-1best", "-"]) == 0
+        argv = f"features add --nbest {tmp_path / f'{split}.nbest'} --source {source} {scorers}"
+        assert main([*argv.split(), "--out", str(tmp_path / f"{split}.full.nbest")]) == 0
+    listed = read_nbest(str(tmp_path / "val.full.nbest"))
+    assert listed.feature_names[:2] == ["CT2", "CT2Norm"] and np.all(np.diff(listed.offsets) == 3)
+    assert not any("@@" in text for text in listed.hypotheses)  # subwords joined, as the references are
+    record, _ = tune_file(str(tmp_path / "val.full.nbest"), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
+    (tmp_path / "w.json").write_text(json.dumps(record))
+    apply_file(str(tmp_path / "test.full.nbest"), str(tmp_path / "w.json"), str(tmp_path / "test.reranked"))
+    argv = ["pack-system", "--nbest", str(tmp_path / "val.full.nbest"), "--weights", str(tmp_path / "w.json")]
+    assert main(argv + ["--out", str(tmp_path / "system")]) == 0
+    manifest = json.loads((tmp_path / "system" / "system.json").read_text())
+    assert manifest["decoder"]["kind"] == "generate"
+    generator = manifest["decoder"]["model"]
+    assert generator.startswith("ct2:@SYSTEM@/generator/0-ct2-path/mine,"), generator
+    assert "bpe=subword-nmt:@SYSTEM@/generator/0-ct2-bpe/bpe.codes" in generator.split(","), generator
+    argv = ["translate", "--system", str(tmp_path / "system"), "--device", "cpu", "--input", str(runs["test"])]
+    assert main(argv + ["--out", str(tmp_path / "out.de")]) == 0
+    assert read_lines(str(tmp_path / "out.de")) == read_lines(str(tmp_path / "test.reranked"))
+
+
 def test_a_gru_generator_is_refused_in_one_line(tmp_path, capsys):
     from rerank.nmt.data import PrepareConfig, prepare
     from rerank.nmt.train import TrainConfig, train
