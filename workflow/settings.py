@@ -231,8 +231,8 @@ MODEL_MARKERS = {"hf": ("config.json", "Hugging Face model"), "ct2": ("model.bin
 
 
 def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
-    """(kind, absolute path, {option: value}) of a model setting ``KIND:PATH[,KEY=VALUE...]``,
-    the path checked: a directory holding :data:`MODEL_MARKERS`' file (hf, ct2) or a
+    """(kind, absolute path, {option: value}: ``bpe=KIND:PATH``'s path made absolute too) of a
+    model setting ``KIND:PATH[,KEY=VALUE...]``, the path checked: a directory holding :data:`MODEL_MARKERS`' file (hf, ct2) or a
     checkpoint file (fairseq). SettingsError: one line naming the setting."""
     kind, _, rest = value.partition(":")
     path, _, options = rest.partition(",")
@@ -242,6 +242,9 @@ def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
         key, sep, text = option.partition("=")
         if not sep:
             raise SettingsError(f"{setting.upper()}: '{option}' is not KEY=VALUE")
+        kind_of, sep, rest = text.partition(":")
+        if key == "bpe" and sep and rest:  # bpe=KIND:PATH: the path from the project root, as every path
+            text = f"{kind_of}:{os.path.normpath(os.path.join(ROOT, rest))}"
         given[key] = text
     if kind == "fairseq":
         if not os.path.isfile(path):
@@ -256,12 +259,23 @@ def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
 
 
 def _check_generator(config: Dict, own: bool) -> None:
-    """GENERATOR=hf:DIR|ct2:DIR: its directory made absolute and checked to hold a model (a
-    Hugging Face config.json, a CTranslate2 model.bin), the feature sets and the val guard
+    """GENERATOR=hf:DIR|ct2:DIR|fairseq:CHECKPOINT: its path made absolute and checked to hold
+    a model (a Hugging Face config.json, a CTranslate2 model.bin, a checkpoint file with its
+    dictionaries dict.SRC.txt and dict.TGT.txt and a bpe=), the feature sets and the val guard
     checked against what raw text allows, and raw text to read (TRAIN/VALID/TEST or a local
     DATA). SettingsError: one line naming the setting."""
-    kind, path, _ = _split_model("generator", config["generator"])
-    options = config["generator"].partition(",")[2]
+    kind, path, given = _split_model("generator", config["generator"])
+    if kind == "fairseq":
+        if "bpe" not in given:
+            raise SettingsError(
+                "GENERATOR: say how raw text becomes the fairseq model's subwords: bpe=sentencepiece:MODEL, "
+                "bpe=subword-nmt:CODES or bpe=none"
+            )
+        given["dict"] = os.path.normpath(os.path.join(ROOT, given.get("dict") or os.path.dirname(path)))
+        for lang in (config["src"], config["tgt"]):
+            if not os.path.isfile(os.path.join(given["dict"], f"dict.{lang}.txt")):
+                raise SettingsError(f"GENERATOR: {given['dict']} holds no dict.{lang}.txt: give dict=DIR")
+    options = ",".join(f"{key}={value}" for key, value in given.items())
     config["generator"] = f"{kind}:{path}{',' if options else ''}{options}"
     trained = [
         name
@@ -308,8 +322,31 @@ def _check_own_model(config: Dict, name: str) -> None:
         raise SettingsError(
             f"{upper}: R2L_NBEST decodes with an R2L model trained here: R2L_NBEST=0 with a model of your own"
         )
-    options = value.partition(",")[2]
+    options = ",".join(f"{key}={text}" for key, text in given.items())
     config[setting] = f"{kind}:{path}{',' if options else ''}{options}"
+
+
+def converted_generator(config: Mapping) -> Optional[Tuple[str, str]]:
+    """(checkpoint, dictionary directory) of a GENERATOR=fairseq:CHECKPOINT, which the job
+    converts to CTranslate2 once (``rerank nmt to-ct2``, into ``layout()["generator"]``);
+    None for any other GENERATOR."""
+    kind, _, rest = config["generator"].partition(":")
+    if kind != "fairseq":
+        return None
+    path, _, options = rest.partition(",")
+    given = dict(o.partition("=")[::2] for o in filter(None, options.split(",")))
+    return path, given.get("dict") or os.path.dirname(path)
+
+
+def generator_spec(config: Mapping) -> str:
+    """The model ``rerank generate`` runs for GENERATOR: as given (hf:, ct2:), or a fairseq
+    checkpoint's CTranslate2 conversion with the settings given but ``dict=``
+    (``ct2:OUT/generator.ct2,bpe=...``)."""
+    if converted_generator(config) is None:
+        return str(config["generator"])
+    options = config["generator"].partition(",")[2]
+    kept = [o for o in filter(None, options.split(",")) if not o.startswith("dict=")]
+    return ",".join([f"ct2:{layout(config)['generator']}"] + kept)
 
 
 def own_scorer(config: Mapping, name: str) -> Optional[str]:
@@ -488,6 +525,7 @@ def layout(config: Mapping) -> Dict[str, str]:
         "channel": f"{out}/models/channel.{aux}" + ("-own" if config["channel_vocab"] == "own" else ""),
         "l2r2": f"{out}/models/l2r2",
         "lm": f"{out}/models/lm" + ("" if config["lm_arch"] == "lstm" else f".{config['lm_arch']}"),
+        "generator": f"{out}/generator.ct2",  # a fairseq GENERATOR of one's own, converted
     }
 
 

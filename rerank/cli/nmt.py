@@ -1,20 +1,26 @@
-"""``rerank nmt prepare|train|train-lm|nbest``: parsers (defaults from the configs) and
+"""``rerank nmt prepare|train|train-lm|nbest|to-ct2``: parsers (defaults from the configs) and
 handlers.  The nmt modules run fairseq in subprocesses and load torch only inside the
 functions that need it, so importing them here loads neither."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+import tempfile
 from typing import List
 
 from rerank.argtypes import non_negative_int, positive_int
-from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option
+from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option, trust_option
 from rerank.errors import InputError
+from rerank.nmt.ct2 import QUANTIZATIONS, convert
 from rerank.nmt.data import PrepareConfig, prepare, prepared_languages, prepared_lowercase
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from rerank.nmt.lm import LMConfig, train_lm
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
 from rerank.outputs import signature_path
+from rerank.signature import write_signed
 
 
 def _check(save_dir: str, config) -> str:
@@ -131,6 +137,27 @@ def cmd_nmt(args) -> None:
             )
 
 
+def cmd_to_ct2(args) -> None:
+    """``rerank nmt to-ct2``: a fairseq translation checkpoint to a CTranslate2 model
+    directory (:func:`rerank.nmt.ct2.convert`), written whole or not at all, with its
+    record in ``OUT/convert.json``."""
+    if os.path.exists(args.out):
+        raise InputError("exists: the CTranslate2 model is written into a new directory", args.out)
+    parent = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".convert.", dir=parent)
+    try:
+        model = os.path.join(staging, "model")
+        dict_dir = args.dict or os.path.dirname(os.path.abspath(args.checkpoint))
+        record = convert(args.checkpoint, dict_dir, model, args.src, args.tgt, args.quantization)
+        record = {"checkpoint": os.path.abspath(args.checkpoint), "dict": os.path.abspath(dict_dir), **record}
+        write_signed(os.path.join(model, "convert.json"), {**record, "src": args.src, "tgt": args.tgt})
+        os.replace(model, args.out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"{args.checkpoint} -> {args.out} (CTranslate2, {args.quantization})", file=sys.stderr)
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``nmt`` and its verbs to the ``rerank`` sub-commands."""
     p = sub.add_parser("nmt", help="attention NMT on fairseq: prepare, train, nbest")
@@ -139,7 +166,38 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _add_nmt_train(nsub)
     _add_nmt_train_lm(nsub)
     _add_nmt_nbest(nsub)
+    _add_nmt_to_ct2(nsub)
     p.set_defaults(func=cmd_nmt)
+
+
+def _add_nmt_to_ct2(nsub) -> None:
+    """``rerank nmt to-ct2``: its parser and options."""
+    q = nsub.add_parser(
+        "to-ct2",
+        help="a fairseq transformer checkpoint (yours or rerank's) converted to CTranslate2, for rerank "
+        "generate --model ct2:OUT,bpe=...",
+        epilog="example: rerank nmt to-ct2 --checkpoint models/en-de/checkpoint_best.pt --src en --tgt de "
+        "--out models/en-de-ct2",
+    )
+    q.add_argument("--checkpoint", required=True, help="the fairseq translation checkpoint (a transformer)")
+    q.add_argument(
+        "--dict", help="the directory of its dictionaries dict.SRC.txt and dict.TGT.txt (default: the checkpoint's)"
+    )
+    q.add_argument("--src", required=True, help="source language: the name of its dictionary (dict.SRC.txt)")
+    q.add_argument("--tgt", required=True, help="target language (dict.TGT.txt)")
+    q.add_argument(
+        "--quantization",
+        default="float32",
+        choices=QUANTIZATIONS,
+        help="the stored weights (default: float32, lossless; generate's compute_type= still picks how it runs: "
+        "int8 on the CPU by default)",
+    )
+    q.add_argument("--out", required=True, help="the CTranslate2 model directory to write (new)")
+    trust_option(q)
+    q.set_defaults(
+        func=cmd_to_ct2,
+        paths=lambda a: ({"--checkpoint": a.checkpoint, "--dict": a.dict}, {}),  # --out: a new directory
+    )
 
 
 def _add_nmt_prepare(nsub) -> None:

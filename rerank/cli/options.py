@@ -115,6 +115,11 @@ def device_options(p: argparse.ArgumentParser) -> None:
     (:mod:`rerank.nmt.checkpoints`)."""
     p.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
     p.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+    trust_option(p)
+
+
+def trust_option(p: argparse.ArgumentParser) -> None:
+    """``--trust-checkpoint`` (:mod:`rerank.nmt.checkpoints`) of every verb that loads a checkpoint."""
     p.add_argument(
         "--trust-checkpoint",
         action="store_true",

@@ -539,3 +539,22 @@ class FairseqScorer(ForcedDecodingScorer):
             )
         role = settings.get("name") or FAIRSEQ_ROLES[direction]
         super().__init__(None, parts=(model, task, bpe, direction, role))
+
+    @classmethod
+    def pack(cls, config: "FairseqScorer.Config", directory: str) -> "FairseqScorer.Config":
+        """The checkpoint, its dictionaries (``dict.*.txt`` of ``dict=``, else of the
+        checkpoint's directory: not the other checkpoints there) and the ``bpe=`` file
+        copied into ``directory``, the settings pointing at the copies."""
+        os.makedirs(directory)
+        checkpoint = os.path.join(directory, os.path.basename(config.checkpoint))
+        shutil.copy2(config.checkpoint, checkpoint)
+        dicts = config.dict or os.path.dirname(config.checkpoint) or "."
+        for name in sorted(os.listdir(dicts)):
+            if name.startswith("dict.") and name.endswith(".txt"):
+                shutil.copy2(os.path.join(dicts, name), os.path.join(directory, name))
+        bpe = config.bpe
+        kind, sep, path = bpe.partition(":")
+        if sep and os.path.isfile(path):
+            os.makedirs(os.path.join(directory, "bpe"))
+            bpe = f"{kind}:{shutil.copy2(path, os.path.join(directory, 'bpe', os.path.basename(path)))}"
+        return dataclasses.replace(config, checkpoint=checkpoint, dict=directory, bpe=bpe)

@@ -185,16 +185,20 @@ def relocate_spec(
         return spec
     config = parse_settings(cls.Config, arg, spec, {})
     local = _local_paths(name, config, relocation or Relocation())
-    target = os.path.join(out_dir, folder, f"{index}-{name}")
+    target = os.path.abspath(os.path.join(out_dir, folder, f"{index}-{name}"))
     packed = cls.pack(dataclasses.replace(config, **{k: p + path for k, (p, path) in local.items()}), target)
     if packed is not None:
         root = os.path.abspath(target)
-        changed = {
-            f.name: os.path.join(PLACEHOLDER, os.path.relpath(value, out_dir))
-            for f in dataclasses.fields(packed)
-            if isinstance(value := getattr(packed, f.name), str)
-            and os.path.commonpath([root, os.path.abspath(value)]) == root
-        }
+        changed = {}
+        for f in dataclasses.fields(packed):
+            value = getattr(packed, f.name)
+            if not isinstance(value, str):
+                continue
+            kind, sep, rest = value.partition(":")  # a path, or KIND:PATH (bpe=subword-nmt:codes)
+            for prefix, path in [("", value)] + ([(kind + sep, rest)] if sep else []):
+                if os.path.isabs(path) and os.path.commonpath([root, os.path.abspath(path)]) == root:
+                    changed[f.name] = prefix + os.path.join(PLACEHOLDER, os.path.relpath(path, out_dir))
+                    break
         return f"{name}:{given_settings(dataclasses.replace(packed, **changed))[2]}"
     changed = {}
     for key, (prefix, path) in local.items():

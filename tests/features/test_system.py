@@ -251,6 +251,15 @@ def test_a_model_directory_is_packed_with_the_checkpoint_that_scores_only(tmp_pa
     (model / "checkpoint_best.pt").unlink()
     with pytest.raises(InputError, match="needs train.json and the checkpoint it names, checkpoint_best.pt by default"):
         relocate_spec(f"lm:{model}", 1, str(out))
+    # fairseq:CHECKPOINT: the checkpoint, its dictionaries (beside it: not its siblings) and bpe=
+    (model / "codes").write_text("codes")
+    spec = relocate_spec(
+        f"fairseq:{model / 'checkpoint_avg.pt'},bpe=subword-nmt:{model / 'codes'},direction=r2l", 3, str(out)
+    )
+    place = "@SYSTEM@/models/3-fairseq"
+    assert spec == f"fairseq:{place}/checkpoint_avg.pt,dict={place},bpe=subword-nmt:{place}/bpe/codes,direction=r2l"
+    packed = sorted(str(p.relative_to(out / "models" / "3-fairseq")) for p in (out / "models" / "3-fairseq").rglob("*"))
+    assert packed == ["bpe", "bpe/codes", "checkpoint_avg.pt", "dict.en.txt"]
 
 
 def _resign(system, edit):

@@ -145,16 +145,20 @@ def test_a_model_ctranslate2_cannot_convert_and_a_missing_conversion_are_one_lin
         load_system(str(converted))
 
 
-def test_a_fairseq_model_of_ones_own_generates_as_its_ct2_conversion_and_packs(transformer, tmp_path):
+def test_a_fairseq_model_of_ones_own_generates_as_its_ct2_conversion_and_packs(transformer, tmp_path, capsys):
     """A fairseq model the user has (here the tiny transformer, as if trained elsewhere),
-    converted once (ct2-fairseq-converter; rerank.nmt.ct2.convert here), is a generator of
+    converted once (rerank nmt to-ct2), is a generator of
     one's own: ``generate --model ct2:DIR,bpe=subword-nmt:CODES`` writes the n-best lists
     (the subwords joined back), features, tuning and pack-system follow, and the system
     translates as the step-by-step commands, line for line."""
-    from rerank.nmt.ct2 import convert
-
     data = transformer["data"]
-    convert(transformer["ckpt"], transformer["bin"], str(tmp_path / "mine"), "en", "de", "float32")
+    convert = ["nmt", "to-ct2", "--checkpoint", str(transformer["ckpt"]), "--dict", str(transformer["bin"])]
+    convert += ["--src", "en", "--tgt", "de", "--out", str(tmp_path / "mine")]
+    assert main(convert) == 0
+    record = json.loads((tmp_path / "mine" / "convert.json").read_text())
+    assert record["checkpoint"] == os.path.abspath(transformer["ckpt"]) and record["quantization"] == "float32"
+    assert main(convert) == 1  # written into a new directory only
+    assert "exists: the CTranslate2 model is written into a new directory" in capsys.readouterr().err
     model = f"ct2:{tmp_path / 'mine'},bpe=subword-nmt:{data / 'bpe.codes'},compute_type=float32"
     scorers = "--scorer mbr:bleu,feature=CT2 --scorer len:1.1"
     runs = {"val": data / "tok" / "val.en", "test": data / "tok" / "test_2016_flickr.en"}

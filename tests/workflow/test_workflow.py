@@ -716,7 +716,8 @@ def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
         f"GENERATOR: no such model directory {tmp_path / 'nowhere'}": {"GENERATOR": f"hf:{tmp_path / 'nowhere'}"},
         f"GENERATOR: {model} holds no config.json: not a Hugging Face model directory": {"GENERATOR": f"hf:{model}"},
         f"GENERATOR: {model} holds no model.bin: not a CTranslate2 model directory": {"GENERATOR": f"ct2:{model}"},
-        "GENERATOR: 'fairseq:x' does not match": {"GENERATOR": "fairseq:x"},
+        "GENERATOR: 'nmt:x' does not match": {"GENERATOR": "nmt:x"},
+        f"GENERATOR: no such checkpoint file {tmp_path / 'x.pt'}": {"GENERATOR": f"fairseq:{tmp_path / 'x.pt'}"},
     }
     for message, env in refused.items():
         with pytest.raises(settings.SettingsError) as caught:
@@ -805,6 +806,26 @@ def test_right_to_left_and_channel_models_of_ones_own_are_checked_and_replace_tr
     taken = settings.from_environment({**base, **generator, "CHANNEL_MODEL": f"ct2:{ct2}"})
     assert settings.own_scorer(taken, "channel") == f"ct2:{ct2},direction=backward,name=Channel"
     assert settings.models(taken) == {}
+    # GENERATOR=fairseq:CHECKPOINT: its subword step and dictionaries checked, converted once by the job
+    mbr = {**base, "FEATURES": "mbr"}
+    model = tmp_path / "fairseq-en-de"
+    model.mkdir()
+    checkpoint = model / "checkpoint_best.pt"
+    checkpoint.write_bytes(b"")
+    fairseq = f"fairseq:{checkpoint}"
+    assert _error({**mbr, "GENERATOR": fairseq}).startswith("GENERATOR: say how raw text becomes the fairseq model's")
+    bpe = ",bpe=sentencepiece:spm.model"
+    assert _error({**mbr, "GENERATOR": fairseq + bpe}) == f"GENERATOR: {model} holds no dict.en.txt: give dict=DIR"
+    for lang in ("en", "de"):
+        (tmp_path / f"dict.{lang}.txt").write_text("a 1\n")
+    taken = settings.from_environment({**mbr, "GENERATOR": f"{fairseq}{bpe},dict={tmp_path},compute_type=int8"})
+    assert settings.converted_generator(taken) == (str(checkpoint), str(tmp_path))
+    assert settings.generator_spec(taken) == (
+        f"ct2:{tmp_path / 'o' / 'generator.ct2'},bpe=sentencepiece:{ROOT / 'spm.model'},compute_type=int8"
+    )
+    assert settings.models(taken) == {}
+    taken = settings.from_environment({**base, "GENERATOR": f"hf:{hf}", "FEATURES": "mbr"})
+    assert settings.generator_spec(taken) == f"hf:{hf}" and settings.converted_generator(taken) is None
 
 
 def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):
@@ -832,6 +853,73 @@ def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):
         assert str(caught.value).startswith(message.format(data=corpus)), str(caught.value)
     taken = settings.from_environment({**base, "SRC": "de", "TGT": "en"})
     assert (taken["src"], taken["tgt"]) == ("de", "en")
+
+
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.hf
+@pytest.mark.slow
+def test_fairseq_models_of_ones_own_generate_and_score_and_nothing_is_trained(tiny_job, tmp_path):
+    """GENERATOR=fairseq:CHECKPOINT and R2L_MODEL=fairseq:CHECKPOINT — the tiny job's two
+    transformers, as a user brings models trained elsewhere — on the tiny corpus' raw files:
+    the job converts the generator once (rerank nmt to-ct2), generates the lists with the
+    conversion, scores R2L under the user's checkpoint, trains and prepares nothing, reports,
+    and packs a system that translates as the job's +all replica did."""
+    from tests.conftest import skip_reason
+
+    if skip_reason("hf"):
+        pytest.skip(skip_reason("hf"))
+    local, _ = tiny_job
+    raw = local.parent / "m30k" / "task1" / "raw"
+    data, r2l = local / "data", local / "models" / "r2l.transformer-tiny"
+    generator = local / "model.transformer-tiny"
+    checkpoints = {
+        d: d / json.loads((d / "train.json").read_text()).get("checkpoint", "checkpoint_best.pt")
+        for d in (generator, r2l)
+    }
+    out = tmp_path / "out"
+    env = {
+        "OUT": str(out),
+        "TRAIN": f"{raw / 'train.en.gz'},{raw / 'train.de.gz'}",
+        "VALID": f"{raw / 'val.en.gz'},{raw / 'val.de.gz'}",
+        "TEST": f"{raw / 'test_2016_flickr.en.gz'},{raw / 'test_2016_flickr.de.gz'}",
+        "GENERATOR": f"fairseq:{checkpoints[generator]},dict={data / 'bin'},bpe=subword-nmt:{data / 'bpe.codes'}",
+        "R2L_MODEL": f"fairseq:{checkpoints[r2l]},bpe=subword-nmt:{r2l / 'bpe.codes'}",
+        "FEATURES": "r2l+mbr+len",
+        "NBEST": "4",
+        "MAX_LENGTH": "32",
+        "TUNERS": "mira",
+        "REPLICAS": "1",
+        "CHRF_TUNING": "0",
+        "JOBS": "2",
+        **TINY_JOB_ENV,
+    }
+    run = _run_pipeline(**env)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert not (out / "data").exists() and not list(out.rglob("train.done"))  # nothing prepared or trained
+    assert json.loads((out / "generator.ct2" / "convert.json").read_text())["checkpoint"] == str(checkpoints[generator])
+    generated = json.loads((out / "nbest" / "test.nbest.json").read_text())
+    assert generated["model"].startswith(f"ct2:{out / 'generator.ct2'},bpe=subword-nmt:") and generated["nbest"] == 4
+    scored = json.loads((out / "nbest" / "test.r2l.nbest.json").read_text())
+    assert scored["scorers"] == [env["R2L_MODEL"] + ",direction=r2l,name=R2L"]
+    table = (out / "report" / "table.txt").read_text()
+    for row in ("baseline", "+nmt", "+r2l", "+mbr", "+len", "+all", "oracle"):
+        assert row in table
+    test_source = tmp_path / "test.en"
+    with gzip.open(raw / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as handle:
+        test_source.write_text(handle.read())
+    translate = [
+        "translate",
+        "--system",
+        str(out / "system"),
+        "--input",
+        str(test_source),
+        "--out",
+        str(tmp_path / "t"),
+    ]
+    done = subprocess.run([str(Path(sys.executable).parent / "rerank"), *translate], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "t").read_text() == (out / "rerank" / "all" / "test.seed1.txt").read_text()
 
 
 def _raw_test_text(directory, out):

@@ -108,3 +108,17 @@ rule embed_train:
     shell:
         f"rerank embed train {DATA_ARG} --download-dir {D}/download --task1 --beta 0 --epochs {C['embed_epochs']} "
         f"--validate-every 300 --patience 4 --threads {THREADS} --out {E}"
+
+
+# GENERATOR=fairseq:CHECKPOINT: the user's fairseq transformer converted to CTranslate2 once
+# (rerank nmt to-ct2, float32: lossless; generate's compute_type picks int8 on the CPU)
+if CONVERTED:
+
+    rule convert_generator:
+        output:
+            directory(PATHS["generator"]),
+        benchmark:
+            stage("convert-generator", PATHS["generator"])
+        shell:
+            f"rerank nmt to-ct2 --checkpoint {CONVERTED[0]} --dict {CONVERTED[1]} --src {SRC} --tgt {TGT} "
+            f"--out {PATHS['generator']}"

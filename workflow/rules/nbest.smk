@@ -34,7 +34,7 @@ def generate_shell(split, name=None):
     N/NAME.nbest (and .1best; NAME: SPLIT)."""
     name = name or split
     return (
-        f"rerank generate --model {C['generator']} --input {SPLIT_SOURCE[split]} --nbest {C['nbest']} "
+        f"rerank generate --model {GENERATOR} --input {SPLIT_SOURCE[split]} --nbest {C['nbest']} "
         f"--max-length {C['max_length']} --out-nbest {N}/{name}.nbest --out-1best {N}/{name}.1best"
     )
 
@@ -48,7 +48,7 @@ if C["shards"] == 1:
 
     rule nbest:
         input:
-            [f"{M}/train.done"] if TRAINED else [],
+            [f"{M}/train.done"] if TRAINED else GENERATOR_INPUT,
         output:
             nbest=f"{N}/{{split}}.nbest",
             best=f"{N}/{{split}}.1best",
@@ -64,7 +64,7 @@ else:  # SHARDS decodings of contiguous blocks of sentences side by side, joined
 
     rule nbest_shard:
         input:
-            [f"{M}/train.done"] if TRAINED else [],
+            [f"{M}/train.done"] if TRAINED else GENERATOR_INPUT,
         output:
             nbest=f"{N}/shards/{{split}}.{{shard}}-of-{C['shards']}.nbest",
             best=f"{N}/shards/{{split}}.{{shard}}-of-{C['shards']}.1best",
