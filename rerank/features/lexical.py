@@ -311,10 +311,11 @@ class Model1Scorer(Scorer):
         try:
             with np.load(path, allow_pickle=False) as saved:
                 arrays = {name: saved[name] for name in names}
+                self.iterations = int(saved["iterations"]) if "iterations" in saved.files else self.iterations
             src_vocab = Vocabulary.from_words(_unpacked_words(arrays["src_words"]))
             tgt_vocab = Vocabulary.from_words(_unpacked_words(arrays["tgt_words"]))
         except (OSError, ValueError, KeyError, UnicodeDecodeError) as err:
-            raise InputError(f"not IBM Model 1 tables of rerank (ibm1: save): {one_line(err)}", path) from None
+            raise InputError(f"not IBM Model 1 tables of rerank (pack-system's): {one_line(err)}", path) from None
         for direction in ("direct", "inverse"):
             if arrays[f"{direction}_keys"].shape != arrays[f"{direction}_t"].shape:
                 raise InputError(f"not IBM Model 1 tables: {direction} keys and t differ in length", path)

@@ -183,6 +183,7 @@ def test_saved_tables_score_bit_for_bit_as_the_trained_ones(tmp_path):
     assert packed.tables == str(tmp_path / "system" / "ibm1" / "tables.npz")
     assert (packed.form, packed.floor, packed.corpus, packed.src) == ("both", 1e-5, "", "")
     loaded = make_scorer(f"ibm1:tables={packed.tables},form=both,floor=1e-5")
+    assert loaded.iterations == 3  # the tables' own record
     nbest = NBestList(
         np.array([0, 3, 5]),
         ["das buch", "ein bücher-\u00dfbuch", "unbekannt", "", "das haus"],
