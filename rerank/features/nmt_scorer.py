@@ -94,12 +94,15 @@ def _scoring_checkpoint(model_dir: str) -> Tuple[Dict[str, Any], str]:
     / ``train-lm`` directory: ``checkpoint_best.pt``, or the averaged one train.json names.
 
     Raises:
-        InputError: no train.json or no such checkpoint.
+        InputError: no train.json, no such checkpoint, or one named by a path (a crafted
+            train.json must not load a file outside the directory).
     """
     meta_path = os.path.join(model_dir, "train.json")
     meta = read_json(meta_path) if os.path.exists(meta_path) else None
-    name = meta.get("checkpoint", "checkpoint_best.pt") if isinstance(meta, dict) else "checkpoint_best.pt"
-    ckpt = os.path.join(model_dir, str(name))
+    name = str(meta.get("checkpoint", "checkpoint_best.pt")) if isinstance(meta, dict) else "checkpoint_best.pt"
+    if name != os.path.basename(name) or name in ("", ".", ".."):
+        raise InputError(f"train.json names the checkpoint {name!r}: a file of the directory, not a path", meta_path)
+    ckpt = os.path.join(model_dir, name)
     if not isinstance(meta, dict) or not os.path.isfile(ckpt):
         raise InputError(
             "not a trained model directory (needs train.json and the checkpoint it names, checkpoint_best.pt "

@@ -247,6 +247,9 @@ def test_a_model_directory_is_packed_with_the_checkpoint_that_scores_only(tmp_pa
     assert relocate_spec(f"nmt:{model}", 0, str(out)) == "nmt:@SYSTEM@/models/0-nmt"
     packed = sorted(str(p.relative_to(out / "models" / "0-nmt")) for p in (out / "models" / "0-nmt").rglob("*"))
     assert packed == ["bin", "bin/d.txt", "bpe.codes", "checkpoint_avg.pt", "dict.en.txt", "train.json"]
+    (model / "train.json").write_text('{"checkpoint": "../elsewhere/checkpoint.pt"}')
+    with pytest.raises(InputError, match="names the checkpoint '../elsewhere/checkpoint.pt': a file of the directory"):
+        relocate_spec(f"nmt:{model}", 2, str(out))
     (model / "train.json").write_text("{}")
     (model / "checkpoint_best.pt").unlink()
     with pytest.raises(InputError, match="needs train.json and the checkpoint it names, checkpoint_best.pt by default"):
