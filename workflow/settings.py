@@ -231,8 +231,9 @@ MODEL_MARKERS = {"hf": ("config.json", "Hugging Face model"), "ct2": ("model.bin
 
 
 def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
-    """(kind, absolute path, {option: value}: ``bpe=KIND:PATH``'s path made absolute too) of a
-    model setting ``KIND:PATH[,KEY=VALUE...]``, the path checked: a directory holding :data:`MODEL_MARKERS`' file (hf, ct2) or a
+    """(kind, absolute path, {option: value}) of a model setting ``KIND:PATH[,KEY=VALUE...]``,
+    every path from the project root made absolute (PATH, ``bpe=KIND:PATH``'s, ``dict=DIR``)
+    and PATH checked: a directory holding :data:`MODEL_MARKERS`' file (hf, ct2) or a
     checkpoint file (fairseq). SettingsError: one line naming the setting."""
     kind, _, rest = value.partition(":")
     path, _, options = rest.partition(",")
@@ -245,6 +246,8 @@ def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
         kind_of, sep, rest = text.partition(":")
         if key == "bpe" and sep and rest:  # bpe=KIND:PATH: the path from the project root, as every path
             text = f"{kind_of}:{os.path.normpath(os.path.join(ROOT, rest))}"
+        elif key == "dict" and text:
+            text = os.path.normpath(os.path.join(ROOT, text))
         given[key] = text
     if kind == "fairseq":
         if not os.path.isfile(path):
