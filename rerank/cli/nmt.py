@@ -140,7 +140,11 @@ def cmd_nmt(args) -> None:
 def cmd_to_ct2(args) -> None:
     """``rerank nmt to-ct2``: a fairseq translation checkpoint to a CTranslate2 model
     directory (:func:`rerank.nmt.ct2.convert`), written whole or not at all, with its
-    record in ``OUT/convert.json``."""
+    record in ``OUT/convert.json``.
+
+    Raises:
+        InputError: an ``--out`` that exists, and what :func:`rerank.nmt.ct2.convert` refuses.
+    """
     if os.path.exists(args.out):
         raise InputError("exists: the CTranslate2 model is written into a new directory", args.out)
     parent = os.path.dirname(os.path.abspath(args.out))

@@ -164,6 +164,7 @@ def is_generated(record: Dict[str, Any]) -> bool:
 
 
 def copy_path(source: str, target: str) -> None:
+    """Copy the file or directory ``source`` to ``target``, its parent directories made."""
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if os.path.isdir(source):
         shutil.copytree(source, target)
