@@ -230,6 +230,16 @@ OWN_MODEL_SETS = {"r2l": ("r2l_model", "r2l", "R2L"), "channel": ("channel_model
 MODEL_MARKERS = {"hf": ("config.json", "Hugging Face model"), "ct2": ("model.bin", "CTranslate2 model")}
 
 
+def model_options(value: str) -> Dict[str, str]:
+    """{key: value} of a model setting's options ``KIND:PATH,KEY=VALUE,...`` (as written)."""
+    return dict(o.partition("=")[::2] for o in filter(None, value.partition(",")[2].split(",")))
+
+
+def _joined(kind: str, path: str, given: Mapping[str, str]) -> str:
+    """The model setting ``KIND:PATH[,KEY=VALUE...]`` of its parts."""
+    return ",".join([f"{kind}:{path}"] + [f"{key}={text}" for key, text in given.items()])
+
+
 def _split_model(setting: str, value: str) -> Tuple[str, str, Dict[str, str]]:
     """(kind, absolute path, {option: value}) of a model setting ``KIND:PATH[,KEY=VALUE...]``,
     every path from the project root made absolute (PATH, ``bpe=KIND:PATH``'s, ``dict=DIR``)
@@ -278,8 +288,7 @@ def _check_generator(config: Dict, own: bool) -> None:
         for lang in (config["src"], config["tgt"]):
             if not os.path.isfile(os.path.join(given["dict"], f"dict.{lang}.txt")):
                 raise SettingsError(f"GENERATOR: {given['dict']} holds no dict.{lang}.txt: give dict=DIR")
-    options = ",".join(f"{key}={value}" for key, value in given.items())
-    config["generator"] = f"{kind}:{path}{',' if options else ''}{options}"
+    config["generator"] = _joined(kind, path, given)
     trained = [
         name
         for name in config["features"]
@@ -325,8 +334,7 @@ def _check_own_model(config: Dict, name: str) -> None:
         raise SettingsError(
             f"{upper}: R2L_NBEST decodes with an R2L model trained here: R2L_NBEST=0 with a model of your own"
         )
-    options = ",".join(f"{key}={text}" for key, text in given.items())
-    config[setting] = f"{kind}:{path}{',' if options else ''}{options}"
+    config[setting] = _joined(kind, path, given)
 
 
 def converted_generator(config: Mapping) -> Optional[Tuple[str, str]]:
@@ -336,9 +344,8 @@ def converted_generator(config: Mapping) -> Optional[Tuple[str, str]]:
     kind, _, rest = config["generator"].partition(":")
     if kind != "fairseq":
         return None
-    path, _, options = rest.partition(",")
-    given = dict(o.partition("=")[::2] for o in filter(None, options.split(",")))
-    return path, given.get("dict") or os.path.dirname(path)
+    path = rest.partition(",")[0]
+    return path, model_options(config["generator"]).get("dict") or os.path.dirname(path)
 
 
 def generator_spec(config: Mapping) -> str:
@@ -347,9 +354,8 @@ def generator_spec(config: Mapping) -> str:
     (``ct2:OUT/generator.ct2,bpe=...``)."""
     if converted_generator(config) is None:
         return str(config["generator"])
-    options = config["generator"].partition(",")[2]
-    kept = [o for o in filter(None, options.split(",")) if not o.startswith("dict=")]
-    return ",".join([f"ct2:{layout(config)['generator']}"] + kept)
+    kept = {key: text for key, text in model_options(config["generator"]).items() if key != "dict"}
+    return _joined("ct2", layout(config)["generator"], kept)
 
 
 def own_scorer(config: Mapping, name: str) -> Optional[str]:
@@ -362,7 +368,7 @@ def own_scorer(config: Mapping, name: str) -> Optional[str]:
     value = config.get(setting, "train")
     if value == "train":
         return None
-    given = dict(o.partition("=")[::2] for o in filter(None, value.partition(",")[2].split(",")))
+    given = model_options(value)
     extra = {"direction": direction, "name": column}
     if config.get("generator", "train") == "train" and not value.startswith("fairseq:") and "bpe" not in given:
         extra.update(detok=f"moses:{config['tgt']}", source_detok=f"moses:{config['src']}")

@@ -17,8 +17,7 @@ FEATURE_SETS = {
 if not TRAINED:  # a GENERATOR of one's own: length and IBM Model 1 from the raw training pair,
     # MBR's distribution from the generator's column (its name=, else HF or CT2: rerank generate)
     _pair = f"src={RAW['train'][0]},tgt={RAW['train'][1]}"
-    _options = dict(o.split("=", 1) for o in GENERATOR.partition(",")[2].split(",") if "=" in o)
-    _column = _options.get("name") or GENERATOR.partition(":")[0].upper()
+    _column = model_options(GENERATOR).get("name") or GENERATOR.partition(":")[0].upper()
     FEATURE_SETS.update(
         len=("Len", [f"len:{_pair}"], None),
         ibm1=("IBM1", [f"ibm1:{_pair}"], None),
