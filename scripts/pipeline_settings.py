@@ -41,8 +41,9 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     alone (``R2L_NBEST`` 0: no union with the R2L model's own list) and the tuning metric
     (``TUNE_METRIC`` bleu), the direction (``SRC`` en, ``TGT`` de) and the corpus (Multi30k:
     ``TRAIN``, ``VALID``, ``TEST`` empty), the baseline (``GENERATOR`` train; ``MAX_LENGTH``
-    256, which only a generator of one's own reads), the lowercased text (``LOWERCASE`` 1) and no
-    QE checkpoint (``QE_CHECKPOINT`` empty)."""
+    256, which only a generator of one's own reads), the lowercased text (``LOWERCASE`` 1), no
+    QE checkpoint (``QE_CHECKPOINT`` empty), the right-to-left and channel models trained here
+    (``R2L_MODEL``, ``CHANNEL_MODEL`` train) and subword-nmt's BPE (``SUBWORD``)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -65,6 +66,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "QE_CHECKPOINT": "",
         "R2L_MODEL": "train",
         "CHANNEL_MODEL": "train",
+        "SUBWORD": "subword-nmt",
     }
 
 

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import textwrap
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
@@ -41,8 +41,20 @@ RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
     "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase qe_checkpoint "
-    "r2l_model channel_model"
+    "r2l_model channel_model subword"
 ).split()
+
+
+#: SUBWORD -> the file of that subword step in a prepared directory and the models trained on
+#: it (rerank nmt prepare's layout, rerank.nmt.subword.SUBWORD_FILES; this module runs without rerank)
+SUBWORD_FILES = {"subword-nmt": "bpe.codes", "sentencepiece": "spm.model"}
+
+
+def subword_spec(config: Dict[str, Any], directory: str) -> str:
+    """A scorer's ``bpe=`` value for a model trained here, in ``directory``: the prepared
+    corpus' subword step (``SUBWORD``) and its file there, e.g. ``subword-nmt:DIR/bpe.codes``."""
+    kind = config.get("subword", "subword-nmt")
+    return f"{kind}:{directory}/{SUBWORD_FILES[kind]}"
 
 
 class SettingsError(ValueError):

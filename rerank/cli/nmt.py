@@ -18,6 +18,7 @@ from rerank.nmt.ct2 import QUANTIZATIONS, convert
 from rerank.nmt.data import PrepareConfig, prepare, prepared_languages, prepared_lowercase
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from rerank.nmt.lm import LMConfig, train_lm
+from rerank.nmt.subword import SUBWORD_FILES
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
 from rerank.outputs import signature_path
 from rerank.signature import write_signed
@@ -47,7 +48,13 @@ def cmd_nmt(args) -> None:
         if files and args.data:
             raise InputError("give --data (Multi30k) or --train/--valid/--test (a corpus of your own), not both")
         prepared = PrepareConfig(
-            src=args.src, tgt=args.tgt, bpe_merges=args.bpe_merges, files=files, lowercase=not args.cased
+            src=args.src,
+            tgt=args.tgt,
+            bpe_merges=args.bpe_merges,
+            files=files,
+            lowercase=not args.cased,
+            subword=args.subword,
+            spm_vocab=args.spm_vocab,
         )
         print(prepare(args.data, args.out, prepared, workers=args.workers))
     elif args.nmt_verb == "train":
@@ -208,7 +215,8 @@ def _add_nmt_prepare(nsub) -> None:
     """``rerank nmt prepare``: its parser and options."""
     q = nsub.add_parser(
         "prepare",
-        help="normalise, tokenise, lowercase, BPE and binarise Multi30k task 1 (any of its language pairs)",
+        help="normalise, tokenise, lowercase, segment into subwords (BPE or SentencePiece) and binarise Multi30k "
+        "task 1 (any of its language pairs) or a corpus of your own",
         epilog="example: rerank nmt prepare --data multi30k-dataset/data --out out/data",
     )
     q.add_argument(
@@ -217,7 +225,9 @@ def _add_nmt_prepare(nsub) -> None:
         help="a local Multi30k copy: the data/ directory of github.com/multi30k/dataset (default: its files "
         "downloaded into OUT/download)",
     )
-    q.add_argument("--out", required=True, help="directory to write: tok/, bpe.codes, bpe/, bin/, prepare.json")
+    q.add_argument(
+        "--out", required=True, help="directory to write: tok/, bpe.codes (or spm.model), bpe/, bin/, prepare.json"
+    )
     q.add_argument(
         "--src", default=PrepareConfig.src, help="source language (default: en); train, nbest and train-lm read it"
     )
@@ -233,7 +243,21 @@ def _add_nmt_prepare(nsub) -> None:
         "--bpe-merges",
         type=positive_int,
         default=PrepareConfig.bpe_merges,
-        help="joint BPE merge operations (subword-nmt)",
+        help="joint BPE merge operations (subword-nmt; default: 10000)",
+    )
+    q.add_argument(
+        "--subword",
+        choices=tuple(SUBWORD_FILES),
+        default=PrepareConfig.subword,
+        help="the subword step learned on both sides' training text: subword-nmt's BPE (the paper's, bpe.codes) "
+        "or a SentencePiece unigram model (spm.model); every model, list and system made from the data uses it "
+        "(default: subword-nmt), e.g. --subword sentencepiece",
+    )
+    q.add_argument(
+        "--spm-vocab",
+        type=positive_int,
+        default=PrepareConfig.spm_vocab,
+        help="the SentencePiece vocabulary's size, at most (--subword sentencepiece; default: 8000)",
     )
     q.add_argument(
         "--cased",

@@ -50,9 +50,9 @@ from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError, one_line
-from rerank.features.nmt_scorer import make_bpe
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
+from rerank.nmt.subword import make_bpe
 
 DIRECTIONS = ("forward", "backward")
 

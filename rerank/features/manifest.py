@@ -20,6 +20,7 @@ from rerank.config import parse_settings
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS
 from rerank.nmt.generate import GenerateConfig
+from rerank.nmt.subword import SUBWORD_FILES
 from rerank.textio import file_digest as _sha256
 from rerank.textio import read_json
 
@@ -194,7 +195,8 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
         needed = []
     else:
         manifest["decoding"] = config = _decoder_config(manifest, path)
-        needed = ["generator/checkpoint.pt", "generator/bpe.codes"]
+        subwords = [f"generator/{name}" for name in SUBWORD_FILES.values()]  # the one the generator was trained with
+        needed = ["generator/checkpoint.pt", next((name for name in subwords if name in files), subwords[0])]
         needed += [f"generator/bin/dict.{lang}.txt" for lang in (config.src, config.tgt)]
         converted = decoder.get("ct2") if isinstance(decoder, dict) else None
         if converted is not None:  # pack-system --ct2: the generator converted to CTranslate2

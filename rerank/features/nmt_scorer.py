@@ -7,7 +7,7 @@ architecture fairseq ships (transformer, lstm, fconv, transformer_lm…) or of o
 ``dict`` is the directory of its dictionaries (``dict.SRC.txt``/``dict.TGT.txt`` of a
 translation task, ``dict.txt`` of a language model; default: the checkpoint's
 directory), ``bpe`` how our lists' (tokenised) text becomes its subwords.  A ``rerank
-nmt train`` / ``train-lm`` directory (checkpoints, dictionaries, ``bpe.codes``,
+nmt train`` / ``train-lm`` directory (checkpoints, dictionaries, ``bpe.codes`` or ``spm.model``,
 ``train.json``) is the shorthand ``nmt:DIR`` / ``lm:DIR``, whose direction and role come
 from ``train.json``.  The direction decides what is scored, and the role (``name=``)
 names the two columns, ``ROLE`` and ``ROLENorm``:
@@ -48,6 +48,7 @@ from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nmt import USER_DIR
 from rerank.nmt.checkpoints import check_checkpoint, loading
+from rerank.nmt.subword import make_bpe, subword_spec
 from rerank.textio import read_json
 
 
@@ -127,70 +128,6 @@ def pack_model_dir(model_dir: str, directory: str) -> None:
             shutil.copy2(path, target)
 
 
-class _NoBPE:
-    """Text that is already in the model's subwords."""
-
-    @staticmethod
-    def process_line(text: str) -> str:
-        return text
-
-    @staticmethod
-    def decode(tokens: Sequence[str]) -> str:
-        """The text of a model's output tokens: joined by spaces."""
-        return " ".join(tokens)
-
-
-class _SubwordNMT:
-    """subword-nmt's BPE (``@@ `` marks a word that goes on), as fairseq's ``--bpe subword_nmt``."""
-
-    def __init__(self, handle):
-        from subword_nmt.apply_bpe import BPE
-
-        self.bpe = BPE(handle)
-
-    def process_line(self, text: str) -> str:
-        return self.bpe.process_line(text)
-
-    @staticmethod
-    def decode(tokens: Sequence[str]) -> str:
-        """The text of a model's output subwords: ``@@`` joins removed (fairseq's ``--remove-bpe``)."""
-        return (" ".join(tokens) + " ").replace("@@ ", "").rstrip()
-
-
-class _SentencePieceBPE:
-    """A SentencePiece model as the subword step: pieces joined by spaces."""
-
-    def __init__(self, path: str):
-        import sentencepiece
-
-        if not os.path.isfile(path):
-            raise InputError("no such SentencePiece model", path)
-        self.model = sentencepiece.SentencePieceProcessor(model_file=path)
-
-    def process_line(self, text: str) -> str:
-        return " ".join(self.model.encode(text, out_type=str))
-
-    def decode(self, tokens: Sequence[str]) -> str:
-        """The text of a model's output pieces (SentencePiece's own decoding)."""
-        return self.model.decode_pieces(list(tokens))
-
-
-def make_bpe(spec: str, source: str):
-    """``subword-nmt:CODES``, ``sentencepiece:MODEL`` or ``none`` -> an object with
-    ``process_line(text) -> subword text`` and ``decode(tokens) -> text``.  Raises :class:`InputError`."""
-    kind, _, path = spec.partition(":")
-    if kind == "none" and not path:
-        return _NoBPE()
-    if kind == "sentencepiece" and path:
-        return _SentencePieceBPE(path)
-    if kind == "subword-nmt" and path:
-        if not os.path.isfile(path):
-            raise InputError("no such BPE codes file", path)
-        with open(path, encoding="utf-8") as handle:
-            return _SubwordNMT(handle)
-    raise InputError(f"{source}: bpe must be subword-nmt:CODES, sentencepiece:MODEL or none, not {spec!r}")
-
-
 class ForcedDecodingScorer(Scorer):
     """Scores hypotheses with a fairseq translation model or language model.
 
@@ -237,7 +174,7 @@ class ForcedDecodingScorer(Scorer):
             config = meta["config"]
             self.direction = "lm" if self.kind == "lm" else config["direction"]
             self.role = config["role"]
-            self.bpe = make_bpe("subword-nmt:" + os.path.join(model_dir, "bpe.codes"), model_dir)
+            self.bpe = make_bpe(subword_spec(model_dir), model_dir)
         if self.kind == "lm":
             self.src_dict: Any = None
             self.tgt_dict = self.task.dictionary

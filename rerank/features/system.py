@@ -8,7 +8,7 @@ back to the decoder run that started it:
 
 and writes ``DIR/`` with everything a translation needs, copied so that the directory can
 move: the generator (``generator/``: a fairseq decoder's checkpoint, ``train.json``, data
-dictionaries and BPE codes; or the ``hf:``/``ct2:`` model directory of ``rerank generate``,
+dictionaries and subword model, ``bpe.codes`` or ``spm.model``; or the ``hf:``/``ct2:`` model directory of ``rerank generate``,
 with its settings), every file or directory a scorer reads (``models/``; the scorer chain kept
 exactly as tuned — names, options, order — with its paths pointing into ``DIR``; a scorer
 whose :meth:`~rerank.features.scorer.Scorer.pack` says so stores what it needs instead:
@@ -55,6 +55,7 @@ from rerank.nmt.generate import (
     segment_text,
     write_beam_list,
 )
+from rerank.nmt.subword import subword_spec
 from rerank.outputs import StagedOutputs, atomic_write
 from rerank.reranking import apply_file
 from rerank.shards import Shard
@@ -156,7 +157,8 @@ def pack_system(
 
 
 def _fairseq_files(generation: Dict[str, Any], data_bin: Optional[str]) -> Dict[str, str]:
-    """{what: path} of a ``rerank nmt nbest`` decoder's files: checkpoint, dictionaries, BPE codes.
+    """{what: path} of a ``rerank nmt nbest`` decoder's files: checkpoint, dictionaries, the
+    subword step's file (``bpe.codes`` or ``spm.model``, :func:`rerank.nmt.subword.subword_spec`).
 
     Raises:
         InputError: no data directory recorded or given, a file that is missing.
@@ -170,7 +172,7 @@ def _fairseq_files(generation: Dict[str, Any], data_bin: Optional[str]) -> Dict[
         "checkpoint": generation["checkpoint"],
         "dict.src": os.path.join(data_bin, f"dict.{src}.txt"),
         "dict.tgt": os.path.join(data_bin, f"dict.{tgt}.txt"),
-        "bpe.codes": os.path.join(os.path.dirname(os.path.abspath(data_bin)), "bpe.codes"),
+        "subwords": subword_spec(os.path.dirname(os.path.abspath(data_bin))).partition(":")[2],
     }
     for what, path in needed.items():
         if not os.path.isfile(path):
@@ -189,7 +191,7 @@ def _copy_fairseq(generation: Dict[str, Any], needed: Dict[str, str], generator:
         copy_path(train_json, os.path.join(generator, "train.json"))
     copy_path(needed["dict.src"], os.path.join(generator, "bin", f"dict.{src}.txt"))
     copy_path(needed["dict.tgt"], os.path.join(generator, "bin", f"dict.{tgt}.txt"))
-    copy_path(needed["bpe.codes"], os.path.join(generator, "bpe.codes"))
+    copy_path(needed["subwords"], os.path.join(generator, os.path.basename(needed["subwords"])))
     return {"config": config, "direction": generation.get("direction", "forward")}
 
 
@@ -362,9 +364,10 @@ def _decode_ct2(generator, model, config: GenerateConfig, input_path, nbest, sou
     preprocessing (:func:`rerank.nmt.generate.segment_text`), beam search by
     :func:`rerank.nmt.ct2.beam_nbest`, the list written as ``fairseq-generate``'s is."""
     raw = read_source_text(input_path)
-    tokenised, segmented = segment_text(raw, config, os.path.join(generator, "bpe.codes"))
+    subword = subword_spec(generator)
+    tokenised, segmented = segment_text(raw, config, subword)
     direction = model_direction(os.path.join(generator, "checkpoint.pt"), config.direction)
-    listing = beam_nbest(model, segmented, config, direction, devices)
+    listing = beam_nbest(model, segmented, config, direction, devices, subword.partition(":")[0])
     record = {
         "config": dataclasses.asdict(config),
         "direction": direction,

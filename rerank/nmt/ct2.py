@@ -48,6 +48,7 @@ from rerank.nbest import NBestList
 from rerank.nmt import USER_DIR
 from rerank.nmt.checkpoints import allow_fairseq_globals, check_checkpoint, loading, trusted
 from rerank.nmt.generate import GenerateConfig, beam_list, reading_order
+from rerank.nmt.subword import join_subwords
 
 #: ``pack-system --ct2`` choices: CTranslate2's quantisations of the converted weights
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float32", "float16", "bfloat16")
@@ -98,6 +99,7 @@ def beam_nbest(
     config: GenerateConfig,
     direction: str = "forward",
     devices: Optional[DeviceSettings] = None,
+    subword: str = "subword-nmt",
 ) -> NBestList:
     """The beam search n-best list of the subword sentences ``segmented`` (one string per
     sentence) under the CTranslate2 model ``model_dir``, with ``config``'s n-best size,
@@ -106,7 +108,8 @@ def beam_nbest(
     each (CTranslate2's ``inter_threads``: faster than one batch on several threads for
     models of this size, measured); sentences of one length limit share a call, and every
     call is queued at once.  ``direction`` ``r2l``: a right-to-left model's output is put
-    in reading order.
+    in reading order.  ``subword``: the kind of subword step the output's subwords are
+    removed by (:func:`rerank.nmt.subword.join_subwords`).
 
     Raises:
         InputError: a beam smaller than the n-best size, a model directory CTranslate2
@@ -115,7 +118,7 @@ def beam_nbest(
     import ctranslate2
 
     with _openmp_kept():
-        return _beam_nbest(ctranslate2, model_dir, segmented, config, direction, devices)
+        return _beam_nbest(ctranslate2, model_dir, segmented, config, direction, devices, subword)
 
 
 @contextlib.contextmanager
@@ -136,7 +139,7 @@ def _openmp_kept() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _beam_nbest(ctranslate2, model_dir, segmented, config, direction, devices) -> NBestList:
+def _beam_nbest(ctranslate2, model_dir, segmented, config, direction, devices, subword) -> NBestList:
     """:func:`beam_nbest`'s search, ``ctranslate2`` imported."""
     beam = config.beam or config.nbest
     if beam < config.nbest:
@@ -186,6 +189,6 @@ def _beam_nbest(ctranslate2, model_dir, segmented, config, direction, devices) -
             norms.append(score)
             sums.append(score * length**config.lenpen)
             text = " ".join(hypothesis)
-            texts.append(reading_order(text) if direction == "r2l" else (text + " ").replace("@@ ", "").rstrip())
+            texts.append(reading_order(text, subword) if direction == "r2l" else join_subwords(hypothesis, subword))
         offsets.append(len(texts))
     return beam_list(texts, offsets, np.array(sums), np.array(norms), direction)

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
 from rerank.nmt.checkpoints import fairseq_environ
+from rerank.nmt.subword import SUBWORD_FILES, learn_subwords, make_bpe, require
 from rerank.outputs import atomic_write
 from rerank.progress import progress_bar
 from rerank.signature import write_signed
@@ -39,6 +40,11 @@ class PrepareConfig:
     tgt: str = "de"
     bpe_merges: int = 10000
     bpe_min_frequency: int = 2
+    #: the subword step learned on both sides' training text (:mod:`rerank.nmt.subword`):
+    #: ``subword-nmt`` (``bpe_merges`` merges, the paper's) or ``sentencepiece``
+    subword: str = "subword-nmt"
+    #: the SentencePiece vocabulary's size (at most; ``subword="sentencepiece"``)
+    spm_vocab: int = 8000
     splits: List[str] = field(default_factory=lambda: list(SPLITS))
     #: a corpus of one's own: {split: [source file, target file]} for every split (plain or
     #: .gz, one sentence per line, line-aligned); empty: Multi30k's task 1 files
@@ -251,18 +257,20 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
 
     Writes ``out_dir/tok/{split}.{lang}`` (tokenised, lowercased unless
     ``config.lowercase`` is False: the references of
-    evaluation), ``out_dir/bpe.codes``, ``out_dir/bpe/{split}.{lang}``, ``out_dir/bin``
-    (fairseq-preprocess output) and ``out_dir/prepare.json`` (signature).  Each step is
-    skipped when its output exists.
+    evaluation), the subword step learned on both sides' training text (``out_dir/bpe.codes``,
+    or ``out_dir/spm.model`` with ``config.subword`` ``sentencepiece``:
+    :func:`rerank.nmt.subword.learn_subwords`), ``out_dir/bpe/{split}.{lang}`` (the
+    subwords), ``out_dir/bin`` (fairseq-preprocess output) and ``out_dir/prepare.json``
+    (signature).  Each step is skipped when its output exists.
 
     Raises:
-        InputError: languages that are not two different codes, a missing file, files of a
-            split whose line counts differ (all before any work).
+        InputError: languages that are not two different codes, an unknown subword step, a
+            missing file, files of a split whose line counts differ (all before any work).
     """
-    from subword_nmt.apply_bpe import BPE
-    from subword_nmt.learn_bpe import learn_bpe
-
     check_languages(config.src, config.tgt)
+    if config.subword not in SUBWORD_FILES:
+        raise InputError(f"unknown subword step {config.subword!r}: expected {' or '.join(SUBWORD_FILES)}")
+    require(config.subword)  # its package, before any work
     own = own_corpus(config) if config.files else None  # every file checked before any work
     if own is None:
         data_dir = resolve_data_dir(data_dir, os.path.join(out_dir, "download"), languages=(config.src, config.tgt))
@@ -288,17 +296,15 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
                 f"{counts[config.src]} {config.src} lines but {counts[config.tgt]} {config.tgt} lines", stem
             )
 
-    codes = os.path.join(out_dir, "bpe.codes")
-    if not os.path.exists(codes):
+    codes = f"{config.subword}:{os.path.join(out_dir, SUBWORD_FILES[config.subword])}"
+    if not os.path.exists(codes.partition(":")[2]):
         joint: List[str] = []
         for lang in (config.src, config.tgt):
             with open(os.path.join(tok_dir, f"train.{lang}"), encoding="utf-8") as handle:
                 joint.extend(handle)
-        print(f"learning {config.bpe_merges} joint BPE merges", file=sys.stderr)
-        with atomic_write(codes) as out:
-            learn_bpe(joint, out, config.bpe_merges, min_frequency=config.bpe_min_frequency)
-    with open(codes, encoding="utf-8") as handle:
-        bpe = BPE(handle)
+        size = config.spm_vocab if config.subword == "sentencepiece" else config.bpe_merges
+        learn_subwords(config.subword, joint, out_dir, size, config.bpe_min_frequency)
+    bpe = make_bpe(codes, out_dir)
     for split in config.splits:
         for lang in (config.src, config.tgt):
             path = os.path.join(bpe_dir, f"{split}.{lang}")
@@ -337,6 +343,6 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     write_signed(
         os.path.join(out_dir, "prepare.json"),
         {"config": asdict(config), "data_dir": os.path.abspath(data_dir) if own is None and data_dir else None},
-        ["sacremoses", "subword-nmt", "fairseq-fixed"],
+        ["sacremoses", "sentencepiece" if config.subword == "sentencepiece" else "subword-nmt", "fairseq-fixed"],
     )
     return bin_dir

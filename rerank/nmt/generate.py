@@ -42,6 +42,7 @@ from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, writ
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
 from rerank.nmt.data import preprocess_lines
+from rerank.nmt.subword import join_subwords, make_bpe, subword_spec
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard
 from rerank.signature import write_signed
@@ -103,23 +104,24 @@ def model_direction(checkpoint: str, direction: str = "auto") -> str:
     return direction
 
 
-def reading_order(text: str) -> str:
-    """A right-to-left model's output (subword tokens, reversed, ``@@`` continuation marks)
-    in reading order with BPE removed as fairseq's ``--remove-bpe`` does: ``". es haus@@
-    das"`` → ``"das hauses ."``.  A continuation mark left on the last token (the model
+def reading_order(text: str, subword: str = "subword-nmt") -> str:
+    """A right-to-left model's output (subword tokens, reversed) in reading order with the
+    subwords removed as fairseq's ``--remove-bpe`` does (:func:`rerank.nmt.subword.join_subwords`):
+    ``". es haus@@ das"`` → ``"das hauses ."``, ``"▁. es ▁haus ▁das"`` → ``"das hauses ."``
+    (``subword="sentencepiece"``).  A continuation mark left on the last token (the model
     ended inside a word) is dropped."""
-    words = " ".join(reversed(text.split()))
-    words = (words + " ").replace("@@ ", "").rstrip()
-    return " ".join((words[:-2] if words.endswith("@@") else words).split())
+    return " ".join(join_subwords(list(reversed(text.split())), subword).split())
 
 
-def parse_generate_output(path: str, num_segments: int, nbest: int, direction: str = "forward") -> NBestList:
+def parse_generate_output(
+    path: str, num_segments: int, nbest: int, direction: str = "forward", subword: str = "subword-nmt"
+) -> NBestList:
     """fairseq-generate output (``H-`` and ``P-`` lines; :func:`rerank.convert.read_fairseq`)
     as our beam's n-best list: columns ``NMT`` (the summed natural-log token scores,
     end-of-sentence included), ``WordPenalty`` (minus the word count) and ``NMTNorm``
     (fairseq's length-normalised beam score), totals = ``NMTNorm``; the first ``nbest``
     hypotheses of each segment, whitespace normalised.  ``direction="r2l"``: the ``H-``
-    texts are subword tokens in reverse (:func:`reading_order`), the columns ``R2L``,
+    texts are subword tokens (of the ``subword`` step) in reverse (:func:`reading_order`), the columns ``R2L``,
     ``WordPenalty``, ``R2LNorm``.
 
     Raises:
@@ -135,7 +137,7 @@ def parse_generate_output(path: str, num_segments: int, nbest: int, direction: s
             path,
         )
     listing = listing.head(nbest)
-    texts = [reading_order(text) for text in listing.hypotheses] if direction == "r2l" else listing.hypotheses
+    texts = [reading_order(t, subword) for t in listing.hypotheses] if direction == "r2l" else listing.hypotheses
     names = listing.feature_names
     return beam_list(
         texts,
@@ -156,6 +158,7 @@ def generate_nbest(
     provenance: Optional[dict] = None,
     shard: Optional[Shard] = None,
     quiet: bool = False,
+    subword: Optional[str] = None,
 ) -> NBestList:
     """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
     list (Moses format) and the 1-best file.  Returns the n-best list.
@@ -166,7 +169,9 @@ def generate_nbest(
     entry there marks both outputs as a shard, the 1-best with a signature of its own).
     ``quiet``: fairseq's log lines and torch's warnings are kept back (shown when it fails).
     ``shard``: only that block of the subset's sentences (:mod:`rerank.shards`), decoded
-    from a copy of them binarised into a temporary directory.
+    from a copy of them binarised into a temporary directory.  ``subword``: the subword
+    step's kind (:data:`rerank.nmt.subword.SUBWORD_FILES`) that the output's subwords are
+    removed by (default: the one beside ``bin_dir``, prepare's layout).
 
     Raises:
         InputError: no such subset, a beam smaller than the n-best size, a direction
@@ -191,8 +196,10 @@ def generate_nbest(
         shard.check_output(out_nbest)
         shard.check_output(out_1best)
         provenance = {**(provenance or {}), "shard": shard.record(num_segments, prefix + ".bin")}
+    subword = subword or subword_spec(os.path.dirname(os.path.abspath(bin_dir))).partition(":")[0]
     # a right-to-left model's subword tokens are put in reading order before BPE removal
-    bpe_args = ["--remove-bpe"] if direction == "forward" else []
+    remove = ["--remove-bpe"] + (["sentencepiece"] if subword == "sentencepiece" else [])
+    bpe_args = remove if direction == "forward" else []
     with tempfile.TemporaryDirectory() as tmp:
         if shard is not None:  # the shard's sentences, binarised again on their own
             bin_dir = _binarised_slice(bin_dir, subset, config, lo, hi, os.path.join(tmp, "shard"))
@@ -241,7 +248,7 @@ def generate_nbest(
             if quiet and done.stderr:
                 sys.stderr.write(done.stderr[-4000:])
             raise subprocess.CalledProcessError(done.returncode, cmd)
-        nbest = parse_generate_output(raw, num_segments, config.nbest, direction)
+        nbest = parse_generate_output(raw, num_segments, config.nbest, direction, subword)
     record = {
         "config": asdict(config),
         "direction": direction,
@@ -329,15 +336,13 @@ def read_source_text(input_path: str) -> List[str]:
     return raw
 
 
-def segment_text(raw: Sequence[str], config: GenerateConfig, codes: str) -> Tuple[List[str], List[str]]:
+def segment_text(raw: Sequence[str], config: GenerateConfig, subword: str) -> Tuple[List[str], List[str]]:
     """(tokenised, subword) lines of raw source sentences, as the model's data was prepared:
     :func:`rerank.nmt.data.preprocess_lines` (``config.src``'s Moses rules, lowercased
-    when ``config.lowercase``), then subword-nmt's BPE with ``codes``."""
-    from subword_nmt.apply_bpe import BPE
-
+    when ``config.lowercase``), then the subword step ``subword`` (``KIND:PATH``,
+    :func:`rerank.nmt.subword.subword_spec`).  Raises :class:`InputError` as :func:`make_bpe`."""
     tokenised = preprocess_lines(raw, config.src, lowercase=config.lowercase)
-    with open(codes, encoding="utf-8") as handle:
-        bpe = BPE(handle)
+    bpe = make_bpe(subword, subword)
     return tokenised, [bpe.process_line(line) for line in tokenised]
 
 
@@ -365,10 +370,9 @@ def generate_nbest_from_text(
         InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout; a
             shard holding no line or written to standard output.
     """
-    prepared = os.path.dirname(os.path.abspath(bin_dir))
-    codes = os.path.join(prepared, "bpe.codes")
+    codes = subword_spec(os.path.dirname(os.path.abspath(bin_dir)))
     dicts = [os.path.join(bin_dir, f"dict.{lang}.txt") for lang in (config.src, config.tgt)]
-    for path in [codes] + dicts:
+    for path in dicts:
         if not os.path.exists(path):
             raise InputError("missing: --data-bin must be the bin/ directory of 'rerank nmt prepare'", path)
     raw = read_source_text(input_path)
@@ -423,6 +427,7 @@ def generate_nbest_from_text(
             config,
             provenance,
             quiet=quiet,
+            subword=codes.partition(":")[0],
         )
     if out_source:
         with StagedOutputs() as outputs:

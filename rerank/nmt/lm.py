@@ -24,6 +24,7 @@ from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
 from rerank.nmt.data import preprocess_lines, resolve_data_dir
+from rerank.nmt.subword import make_bpe, subword_spec
 from rerank.nmt.train import check_settings, thread_env
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
@@ -70,7 +71,7 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
     """Build the LM's binarised data in ``out_dir/bin`` (skipped when it exists).
 
     Args:
-        prepared_dir: a ``rerank nmt prepare`` output (``bpe/``, ``bpe.codes``, ``bin/``).
+        prepared_dir: a ``rerank nmt prepare`` output (``bpe/``, ``bpe.codes`` or ``spm.model``, ``bin/``).
         out_dir: the LM model directory.
         config: :class:`LMConfig` (``lang``, ``task2``).
         data_dir: Multi30k copy for task 2 (default as ``rerank nmt prepare``).
@@ -79,16 +80,14 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
     Raises:
         InputError: ``prepared_dir`` lacks prepare's files, or task 2 is missing.
     """
-    from subword_nmt.apply_bpe import BPE
-
     lang = config.lang
     needed = [
         os.path.join(prepared_dir, "bpe", f"train.{lang}"),
         os.path.join(prepared_dir, "bpe", f"val.{lang}"),
-        os.path.join(prepared_dir, "bpe.codes"),
+        subword_spec(prepared_dir),
         os.path.join(prepared_dir, "bin", f"dict.{lang}.txt"),
     ]
-    for path in needed:
+    for path in needed[:2] + needed[3:]:
         if not os.path.exists(path):
             raise InputError("missing: not a 'rerank nmt prepare' output directory", path)
     bin_dir = os.path.join(out_dir, "bin")
@@ -102,8 +101,7 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
             lines = [line.rstrip("\n") for line in handle]
         if config.task2:
             data_dir = resolve_data_dir(data_dir, os.path.join(prepared_dir, "download"), task2=True, task1=False)
-            with open(needed[2], encoding="utf-8") as handle:
-                bpe = BPE(handle)
+            bpe = make_bpe(needed[2], prepared_dir)
             raw = []
             for k in range(1, 6):
                 raw += read_lines(os.path.join(data_dir, "task2", "raw", f"train.{k}.{lang}.gz"))
@@ -240,7 +238,8 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
     os.makedirs(save_dir, exist_ok=True)
     bin_dir = prepare_lm_data(prepared_dir, save_dir, config, data_dir)
     shutil.copyfile(os.path.join(bin_dir, "dict.txt"), os.path.join(save_dir, "dict.txt"))
-    shutil.copyfile(os.path.join(prepared_dir, "bpe.codes"), os.path.join(save_dir, "bpe.codes"))
+    codes = subword_spec(prepared_dir).partition(":")[2]
+    shutil.copyfile(codes, os.path.join(save_dir, os.path.basename(codes)))
     write_signed(
         os.path.join(save_dir, "train.json"),
         {"config": asdict(config), "kind": "lm", "prepared_dir": os.path.abspath(prepared_dir)},

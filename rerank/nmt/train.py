@@ -35,6 +35,7 @@ from typing import Any, Dict, List
 from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, load_state
+from rerank.nmt.subword import subword_spec
 from rerank.signature import write_signed
 from rerank.textio import read_json
 
@@ -430,15 +431,14 @@ def own_target_vocabulary(bin_dir: str, out_dir: str, lang: str) -> str:
 
 
 def _copy_scoring_files(bin_dir: str, save_dir: str, names: List[str], codes_of: str = "") -> None:
-    """Copy dictionaries (from ``bin_dir``) and BPE codes into ``save_dir`` (the model
-    directory then loads and scores on its own).  The BPE codes are
-    ``codes_of/../bpe.codes`` (prepare's layout; ``codes_of`` defaults to ``bin_dir``)."""
+    """Copy dictionaries (from ``bin_dir``) and the subword step's file into ``save_dir`` (the
+    model directory then loads and scores on its own).  That file is ``codes_of/../bpe.codes``
+    or ``spm.model`` (prepare's layout, :func:`rerank.nmt.subword.subword_spec`; ``codes_of``
+    defaults to ``bin_dir``).  Raises :class:`InputError` where there is none."""
     for name in names:
         shutil.copyfile(os.path.join(bin_dir, name), os.path.join(save_dir, name))
-    codes = os.path.join(os.path.dirname(os.path.abspath(codes_of or bin_dir)), "bpe.codes")
-    if not os.path.exists(codes):
-        raise InputError("no bpe.codes beside the binarised data (expected rerank nmt prepare's layout)", bin_dir)
-    shutil.copyfile(codes, os.path.join(save_dir, "bpe.codes"))
+    codes = subword_spec(os.path.dirname(os.path.abspath(codes_of or bin_dir))).partition(":")[2]
+    shutil.copyfile(codes, os.path.join(save_dir, os.path.basename(codes)))
 
 
 def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:

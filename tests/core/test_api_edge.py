@@ -104,6 +104,7 @@ def test_paths_may_be_pathlib_paths(nbest, tmp_path):
             "nmt",
         ),
         ("subword_nmt", ["nmt", "prepare", "--out", "o"], "nmt"),
+        ("sentencepiece", ["nmt", "prepare", "--subword", "sentencepiece", "--out", "o"], "hf"),
     ],
 )
 def test_a_missing_optional_package_names_its_extra(tmp_path, blocked, argv, extra):

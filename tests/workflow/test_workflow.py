@@ -564,9 +564,10 @@ def test_the_tiny_main_job_runs_on_a_real_slurm_cluster_and_resumes_after_scance
 @pytest.mark.slow
 def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_path):
     """SRC=de TGT=en on the tiny corpus given as files of one's own (TRAIN, VALID, TEST; .gz
-    and plain; MBR, length and IBM Model 1 features, one replica): every stage reads the
-    direction — the prepared data, the English references, the model's decoding direction,
-    METEOR's language, the system — and its system translates raw German."""
+    and plain; MBR, length and IBM Model 1 features, one replica), prepared with SentencePiece
+    (SUBWORD=sentencepiece): every stage reads the direction and the subword step — the
+    prepared data, the English references, the model's decoding direction, METEOR's
+    language, the system — and its system translates raw German into words, not pieces."""
     if snakemake_missing:
         pytest.skip("snakemake is not installed (the [workflow] extra)")
     pytest.importorskip("fairseq")
@@ -596,6 +597,7 @@ def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_
         "chrf_tuning": 0,
         "max_tokens": 1000,
         "bf16_autocast": 0,
+        "subword": "sentencepiece",
     }
     settings_file.write_text(yaml.safe_dump(job))
     out.mkdir()
@@ -604,6 +606,9 @@ def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_
     prepared = json.loads((out / "data" / "prepare.json").read_text())["config"]
     assert (prepared["src"], prepared["tgt"]) == ("de", "en")
     assert prepared["files"]["val"] == [str(raw / "val.de.gz"), str(tmp_path / "dev.en")]
+    assert prepared["subword"] == "sentencepiece" and (out / "data" / "spm.model").is_file()
+    assert not (out / "data" / "bpe.codes").exists()
+    assert json.loads((out / "settings.json").read_text())["settings"]["SUBWORD"] == "sentencepiece"
     assert json.loads((out / "experiment.json").read_text())["reference"].endswith("tok/test_2016_flickr.en")
     decoded = json.loads((out / "nbest" / "test.nbest.json").read_text())["config"]
     assert (decoded["src"], decoded["tgt"]) == ("de", "en")  # the baseline decodes German into English
@@ -623,7 +628,10 @@ def test_the_main_job_runs_in_the_reverse_direction_on_a_corpus_of_ones_own(tmp_
     )
     assert done.returncode == 0, done.stderr[-2000:]
     translated = (tmp_path / "my_test.en").read_text().splitlines()
-    assert len(translated) == 10
+    assert len(translated) == 10 and not any("\u2581" in line for line in translated)
+    assert (out / "system" / "generator" / "spm.model").is_file()
+    nbest = (out / "nbest" / "test.nbest").read_text()
+    assert "\u2581" not in nbest and "@@" not in nbest
 
 
 @pytest.mark.workflow

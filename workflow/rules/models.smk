@@ -10,7 +10,8 @@ rule prepare:
     benchmark:
         stage("prepare", f"{D}/prepare.json")
     shell:
-        f"rerank nmt prepare {CORPUS_ARG} --src {SRC} --tgt {TGT}{'' if C['lowercase'] else ' --cased'} --out {D}"
+        f"rerank nmt prepare {CORPUS_ARG} --src {SRC} --tgt {TGT}{'' if C['lowercase'] else ' --cased'}"
+        f"{'' if C['subword'] == 'subword-nmt' else ' --subword ' + C['subword']} --out {D}"
 
 
 def train_rule_shell(save_dir, log):

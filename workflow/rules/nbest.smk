@@ -135,5 +135,5 @@ rule rescore:
         checkpoint=f"{M}/{CHECKPOINT_OF.format(M)}",
     shell:
         "rerank features add --nbest {input.nbest} --source {params.source} "
-        f"--scorer fairseq:{{params.checkpoint}},dict={M},bpe=subword-nmt:{M}/bpe.codes,direction=forward,name=NMT "
+        f"--scorer fairseq:{{params.checkpoint}},dict={M},bpe={subword_spec(C, M)},direction=forward,name=NMT "
         "--beam-feature NMTNorm --beam-set NMT,WordPenalty,NMTNorm --out {output}"
