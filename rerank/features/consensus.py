@@ -92,10 +92,5 @@ class ConsensusScorer(Scorer, MBR):
         return [self.column]
 
     def score(self, nbest, sources, images):
-        if self.sourced:  # COMET: u(h, r | s), the list's own sources unless the spec names a file
-            if sources is None and not getattr(self.utility, "has_sources", False):
-                raise InputError(f"{self.column} needs the source sentences: --source (or the metric's source=FILE)")
-            if sources is not None:
-                self.utility.set_sources(sources)
-            self.utility.offset = 0
+        self.begin_list(0, sources)  # COMET: u(h, r | s), the list's own sources unless the spec names a file
         return {self.column: self.expected_of(nbest)}

@@ -11,7 +11,6 @@ import numpy as np
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.mbr.engine import MBR
-from rerank.metrics.utility import SourcedUtility
 from rerank.nbest import iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
@@ -78,8 +77,7 @@ def mbr_decode(
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
         best = stack.enter_context(outputs.open(out))
         for first, candidates, refs in blocks:
-            if isinstance(scorer.utility, SourcedUtility):  # COMET: segment 0 of the block among its sources
-                scorer.utility.offset = first
+            scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
             p = scorer.distribution(refs)
             if algorithm == "pruned":
                 chosen, computed = scorer.pruned_select(candidates, refs, p, alpha=alpha, seed=seed, first=first)

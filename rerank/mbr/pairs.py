@@ -11,7 +11,7 @@ implemented twice.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -119,6 +119,24 @@ class PairUtilities:
     def sourced(self) -> bool:
         """Whether the utility reads the segment's source (COMET): pairs go one segment at a time."""
         return isinstance(self.utility, SourcedUtility)
+
+    def begin_list(self, first: int = 0, sources: Optional[Sequence[str]] = None) -> None:
+        """Before scoring a list, or a block of one, whose segment 0 is segment ``first`` of
+        the sources: a sourced utility (COMET) takes ``sources`` (one per segment of the whole
+        list) where its spec named none, and where its segments begin; other utilities need
+        nothing.
+
+        Raises:
+            InputError: a sourced utility with no sources (neither ``sources`` nor ``source=FILE``).
+        """
+        utility = self.utility
+        if not isinstance(utility, SourcedUtility):
+            return
+        if sources is not None:
+            utility.set_sources(sources)
+        elif not utility.has_sources:
+            raise InputError(f"{utility.column} needs the source sentences: --source (or the metric's source=FILE)")
+        utility.offset = first
 
     def utilities(self, hypotheses, hyp, ref, segment=None, first: int = 0) -> np.ndarray:
         """float64[P] utility of ``hypotheses[hyp[k]]`` against ``hypotheses[ref[k]]``.

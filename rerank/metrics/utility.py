@@ -45,6 +45,12 @@ class SourcedUtility(PairwiseUtility):
 
     offset: int = 0
 
+    @property
+    def has_sources(self) -> bool:
+        """Whether the utility holds its sources already (its spec's ``source=FILE``); False:
+        :meth:`set_sources` must give them."""
+        return False
+
     def pairs(self, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
         """Not defined without the segment: :meth:`segment_pairs`.  Raises RuntimeError."""
         raise RuntimeError(f"{self.column}: a sourced utility is scored per segment (segment_pairs)")
