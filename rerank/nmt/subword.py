@@ -163,7 +163,8 @@ def learn_subwords(kind: str, texts: Iterable[str], out_dir: str, size: int, min
     the same model.
 
     Raises:
-        InputError: an unknown kind.
+        InputError: an unknown kind, a SentencePiece vocabulary it cannot learn (fewer pieces
+            than the corpus has characters).
         ImportError: its package (subword-nmt, sentencepiece) not installed.
     """
     if kind not in SUBWORD_FILES:
@@ -180,20 +181,29 @@ def learn_subwords(kind: str, texts: Iterable[str], out_dir: str, size: int, min
 
     print(f"learning a joint SentencePiece model of at most {size} pieces", file=sys.stderr)
     prefix = os.path.join(out_dir, ".spm.partial")
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=(line.rstrip("\n") for line in texts),
-        model_prefix=prefix,
-        vocab_size=size,
-        hard_vocab_limit=False,
-        character_coverage=1.0,
-        normalization_rule_name="identity",
-        num_threads=1,
-        input_sentence_size=0,
-        shuffle_input_sentence=False,
-        bos_id=-1,
-        eos_id=-1,
-        minloglevel=2,
-    )
-    os.replace(prefix + ".model", path)
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=(line.rstrip("\n") for line in texts),
+            model_prefix=prefix,
+            vocab_size=size,
+            hard_vocab_limit=False,
+            character_coverage=1.0,
+            normalization_rule_name="identity",
+            num_threads=1,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            bos_id=-1,
+            eos_id=-1,
+            minloglevel=2,
+        )
+    except RuntimeError as err:  # e.g. fewer pieces than the corpus has characters
+        for leftover in (prefix + ".model", prefix + ".vocab"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+        detail = ". ".join(str(err).split("] ")[-1].split(". ")[:2])  # its own options' advice left out
+        raise InputError(
+            f"SentencePiece cannot learn {size} pieces from this corpus ({' '.join(detail.split())}): give a larger --spm-vocab"
+        ) from None
     os.remove(prefix + ".vocab")
+    os.replace(prefix + ".model", path)
     return f"{kind}:{path}"

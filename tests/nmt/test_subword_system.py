@@ -15,6 +15,25 @@ from tests.conftest import needs
 pytestmark = needs("nmt", "hf")
 
 
+def test_a_vocabulary_sentencepiece_cannot_learn_is_one_line_and_leaves_nothing(tmp_path):
+    from rerank.errors import InputError
+    from rerank.nmt.subword import learn_subwords
+
+    with pytest.raises(InputError) as caught:
+        learn_subwords("sentencepiece", ["a man rides a horse .\n"] * 3, str(tmp_path), 4)
+    message = str(caught.value)
+    assert message.startswith("SentencePiece cannot learn 4 pieces from this corpus (Vocabulary size is smaller")
+    assert message.endswith("): give a larger --spm-vocab") and "\n" not in message
+    assert os.listdir(tmp_path) == []
+    assert learn_subwords("sentencepiece", ["a man rides a horse .\n"] * 3, str(tmp_path), 40) == (
+        f"sentencepiece:{tmp_path / 'spm.model'}"
+    )
+    assert os.listdir(tmp_path) == ["spm.model"]
+    bpe = make_bpe(subword_spec(str(tmp_path)), "test")
+    pieces = bpe.process_line("a man rides a horse .").split()
+    assert pieces[0].startswith("\u2581") and len(pieces) > 6 and bpe.decode(pieces) == "a man rides a horse ."
+
+
 @pytest.mark.slow
 def test_a_sentencepiece_corpus_trains_decodes_scores_packs_and_translates(tmp_path, capsys):
     """``prepare --subword sentencepiece``: spm.model instead of bpe.codes, its pieces decode

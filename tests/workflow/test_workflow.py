@@ -6,6 +6,7 @@ the jobs counted here by hand, and a tiny corpus runs end to end, then resumes w
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -497,6 +498,7 @@ SLURM_OPTIONS = (
     *("--slurm-status-command", "squeue", "--slurm-no-account", "--slurm-keep-successful-logs"),
     *("--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "2"),
     *("--default-resources", "mem_mb=2000", "runtime=30"),
+    *("--slurm-array-jobs", "features,tune,apply"),  # a rule's several jobs as one SLURM array
 )
 
 
@@ -513,7 +515,8 @@ def _squeue():
 def test_the_tiny_main_job_runs_on_a_real_slurm_cluster_and_resumes_after_scancel(tiny_job, tmp_path):
     """scripts/slurm_cluster.sh starts a real single-node cluster (slurmctld, slurmd, MUNGE;
     Debian's packages, installed when missing); the tiny main job runs through
-    profiles/slurm, every rule a SLURM job. Its baseline's training is cancelled (scancel)
+    profiles/slurm, every rule a SLURM job, a rule's several jobs (features, tune, apply) as
+    SLURM arrays where they are ready together. Its baseline's training is cancelled (scancel)
     while it runs: that run fails, the next invocation resumes, and the lists, outputs and
     tables are the local run's, byte for byte."""
     local, config = tiny_job
@@ -553,6 +556,9 @@ def test_the_tiny_main_job_runs_on_a_real_slurm_cluster_and_resumes_after_scance
         rules = {p.name for p in (out / ".snakemake" / "slurm_logs").iterdir()}
         for rule in ("prepare", "train", "train_r2l", "nbest", "features", "tune", "apply", "report", "system"):
             assert f"rule_{rule}" in rules, sorted(rules)
+        # the replicas' tunings went as one SLURM array (--slurm-array-jobs): task logs JOBID_TASK.log
+        tasks = [p.name for p in (out / ".snakemake" / "slurm_logs" / "rule_tune").rglob("*.log")]
+        assert sum(bool(re.fullmatch(r"\d+_\d+\.log", name)) for name in tasks) >= 2, tasks
         for name in SAME_AS_LOCAL:
             assert (out / name).read_bytes() == (local / name).read_bytes(), name
     finally:
