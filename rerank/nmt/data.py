@@ -264,12 +264,18 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     (signature).  Each step is skipped when its output exists.
 
     Raises:
-        InputError: languages that are not two different codes, an unknown subword step, a
-            missing file, files of a split whose line counts differ (all before any work).
+        InputError: languages that are not two different codes, an unknown subword step or
+            an ``out_dir`` prepared with the other one, a missing file, files of a split whose
+            line counts differ (all before any work).
     """
     check_languages(config.src, config.tgt)
     if config.subword not in SUBWORD_FILES:
         raise InputError(f"unknown subword step {config.subword!r}: expected {' or '.join(SUBWORD_FILES)}")
+    for kind, name in SUBWORD_FILES.items():  # its steps are skipped where their outputs exist
+        if kind != config.subword and os.path.exists(os.path.join(out_dir, name)):
+            raise InputError(
+                f"holds {name}, prepared with {kind}: prepare --subword {config.subword} into a new directory", out_dir
+            )
     require(config.subword)  # its package, before any work
     own = own_corpus(config) if config.files else None  # every file checked before any work
     if own is None:

@@ -1,6 +1,8 @@
 """The subword step (rerank/nmt/subword.py): removing subwords as fairseq does, finding a
 directory's step, refusing a bad one.  End to end: test_subword_system.py."""
 
+import os
+
 import pytest
 
 from rerank.errors import InputError
@@ -31,3 +33,16 @@ def test_a_directory_without_a_subword_file_and_a_bad_spec_are_one_line(tmp_path
     assert subword_spec(str(tmp_path)) == f"subword-nmt:{tmp_path / 'bpe.codes'}"  # the paper's first
     with pytest.raises(InputError, match="bpe must be subword-nmt:CODES, sentencepiece:MODEL or none"):
         make_bpe("wordpiece:x", "here")
+
+
+def test_a_directory_prepared_with_the_other_subword_step_is_refused_before_any_work(tmp_path):
+    from rerank.nmt.data import PrepareConfig, prepare
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "bpe.codes").write_text("#version: 0.2\n")
+    with pytest.raises(
+        InputError,
+        match="holds bpe.codes, prepared with subword-nmt: prepare --subword sentencepiece into a new directory",
+    ):
+        prepare(str(tmp_path / "nowhere"), str(tmp_path / "out"), PrepareConfig(subword="sentencepiece"))
+    assert os.listdir(tmp_path / "out") == ["bpe.codes"]
