@@ -81,13 +81,13 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
         InputError: ``prepared_dir`` lacks prepare's files, or task 2 is missing.
     """
     lang = config.lang
+    subwords = subword_spec(prepared_dir)
     needed = [
         os.path.join(prepared_dir, "bpe", f"train.{lang}"),
         os.path.join(prepared_dir, "bpe", f"val.{lang}"),
-        subword_spec(prepared_dir),
         os.path.join(prepared_dir, "bin", f"dict.{lang}.txt"),
     ]
-    for path in needed[:2] + needed[3:]:
+    for path in needed:
         if not os.path.exists(path):
             raise InputError("missing: not a 'rerank nmt prepare' output directory", path)
     bin_dir = os.path.join(out_dir, "bin")
@@ -101,7 +101,7 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
             lines = [line.rstrip("\n") for line in handle]
         if config.task2:
             data_dir = resolve_data_dir(data_dir, os.path.join(prepared_dir, "download"), task2=True, task1=False)
-            bpe = make_bpe(needed[2], prepared_dir)
+            bpe = make_bpe(subwords, prepared_dir)
             raw = []
             for k in range(1, 6):
                 raw += read_lines(os.path.join(data_dir, "task2", "raw", f"train.{k}.{lang}.gz"))
@@ -117,7 +117,7 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
             "fairseq_cli.preprocess",
             "--only-source",
             "--srcdict",
-            needed[3],
+            needed[2],
             "--trainpref",
             train_text,
             "--validpref",

@@ -50,8 +50,6 @@ def join_subwords(tokens: Sequence[str], kind: str) -> str:
 class _NoBPE:
     """Text that is already in the model's subwords."""
 
-    kind = "none"
-
     @staticmethod
     def process_line(text: str) -> str:
         """The text as it is."""
@@ -60,13 +58,11 @@ class _NoBPE:
     @staticmethod
     def decode(tokens: Sequence[str]) -> str:
         """The text of a model's output tokens: joined by spaces."""
-        return " ".join(tokens)
+        return join_subwords(tokens, "none")
 
 
 class _SubwordNMT:
     """subword-nmt's BPE (``@@ `` marks a word that goes on), as fairseq's ``--bpe subword_nmt``."""
-
-    kind = "subword-nmt"
 
     def __init__(self, handle):
         from subword_nmt.apply_bpe import BPE
@@ -86,8 +82,6 @@ class _SubwordNMT:
 class _SentencePieceBPE:
     """A SentencePiece model as the subword step: pieces joined by spaces."""
 
-    kind = "sentencepiece"
-
     def __init__(self, path: str):
         import sentencepiece
 
@@ -105,7 +99,7 @@ class _SentencePieceBPE:
 
 
 def make_bpe(spec: str, source: str):
-    """``subword-nmt:CODES``, ``sentencepiece:MODEL`` or ``none`` -> an object with ``kind``,
+    """``subword-nmt:CODES``, ``sentencepiece:MODEL`` or ``none`` -> an object with
     ``process_line(text) -> subword text`` and ``decode(tokens) -> text``.
 
     Raises:
