@@ -2,13 +2,16 @@
 nmt nbest``) and its forced-decoding feature stage (``rerank features add`` with the R2L
 model), on a finished main job's test set — what the workflow's ``SHARDS`` setting does on one
 machine. Each stage runs once unsharded (torch's default threads: every core, as the job's
-rules) and once as ``--shards`` processes side by side (``OMP_NUM_THREADS`` = cores / shards
-each), joined by ``rerank merge``; it reports the wall seconds, the speed-up, and how the
-merged list compares with the unsharded one (hypotheses equal; the largest difference of a
-score: fairseq batches other sentences together in a shard, so scores may differ by float
-noise).
+rules; ``--one-threads T``: T) and once as ``--shards`` processes side by side
+(``OMP_NUM_THREADS`` = cores / shards each), joined by ``rerank merge``; it reports the wall
+seconds, the speed-up, and how the merged list compares with the unsharded one (byte for byte;
+else whether the hypotheses are equal and the largest difference of a score). A decoding shard
+decodes its sentences in the batches one process decodes them in, so the lists are
+byte-identical when the processes have the same threads (``--one-threads`` = cores / shards);
+with more threads, torch's float sums run in another order and the last digits may differ.
 
     python benchmarks/bench_shards.py --job out/multi30k-de-en --shards 2 --json out/bench_shards.json
+    python benchmarks/bench_shards.py --job out/multi30k-de-en --shards 2 --one-threads 1 --limit 200
 
 Every process is timed with its loading; the machine should be otherwise idle.
 """
@@ -60,6 +63,12 @@ def main(argv=None) -> int:
     parser.add_argument("--job", required=True, help="a finished main job's OUT (its data/, model and models/r2l.*)")
     parser.add_argument("--shards", type=int, default=2, help="processes side by side (default: 2)")
     parser.add_argument("--nbest", type=int, default=100, help="hypotheses per sentence (default: 100, the job's)")
+    parser.add_argument(
+        "--one-threads", type=int, default=0, help="torch threads of the unsharded process (default: 0, every core)"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=0, help="only the first N test sentences, raw text (default: 0, the whole set)"
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     job, shards = os.path.abspath(args.job), args.shards
@@ -76,7 +85,15 @@ def main(argv=None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         decode = ["rerank", "nmt", "nbest", "--data-bin", os.path.join(job, "data", "bin"), "--checkpoint", checkpoint]
-        decode += ["--subset", "test", "--nbest", str(args.nbest)]
+        if args.limit:  # the first N sentences: the tokenised test source is the raw text's preprocessing
+            with open(source, encoding="utf-8") as handle:
+                lines = [next(handle) for _ in range(args.limit)]
+            source = os.path.join(tmp, "source.txt")
+            with open(source, "w", encoding="utf-8") as handle:
+                handle.writelines(lines)
+            decode += ["--input", source, "--nbest", str(args.nbest)]
+        else:
+            decode += ["--subset", "test", "--nbest", str(args.nbest)]
 
         def decoding(name, extra=()):
             out = os.path.join(tmp, name)
@@ -88,7 +105,7 @@ def main(argv=None) -> int:
 
         for stage, build in (("nbest", decoding), ("features-r2l", scoring)):
             prefix = "one" if stage == "nbest" else "scored"
-            one = _run_side_by_side([build(prefix)], 0)
+            one = _run_side_by_side([build(prefix)], args.one_threads)
             parts = [build(f"{prefix}.{k}", ["--num-shards", str(shards), "--shard-id", str(k)]) for k in range(shards)]
             sharded = _run_side_by_side(parts, max(1, cores // shards))
             start = time.perf_counter()
@@ -120,6 +137,8 @@ def main(argv=None) -> int:
         "job": job,
         "shards": shards,
         "cores": cores,
+        "one_process_threads": args.one_threads or "default",
+        "limit": args.limit or None,
         "stages": rows,
         "signature": signature(["torch", "fairseq-fixed"]),
     }

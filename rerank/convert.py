@@ -37,11 +37,17 @@ FORMATS = ("fairseq", "jsonl", "marian", "moses")
 LN2 = math.log(2.0)
 
 
-def _assemble(by_id: Dict[int, List[Tuple[str, List[float]]]], names: List[str], path: str) -> NBestList:
+def _assemble(
+    by_id: Dict[int, List[Tuple[str, List[float]]]], names: List[str], path: str, any_ids: bool = False
+) -> NBestList:
+    """The list of ``by_id``'s segments in ascending id order; ids must be 0..N-1 unless
+    ``any_ids`` (a shard's segments: numbered from 0 in that order)."""
     ids = sorted(by_id)
     if not ids:
         raise InputError("no hypotheses", path)
-    if ids[-1] != len(ids) - 1:  # ids are distinct and >= 0: the first gap, found in O(N), nothing allocated from an id
+    if (
+        not any_ids and ids[-1] != len(ids) - 1
+    ):  # distinct ids >= 0: the first gap, in O(N), nothing allocated from an id
         missing = next(k for k, sid in enumerate(ids) if sid != k)
         raise InputError(f"sentence ids must be 0..N-1, each present: {missing} is missing", path)
     hypotheses, rows, counts = [], [], []
@@ -64,6 +70,25 @@ def read_fairseq(path: str, text: str = "h") -> NBestList:
         InputError: naming file and line: a malformed ``H-``/``D-``/``P-`` line, a ``P-``
             line without its hypothesis, ids that are not 0..N-1, no hypotheses.
     """
+    by_id, names = _read_fairseq_lines(path, text)
+    return _assemble(by_id, names, path)
+
+
+def read_fairseq_shard(path: str, text: str = "h") -> Tuple[NBestList, List[int]]:
+    """(list, ids): the output of one shard of ``fairseq-generate --distributed-world-size N
+    --distributed-rank K`` (its share of the subset's batches: any sentence ids), as
+    :func:`read_fairseq` with the segments in ascending id order, numbered from 0; ``ids``:
+    their sentence ids in the subset.
+
+    Raises:
+        InputError: as :func:`read_fairseq`, but for ids that are not 0..N-1.
+    """
+    by_id, names = _read_fairseq_lines(path, text)
+    return _assemble(by_id, names, path, any_ids=True), sorted(by_id)
+
+
+def _read_fairseq_lines(path: str, text: str) -> Tuple[Dict[int, List[Tuple[str, List[float]]]], List[str]]:
+    """(hypotheses with their scores by sentence id, column names) of fairseq-generate output."""
     if text not in ("h", "detok"):
         raise InputError(f"fairseq text must be h or detok, not {text!r}")
     wanted = "H" if text == "h" else "D"
@@ -99,8 +124,7 @@ def read_fairseq(path: str, text: str = "h") -> NBestList:
             if len(scores) != len(hyps):
                 raise InputError(f"sentence {sid}: {len(hyps)} hypotheses but {len(scores)} P- lines", path)
             by_id[sid] = [(h, v + [float(sum(p)), float(len(p))]) for (h, v), p in zip(hyps, scores)]
-    names = ["Fairseq"] + (["FairseqSum", "FairseqLen"] if with_p else [])
-    return _assemble(by_id, names, path)
+    return by_id, ["Fairseq"] + (["FairseqSum", "FairseqLen"] if with_p else [])
 
 
 class _DuplicateKey(ValueError):

@@ -224,7 +224,9 @@ def union_files(paths: Sequence[str], out: str) -> List[int]:
 def _check_shard_record(shard: Dict[str, Any], path: str) -> None:
     """Refuse a shard record of the wrong types or ranges (a crafted or damaged signature): ``id``,
     ``of``, ``first``, ``last`` (and ``segments``) whole numbers with 0 ≤ id < of, 0 ≤ first ≤ last
-    (≤ segments), ``kind`` nbest or text.  Raises :class:`InputError` naming ``path`` and the field."""
+    (≤ segments), ``kind`` nbest or text; a shard of batches (:mod:`rerank.shards`) instead of
+    ``first``/``last``: ``segments`` and ``members``, ascending whole numbers below ``segments``.
+    Raises :class:`InputError` naming ``path`` and the field."""
 
     def whole(key: str, low: int) -> int:
         value = shard.get(key)
@@ -234,39 +236,44 @@ def _check_shard_record(shard: Dict[str, Any], path: str) -> None:
             )
         return value
 
-    of, first, last = whole("of", 1), whole("first", 0), whole("last", 0)
+    of = whole("of", 1)
     if not whole("id", 0) < of:
         raise InputError(f"its shard record's id {shard['id']} is not below its number of shards {of}", path + ".json")
-    if last < first or ("segments" in shard and whole("segments", 0) < last):
-        raise InputError(f"its shard record's segments {first}..{last} are out of order or range", path + ".json")
+    if "members" in shard:
+        total, members = whole("segments", 1), shard["members"]
+        if (
+            not isinstance(members, list)
+            or not members
+            or not all(isinstance(k, int) and not isinstance(k, bool) for k in members)
+            or not all(0 <= a < b for a, b in zip(members, members[1:]))
+            or not 0 <= members[-1] < total
+        ):
+            raise InputError(f"its shard record's members must be ascending segment ids below {total}", path + ".json")
+    else:
+        first, last = whole("first", 0), whole("last", 0)
+        if last < first or ("segments" in shard and whole("segments", 0) < last):
+            raise InputError(f"its shard record's segments {first}..{last} are out of order or range", path + ".json")
     if shard.get("kind", "nbest") not in ("nbest", "text"):
         raise InputError(f"its shard record's kind must be nbest or text, not {shard.get('kind')!r}", path + ".json")
 
 
-def merge_shards(paths: Sequence[str], out: str) -> int:
-    """Join the shards of one ``--num-shards N`` run (``paths``, in any order; :mod:`rerank.shards`)
-    into ``out``, in segment order: the output one process would have written.  Lists
-    (``features add``, ``generate``, ``nmt nbest``) are joined with their ids renumbered and a
-    signature (``merged_from``); text outputs (``apply``/``mbr --out``, ``--out-1best``: a line
-    per segment) are concatenated.  Returns the number of segments.
+Shards = List[Tuple[Dict[str, Any], Dict[str, Any], str]]
 
-    Raises:
-        InputError: a file that is no shard (no shard record in its signature), shards of
-            different runs (another input, another N, other scorers, columns or settings, a
-            list mixed with text), a shard given twice or one missing, a shard holding another
-            number of segments than its record — naming the file or the shard.
-    """
-    shards: List[Tuple[Dict[str, Any], Dict[str, Any], str]] = []
+
+def _read_shards(paths: Sequence[str]) -> Shards:
+    """(shard record, signature, path) of each of ``paths``, in shard order, checked to be
+    the shards of one run, each once, none missing, covering its segments once."""
+    shards: Shards = []
     for path in paths:
         side = path + ".json"
         record = read_json(side) if os.path.isfile(side) else None
         shard = record.get("shard") if isinstance(record, dict) else None
-        if (
-            not isinstance(record, dict)
-            or not isinstance(shard, dict)
-            or not all(k in shard for k in ("id", "of", "first", "last", "input_sha256"))
-        ):
+        if not isinstance(record, dict) or not isinstance(shard, dict):
             raise InputError("not a shard: its signature records no shard (a run with --num-shards)", path)
+        if not all(k in shard for k in ("id", "of", "input_sha256")) or not (
+            "members" in shard or ("first" in shard and "last" in shard)
+        ):
+            raise InputError("not a shard: its signature's shard record is incomplete", path)
         _check_shard_record(shard, path)
         shards.append((shard, record, path))
     first_shard, first_record, first_path = shards[0]
@@ -279,6 +286,8 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
         ):
             if shard.get(key) != first_shard.get(key):
                 raise InputError(f"a shard of another run (another {what} than {first_path}'s)", path)
+        if ("members" in shard) != ("members" in first_shard):
+            raise InputError(f"a shard of another run (of blocks and of batches, as {first_path})", path)
         for key in _SHARD_SETTINGS:
             if record.get(key) != first_record.get(key):
                 raise InputError(f"a shard of another run (other {key} than {first_path}'s)", path)
@@ -293,6 +302,9 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
     if missing is not None:
         raise InputError(f"shard {missing} of {first_shard['of']} is missing")
     ordered = [by_id[k] for k in range(first_shard["of"])]
+    if "members" in first_shard:
+        _segment_owners(ordered)
+        return ordered
     ends = [0] + [shard["last"] for shard, _, _ in ordered]
     for (shard, _, path), start in zip(ordered, ends):
         if shard["first"] != start:
@@ -302,34 +314,97 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
             )
     if isinstance(first_shard.get("segments"), int) and ends[-1] != first_shard["segments"]:
         raise InputError(f"the shards end at segment {ends[-1]} of {first_shard['segments']}", first_path)
+    return ordered
+
+
+def _segment_owners(ordered: Shards) -> np.ndarray:
+    """int64[S]: the shard (index in ``ordered``) holding each segment of a run sharded by
+    batches.  Raises :class:`InputError`: a segment in two shards or in none."""
+    total = ordered[0][0]["segments"]
+    held = sum(len(shard["members"]) for shard, _, _ in ordered)
+    if held != total:  # before any array of a (crafted) segment count is made
+        raise InputError(f"the shards hold {held} segments of {total}", ordered[0][2])
+    owner = np.full(total, -1, dtype=np.int64)
+    for index, (shard, _, path) in enumerate(ordered):
+        members = np.asarray(shard["members"], dtype=np.int64)
+        taken = owner[members] >= 0
+        if taken.any():
+            segment = int(members[np.argmax(taken)])
+            raise InputError(f"segment {segment} is in shard {int(owner[segment])} and in shard {shard['id']}", path)
+        owner[members] = index
+    if (owner < 0).any():
+        raise InputError(f"segment {int(np.argmax(owner < 0))} of {len(owner)} is in no shard", ordered[0][2])
+    return owner
+
+
+def _shard_segments(shard: Dict[str, Any], path: str) -> Iterator[NBestList]:
+    """The segments of a shard's list one by one, as many as its record holds.  Raises
+    :class:`InputError`: a list holding another number of segments."""
+    expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
+    written = 0
+    for _, block in iter_nbest(path):
+        for k in range(block.num_segments):
+            if written == expected:
+                raise InputError(f"more segments than the {expected} shard {shard['id']} holds", path)
+            yield block.subset(np.array([k]))
+            written += 1
+    if written != expected:
+        raise InputError(f"{written} segments but shard {shard['id']} holds {expected}", path)
+
+
+def _shard_lines(shard: Dict[str, Any], path: str) -> List[str]:
+    """A text shard's lines (each with its newline).  Raises :class:`InputError`: another
+    number of lines than its record holds, a last line cut short."""
+    expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
+    with open(path, encoding="utf-8") as part:
+        lines = part.readlines()
+    if len(lines) != expected:
+        raise InputError(f"{len(lines)} lines but shard {shard['id']} holds {expected}", path)
+    if lines and not lines[-1].endswith("\n"):
+        raise InputError("its last line has no newline (a shard cut short?)", path, len(lines))
+    return lines
+
+
+def merge_shards(paths: Sequence[str], out: str) -> int:
+    """Join the shards of one ``--num-shards N`` run (``paths``, in any order; :mod:`rerank.shards`)
+    into ``out``, in segment order: the output one process would have written.  Lists
+    (``features add``, ``generate``, ``nmt nbest``) are joined with their ids renumbered and a
+    signature (``merged_from``); text outputs (``apply``/``mbr --out``, ``--out-1best``: a line
+    per segment) are concatenated; the shards of batches of ``nmt nbest`` (their records list
+    their ``members``) are interleaved.  Returns the number of segments.
+
+    Raises:
+        InputError: a file that is no shard (no shard record in its signature), shards of
+            different runs (another input, another N, other scorers, columns or settings, a
+            list mixed with text), a shard given twice or one missing, a segment in two shards
+            or in none, a shard holding another number of segments than its record — naming
+            the file or the shard.
+    """
+    ordered = _read_shards(paths)
+    first_shard, first_record, first_path = ordered[0]
+    total = first_shard["segments"]
+    if "members" in first_shard:  # shards of batches: each segment from the shard holding it
+        owners = [int(k) for k in _segment_owners(ordered)]
+    else:
+        owners = [k for k, (shard, _, _) in enumerate(ordered) for _ in range(shard["last"] - shard["first"])]
     if first_shard.get("kind", "nbest") == "text":
+        parts = [iter(_shard_lines(shard, path)) for shard, _, path in ordered]
         with StagedOutputs() as outputs:
             outputs.drop_signature(out)
             with outputs.open(out) as handle:
-                for shard, _, path in ordered:
-                    with open(path, encoding="utf-8") as part:
-                        lines = part.readlines()
-                    if len(lines) != shard["last"] - shard["first"]:
-                        raise InputError(
-                            f"{len(lines)} lines but shard {shard['id']} holds {shard['last'] - shard['first']}", path
-                        )
-                    if lines and not lines[-1].endswith("\n"):
-                        raise InputError("its last line has no newline (a shard cut short?)", path, len(lines))
-                    handle.writelines(lines)
-        return first_shard["segments"]
+                handle.writelines(next(parts[k]) for k in owners)
+        return total if isinstance(total, int) else len(owners)
     hypotheses = 0
     with StagedOutputs() as outputs:  # the list and its signature together
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
-            for shard, _, path in ordered:
-                written = 0
-                for first, block in iter_nbest(path):
-                    writer.write(block, shard["first"] + first)
-                    written, hypotheses = first + block.num_segments, hypotheses + len(block.hypotheses)
-                if written != shard["last"] - shard["first"]:
-                    raise InputError(
-                        f"{written} segments but shard {shard['id']} holds {shard['last'] - shard['first']}", path
-                    )
+            segments = [_shard_segments(shard, path) for shard, _, path in ordered]
+            for segment_id, k in enumerate(owners):
+                block = next(segments[k])
+                writer.write(block, segment_id)
+                hypotheses += len(block.hypotheses)
+            for rest in segments:  # a list holding more segments than its record says
+                next(rest, None)
         record = {k: v for k, v in first_record.items() if k not in _SHARD_OWN + ("beam_feature", "feature_sets")}
         record.update(
             merged_from=[os.path.abspath(path) for _, _, path in ordered],
@@ -337,9 +412,9 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
             seconds=round(sum(r.get("seconds", 0.0) for _, r, _ in ordered), 3),
         )
         if "segments" in first_record:
-            record["segments"] = first_shard["segments"]
+            record["segments"] = total
         write_list_info(outputs.signature(out), read_list_info(first_path), record)
-    return first_shard["segments"]
+    return total if isinstance(total, int) else len(owners)
 
 
 #: signature entries of a shard that are its own, not the run's

@@ -8,6 +8,15 @@ its signature (``OUT.json``: ``shard`` = id, of, first, last, segments, input_sh
 kind), a text output (one line per segment: ``apply``/``mbr --out``, ``--out-1best``)
 too; ``rerank merge`` (:func:`rerank.reranking.merge_shards`) joins the shards of one run in
 segment order and refuses a missing, duplicate or foreign shard.
+
+fairseq's beam search (``rerank nmt nbest``) shards **batches** instead: it sorts the
+subset by length and cuts it into batches of ``--batch-size`` sentences, and shard K decodes
+batches K, K+N, K+2N… (fairseq-generate's ``--distributed-world-size N --distributed-rank
+K``).  Each sentence is then decoded in the same batch as in one process, so the merged
+lists equal one process's byte for byte (given the same torch threads per process: a
+float sum's order depends on them); blocks would batch other sentences together and
+change the scores' last digits.  Such a shard's record lists its segments (``members``,
+ascending; no ``first``/``last``), and its outputs hold them in that order.
 """
 
 from __future__ import annotations
@@ -55,6 +64,36 @@ class Shard:
         if hi <= lo:
             raise InputError(f"shard {self.id} of {self.of} holds no segment ({total} segments)", path)
         return lo, hi
+
+    def batch_segments(self, total: int, batch_size: int, path: Optional[str] = None) -> int:
+        """How many of ``total`` segments this shard decodes when fairseq deals the subset's
+        ``ceil(total / batch_size)`` batches round-robin (batches id, id+of, …; every batch
+        holds ``batch_size`` segments but the last).
+
+        Raises:
+            InputError: the shard gets no batch (more shards than batches), naming ``path``.
+        """
+        batches = -(-total // batch_size)
+        mine = range(self.id, batches, self.of)
+        if not mine:
+            raise InputError(
+                f"shard {self.id} of {self.of} holds no batch: {total} segments make {batches} batch(es) "
+                f"of --batch-size {batch_size}",
+                path,
+            )
+        return sum(min(batch_size, total - j * batch_size) for j in mine)
+
+    def member_record(self, total: int, input_path: str, members: Iterable[int], kind: str = "nbest") -> dict:
+        """The signature's ``shard`` entry of a shard of batches (module docstring): as
+        :meth:`record`, with the segments it holds (``members``, ascending) for ``first``/``last``."""
+        return {
+            "id": self.id,
+            "of": self.of,
+            "members": sorted(int(k) for k in members),
+            "segments": total,
+            "input_sha256": file_digest(input_path),
+            "kind": kind,
+        }
 
     def list_bounds(self, path: str) -> Tuple[int, int, int]:
         """(first, last, S): this shard's block of the segments of the n-best list ``path``.

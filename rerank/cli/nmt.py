@@ -441,7 +441,12 @@ def _add_nmt_nbest(nsub) -> None:
     )
     device_options(q)
     q.add_argument("--out-1best", required=True, help="the beam's 1-best, one line per sentence")
-    shard_options(q, "sentences of --subset or --input")
+    shard_options(
+        q,
+        "sentences of --subset or --input (fairseq's length-sorted batches of --batch-size: the merged "
+        "shards are one process's lists, byte for byte, with the same torch threads)",
+        parts="shards of the batches of",
+    )
     signature_option(q, "--out-nbest")
     q.set_defaults(
         paths=lambda a: (

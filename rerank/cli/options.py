@@ -84,19 +84,20 @@ def signature_option(p: argparse.ArgumentParser, output: str = "--out") -> None:
     )
 
 
-def shard_options(p: argparse.ArgumentParser, what: str) -> None:
-    """``--num-shards N --shard-id K`` (:mod:`rerank.shards`): the K-th of N contiguous blocks
-    of ``what`` (e.g. "sentences of the input"), joined afterwards by ``rerank merge``."""
+def shard_options(p: argparse.ArgumentParser, what: str, parts: str = "contiguous blocks of") -> None:
+    """``--num-shards N --shard-id K`` (:mod:`rerank.shards`): the K-th of N ``parts`` (contiguous
+    blocks, or for fairseq's decoding its batches dealt round-robin) ``what`` (e.g. "sentences of
+    the input"), joined afterwards by ``rerank merge``."""
     p.add_argument(
         "--num-shards",
         type=positive_int,
-        help=f"split the work into N contiguous blocks of {what} (with --shard-id; one per machine or SLURM "
+        help=f"split the work into N {parts} {what} (with --shard-id; one per machine or SLURM "
         "array task), e.g. --num-shards 4 (default: no shards); join the outputs with rerank merge",
     )
     p.add_argument(
         "--shard-id",
         type=non_negative_int,
-        help="the block this process does, 0..N-1 (default: none), e.g. --shard-id 0",
+        help="the shard this process does, 0..N-1 (default: none), e.g. --shard-id 0",
     )
 
 

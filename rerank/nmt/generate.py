@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rerank.convert import read_fairseq
+from rerank.convert import read_fairseq, read_fairseq_shard
 from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 from rerank.nmt import USER_DIR, fairseq_device
@@ -127,7 +127,27 @@ def parse_generate_output(
     Raises:
         InputError: no ``P-`` lines, or a segment count other than ``num_segments``.
     """
-    listing = read_fairseq(path)
+    return _beam_of(read_fairseq(path), path, num_segments, nbest, direction, subword)
+
+
+def parse_generate_shard(
+    path: str, num_segments: int, nbest: int, direction: str = "forward", subword: str = "subword-nmt"
+) -> Tuple[NBestList, List[int]]:
+    """(list, ids): as :func:`parse_generate_output`, the output of one shard of
+    fairseq-generate's batches (``--distributed-world-size``/``--distributed-rank``,
+    :mod:`rerank.shards`): its ``num_segments`` segments in ascending sentence id, numbered
+    from 0, and those ids.
+
+    Raises:
+        InputError: as :func:`parse_generate_output`.
+    """
+    listing, ids = read_fairseq_shard(path)
+    return _beam_of(listing, path, num_segments, nbest, direction, subword), ids
+
+
+def _beam_of(listing: NBestList, path: str, num_segments: int, nbest: int, direction: str, subword: str) -> NBestList:
+    """fairseq-generate's list read by :mod:`rerank.convert` as our beam's list
+    (:func:`parse_generate_output`); raises its :class:`InputError`."""
     if "FairseqSum" not in listing.feature_names:
         raise InputError("fairseq-generate printed no P- lines (positional scores)", path)
     if listing.num_segments != num_segments:
@@ -159,6 +179,7 @@ def generate_nbest(
     shard: Optional[Shard] = None,
     quiet: bool = False,
     subword: Optional[str] = None,
+    shard_input: Optional[str] = None,
 ) -> NBestList:
     """Run beam search on ``subset`` ('valid' or 'test') of ``bin_dir`` and write the n-best
     list (Moses format) and the 1-best file.  Returns the n-best list.
@@ -168,14 +189,18 @@ def generate_nbest(
     its input and the model's own data directory, not its temporary one; a ``shard``
     entry there marks both outputs as a shard, the 1-best with a signature of its own).
     ``quiet``: fairseq's log lines and torch's warnings are kept back (shown when it fails).
-    ``shard``: only that block of the subset's sentences (:mod:`rerank.shards`), decoded
-    from a copy of them binarised into a temporary directory.  ``subword``: the subword
+    ``shard``: only that shard of the subset's batches (fairseq's, of ``batch_size``
+    sentences sorted by length, dealt round-robin: :mod:`rerank.shards`), each sentence
+    decoded in the batch one process would decode it in, so the merged shards equal one
+    process's lists byte for byte (with the same torch threads); the outputs hold the
+    shard's sentences in subset order and the record lists them (``members``; the SHA-256
+    of ``shard_input``, default the subset's binarised source).  ``subword``: the subword
     step's kind (:data:`rerank.nmt.subword.SUBWORD_FILES`) that the output's subwords are
     removed by (default: the one beside ``bin_dir``, prepare's layout).
 
     Raises:
         InputError: no such subset, a beam smaller than the n-best size, a direction
-            :func:`model_direction` refuses, a shard holding no sentence or written to
+            :func:`model_direction` refuses, a shard holding no batch or written to
             standard output.
         UntrustedCheckpoint: a checkpoint naming classes beyond fairseq's own
             (:mod:`rerank.nmt.checkpoints`), unless trusted.
@@ -192,18 +217,14 @@ def generate_nbest(
     direction = model_direction(checkpoint, config.direction)
     check_checkpoint(checkpoint)  # before fairseq loads it (docs/security.md)
     if shard is not None:
-        lo, hi = shard.bounds(num_segments, prefix + ".bin")
+        expected = shard.batch_segments(num_segments, config.batch_size, shard_input or prefix + ".bin")
         shard.check_output(out_nbest)
         shard.check_output(out_1best)
-        provenance = {**(provenance or {}), "shard": shard.record(num_segments, prefix + ".bin")}
     subword = subword or subword_spec(os.path.dirname(os.path.abspath(bin_dir))).partition(":")[0]
     # a right-to-left model's subword tokens are put in reading order before BPE removal
     remove = ["--remove-bpe"] + (["sentencepiece"] if subword == "sentencepiece" else [])
     bpe_args = remove if direction == "forward" else []
     with tempfile.TemporaryDirectory() as tmp:
-        if shard is not None:  # the shard's sentences, binarised again on their own
-            bin_dir = _binarised_slice(bin_dir, subset, config, lo, hi, os.path.join(tmp, "shard"))
-            num_segments = hi - lo
         raw = os.path.join(tmp, "generate.txt")
         cmd = [
             sys.executable,
@@ -240,6 +261,8 @@ def generate_nbest(
             "--num-workers",
             "0",
         ]
+        if shard is not None:  # fairseq deals the batches: shard K decodes batches K, K+N, ...
+            cmd += ["--distributed-world-size", str(shard.of), "--distributed-rank", str(shard.id)]
         device_args, device_env = fairseq_device(config.device, config.dtype)
         log = subprocess.PIPE if quiet else None  # fairseq's INFO lines and torch's warnings: kept back when quiet
         with open(raw, "w", encoding="utf-8") as out:
@@ -248,7 +271,12 @@ def generate_nbest(
             if quiet and done.stderr:
                 sys.stderr.write(done.stderr[-4000:])
             raise subprocess.CalledProcessError(done.returncode, cmd)
-        nbest = parse_generate_output(raw, num_segments, config.nbest, direction, subword)
+        if shard is None:
+            nbest = parse_generate_output(raw, num_segments, config.nbest, direction, subword)
+        else:
+            nbest, members = parse_generate_shard(raw, expected, config.nbest, direction, subword)
+            entry = shard.member_record(num_segments, shard_input or prefix + ".bin", members)
+            provenance = {**(provenance or {}), "shard": entry}
     record = {
         "config": asdict(config),
         "direction": direction,
@@ -297,30 +325,6 @@ def beam_list(texts: Sequence[str], offsets, sums, norms, direction: str) -> NBe
     )
 
 
-def _binarised_slice(bin_dir: str, subset: str, config: GenerateConfig, lo: int, hi: int, out_dir: str) -> str:
-    """``out_dir``, a copy of sentences ``lo..hi-1`` of ``subset`` of ``bin_dir`` (both
-    languages, fairseq's indexed format, the same dictionaries) as its subset of that name."""
-    import shutil
-
-    from fairseq.data import data_utils, indexed_dataset
-
-    os.makedirs(out_dir)
-    for lang in (config.src, config.tgt):
-        shutil.copy(os.path.join(bin_dir, f"dict.{lang}.txt"), out_dir)
-        name = f"{subset}.{config.src}-{config.tgt}.{lang}"
-        prefix = os.path.join(bin_dir, name)
-        if not os.path.exists(prefix + ".idx"):
-            continue
-        impl = indexed_dataset.infer_dataset_impl(prefix)
-        dataset = data_utils.load_indexed_dataset(prefix, None, impl)
-        target = os.path.join(out_dir, name)
-        builder = indexed_dataset.make_builder(target + ".bin", impl=impl, vocab_size=65535)
-        for k in range(lo, hi):
-            builder.add_item(dataset[k])
-        builder.finalize(target + ".idx")
-    return out_dir
-
-
 def read_source_text(input_path: str) -> List[str]:
     """The raw sentences of ``input_path`` (one per line).
 
@@ -363,12 +367,13 @@ def generate_nbest_from_text(
     directory (``bin_dir/..``, ``rerank nmt prepare``'s layout), binarised with the
     model's dictionaries into a temporary directory and decoded as :func:`generate_nbest`.
     ``out_source`` receives the preprocessed source (what ``rerank features add
-    --source`` expects).  ``shard``: only that block of the input's lines
-    (:mod:`rerank.shards`), every output marked as that shard.
+    --source`` expects).  ``shard``: only that shard of the input's batches (as
+    :func:`generate_nbest`: every line is preprocessed, the shard's lines decoded), every
+    output marked as that shard and holding its lines.
 
     Raises:
         InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout; a
-            shard holding no line or written to standard output.
+            shard holding no batch or written to standard output.
     """
     codes = subword_spec(os.path.dirname(os.path.abspath(bin_dir)))
     dicts = [os.path.join(bin_dir, f"dict.{lang}.txt") for lang in (config.src, config.tgt)]
@@ -382,11 +387,9 @@ def generate_nbest_from_text(
         "subset": None,
     }
     if shard is not None:
-        lo, hi = shard.bounds(len(raw), input_path)
+        shard.batch_segments(len(raw), config.batch_size, input_path)  # before any work
         for output in (out_nbest, out_1best, out_source):
             shard.check_output(output)
-        provenance["shard"] = shard.record(len(raw), input_path)
-        raw = raw[lo:hi]
     tokenised, segmented = segment_text(raw, config, codes)
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "test")
@@ -426,12 +429,17 @@ def generate_nbest_from_text(
             out_1best,
             config,
             provenance,
+            shard=shard,
             quiet=quiet,
             subword=codes.partition(":")[0],
+            shard_input=input_path,
         )
     if out_source:
         with StagedOutputs() as outputs:
-            write_lines(tokenised, outputs.stage(out_source))
-            if shard is not None:
-                write_signed(outputs.signature(out_source), {"shard": {**provenance["shard"], "kind": "text"}})
+            if shard is None:
+                write_lines(tokenised, outputs.stage(out_source))
+            else:  # the shard's lines: those its list holds, as its signature records them
+                entry = read_json(out_nbest + ".json")["shard"]
+                write_lines([tokenised[k] for k in entry["members"]], outputs.stage(out_source))
+                write_signed(outputs.signature(out_source), {"shard": {**entry, "kind": "text"}})
     return nbest

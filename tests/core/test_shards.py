@@ -113,3 +113,77 @@ def test_crafted_shard_records_are_refused_in_one_line(tmp_path, capsys):
         main(["merge", str(tmp_path / "s0.nbest"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "m.nbest")]) == 1
     )
     assert "shard 2 of 1000000000000 is missing" in capsys.readouterr().err
+
+
+def _batch_shards(tmp_path, groups):
+    """Shards of batches (as rerank nmt nbest writes them) cut by hand from full.nbest and
+    full.1best: shard k holds the segments groups[k], in ascending order, numbered from 0."""
+    import numpy as np
+
+    from rerank.nbest import read_nbest, write_nbest
+
+    full = read_nbest(str(tmp_path / "full.nbest"))
+    lines = (tmp_path / "full.1best").read_text().splitlines(keepends=True)
+    signature = json.loads((tmp_path / "full.nbest.json").read_text())
+    for k, members in enumerate(groups):
+        record = {"id": k, "of": len(groups), "members": members, "segments": full.num_segments}
+        record["input_sha256"] = "ab" * 32
+        cut = np.minimum(members, full.num_segments - 1)  # a record may name a segment the list lacks
+        write_nbest(full.subset(cut), str(tmp_path / f"b{k}.nbest"))
+        (tmp_path / f"b{k}.nbest.json").write_text(json.dumps({**signature, "shard": {**record, "kind": "nbest"}}))
+        (tmp_path / f"b{k}.1best").write_text("".join(lines[m] for m in cut))
+        (tmp_path / f"b{k}.1best.json").write_text(json.dumps({"shard": {**record, "kind": "text"}}))
+
+
+def test_shards_of_batches_interleave_into_the_unsharded_list(tmp_path, capsys):
+    """rerank nmt nbest's shards hold fairseq's batches (segments anywhere in the subset, listed
+    in their records' members): merged, they give the one-process list and 1-best, byte for
+    byte; a segment in two shards or in none, members out of order or range, a crafted segment
+    count, shards of blocks mixed in: one line each, no output."""
+    write_split(tmp_path, "val", 10, seed=5)
+    assert _add(tmp_path) == 0
+    from rerank.nbest import read_nbest
+
+    full = read_nbest(str(tmp_path / "full.nbest"))
+    (tmp_path / "full.1best").write_text("".join(full.hypotheses[i] + "\n" for i in full.offsets[:-1]))
+    _batch_shards(tmp_path, [[1, 4, 5, 9], [0, 2, 3], [6, 7, 8]])
+    for kind in ("nbest", "1best"):
+        shards = [str(tmp_path / f"b{k}.{kind}") for k in (2, 0, 1)]
+        assert main(["merge", *shards, "--out", str(tmp_path / f"m.{kind}")]) == 0
+        assert (tmp_path / f"m.{kind}").read_bytes() == (tmp_path / f"full.{kind}").read_bytes(), kind
+    merged = json.loads((tmp_path / "m.nbest.json").read_text())
+    assert "shard" not in merged and len(merged["merged_from"]) == 3
+    for k in range(2):
+        assert _add(tmp_path, "--num-shards", "3", "--shard-id", str(k), out=f"s{k}.nbest") == 0
+    capsys.readouterr()
+    cases = [
+        ([[1, 4, 5, 9], [0, 2, 3, 4], [6, 7, 8]], "the shards hold 11 segments of 10"),
+        ([[1, 4, 5, 9], [0, 2, 4], [6, 7, 8]], "segment 4 is in shard 0 and in shard 1"),
+        ([[1, 5, 4, 9], [0, 2, 3], [6, 7, 8]], "members must be ascending segment ids below 10"),
+        ([[1, 4, 5, 9], [0, 2, 3], [6, 7, 10]], "members must be ascending segment ids below 10"),
+    ]
+    for groups, message in cases:
+        _batch_shards(tmp_path, groups)
+        assert main(["merge", *[str(tmp_path / f"b{k}.nbest") for k in range(3)], "--out", str(tmp_path / "x")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, (groups, err)
+        assert not (tmp_path / "x").exists()
+    _batch_shards(tmp_path, [[1, 4, 5, 9], [0, 2, 3], [6, 7, 8]])
+    record = json.loads((tmp_path / "b1.nbest.json").read_text())
+    record["shard"]["segments"] = 10**12  # on every shard: refused before an array of that size
+    for k in range(3):
+        (tmp_path / f"b{k}.nbest.json").write_text(json.dumps({**record, "shard": {**record["shard"], "id": k}}))
+    assert main(["merge", *[str(tmp_path / f"b{k}.nbest") for k in range(3)], "--out", str(tmp_path / "x")]) == 1
+    assert "the shards hold" in capsys.readouterr().err
+    _batch_shards(tmp_path, [[1, 4, 5, 9], [0, 2, 3], [6, 7, 8]])
+    record = json.loads((tmp_path / "s1.nbest.json").read_text())
+    record["shard"]["input_sha256"] = "ab" * 32
+    (tmp_path / "s1.nbest.json").write_text(json.dumps(record))
+    assert (
+        main(
+            ["merge", str(tmp_path / "b0.nbest"), str(tmp_path / "s1.nbest"), str(tmp_path / "b2.nbest")]
+            + ["--out", str(tmp_path / "x")]
+        )
+        == 1
+    )
+    assert "of blocks and of batches" in capsys.readouterr().err

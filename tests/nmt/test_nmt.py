@@ -1,6 +1,7 @@
 """NMT side: generate-output parsing (exact) and a tiny end-to-end smoke run on fairseq."""
 
 import gzip
+import json
 import math
 import os
 import random
@@ -104,7 +105,7 @@ def _write_corpus(root, n_train=300, n_val=16, n_test=10, seed=0):
                 handle.write("\n".join(lines) + "\n")
 
 
-def test_tiny_pipeline_prepare_train_nbest(tmp_path):
+def test_tiny_pipeline_prepare_train_nbest(tmp_path, capsys):
     from rerank.nbest import read_nbest
     from rerank.nmt.data import PrepareConfig, prepare
     from rerank.nmt.train import TrainConfig, train
@@ -160,8 +161,9 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
     assert read_lines(str(tmp_path / "raw.tok.en")) == read_lines(
         str(tmp_path / "data" / "tok" / "test_2016_flickr.en")
     )
-    # shards (issue 44): 3 blocks of the subset's sentences, and 2 of the raw text's, merged
-    # in any order give the unsharded lists (scores within float noise: other batches)
+    # shards (issues 44, 64): 3 shards of the subset's batches, and 2 of the raw text's,
+    # merged in any order give the unsharded lists byte for byte (each sentence decoded in
+    # the batch one process decodes it in; the same torch threads in every process)
     from rerank.cli import main
     from rerank.reranking import merge_shards
 
@@ -173,16 +175,23 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path):
         out = ["--out-nbest", str(tmp_path / f"r{k}.nbest"), "--out-1best", str(tmp_path / f"r{k}.1best")]
         out += ["--out-source", str(tmp_path / f"r{k}.tok.en")]
         assert main(common + ["--input", str(raw), "--num-shards", "2", "--shard-id", str(k)] + out) == 0
-    assert read_nbest(str(tmp_path / "s1.nbest")).num_segments == 3  # sentences 3..5 of 10
-    for parts, name in (("s2 s0 s1", "subset"), ("r1 r0", "text")):
-        merge_shards([str(tmp_path / f"{p}.nbest") for p in parts.split()], str(tmp_path / f"{name}.nbest"))
-        merge_shards([str(tmp_path / f"{p}.1best") for p in parts.split()], str(tmp_path / f"{name}.1best"))
-        merged = read_nbest(str(tmp_path / f"{name}.nbest"), num_segments=10)
-        assert merged.hypotheses == nb.hypotheses, name
-        assert np.allclose(merged.features, nb.features, atol=1e-4)
-        assert read_lines(str(tmp_path / f"{name}.1best")) == read_lines(str(tmp_path / "test.1best"))
+    # 10 sentences make 3 batches of 4, 4 and 2 (fairseq's length order): one each
+    members = [json.loads((tmp_path / f"s{k}.nbest.json").read_text())["shard"]["members"] for k in range(3)]
+    assert sorted(map(len, members)) == [2, 4, 4] and sorted(sum(members, [])) == list(range(10))
+    assert read_nbest(str(tmp_path / "s1.nbest")).num_segments == len(members[1])
+    assert read_lines(str(tmp_path / "s1.1best")) == [read_lines(str(tmp_path / "test.1best"))[k] for k in members[1]]
+    for parts, name, whole in (("s2 s0 s1", "subset", "test"), ("r1 r0", "text", "raw")):
+        for kind in ("nbest", "1best"):
+            merge_shards([str(tmp_path / f"{p}.{kind}") for p in parts.split()], str(tmp_path / f"{name}.{kind}"))
+            assert (tmp_path / f"{name}.{kind}").read_bytes() == (tmp_path / f"{whole}.{kind}").read_bytes(), name
     merge_shards([str(tmp_path / "r0.tok.en"), str(tmp_path / "r1.tok.en")], str(tmp_path / "merged.tok.en"))
     assert (tmp_path / "merged.tok.en").read_text() == (tmp_path / "raw.tok.en").read_text()
+    # more shards than batches: one line naming the batches, before any decoding
+    capsys.readouterr()
+    x = ["--out-nbest", str(tmp_path / "x.nbest"), "--out-1best", str(tmp_path / "x.1best")]
+    assert main(common + ["--subset", "test", "--num-shards", "4", "--shard-id", "3"] + x) == 1
+    assert "shard 3 of 4 holds no batch: 10 segments make 3 batch(es) of --batch-size 4" in capsys.readouterr().err
+    assert not (tmp_path / "x.nbest").exists()
     with pytest.raises(InputError, match="shard 1 of 3 is missing"):
         merge_shards([str(tmp_path / "s0.nbest"), str(tmp_path / "s2.nbest")], str(tmp_path / "x.nbest"))
     with pytest.raises(InputError, match="another input than"):

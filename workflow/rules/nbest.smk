@@ -60,7 +60,7 @@ if C["shards"] == 1:
         shell:
             "{params.cmd}"
 
-else:  # SHARDS decodings of contiguous blocks of sentences side by side, joined by rerank merge
+else:  # SHARDS decodings side by side (nmt nbest: shares of fairseq's batches; generate: blocks), joined by rerank merge
 
     rule nbest_shard:
         input:
