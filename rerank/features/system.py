@@ -250,8 +250,9 @@ def translate(
     (module docstring) into ``out`` (and the scored n-best list into ``nbest_out``).
     Returns {"segments", "seconds", "sentences_per_second", "stages"} (the seconds of
     decoding, loading and preprocessing included, and of each scorer step: ``step0 (nmt)``).  ``expected_digest``: the
-    system digest pack-system printed (:func:`load_system`).  ``shard``: only that block
-    of the input's sentences (:mod:`rerank.shards`); ``out`` and ``nbest_out`` then carry
+    system digest pack-system printed (:func:`load_system`).  ``shard``: only that shard
+    of the input's sentences (:mod:`rerank.shards`: with ``fairseq-generate``, its share of
+    the batches, as ``rerank nmt nbest``; else a block); ``out`` and ``nbest_out`` then carry
     signatures recording it, and ``rerank merge`` joins the shards' outputs into what one
     process writes.  ``decoder`` (:data:`DECODERS`): which search makes a fairseq system's
     n-best list: ``fairseq`` (``fairseq-generate`` on the checkpoint), ``ct2`` (its
@@ -281,20 +282,29 @@ def translate(
     with tempfile.TemporaryDirectory() as tmp:
         nbest, source = os.path.join(tmp, "nbest"), os.path.join(tmp, "source")
         records: Dict[str, Any] = {}
-        if shard is not None:  # this shard's block of the input, decoded as a file of its own
+        # fairseq-generate deals its batches to the shards (as rerank nmt nbest: rerank.shards);
+        # CTranslate2 and rerank generate's models decode a shard's block as a file of its own
+        batches = shard if shard is not None and not isinstance(decoding, dict) and not use_ct2 else None
+        if shard is not None:
             for path in (out, nbest_out):
                 shard.check_output(path)
             raw = read_lines(input_path)
-            lo, hi = shard.bounds(len(raw), input_path)
-            records = {kind: shard.record(len(raw), input_path, kind) for kind in ("text", "nbest")}
-            input_path = os.path.join(tmp, "input")
-            with open(input_path, "w", encoding="utf-8") as handle:
-                handle.writelines(line + "\n" for line in raw[lo:hi])
+            if batches is not None:
+                batches.batch_segments(len(raw), batch_size or decoding.batch_size, input_path)  # before any work
+            else:
+                lo, hi = shard.bounds(len(raw), input_path)
+                records = {kind: shard.record(len(raw), input_path, kind) for kind in ("text", "nbest")}
+                input_path = os.path.join(tmp, "input")
+                with open(input_path, "w", encoding="utf-8") as handle:
+                    handle.writelines(line + "\n" for line in raw[lo:hi])
         if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
             _generate(decoding, input_path, nbest, os.path.join(tmp, "1best"), devices, say)
             source, tokenized = input_path, True
         else:
-            _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2)
+            _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2, batches)
+            if batches is not None:  # the sentences fairseq dealt to this shard, as its list records them
+                entry = read_json(nbest + ".json")["shard"]
+                records = {kind: {**entry, "kind": kind} for kind in ("text", "nbest")}
         stages = {"decode": round(time.perf_counter() - start, 3)}
         for k, step in enumerate(manifest["steps"]):
             scored = os.path.join(tmp, f"step{k}")
@@ -333,10 +343,12 @@ def translate(
     return result
 
 
-def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say, ct2=None) -> None:
+def _decode(
+    system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say, ct2=None, shard=None
+) -> None:
     """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into
-    ``nbest``: by ``fairseq-generate``, or with the CTranslate2 conversion ``ct2`` (the
-    manifest's ``ct2`` entry, :func:`_decode_ct2`)."""
+    ``nbest``: by ``fairseq-generate`` (``shard``: its share of the batches), or with the
+    CTranslate2 conversion ``ct2`` (the manifest's ``ct2`` entry, :func:`_decode_ct2`)."""
     generator = os.path.join(system_dir, "generator")
     if devices is not None:
         config.device, config.dtype = devices.device, devices.dtype
@@ -355,6 +367,7 @@ def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devic
         nbest + ".1best",
         source,
         config,
+        shard=shard,
         quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
     )
 
