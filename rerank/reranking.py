@@ -262,7 +262,7 @@ Shards = List[Tuple[Dict[str, Any], Dict[str, Any], str]]
 
 def _read_shards(paths: Sequence[str]) -> Shards:
     """(shard record, signature, path) of each of ``paths``, in shard order, checked to be
-    the shards of one run, each once, none missing, covering its segments once."""
+    the shards of one run, each once, none missing; shards of blocks tile the segments."""
     shards: Shards = []
     for path in paths:
         side = path + ".json"
@@ -302,8 +302,7 @@ def _read_shards(paths: Sequence[str]) -> Shards:
     if missing is not None:
         raise InputError(f"shard {missing} of {first_shard['of']} is missing")
     ordered = [by_id[k] for k in range(first_shard["of"])]
-    if "members" in first_shard:
-        _segment_owners(ordered)
+    if "members" in first_shard:  # shards of batches: their members are checked as they are merged
         return ordered
     ends = [0] + [shard["last"] for shard, _, _ in ordered]
     for (shard, _, path), start in zip(ordered, ends):
@@ -319,7 +318,8 @@ def _read_shards(paths: Sequence[str]) -> Shards:
 
 def _segment_owners(ordered: Shards) -> np.ndarray:
     """int64[S]: the shard (index in ``ordered``) holding each segment of a run sharded by
-    batches.  Raises :class:`InputError`: a segment in two shards or in none."""
+    batches.  Raises :class:`InputError`: shards holding more or fewer segments than the run's,
+    a segment in two shards (then none is in no shard: the members are below S)."""
     total = ordered[0][0]["segments"]
     held = sum(len(shard["members"]) for shard, _, _ in ordered)
     if held != total:  # before any array of a (crafted) segment count is made
@@ -332,8 +332,6 @@ def _segment_owners(ordered: Shards) -> np.ndarray:
             segment = int(members[np.argmax(taken)])
             raise InputError(f"segment {segment} is in shard {int(owner[segment])} and in shard {shard['id']}", path)
         owner[members] = index
-    if (owner < 0).any():
-        raise InputError(f"segment {int(np.argmax(owner < 0))} of {len(owner)} is in no shard", ordered[0][2])
     return owner
 
 
