@@ -11,7 +11,8 @@ byte-identical when the processes have the same threads (``--one-threads`` = cor
 with more threads, torch's float sums run in another order and the last digits may differ.
 
     python benchmarks/bench_shards.py --job out/multi30k-de-en --shards 2 --json out/bench_shards.json
-    python benchmarks/bench_shards.py --job out/multi30k-de-en --shards 2 --one-threads 1 --limit 200
+    python benchmarks/bench_shards.py --job out/multi30k-de-en --shards 2 --one-threads 1 --limit 200 \
+        --block-hypotheses 5000
 
 Every process is timed with its loading; the machine should be otherwise idle.
 """
@@ -69,6 +70,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--limit", type=int, default=0, help="only the first N test sentences, raw text (default: 0, the whole set)"
     )
+    parser.add_argument(
+        "--block-hypotheses",
+        type=int,
+        default=0,
+        help="features add --block-hypotheses of every scoring process (default: 0, the verb's); a "
+        "feature shard scores whole blocks, so a list needs at least --shards blocks",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     job, shards = os.path.abspath(args.job), args.shards
@@ -101,6 +109,7 @@ def main(argv=None) -> int:
 
         def scoring(name, extra=()):
             command = ["rerank", "features", "add", "--nbest", os.path.join(tmp, "one.nbest"), "--source", source]
+            command += ["--block-hypotheses", str(args.block_hypotheses)] if args.block_hypotheses else []
             return command + ["--scorer", f"nmt:{r2l}", "--out", os.path.join(tmp, name + ".nbest"), *extra]
 
         for stage, build in (("nbest", decoding), ("features-r2l", scoring)):
@@ -139,6 +148,7 @@ def main(argv=None) -> int:
         "cores": cores,
         "one_process_threads": args.one_threads or "default",
         "limit": args.limit or None,
+        "block_hypotheses": args.block_hypotheses or None,
         "stages": rows,
         "signature": signature(["torch", "fairseq-fixed"]),
     }

@@ -225,7 +225,8 @@ def _check_shard_record(shard: Dict[str, Any], path: str) -> None:
     """Refuse a shard record of the wrong types or ranges (a crafted or damaged signature): ``id``,
     ``of``, ``first``, ``last`` (and ``segments``) whole numbers with 0 ≤ id < of, 0 ≤ first ≤ last
     (≤ segments), ``kind`` nbest or text; a shard of batches (:mod:`rerank.shards`) instead of
-    ``first``/``last``: ``segments`` and ``members``, ascending whole numbers below ``segments``.
+    ``first``/``last``: ``segments`` and ``members``, ascending whole numbers below ``segments``
+    (none: a ``features add`` shard dealt no block).
     Raises :class:`InputError` naming ``path`` and the field."""
 
     def whole(key: str, low: int) -> int:
@@ -243,10 +244,9 @@ def _check_shard_record(shard: Dict[str, Any], path: str) -> None:
         total, members = whole("segments", 1), shard["members"]
         if (
             not isinstance(members, list)
-            or not members
             or not all(isinstance(k, int) and not isinstance(k, bool) for k in members)
             or not all(0 <= a < b for a, b in zip(members, members[1:]))
-            or not 0 <= members[-1] < total
+            or not all(0 <= k < total for k in members[:1] + members[-1:])
         ):
             raise InputError(f"its shard record's members must be ascending segment ids below {total}", path + ".json")
     else:
@@ -289,6 +289,8 @@ def _read_shards(paths: Sequence[str]) -> Shards:
         if ("members" in shard) != ("members" in first_shard):
             raise InputError(f"a shard of another run (of blocks and of batches, as {first_path})", path)
         for key in _SHARD_SETTINGS:
+            if key == "features" and [] in (shard.get("members"), first_shard.get("members")):  # no block, no columns
+                continue
             if record.get(key) != first_record.get(key):
                 raise InputError(f"a shard of another run (other {key} than {first_path}'s)", path)
     by_id: dict = {}
@@ -340,6 +342,8 @@ def _shard_segments(shard: Dict[str, Any], path: str) -> Iterator[NBestList]:
     :class:`InputError`: a list holding another number of segments."""
     expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
     written = 0
+    if expected == 0 and os.path.getsize(path) == 0:  # a shard dealt no block (features add)
+        return
     for _, block in iter_nbest(path):
         for k in range(block.num_segments):
             if written == expected:
@@ -424,6 +428,7 @@ _SHARD_SETTINGS = (
     "model",
     "nbest",
     "beam",
+    "block_hypotheses",
     "sampling",
     "max_length",
     "config",

@@ -17,6 +17,14 @@ lists equal one process's byte for byte (given the same torch threads per proces
 float sum's order depends on them); blocks would batch other sentences together and
 change the scores' last digits.  Such a shard's record lists its segments (``members``,
 ascending; no ``first``/``last``), and its outputs hold them in that order.
+
+``features add`` shards the same way for the same reason: a neural scorer (``nmt:``,
+``fairseq:``, ``hf:``…) batches a call's hypotheses together, so its scores depend in their
+last digits on which segments share the call.  One process scores the list in blocks of whole
+segments (:func:`rerank.nbest.iter_nbest`, cut after ``--block-hypotheses`` hypotheses), one
+call per block; shard K scores blocks K, K+N, … (:meth:`Shard.deal`), each exactly as one
+process does, and records them as ``members``.  A shard may get no block (a list of fewer
+blocks than shards): it writes an empty list, and ``rerank merge`` takes it.
 """
 
 from __future__ import annotations
@@ -83,6 +91,14 @@ class Shard:
             )
         return sum(min(batch_size, total - j * batch_size) for j in mine)
 
+    def deal(self, blocks: Iterable[tuple]) -> Iterator[tuple]:
+        """This shard's items of ``blocks`` (e.g. the ``(first, NBestList)`` blocks of
+        :func:`rerank.nbest.iter_nbest`) dealt round-robin: items id, id+of, id+2·of, …
+        unchanged (``first`` is still the list's own segment id)."""
+        for index, item in enumerate(blocks):
+            if index % self.of == self.id:
+                yield item
+
     def member_record(self, total: int, input_path: str, members: Iterable[int], kind: str = "nbest") -> dict:
         """The signature's ``shard`` entry of a shard of batches (module docstring): as
         :meth:`record`, with the segments it holds (``members``, ascending) for ``first``/``last``."""
@@ -95,6 +111,18 @@ class Shard:
             "kind": kind,
         }
 
+    @staticmethod
+    def list_segments(path: str) -> int:
+        """The segment count S of the n-best list ``path``, which a shard's record holds.
+
+        Raises:
+            InputError: standard input (no segment count before reading it).
+        """
+        total = count_segments(path)
+        if total is None:
+            raise InputError("shards need a list file (its segment count), not standard input", path)
+        return total
+
     def list_bounds(self, path: str) -> Tuple[int, int, int]:
         """(first, last, S): this shard's block of the segments of the n-best list ``path``.
 
@@ -102,9 +130,7 @@ class Shard:
             InputError: standard input (no segment count before reading it), a shard holding
                 no segment.
         """
-        total = count_segments(path)
-        if total is None:
-            raise InputError("shards need a list file (its segment count), not standard input", path)
+        total = self.list_segments(path)
         lo, hi = self.bounds(total, path)
         return lo, hi, total
 

@@ -24,6 +24,7 @@ from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import scorer_summaries
 from rerank.mbr import mbr_decode
+from rerank.nbest import BLOCK_HYPOTHESES
 from rerank.outputs import atomic_write, signature_path
 from rerank.signature import write_signed
 
@@ -39,6 +40,7 @@ def cmd_features(args) -> None:
         devices=device_settings(args),
         beam=_beam(args),
         shard=shard_option_value(args),
+        block_hypotheses=args.block_hypotheses,
     )
 
 
@@ -110,7 +112,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="with --beam-feature: the columns of the list's beam feature set (default: "
         "none), e.g. --beam-set NMT,WordPenalty,NMTNorm",
     )
-    shard_options(q, "segments of the list")
+    q.add_argument(
+        "--block-hypotheses",
+        type=positive_int,
+        default=BLOCK_HYPOTHESES,
+        help="score the list in blocks of whole segments, each cut after more than this many "
+        "hypotheses, one scorer call per block (memory; a neural scorer's last digits depend on "
+        "the block, so the shards and the unsharded run of one list take the same value) "
+        f"(default: {BLOCK_HYPOTHESES}), e.g. --block-hypotheses 5000 to deal 4 shards a 200-segment 100-best list",
+    )
+    shard_options(q, "segments of the list", parts="blocks (--block-hypotheses), dealt round-robin, of")
     q.add_argument("--out", required=True, help="the list with the new columns (and OUT.json, its signature)")
     device_options(q)
     signature_option(q)

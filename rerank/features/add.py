@@ -18,10 +18,10 @@ from rerank.embed.data import align_images, load_image_features
 from rerank.errors import InputError
 from rerank.features.scorer import Scorer, make_scorer
 from rerank.folds import read_folds
-from rerank.nbest import ListInfo, NBestList, NBestWriter, count_segments, iter_nbest, write_list_info
+from rerank.nbest import BLOCK_HYPOTHESES, ListInfo, NBestList, NBestWriter, count_segments, iter_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
-from rerank.shards import Shard, shard_blocks
+from rerank.shards import Shard
 from rerank.textio import read_lines
 
 
@@ -190,35 +190,13 @@ def _declare_beam(info: ListInfo, beam: Tuple[str, Sequence[str]], names: Sequen
     return ListInfo(feature, {**info.feature_sets, "beam": columns}, True)
 
 
-def add_features(
-    nbest_path: str,
-    specs: Sequence[str],
-    out: str,
-    inputs: ScoringInputs = ScoringInputs(),
-    say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
-    devices: Optional[DeviceSettings] = None,
-    beam: Optional[Tuple[str, Sequence[str]]] = None,
-    shard: Optional[Shard] = None,
-) -> Dict:
-    """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
-    scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
-    signature ``out.json`` (together or not at all).  Returns the signature's record.
-
-    ``beam`` = (feature, columns) declares, in the signature, ``feature`` the list's beam
-    feature and ``columns`` its ``beam`` feature set: for a list whose decoder's scores
-    are added here, e.g. a union of lists (:func:`rerank.reranking.union_files`) scored
-    by forced decoding under the first list's model, so that ``rerank tune`` starts from
-    that model's ranking again.
-
-    ``shard``: score only that shard, the K-th of N contiguous blocks of segments
-    (:mod:`rerank.shards`), written as a list of its own (ids from 0) whose signature
-    records the shard and the input's SHA-256, for :func:`rerank.reranking.merge_shards`.
+def _segment_inputs(inputs: ScoringInputs, specs: Sequence[str]):
+    """(sources, images, folds, [(path, per-segment values)…]) of ``inputs``: the source
+    lines, the segments' image rows, the folds, each read once.
 
     Raises:
-        InputError: an unknown or unbuildable scorer, inputs of another segment count, a
-            column already in the list, ``{fold}`` without folds or folds without ``{fold}``;
-            a ``beam`` whose feature or columns are not columns of the result, whose
-            feature is not among its columns, or on a list that declares a beam feature.
+        InputError: ``--images`` without its split files, ``{fold}`` without folds or folds
+            without ``{fold}``, an image a segment names that the matrix lacks.
     """
     sources = read_lines(inputs.source) if inputs.source else None
     images = None
@@ -242,11 +220,49 @@ def add_features(
         )
         if values is not None
     ]
+    return sources, images, folds, per_segment
+
+
+def add_features(
+    nbest_path: str,
+    specs: Sequence[str],
+    out: str,
+    inputs: ScoringInputs = ScoringInputs(),
+    say: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    devices: Optional[DeviceSettings] = None,
+    beam: Optional[Tuple[str, Sequence[str]]] = None,
+    shard: Optional[Shard] = None,
+    block_hypotheses: int = BLOCK_HYPOTHESES,
+) -> Dict:
+    """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
+    scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
+    signature ``out.json`` (together or not at all).  Returns the signature's record.
+
+    ``beam`` = (feature, columns) declares, in the signature, ``feature`` the list's beam
+    feature and ``columns`` its ``beam`` feature set: for a list whose decoder's scores
+    are added here, e.g. a union of lists (:func:`rerank.reranking.union_files`) scored
+    by forced decoding under the first list's model, so that ``rerank tune`` starts from
+    that model's ranking again.
+
+    The list is scored in blocks of whole segments, each cut after more than
+    ``block_hypotheses`` hypotheses (:func:`rerank.nbest.iter_nbest`), one scorer call per
+    block: a neural scorer batches a call's hypotheses together, and its scores depend in
+    their last digits on the block.  ``shard``: score only that shard, blocks K, K+N, …
+    (:meth:`rerank.shards.Shard.deal`), each as one process scores it, written as a list of
+    its own (ids from 0) whose signature records its segments (``members``) and the input's
+    SHA-256, for :func:`rerank.reranking.merge_shards` (a shard without a block: an empty list).
+
+    Raises:
+        InputError: an unknown or unbuildable scorer, inputs of another segment count, a
+            column already in the list, ``{fold}`` without folds or folds without ``{fold}``;
+            a ``beam`` whose feature or columns are not columns of the result, whose
+            feature is not among its columns, or on a list that declares a beam feature.
+    """
+    sources, images, folds, per_segment = _segment_inputs(inputs, specs)
     total = count_segments(nbest_path)  # line counts checked before the first model call
-    lo, hi, shard_total = 0, 0, 0
+    shard_total = 0
     if shard is not None:
-        lo, hi, shard_total = shard.list_bounds(nbest_path)
-        total = shard_total
+        total = shard_total = shard.list_segments(nbest_path)
     if total is not None:
         for path, values in per_segment:
             if len(values) != total:
@@ -255,38 +271,36 @@ def add_features(
     start = time.perf_counter()
     timings = {spec: 0.0 for spec in specs}
     segments, hypotheses, names = 0, 0, []
+    members: List[int] = []
     info = ListInfo()
     bar = progress_bar(desc="features add", unit="hyp")
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
-            checked = False
-            blocks = iter_nbest(nbest_path)
-            for first, block in blocks if shard is None else shard_blocks(blocks, lo, hi):
+            blocks = iter_nbest(nbest_path, block_hypotheses)
+            for first, block in blocks if shard is None else shard.deal(blocks):
                 last = first + block.num_segments
                 for path, values in per_segment:
                     if last > len(values):
                         raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
-                if not checked:  # column clashes before the first block is scored
+                if not members:  # column clashes before the first block is scored
                     check_new_columns(block.feature_names, specs, scorers, images is not None, nbest_path)
-                    checked = True
-                part_sources = None if sources is None else sources[first:last]
-                part_images = None if images is None else images[first:last]
                 block = score_block(
                     block,
                     specs,
                     scorers,
-                    part_sources,
-                    part_images,
+                    None if sources is None else sources[first:last],
+                    None if images is None else images[first:last],
                     None if folds is None else folds.fold[first:last],
                     0 if folds is None else folds.k,
-                    progress=first == lo,  # the scorers' own bars for the first block only
+                    progress=not members,  # the scorers' own bars for the first block only
                     timings=timings,
                     source=nbest_path,
                 )
-                if beam is not None and first == lo:  # a beam that does not fit: refused after the first block
+                if beam is not None and not members:  # a beam that does not fit: refused after the first block
                     _declare_beam(block.info, beam, block.feature_names, nbest_path)
-                writer.write(block, first - lo)
+                writer.write(block, len(members))
+                members.extend(range(first, last))
                 segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
                 info = block.info
                 bar.update(len(block.hypotheses))
@@ -300,15 +314,16 @@ def add_features(
                 f"{spec}: {hypotheses} hypotheses in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s, "
                 "loading included)"
             )
-        for spec in specs:
-            info = info.with_sets(
-                {
-                    name: [c for c in columns if c in names]
-                    for name, columns in scorers.feature_sets(spec, images is not None).items()
-                }
-            )
-        if beam is not None:
-            info = _declare_beam(info, beam, names, nbest_path)
+        if members:  # a shard without a block has no columns to declare
+            for spec in specs:
+                info = info.with_sets(
+                    {
+                        name: [c for c in columns if c in names]
+                        for name, columns in scorers.feature_sets(spec, images is not None).items()
+                    }
+                )
+            if beam is not None:
+                info = _declare_beam(info, beam, names, nbest_path)
         record = {
             "input": nbest_path,
             "scorers": list(specs),
@@ -317,13 +332,14 @@ def add_features(
             "images": inputs.images,
             "folds": inputs.folds,
             "beam": None if beam is None else [beam[0], list(beam[1])],
+            "block_hypotheses": block_hypotheses,
             "features": names,
             "hypotheses": hypotheses,
             "seconds": round(seconds, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
         }
         if shard is not None:
-            record["shard"] = shard.record(shard_total, nbest_path)
+            record["shard"] = shard.member_record(shard_total, nbest_path, members)
         write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
     say(
         f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "

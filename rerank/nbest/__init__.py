@@ -14,6 +14,7 @@ from rerank.nbest.model import (
     write_list_info,
 )
 from rerank.nbest.moses import (
+    BLOCK_HYPOTHESES,
     NBestWriter,
     check_writable,
     concat_blocks,
@@ -36,6 +37,7 @@ __all__ = [
     "read_list_info",
     "select_best",
     "write_list_info",
+    "BLOCK_HYPOTHESES",
     "NBestWriter",
     "check_writable",
     "concat_blocks",

@@ -1,6 +1,7 @@
-"""Shards (issue 44): features add --num-shards N --shard-id K scores one contiguous block of
-segments; rerank merge joins the shards into the list one process writes, byte for byte,
-and refuses a missing, duplicate or foreign shard in one line."""
+"""Shards (issues 44, 64): features add --num-shards N --shard-id K scores the blocks K, K+N, …
+of the list (blocks of --block-hypotheses, each scored as one process scores it); rerank merge
+joins the shards into the list one process writes, byte for byte, and refuses a missing,
+duplicate or foreign shard in one line."""
 
 import json
 
@@ -10,28 +11,40 @@ from rerank.cli import main
 from tests.conftest import write_split
 
 
-def _add(d, *extra, out="full.nbest", nbest="val.nbest"):
+def _add(d, *extra, out="full.nbest", nbest="val.nbest", block=20):
+    """features add (MBR, length) on NBEST in blocks of --block-hypotheses BLOCK: the 8-best
+    lists of write_split make blocks of 3 segments at 20."""
     source = str(d / nbest.replace(".nbest", ".de"))  # a per-segment input, sliced to each shard
     argv = ["features", "add", "--nbest", str(d / nbest), "--scorer", "mbr:bleu", "--scorer", "len:0.95"]
-    argv += ["--source", source]
+    argv += ["--source", source, "--block-hypotheses", str(block)]
     return main(argv + [*extra, "--out", str(d / out)])
 
 
 def test_shards_merged_equal_the_unsharded_list(tmp_path, capsys):
-    write_split(tmp_path, "val", 23, seed=1)  # 23 segments: shards of 7, 8, 8
+    write_split(tmp_path, "val", 23, seed=1)  # 23 8-best segments: blocks of 3 (cut after 20 hypotheses) and 2
     assert _add(tmp_path) == 0
     for k in range(3):
         assert _add(tmp_path, "--num-shards", "3", "--shard-id", str(k), out=f"s{k}.nbest") == 0
     record = json.loads((tmp_path / "s1.nbest.json").read_text())["shard"]
-    assert (record["id"], record["of"], record["first"], record["last"], record["segments"]) == (1, 3, 7, 15, 23)
+    # shard 1 holds blocks 1, 4, 7 of the 8: segments 3-5, 12-14, 21-22
+    assert (record["id"], record["of"], record["segments"]) == (1, 3, 23) and "first" not in record
+    assert record["members"] == [3, 4, 5, 12, 13, 14, 21, 22]
     shards = [str(tmp_path / f"s{k}.nbest") for k in (2, 0, 1)]  # any order
     assert main(["merge", *shards, "--out", str(tmp_path / "merged.nbest")]) == 0
     assert (tmp_path / "merged.nbest").read_bytes() == (tmp_path / "full.nbest").read_bytes()
     merged = json.loads((tmp_path / "merged.nbest.json").read_text())
     full = json.loads((tmp_path / "full.nbest.json").read_text())
     assert merged["feature_sets"] == full["feature_sets"] and merged["beam_feature"] == full["beam_feature"]
-    assert "shard" not in merged and len(merged["merged_from"]) == 3
+    assert "shard" not in merged and len(merged["merged_from"]) == 3 and full["block_hypotheses"] == 20
+    # these scorers score a segment alone: the default block (the whole list here) gives the same list
+    assert _add(tmp_path, out="whole.nbest", block=50_000) == 0
+    assert (tmp_path / "whole.nbest").read_bytes() == (tmp_path / "full.nbest").read_bytes()
+    # a shard of another block size is a shard of another run
+    assert _add(tmp_path, "--num-shards", "3", "--shard-id", "1", out="b1.nbest", block=8) == 0
     capsys.readouterr()
+    mixed = [str(tmp_path / name) for name in ("s0.nbest", "b1.nbest", "s2.nbest")]
+    assert main(["merge", *mixed, "--out", str(tmp_path / "x.nbest")]) == 1
+    assert "a shard of another run (other block_hypotheses than" in capsys.readouterr().err
 
 
 def test_bad_shards_are_refused_in_one_line(tmp_path, capsys):
@@ -58,19 +71,21 @@ def test_bad_shards_are_refused_in_one_line(tmp_path, capsys):
         assert not (tmp_path / "m.nbest").exists()
 
 
-@pytest.mark.parametrize("shards", [1, 5])
-def test_one_shard_or_as_many_as_segments(tmp_path, shards, capsys):
+@pytest.mark.parametrize("shards", [1, 5, 7])
+def test_one_shard_as_many_as_blocks_or_more(tmp_path, shards, capsys):
+    """5 segments in blocks of one (--block-hypotheses 1): 1 shard, 5, or 7 (shards 5 and 6 are
+    dealt no block: each writes an empty list, and the merge takes them)."""
     write_split(tmp_path, "val", 5, seed=4)
-    assert _add(tmp_path) == 0
+    assert _add(tmp_path, block=1) == 0
     for k in range(shards):
-        assert _add(tmp_path, "--num-shards", str(shards), "--shard-id", str(k), out=f"s{k}.nbest") == 0
-    assert (
-        main(["merge", *[str(tmp_path / f"s{k}.nbest") for k in range(shards)], "--out", str(tmp_path / "m.nbest")])
-        == 0
-    )
+        assert _add(tmp_path, "--num-shards", str(shards), "--shard-id", str(k), out=f"s{k}.nbest", block=1) == 0
+    paths = [str(tmp_path / f"s{k}.nbest") for k in range(shards)]
+    assert main(["merge", *paths[::-1], "--out", str(tmp_path / "m.nbest")]) == 0
     assert (tmp_path / "m.nbest").read_bytes() == (tmp_path / "full.nbest").read_bytes()
-    assert _add(tmp_path, "--num-shards", "6", "--shard-id", "0", out="x.nbest") == 1
-    assert "shard 0 of 6 holds no segment (5 segments)" in capsys.readouterr().err
+    if shards == 7:
+        assert (tmp_path / "s6.nbest").read_bytes() == b""
+        assert json.loads((tmp_path / "s6.nbest.json").read_text())["shard"]["members"] == []
+    capsys.readouterr()
 
 
 def test_crafted_shard_records_are_refused_in_one_line(tmp_path, capsys):
@@ -78,8 +93,11 @@ def test_crafted_shard_records_are_refused_in_one_line(tmp_path, capsys):
     or shards that do not tile the list: one line each, no output, and no memory in proportion to
     a crafted count (issue 62: an empty output with exit 0, a TypeError, gigabytes)."""
     write_split(tmp_path, "val", 10, seed=2)
-    for k in range(2):
-        assert _add(tmp_path, "--num-shards", "2", "--shard-id", str(k), out=f"s{k}.nbest") == 0
+    assert _add(tmp_path) == 0
+    _block_shards(tmp_path, [(0, 5), (5, 10)])
+    assert main(["merge", str(tmp_path / "s1.nbest"), str(tmp_path / "s0.nbest"), "--out", str(tmp_path / "m")]) == 0
+    assert (tmp_path / "m").read_bytes() == (tmp_path / "full.nbest").read_bytes()
+    (tmp_path / "m").unlink()
     capsys.readouterr()
     good = json.loads((tmp_path / "s1.nbest.json").read_text())
     cases = [
@@ -113,6 +131,22 @@ def test_crafted_shard_records_are_refused_in_one_line(tmp_path, capsys):
         main(["merge", str(tmp_path / "s0.nbest"), str(tmp_path / "s1.nbest"), "--out", str(tmp_path / "m.nbest")]) == 1
     )
     assert "shard 2 of 1000000000000 is missing" in capsys.readouterr().err
+
+
+def _block_shards(tmp_path, bounds):
+    """Shards of blocks (as rerank generate writes them) cut by hand from full.nbest: shard k
+    holds the segments bounds[k] = (first, last), numbered from 0."""
+    import numpy as np
+
+    from rerank.nbest import read_nbest, write_nbest
+
+    full = read_nbest(str(tmp_path / "full.nbest"))
+    signature = json.loads((tmp_path / "full.nbest.json").read_text())
+    for k, (first, last) in enumerate(bounds):
+        record = {"id": k, "of": len(bounds), "first": first, "last": last, "segments": full.num_segments}
+        record.update(input_sha256="ab" * 32, kind="nbest")
+        write_nbest(full.subset(np.arange(first, last)), str(tmp_path / f"s{k}.nbest"))
+        (tmp_path / f"s{k}.nbest.json").write_text(json.dumps({**signature, "shard": record}))
 
 
 def _batch_shards(tmp_path, groups):
@@ -153,8 +187,7 @@ def test_shards_of_batches_interleave_into_the_unsharded_list(tmp_path, capsys):
         assert (tmp_path / f"m.{kind}").read_bytes() == (tmp_path / f"full.{kind}").read_bytes(), kind
     merged = json.loads((tmp_path / "m.nbest.json").read_text())
     assert "shard" not in merged and len(merged["merged_from"]) == 3
-    for k in range(2):
-        assert _add(tmp_path, "--num-shards", "3", "--shard-id", str(k), out=f"s{k}.nbest") == 0
+    _block_shards(tmp_path, [(0, 3), (3, 6), (6, 10)])
     capsys.readouterr()
     cases = [
         ([[1, 4, 5, 9], [0, 2, 3, 4], [6, 7, 8]], "the shards hold 11 segments of 10"),
@@ -176,9 +209,6 @@ def test_shards_of_batches_interleave_into_the_unsharded_list(tmp_path, capsys):
     assert main(["merge", *[str(tmp_path / f"b{k}.nbest") for k in range(3)], "--out", str(tmp_path / "x")]) == 1
     assert "the shards hold" in capsys.readouterr().err
     _batch_shards(tmp_path, [[1, 4, 5, 9], [0, 2, 3], [6, 7, 8]])
-    record = json.loads((tmp_path / "s1.nbest.json").read_text())
-    record["shard"]["input_sha256"] = "ab" * 32
-    (tmp_path / "s1.nbest.json").write_text(json.dumps(record))
     assert (
         main(
             ["merge", str(tmp_path / "b0.nbest"), str(tmp_path / "s1.nbest"), str(tmp_path / "b2.nbest")]

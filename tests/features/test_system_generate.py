@@ -156,6 +156,28 @@ def test_a_system_packs_from_lists_joined_by_merge(tmp_path):
     assert len(read_lines(str(tmp_path / "out.de"))) == len(TEST)
 
 
+def test_neural_feature_shards_merge_into_the_unsharded_list_byte_for_byte(tmp_path):
+    """features add --num-shards with a neural scorer (hf: forced decoding, which batches a
+    call's hypotheses together): in blocks of one segment (--block-hypotheses 3 on 3-best
+    lists), 3 shards of the 4 segments (blocks 0+3, 1, 2) merged are the unsharded list byte
+    for byte, every block scored in the call one process makes for it (issue 64)."""
+    marian = _corpus(tmp_path)
+    _run(
+        tmp_path,
+        f"generate --model hf:{marian} --nbest 3 --max-length 12 --device cpu --input {{d}}/val.en "
+        "--out-nbest {d}/val.nbest --out-1best {d}/val.1best",
+    )
+    add = f"features add --nbest {{d}}/val.nbest --source {{d}}/val.en --scorer hf:{marian},name=Forced,batch=2 --device cpu"
+    add += " --block-hypotheses 3"
+    _run(tmp_path, f"{add} --out {{d}}/full.nbest")
+    for k in range(3):
+        _run(tmp_path, f"{add} --num-shards 3 --shard-id {k} --out {{d}}/f{k}.nbest")
+    members = [json.loads((tmp_path / f"f{k}.nbest.json").read_text())["shard"]["members"] for k in range(3)]
+    assert members == [[0, 3], [1], [2]]
+    _run(tmp_path, "merge {d}/f2.nbest {d}/f0.nbest {d}/f1.nbest --out {d}/merged.nbest")
+    assert (tmp_path / "merged.nbest").read_bytes() == (tmp_path / "full.nbest").read_bytes()
+
+
 def test_a_generated_systems_model_cannot_point_outside(tmp_path):
     from rerank.features.manifest import manifest_digest
 
