@@ -31,6 +31,7 @@ def cmd_translate(args) -> None:
         expected_digest=args.system_digest,
         shard=shard_option_value(args),
         decoder=args.decoder,
+        block_sentences=args.block_sentences,
     )
     if args.json:
         print(json.dumps(result))
@@ -107,9 +108,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "conversion of pack-system --ct2; auto: the conversion where there is one (default: auto), "
         "e.g. --decoder fairseq",
     )
+    p.add_argument(
+        "--block-sentences",
+        type=positive_int,
+        help="translate the input in blocks of this many sentences, each decoded, scored and re-ranked on its "
+        "own (memory; shards deal the blocks, so the shards and the unsharded run of one input take the same "
+        "value) (default: as many as make 50000 candidates at the system's n-best, 500 for 100-best), "
+        "e.g. --block-sentences 250",
+    )
     p.add_argument("--json", action="store_true", help="print the throughput as JSON (default: a line on stderr)")
     device_options(p)
-    shard_options(p, "sentences of the input")
+    shard_options(p, "sentences of the input", parts="blocks (--block-sentences), dealt round-robin, of")
     signature_option(p, "--nbest-out")
     p.set_defaults(
         func=cmd_translate,

@@ -206,6 +206,7 @@ def generate_file(
     progress: bool = False,
     chunk_rows: int = 2048,
     shard: Optional[Shard] = None,
+    first_sentence: int = 0,
 ) -> Dict:
     """Write the ``nbest`` candidates of every line of ``input_path`` (text as the model
     expects it) under ``model`` (``hf:PATH,...`` or ``ct2:DIR,...``, the scorer
@@ -214,7 +215,9 @@ def generate_file(
     or ``sampling``.  The input is decoded, scored and written in chunks of about
     ``chunk_rows`` candidates (sentences × ``nbest``): memory is bounded by a chunk, not by
     the input.  Sentence i of a sampled run draws from a random stream of its own, seeded by
-    (seed, i): the samples are the same whatever the chunks or shards.  ``shard``: only that
+    (seed, i) (i counted from ``first_sentence``: the place of the input's first line in a
+    larger input that ``rerank translate`` cuts into blocks): the samples are the same
+    whatever the chunks or shards.  ``shard``: only that
     block of sentences (:mod:`rerank.shards`), both outputs with signatures recording it.
     Returns the signature's record (``segments``, ``hypotheses``, ``features``, ...).
 
@@ -254,7 +257,7 @@ def generate_file(
             writer = NBestWriter(handle, out_nbest)
             for start in range(lo, hi, per_chunk):
                 part = sources[start : min(hi, start + per_chunk)]
-                candidates = generate(scorer, part, nbest, beam, sampling, max_length, start)
+                candidates = generate(scorer, part, nbest, beam, sampling, max_length, first_sentence + start)
                 inputs = [part[s] for s, cands in enumerate(candidates) for _ in cands]
                 outputs = [c for cands in candidates for c in cands]
                 total, length = scorer.score_pairs(inputs, outputs)

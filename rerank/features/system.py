@@ -45,6 +45,7 @@ from rerank.features.add import ScoringInputs, add_features
 from rerank.features.generate import Sampling, generate_file
 from rerank.features.manifest import MANIFEST, load_system, manifest_digest
 from rerank.features.provenance import Relocation, copy_path, is_generated, relocate_spec, trace
+from rerank.nbest import BLOCK_HYPOTHESES, NBestWriter, iter_nbest
 from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.ct2 import beam_nbest, convert
 from rerank.nmt.generate import (
@@ -245,23 +246,29 @@ def translate(
     expected_digest: Optional[str] = None,
     shard: Optional[Shard] = None,
     decoder: str = "auto",
+    block_sentences: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Translate raw source text (one sentence per line) with the system of ``system_dir``
     (module docstring) into ``out`` (and the scored n-best list into ``nbest_out``).
-    Returns {"segments", "seconds", "sentences_per_second", "stages"} (the seconds of
-    decoding, loading and preprocessing included, and of each scorer step: ``step0 (nmt)``).  ``expected_digest``: the
-    system digest pack-system printed (:func:`load_system`).  ``shard``: only that shard
-    of the input's sentences (:mod:`rerank.shards`: with ``fairseq-generate``, its share of
-    the batches, as ``rerank nmt nbest``; else a block); ``out`` and ``nbest_out`` then carry
-    signatures recording it, and ``rerank merge`` joins the shards' outputs into what one
-    process writes.  ``decoder`` (:data:`DECODERS`): which search makes a fairseq system's
-    n-best list: ``fairseq`` (``fairseq-generate`` on the checkpoint), ``ct2`` (its
-    CTranslate2 conversion, :mod:`rerank.nmt.ct2`), ``auto`` (the conversion where the
-    system has one).
+    Returns {"segments", "seconds", "sentences_per_second", "stages", "blocks"} (the seconds
+    of decoding, loading and preprocessing included, and of each scorer step: ``step0
+    (nmt)``).  ``expected_digest``: the system digest pack-system printed (:func:`load_system`).
+    ``decoder`` (:data:`DECODERS`): which search makes a fairseq system's n-best list:
+    ``fairseq`` (``fairseq-generate`` on the checkpoint), ``ct2`` (its CTranslate2 conversion,
+    :mod:`rerank.nmt.ct2`), ``auto`` (the conversion where the system has one).
+
+    The input is translated in blocks of ``block_sentences`` sentences (default: as many as
+    make :data:`rerank.nbest.BLOCK_HYPOTHESES` candidates at the system's n-best, 500 of a
+    100-best system: the blocks ``features add`` scores a list in), each decoded, scored and
+    re-ranked on its own, so memory is bounded by a block.  ``shard``: only blocks K, K+N, …
+    (:mod:`rerank.shards`), each translated as one process translates it; ``out`` and
+    ``nbest_out`` then carry signatures recording its sentences (``members``), and ``rerank
+    merge`` joins the shards' outputs into what one process writes, byte for byte (given the
+    same torch threads per process).
 
     Raises:
-        InputError: a system :func:`load_system` refuses, an empty input line, a shard
-            holding no sentence or written to standard output, an unknown ``decoder`` or
+        InputError: a system :func:`load_system` refuses, no input line or an empty one, a
+            shard holding no block or written to standard output, an unknown ``decoder`` or
             ``ct2`` for a system packed without ``--ct2``.
         UntrustedCheckpoint: a checkpoint of the system (generator or scorer) naming classes
             beyond fairseq's own (:mod:`rerank.nmt.checkpoints`), unless trusted; refused
@@ -279,45 +286,46 @@ def translate(
     for name in sorted(manifest["files"]):  # every checkpoint refused before any work (docs/security.md)
         if name.endswith(".pt"):
             check_checkpoint(os.path.join(system_dir, name))
+    raw = read_source_text(input_path)
+    candidates = decoding["nbest"] if isinstance(decoding, dict) else decoding.nbest
+    per_block = block_sentences or max(1, -(-BLOCK_HYPOTHESES // max(1, candidates)))
+    blocks = [(lo, min(lo + per_block, len(raw))) for lo in range(0, len(raw), per_block)]
+    mine = blocks
+    if shard is not None:
+        for path in (out, nbest_out):
+            shard.check_output(path)
+        mine = list(shard.deal(blocks))
+        if not mine:
+            raise InputError(
+                f"shard {shard.id} of {shard.of} holds no block: {len(raw)} sentences make {len(blocks)} "
+                f"block(s) of --block-sentences {per_block}",
+                input_path,
+            )
+    stages: Dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        nbest, source = os.path.join(tmp, "nbest"), os.path.join(tmp, "source")
-        records: Dict[str, Any] = {}
-        # fairseq-generate deals its batches to the shards (as rerank nmt nbest: rerank.shards);
-        # CTranslate2 and rerank generate's models decode a shard's block as a file of its own
-        batches = shard if shard is not None and not isinstance(decoding, dict) and not use_ct2 else None
-        if shard is not None:
-            for path in (out, nbest_out):
-                shard.check_output(path)
-            raw = read_lines(input_path)
-            if batches is not None:
-                batches.batch_segments(len(raw), batch_size or decoding.batch_size, input_path)  # before any work
-            else:
-                lo, hi = shard.bounds(len(raw), input_path)
-                records = {kind: shard.record(len(raw), input_path, kind) for kind in ("text", "nbest")}
-                input_path = os.path.join(tmp, "input")
-                with open(input_path, "w", encoding="utf-8") as handle:
+        lists: List[str] = []
+        lines: List[str] = []
+        members: List[int] = []
+        for k, (lo, hi) in enumerate(mine):
+            block_input = input_path
+            if len(blocks) > 1:  # a block: a file of its own, decoded as one process decodes it
+                block_input = os.path.join(tmp, f"input{k}")
+                with open(block_input, "w", encoding="utf-8") as handle:
                     handle.writelines(line + "\n" for line in raw[lo:hi])
-        if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
-            _generate(decoding, input_path, nbest, os.path.join(tmp, "1best"), devices, say)
-            source, tokenized = input_path, True
-        else:
-            _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2, batches)
-            if batches is not None:  # the sentences fairseq dealt to this shard, as its list records them
-                entry = read_json(nbest + ".json")["shard"]
-                records = {kind: {**entry, "kind": kind} for kind in ("text", "nbest")}
-        stages = {"decode": round(time.perf_counter() - start, 3)}
-        for k, step in enumerate(manifest["steps"]):
-            scored = os.path.join(tmp, f"step{k}")
-            begun = time.perf_counter()
-            add_features(nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices)
-            kinds = " ".join(spec.partition(":")[0] for spec in step)
-            stages[f"step{k} ({kinds})"] = round(time.perf_counter() - begun, 3)
-            nbest = scored
-        best = os.path.join(tmp, "best")
-        segments = apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
-        lines = read_lines(best)
+            listed, best, text = _translate_block(
+                system_dir, manifest, block_input, os.path.join(tmp, f"block{k}"), devices, batch_size, say, use_ct2, lo
+            )
+            for stage, seconds in listed.pop("stages").items():
+                stages[stage] = stages.get(stage, 0.0) + seconds
+            lists.append(listed["nbest"])
+            lines += best
+            members += range(lo, hi)
+        tokenized = tokenized or text  # rerank generate's model writes text as it takes it
         if not tokenized:
             lines = detokenize(lines, decoding.tgt)
+        records = {}
+        if shard is not None:
+            records = {kind: shard.member_record(len(raw), input_path, members, kind) for kind in ("text", "nbest")}
         with StagedOutputs() as outputs:  # the translation and the scored list appear together
             with outputs.open(out) as handle:
                 handle.writelines(line + "\n" for line in lines)
@@ -325,30 +333,78 @@ def translate(
                 record = {"system": manifest["digest"], "tokenized": tokenized, "shard": records["text"]}
                 write_signed(outputs.signature(out), record)
             if nbest_out:
-                shutil.copyfile(nbest, outputs.stage(nbest_out))
-                side = outputs.signature(nbest_out)
-                if side is not None and records:  # the list's signature, with its shard
-                    with atomic_write(side) as handle:
-                        json.dump({**read_json(nbest + ".json"), "shard": records["nbest"]}, handle, indent=2)
-                elif side is not None:
-                    shutil.copyfile(nbest + ".json", side)
+                _write_scored_list(lists, outputs, nbest_out, records.get("nbest"))
+    segments = len(lines)
     seconds = time.perf_counter() - start
     result = {
         "segments": segments,
         "seconds": round(seconds, 3),
         "sentences_per_second": segments / max(seconds, 1e-9),
-        "stages": stages,
+        "stages": {stage: round(took, 3) for stage, took in stages.items()},
+        "blocks": len(mine),
     }
     say(f"translate: {segments} sentences in {seconds:.1f} s ({result['sentences_per_second']:.2f}/s) -> {out}")
     return result
 
 
-def _decode(
-    system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say, ct2=None, shard=None
-) -> None:
+def _translate_block(
+    system_dir, manifest, input_path, prefix, devices, batch_size, say, use_ct2, first: int = 0
+) -> Tuple[Dict[str, Any], List[str], bool]:
+    """One block of :func:`translate`, the input's sentences from ``first`` on: its n-best
+    list decoded (``prefix``.nbest), scored by every step of the chain and re-ranked.  Returns ({"nbest": the scored list, "stages":
+    seconds per stage}, the best hypothesis of every sentence, whether the model writes text
+    as it takes it: a ``rerank generate`` system, whose lines are not detokenised)."""
+    began = time.perf_counter()
+    decoding = manifest["decoding"]
+    nbest, source = prefix + ".nbest", prefix + ".source"
+    if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
+        _generate(decoding, input_path, nbest, prefix + ".1best", devices, say, first)
+        source, text = input_path, True
+    else:
+        _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2)
+        text = False
+    stages = {"decode": time.perf_counter() - began}
+    for k, step in enumerate(manifest["steps"]):
+        scored = f"{prefix}.step{k}"
+        begun = time.perf_counter()
+        add_features(nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices)
+        kinds = " ".join(spec.partition(":")[0] for spec in step)
+        stages[f"step{k} ({kinds})"] = time.perf_counter() - begun
+        nbest = scored
+    best = prefix + ".best"
+    apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
+    return {"nbest": nbest, "stages": stages}, read_lines(best), text
+
+
+def _write_scored_list(lists: Sequence[str], outputs: StagedOutputs, path: str, shard: Optional[Dict]) -> None:
+    """``translate --nbest-out``: the blocks' scored lists ``lists`` joined (ids renumbered)
+    into ``path`` staged in ``outputs``, with the first block's signature (its ``shard``
+    record replaced by ``shard``, where given)."""
+    if len(lists) == 1:
+        shutil.copyfile(lists[0], outputs.stage(path))
+    else:
+        with outputs.open(path) as handle:
+            writer = NBestWriter(handle, path)
+            written = 0
+            for listed in lists:
+                for _, block in iter_nbest(listed):
+                    writer.write(block, written)
+                    written += block.num_segments
+    side = outputs.signature(path)
+    if side is not None:
+        record = read_json(lists[0] + ".json")
+        if len(lists) > 1:
+            record["blocks"] = len(lists)
+        if shard is not None:
+            record["shard"] = shard
+        with atomic_write(side) as handle:
+            json.dump(record, handle, indent=2)
+
+
+def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say, ct2=None) -> None:
     """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into
-    ``nbest``: by ``fairseq-generate`` (``shard``: its share of the batches), or with the
-    CTranslate2 conversion ``ct2`` (the manifest's ``ct2`` entry, :func:`_decode_ct2`)."""
+    ``nbest``: by ``fairseq-generate``, or with the CTranslate2 conversion ``ct2`` (the
+    manifest's ``ct2`` entry, :func:`_decode_ct2`)."""
     generator = os.path.join(system_dir, "generator")
     if devices is not None:
         config.device, config.dtype = devices.device, devices.dtype
@@ -367,7 +423,6 @@ def _decode(
         nbest + ".1best",
         source,
         config,
-        shard=shard,
         quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
     )
 
@@ -394,8 +449,10 @@ def _decode_ct2(generator, model, config: GenerateConfig, input_path, nbest, sou
         handle.writelines(line + "\n" for line in tokenised)
 
 
-def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, say) -> None:
-    """A ``rerank generate`` system's n-best list of ``input_path`` (text as its model takes it)."""
+def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, say, first: int = 0) -> None:
+    """A ``rerank generate`` system's n-best list of ``input_path`` (text as its model takes
+    it), the input's sentences from ``first`` on (a sampled sentence's seed is its place in the
+    whole input)."""
     sampling = settings["sampling"]
     say(f"translate: generating {settings['nbest']} candidates per sentence of {input_path} with {settings['model']}")
     generate_file(
@@ -408,6 +465,7 @@ def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, sa
         Sampling(sampling["epsilon"], sampling["seed"]) if sampling else None,
         devices or DeviceSettings(),
         settings["max_length"],
+        first_sentence=first,
     )
 
 

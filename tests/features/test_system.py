@@ -157,20 +157,22 @@ def test_translate_equals_the_step_by_step_commands_and_the_system_moves(tuned, 
 
 
 def test_translate_shards_of_a_fairseq_system_merge_byte_for_byte(tuned, tmp_path, capsys):
-    """translate --num-shards with fairseq-generate deals its batches as rerank nmt nbest does
-    (rerank.shards): 3 shards of the 10 test sentences (batches of 4, 4, 2), merged in any order,
-    are the unsharded translation and scored list byte for byte; a 4th shard would hold no batch."""
+    """translate --num-shards deals its blocks of sentences (rerank.shards), each decoded by
+    fairseq-generate, scored and re-ranked as one process does it: 3 shards of the 10 test
+    sentences in blocks of 3 (blocks 0+3, 1, 2), merged in any order, are the unsharded
+    translation and scored list byte for byte; a 5th shard would hold no block."""
     root = tuned["root"]
     system = tmp_path / "system"
     argv = ["pack-system", "--nbest", str(root / "val.full.nbest"), "--weights", str(root / "w.json")]
     assert main(argv + ["--out", str(system)]) == 0
-    translate_argv = ["translate", "--system", str(system), "--input", str(tuned["raw"]), "--batch-size", "4"]
+    translate_argv = ["translate", "--system", str(system), "--input", str(tuned["raw"]), "--batch-size", "2"]
+    translate_argv += ["--block-sentences", "3"]
     assert main(translate_argv + ["--out", str(tmp_path / "one.de"), "--nbest-out", str(tmp_path / "one.nbest")]) == 0
     for k in range(3):
         outputs = ["--out", str(tmp_path / f"s{k}.de"), "--nbest-out", str(tmp_path / f"s{k}.nbest")]
         assert main(translate_argv + ["--num-shards", "3", "--shard-id", str(k)] + outputs) == 0
     members = [json.loads((tmp_path / f"s{k}.de.json").read_text())["shard"]["members"] for k in range(3)]
-    assert sorted(map(len, members)) == [2, 4, 4] and sorted(sum(members, [])) == list(range(10))
+    assert members == [[0, 1, 2, 9], [3, 4, 5], [6, 7, 8]]
     for kind in ("de", "nbest"):
         assert (
             main(["merge", *[str(tmp_path / f"s{k}.{kind}") for k in (1, 2, 0)], "--out", str(tmp_path / f"m.{kind}")])
@@ -178,8 +180,10 @@ def test_translate_shards_of_a_fairseq_system_merge_byte_for_byte(tuned, tmp_pat
         )
         assert (tmp_path / f"m.{kind}").read_bytes() == (tmp_path / f"one.{kind}").read_bytes(), kind
     capsys.readouterr()
-    assert main(translate_argv + ["--num-shards", "4", "--shard-id", "3", "--out", str(tmp_path / "x.de")]) == 1
-    assert "shard 3 of 4 holds no batch" in capsys.readouterr().err and not (tmp_path / "x.de").exists()
+    assert main(translate_argv + ["--num-shards", "5", "--shard-id", "4", "--out", str(tmp_path / "x.de")]) == 1
+    err = capsys.readouterr().err
+    assert "shard 4 of 5 holds no block: 10 sentences make 4 block(s) of --block-sentences 3" in err
+    assert not (tmp_path / "x.de").exists()
 
 
 def test_a_system_incomplete_changed_or_from_another_release_is_refused(tuned, tmp_path, capsys):

@@ -127,19 +127,20 @@ def test_an_int8_conversion_is_what_translate_decodes_with_by_default(transforme
 
 
 def test_translate_shards_with_ctranslate2_merge_byte_for_byte(transformer, tmp_path):
-    """translate --num-shards with the CTranslate2 conversion: 3 blocks of the 10 test sentences
-    (3, 3, 4), merged in any order, give the unsharded translation and scored list byte for byte
-    (sentences of one length limit share a call, so a block batches sentences of one length)."""
+    """translate --num-shards with the CTranslate2 conversion: 3 shards of the 10 test sentences
+    in blocks of 4 (4, 4, 2), merged in any order, give the unsharded translation and scored list
+    byte for byte."""
     root = transformer["root"]
     system = tmp_path / "system"
     argv = ["pack-system", "--nbest", str(root / "val.full.nbest"), "--weights", str(root / "w.json")]
     assert main(argv + ["--out", str(system), "--ct2", "int8"]) == 0
     translate_argv = ["translate", "--system", str(system), "--input", str(transformer["raw"]), "--batch-size", "2"]
+    translate_argv += ["--block-sentences", "4"]
     assert main(translate_argv + ["--out", str(tmp_path / "one.de"), "--nbest-out", str(tmp_path / "one.nbest")]) == 0
     for k in range(3):
         outputs = ["--out", str(tmp_path / f"s{k}.de"), "--nbest-out", str(tmp_path / f"s{k}.nbest")]
         assert main(translate_argv + ["--num-shards", "3", "--shard-id", str(k)] + outputs) == 0
-    assert json.loads((tmp_path / "s1.de.json").read_text())["shard"]["first"] == 3
+    assert json.loads((tmp_path / "s1.de.json").read_text())["shard"]["members"] == [4, 5, 6, 7]
     for kind in ("de", "nbest"):
         shards = [str(tmp_path / f"s{k}.{kind}") for k in (2, 0, 1)]
         assert main(["merge", *shards, "--out", str(tmp_path / f"m.{kind}")]) == 0

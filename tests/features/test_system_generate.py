@@ -94,16 +94,16 @@ def test_a_generated_system_packs_and_translates_as_the_step_by_step_commands(tm
 
 
 def test_translate_shards_merge_into_the_unsharded_outputs(tmp_path, capsys):
-    """translate --num-shards 2 over 3 sentences (uneven: 1 + 2), shards merged in any order
-    give the unsharded translation and scored list byte for byte; a missing, duplicate or
-    foreign shard, and a shard to standard output, are one line each."""
+    """translate --num-shards 2 over 3 sentences in blocks of one (uneven: 2 + 1), shards merged
+    in any order give the unsharded translation and scored list byte for byte; a missing,
+    duplicate or foreign shard, and a shard to standard output, are one line each."""
     marian = _corpus(tmp_path)
     _pack(tmp_path, f"hf:{marian}", 3, "val.full.nbest")
-    translate = "translate --system {d}/system --device cpu --input {d}/test.en"
+    translate = "translate --system {d}/system --device cpu --input {d}/test.en --block-sentences 1"
     _run(tmp_path, f"{translate} --out {{d}}/all.de --nbest-out {{d}}/all.nbest")
     for k in (1, 0):
         _run(tmp_path, f"{translate} --num-shards 2 --shard-id {k} --out {{d}}/s{k}.de --nbest-out {{d}}/s{k}.nbest")
-    assert len(read_lines(str(tmp_path / "s0.de"))) == 1 and len(read_lines(str(tmp_path / "s1.de"))) == 2
+    assert len(read_lines(str(tmp_path / "s0.de"))) == 2 and len(read_lines(str(tmp_path / "s1.de"))) == 1
     _run(tmp_path, "merge {d}/s1.de {d}/s0.de --out {d}/merged.de")
     _run(tmp_path, "merge {d}/s1.nbest {d}/s0.nbest --out {d}/merged.nbest")
     assert (tmp_path / "merged.de").read_bytes() == (tmp_path / "all.de").read_bytes()
@@ -111,7 +111,8 @@ def test_translate_shards_merge_into_the_unsharded_outputs(tmp_path, capsys):
     write_lines(VAL, str(tmp_path / "other.en"))  # 4 sentences: another input
     _run(
         tmp_path,
-        "translate --system {d}/system --device cpu --input {d}/other.en --num-shards 2 --shard-id 1 --out {d}/o1.de",
+        "translate --system {d}/system --device cpu --input {d}/other.en --block-sentences 1 --num-shards 2 --shard-id 1 "
+        "--out {d}/o1.de",
     )
     capsys.readouterr()
     for parts, message in (
