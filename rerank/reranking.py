@@ -429,6 +429,7 @@ _SHARD_SETTINGS = (
     "nbest",
     "beam",
     "block_hypotheses",
+    "chunk_sentences",
     "sampling",
     "max_length",
     "config",

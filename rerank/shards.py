@@ -1,36 +1,39 @@
 """Shards: one command's work split across processes or machines, as fairseq-generate's
 ``--num-shards N --shard-id K`` and SLURM array jobs split it.
 
-Shard K of N holds the K-th of N **contiguous blocks** of segments: segments
-``K·S//N`` to ``(K+1)·S//N − 1`` of S (blocks, not strides, so that joining shards is
-concatenation).  A sharded output numbers its segments from 0 and records the shard in
-its signature (``OUT.json``: ``shard`` = id, of, first, last, segments, input_sha256,
-kind), a text output (one line per segment: ``apply``/``mbr --out``, ``--out-1best``)
-too; ``rerank merge`` (:func:`rerank.reranking.merge_shards`) joins the shards of one run in
-segment order and refuses a missing, duplicate or foreign shard.
+Where every segment is computed on its own (``apply``, ``mbr``), shard K of N holds the
+K-th of N **contiguous blocks** of segments: segments ``K·S//N`` to ``(K+1)·S//N − 1`` of S
+(blocks, not strides, so that joining shards is concatenation).  A sharded output numbers
+its segments from 0 and records the shard in its signature (``OUT.json``: ``shard`` = id,
+of, first, last, segments, input_sha256, kind), a text output (one line per segment:
+``apply``/``mbr --out``, ``--out-1best``) too; ``rerank merge``
+(:func:`rerank.reranking.merge_shards`) joins the shards of one run in segment order and
+refuses a missing, duplicate or foreign shard.
 
-fairseq's beam search (``rerank nmt nbest``) shards **batches** instead: it sorts the
-subset by length and cuts it into batches of ``--batch-size`` sentences, and shard K decodes
-batches K, K+N, K+2N… (fairseq-generate's ``--distributed-world-size N --distributed-rank
-K``).  Each sentence is then decoded in the same batch as in one process, so the merged
-lists equal one process's byte for byte (given the same torch threads per process: a
-float sum's order depends on them); blocks would batch other sentences together and
-change the scores' last digits.  Such a shard's record lists its segments (``members``,
-ascending; no ``first``/``last``), and its outputs hold them in that order.
+Where a model computes several segments together, their results depend in the last digits on
+which segments share the computation (a float sum's order, padding), so a shard holds **whole
+units of the unsharded run, dealt round-robin** (:meth:`Shard.deal`: units K, K+N, K+2N…),
+each computed exactly as one process computes it, and the merged outputs equal one process's
+byte for byte (given the same torch threads per process):
 
-``features add`` shards the same way for the same reason: a neural scorer (``nmt:``,
-``fairseq:``, ``hf:``…) batches a call's hypotheses together, so its scores depend in their
-last digits on which segments share the call.  One process scores the list in blocks of whole
-segments (:func:`rerank.nbest.iter_nbest`, cut after ``--block-hypotheses`` hypotheses), one
-call per block; shard K scores blocks K, K+N, … (:meth:`Shard.deal`), each exactly as one
-process does, and records them as ``members``.  A shard may get no block (a list of fewer
-blocks than shards): it writes an empty list, and ``rerank merge`` takes it.
+- ``rerank nmt nbest``: fairseq's batches (the subset sorted by length, cut into batches of
+  ``--batch-size``; fairseq-generate's ``--distributed-world-size N --distributed-rank K``);
+- ``features add``: the list's blocks of whole segments (:func:`rerank.nbest.iter_nbest`, cut
+  after ``--block-hypotheses`` hypotheses), one scorer call each;
+- ``generate``: its chunks of ``--chunk-sentences`` sentences;
+- ``translate``: its blocks of ``--block-sentences`` sentences, each decoded, scored and
+  re-ranked on its own.
+
+Such a shard's record lists its segments (``members``, ascending; no ``first``/``last``), its
+outputs hold them in that order, and ``rerank merge`` interleaves the shards.  A ``features
+add`` or ``generate`` shard may get no unit (fewer units than shards: the workflow cannot know
+a list's size when it plans the shards): it writes empty outputs, which the merge takes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
@@ -38,6 +41,9 @@ from rerank.errors import InputError
 from rerank.nbest import count_segments
 from rerank.outputs import signature_path
 from rerank.textio import file_digest
+
+#: what :meth:`Shard.deal` deals: blocks of a list, chunks or blocks of sentences
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -91,11 +97,11 @@ class Shard:
             )
         return sum(min(batch_size, total - j * batch_size) for j in mine)
 
-    def deal(self, blocks: Iterable[tuple]) -> Iterator[tuple]:
-        """This shard's items of ``blocks`` (e.g. the ``(first, NBestList)`` blocks of
-        :func:`rerank.nbest.iter_nbest`) dealt round-robin: items id, id+of, id+2·of, …
-        unchanged (``first`` is still the list's own segment id)."""
-        for index, item in enumerate(blocks):
+    def deal(self, items: Iterable[Item]) -> Iterator[Item]:
+        """This shard's ``items`` (e.g. the ``(first, NBestList)`` blocks of
+        :func:`rerank.nbest.iter_nbest`, the first sentences of chunks) dealt round-robin:
+        items id, id+of, id+2·of, … unchanged (``first`` is still the list's own segment id)."""
+        for index, item in enumerate(items):
             if index % self.of == self.id:
                 yield item
 

@@ -26,6 +26,7 @@ def cmd_generate(args) -> None:
         args.max_length,
         progress=True,  # a bar on a terminal, a line every few seconds elsewhere
         shard=shard_option_value(args),
+        chunk_sentences=args.chunk_sentences,
     )
     print(
         f"{record['segments']} segments, {record['hypotheses']} candidates "
@@ -63,7 +64,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-length", type=positive_int, default=256, help="longest candidate in tokens (default: 256)")
     device_options(p)
-    shard_options(p, "sentences of the input")
+    p.add_argument(
+        "--chunk-sentences",
+        type=positive_int,
+        help="generate and score the input in chunks of this many sentences (memory; a model batches a "
+        "chunk's sentences together and shards deal the chunks, so the shards and the unsharded run of one "
+        "input take the same value) (default: as many as make 2048 candidates at --nbest, 20 for 100-best), "
+        "e.g. --chunk-sentences 8",
+    )
+    shard_options(p, "sentences of the input", parts="chunks (--chunk-sentences), dealt round-robin, of")
     p.add_argument("--out-nbest", required=True, help="the n-best list (and OUT_NBEST.json, its signature)")
     p.add_argument("--out-1best", required=True, help="the first candidate of every sentence")
     signature_option(p, "--out-nbest")

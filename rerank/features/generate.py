@@ -30,7 +30,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -207,24 +207,27 @@ def generate_file(
     chunk_rows: int = 2048,
     shard: Optional[Shard] = None,
     first_sentence: int = 0,
+    chunk_sentences: Optional[int] = None,
 ) -> Dict:
     """Write the ``nbest`` candidates of every line of ``input_path`` (text as the model
     expects it) under ``model`` (``hf:PATH,...`` or ``ct2:DIR,...``, the scorer
     specifications of ``features add``) to ``out_nbest`` (+ its signature ``.json``) and
     ``out_1best``, all together or none (module docstring).  ``beam`` (default ``nbest``)
-    or ``sampling``.  The input is decoded, scored and written in chunks of about
-    ``chunk_rows`` candidates (sentences × ``nbest``): memory is bounded by a chunk, not by
-    the input.  Sentence i of a sampled run draws from a random stream of its own, seeded by
+    or ``sampling``.  The input is decoded, scored and written in chunks of
+    ``chunk_sentences`` sentences (default: as many as make ``chunk_rows`` candidates at
+    ``nbest``): memory is bounded by a chunk, not by the input.  Sentence i of a sampled run draws from a random stream of its own, seeded by
     (seed, i) (i counted from ``first_sentence``: the place of the input's first line in a
     larger input that ``rerank translate`` cuts into blocks): the samples are the same
-    whatever the chunks or shards.  ``shard``: only that
-    block of sentences (:mod:`rerank.shards`), both outputs with signatures recording it.
+    whatever the chunks or shards.  ``shard``: only chunks K,
+    K+N, … (:mod:`rerank.shards`), each generated and scored as one process does it (a model
+    batches a chunk's sentences together, so the last digits depend on the chunk), both
+    outputs with signatures recording its sentences (``members``); a shard dealt no chunk
+    writes empty outputs, which ``rerank merge`` takes.
     Returns the signature's record (``segments``, ``hypotheses``, ``features``, ...).
 
     Raises:
         InputError: another model kind, ``beam < nbest``, both beam and sampling, an
-            empty input, a model that cannot be loaded, a shard holding no sentence or
-            written to standard output.
+            empty input, a model that cannot be loaded, a shard written to standard output.
     """
     kind = model.partition(":")[0]
     if kind not in ("hf", "ct2"):
@@ -237,9 +240,10 @@ def generate_file(
     sources = read_lines(input_path)
     if not sources:
         raise InputError("no source sentences", input_path)
-    lo, hi = 0, len(sources)
+    per_chunk = chunk_sentences or max(1, chunk_rows // nbest)
+    chunks: Iterable[int] = range(0, len(sources), per_chunk)
     if shard is not None:
-        lo, hi = shard.bounds(len(sources), input_path)
+        chunks = list(shard.deal(chunks))
         shard.check_output(out_nbest)
         shard.check_output(out_1best)
     began = time.perf_counter()
@@ -248,15 +252,15 @@ def generate_file(
         raise InputError(f"--model {model!r}: candidates come from a forward model (direction=forward)")
     scorer.progress = progress
     generate = _hf_candidates if kind == "hf" else _ct2_candidates
-    per_chunk = max(1, chunk_rows // nbest)
     names = [scorer.name, f"{scorer.name}Norm"]
     info = ListInfo(names[1], {"beam": names}, True)
     hypotheses = 0
+    members: List[int] = []
     with StagedOutputs() as staged:
         with staged.open(out_nbest) as handle, staged.open(out_1best) as best:
             writer = NBestWriter(handle, out_nbest)
-            for start in range(lo, hi, per_chunk):
-                part = sources[start : min(hi, start + per_chunk)]
+            for start in chunks:
+                part = sources[start : start + per_chunk]
                 candidates = generate(scorer, part, nbest, beam, sampling, max_length, first_sentence + start)
                 inputs = [part[s] for s, cands in enumerate(candidates) for _ in cands]
                 outputs = [c for cands in candidates for c in cands]
@@ -272,7 +276,8 @@ def generate_file(
                 block = NBestList(
                     offsets, [outputs[i] for i in order], np.column_stack([total[order], norm[order]]), names, info=info
                 )
-                writer.write(block, start - lo)
+                writer.write(block, len(members))
+                members += range(start, start + len(part))
                 best.write("".join(block.hypotheses[o] + "\n" for o in offsets[:-1]))
                 hypotheses += len(outputs)
         record = {
@@ -286,16 +291,17 @@ def generate_file(
             "max_length": max_length,
             "chunk_sentences": per_chunk,
             "devices": {"device": devices.device, "dtype": devices.dtype},
-            "segments": hi - lo,
+            "segments": len(members),
             "hypotheses": hypotheses,
             "features": names,
             "seconds": round(time.perf_counter() - began, 3),
         }
         packages = ["torch", "transformers", "ctranslate2", "numpy"]
         if shard is not None:
-            record["shard"] = shard.record(len(sources), input_path)
+            record["shard"] = shard.member_record(len(sources), input_path, members)
             write_signed(
-                staged.signature(out_1best), {**record, "shard": shard.record(len(sources), input_path, "text")}
+                staged.signature(out_1best),
+                {**record, "shard": shard.member_record(len(sources), input_path, members, "text")},
             )
         write_list_info(staged.signature(out_nbest), info, record, packages)
     return record

@@ -309,6 +309,7 @@ def translate(
         for k, (lo, hi) in enumerate(mine):
             block_input = input_path
             if len(blocks) > 1:  # a block: a file of its own, decoded as one process decodes it
+                say(f"translate: block {lo // per_block + 1} of {len(blocks)}: sentences {lo + 1}-{hi} of {input_path}")
                 block_input = os.path.join(tmp, f"input{k}")
                 with open(block_input, "w", encoding="utf-8") as handle:
                     handle.writelines(line + "\n" for line in raw[lo:hi])
