@@ -233,10 +233,15 @@ def add_features(
     beam: Optional[Tuple[str, Sequence[str]]] = None,
     shard: Optional[Shard] = None,
     block_hypotheses: int = BLOCK_HYPOTHESES,
+    scorers: Optional[ScorerCache] = None,
 ) -> Dict:
     """Append the columns of the scorers ``specs`` (``NAME:ARG``, :func:`make_scorer`; model
     scorers on ``devices``) to the list ``nbest_path`` and write it to ``out`` with its
     signature ``out.json`` (together or not at all).  Returns the signature's record.
+
+    ``scorers``: the scorers built so far (:class:`ScorerCache` of :func:`make_scorer` on
+    ``devices``), kept for the next call — ``rerank translate`` scores its blocks with the
+    models loaded once; None: built here.
 
     ``beam`` = (feature, columns) declares, in the signature, ``feature`` the list's beam
     feature and ``columns`` its ``beam`` feature set: for a list whose decoder's scores
@@ -267,7 +272,7 @@ def add_features(
         for path, values in per_segment:
             if len(values) != total:
                 raise InputError(f"{len(values)} lines but the n-best list has {total} segments", path)
-    scorers = ScorerCache(lambda spec: make_scorer(spec, devices))
+    scorers = scorers or ScorerCache(lambda spec: make_scorer(spec, devices))
     start = time.perf_counter()
     timings = {spec: 0.0 for spec in specs}
     segments, hypotheses, names = 0, 0, []

@@ -41,10 +41,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from rerank._version import __version__
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
-from rerank.features.add import ScoringInputs, add_features
+from rerank.features.add import ScorerCache, ScoringInputs, add_features
 from rerank.features.generate import Sampling, generate_file
 from rerank.features.manifest import MANIFEST, load_system, manifest_digest
 from rerank.features.provenance import Relocation, copy_path, is_generated, relocate_spec, trace
+from rerank.features.scorer import make_scorer
 from rerank.nbest import BLOCK_HYPOTHESES, NBestWriter, iter_nbest
 from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.ct2 import beam_nbest, convert
@@ -302,6 +303,7 @@ def translate(
                 input_path,
             )
     stages: Dict[str, float] = {}
+    scorers = ScorerCache(lambda spec: make_scorer(spec, devices))  # every model loaded once, for every block
     with tempfile.TemporaryDirectory() as tmp:
         lists: List[str] = []
         lines: List[str] = []
@@ -314,7 +316,15 @@ def translate(
                 with open(block_input, "w", encoding="utf-8") as handle:
                     handle.writelines(line + "\n" for line in raw[lo:hi])
             listed, best, text = _translate_block(
-                system_dir, manifest, block_input, os.path.join(tmp, f"block{k}"), devices, batch_size, say, use_ct2, lo
+                system_dir,
+                manifest,
+                block_input,
+                os.path.join(tmp, f"block{k}"),
+                (devices, scorers),
+                batch_size,
+                say,
+                use_ct2,
+                lo,
             )
             for stage, seconds in listed.pop("stages").items():
                 stages[stage] = stages.get(stage, 0.0) + seconds
@@ -349,13 +359,15 @@ def translate(
 
 
 def _translate_block(
-    system_dir, manifest, input_path, prefix, devices, batch_size, say, use_ct2, first: int = 0
+    system_dir, manifest, input_path, prefix, models, batch_size, say, use_ct2, first: int = 0
 ) -> Tuple[Dict[str, Any], List[str], bool]:
     """One block of :func:`translate`, the input's sentences from ``first`` on: its n-best
-    list decoded (``prefix``.nbest), scored by every step of the chain and re-ranked.  Returns ({"nbest": the scored list, "stages":
+    list decoded (``prefix``.nbest), scored by every step of the chain (``models`` = (devices,
+    the :class:`ScorerCache` of every block)) and re-ranked.  Returns ({"nbest": the scored list, "stages":
     seconds per stage}, the best hypothesis of every sentence, whether the model writes text
     as it takes it: a ``rerank generate`` system, whose lines are not detokenised)."""
     began = time.perf_counter()
+    devices, scorers = models
     decoding = manifest["decoding"]
     nbest, source = prefix + ".nbest", prefix + ".source"
     if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
@@ -368,7 +380,9 @@ def _translate_block(
     for k, step in enumerate(manifest["steps"]):
         scored = f"{prefix}.step{k}"
         begun = time.perf_counter()
-        add_features(nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices)
+        add_features(
+            nbest, step, scored, ScoringInputs(source=source), say=lambda text: None, devices=devices, scorers=scorers
+        )
         kinds = " ".join(spec.partition(":")[0] for spec in step)
         stages[f"step{k} ({kinds})"] = time.perf_counter() - begun
         nbest = scored
