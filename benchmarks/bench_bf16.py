@@ -17,6 +17,7 @@ import argparse
 import glob
 import json
 import os
+import pathlib
 import sys
 import time
 
@@ -74,10 +75,10 @@ def main(argv=None) -> int:
         "same_best_by_" + norm: same_best,
         "signature": signature(["torch", "fairseq-fixed"]),
     }
-    print(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2)
+    print(text)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+        pathlib.Path(args.json).write_text(text + "\n", encoding="utf-8")
     return 0
 
 

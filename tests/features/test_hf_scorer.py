@@ -365,16 +365,10 @@ def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models,
     # beam search in shards: chunks of 2 sentences dealt (0+2, 1), each searched and scored as
     # one process does it, merge into its list byte for byte
     for name, shard in (("beam", None), ("beam0", Shard(0, 2)), ("beam1", Shard(1, 2))):
+        out = [str(tmp_path / f"{name}.{kind}") for kind in ("nbest", "1best")]
+        source = str(tmp_path / "src.en")
         record = generate_file(
-            f"ct2:{models['ct2']}",
-            str(tmp_path / "src.en"),
-            str(tmp_path / f"{name}.nbest"),
-            str(tmp_path / f"{name}.1best"),
-            2,
-            devices=CPU,
-            max_length=12,
-            shard=shard,
-            chunk_sentences=2,
+            f"ct2:{models['ct2']}", source, *out, 2, devices=CPU, max_length=12, shard=shard, chunk_sentences=2
         )
     assert record["shard"]["members"] == [2, 3] and record["chunk_sentences"] == 2
     merge_shards([str(tmp_path / "beam1.nbest"), str(tmp_path / "beam0.nbest")], str(tmp_path / "mb.nbest"))
