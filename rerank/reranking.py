@@ -342,7 +342,7 @@ def _shard_segments(shard: Dict[str, Any], path: str) -> Iterator[NBestList]:
     :class:`InputError`: a list holding another number of segments."""
     expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
     written = 0
-    if expected == 0 and os.path.getsize(path) == 0:  # a shard dealt no block (features add)
+    if expected == 0 and os.path.isfile(path) and os.path.getsize(path) == 0:  # a shard dealt no unit
         return
     for _, block in iter_nbest(path):
         for k in range(block.num_segments):
