@@ -43,7 +43,8 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
     ``TRAIN``, ``VALID``, ``TEST`` empty), the baseline (``GENERATOR`` train; ``MAX_LENGTH``
     256, which only a generator of one's own reads), the lowercased text (``LOWERCASE`` 1), no
     QE checkpoint (``QE_CHECKPOINT`` empty), the right-to-left and channel models trained here
-    (``R2L_MODEL``, ``CHANNEL_MODEL`` train) and subword-nmt's BPE (``SUBWORD``)."""
+    (``R2L_MODEL``, ``CHANNEL_MODEL`` train), subword-nmt's BPE (``SUBWORD``) and the
+    feature rules' blocks of 50,000 hypotheses (``BLOCK_HYPOTHESES``)."""
     sets = list(PAPER_FEATURES)
     if previous.get("L2R2", "1") != "1":
         sets.remove("l2r2")
@@ -67,6 +68,7 @@ def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:
         "R2L_MODEL": "train",
         "CHANNEL_MODEL": "train",
         "SUBWORD": "subword-nmt",
+        "BLOCK_HYPOTHESES": "50000",
     }
 
 

@@ -41,7 +41,7 @@ RECORDED = (
     "preset variant max_epoch patience nbest r2l_nbest seed replicas aux_preset channel_vocab aux_epoch "
     "l2r2_epoch lm_epoch l2r2 features embed_epochs jobs tuners chrf_tuning arch aux_arch lm_arch max_tokens "
     "lr warmup bf16_autocast tune_metric src tgt train valid test generator max_length lowercase qe_checkpoint "
-    "r2l_model channel_model subword"
+    "r2l_model channel_model subword block_hypotheses"
 ).split()
 
 

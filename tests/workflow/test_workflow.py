@@ -306,15 +306,18 @@ def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
         k: 1 for k in ("train", "train_r2l", "train_channel", "train_l2r2", "train_lm", "embed_train")
     }
     assert (counts["features"], counts["tune"], counts["apply"]) == (16, 63, 63)
-    # a setting that changes the plan: R2L's own lists joined to the baseline's; 4 shards per feature rule
+    # a setting that changes the plan: R2L's own lists joined to the baseline's; 4 shards per feature
+    # rule, each dealt blocks of 10,000 hypotheses (BLOCK_HYPOTHESES)
     run = _snakemake(
         "-n",
+        "-p",
         "--configfile",
         str(ROOT / "config" / "transformer.yaml"),
         "--config",
         f"out={tmp_path}/t",
         "r2l_nbest=50",
         "shards=4",
+        "block_hypotheses=10000",
         "tuners=[mira]",
         "chrf_tuning=0",
     )
@@ -322,6 +325,7 @@ def test_dry_runs_of_both_systems_plan_every_stage(tmp_path):
     counts = _job_counts(run.stdout)
     assert (counts["nbest_r2l"], counts["union"], counts["rescore"]) == (2, 2, 2)
     assert (counts["features_shard"], counts["features"], counts["tune"]) == (32, 8, 18)
+    assert run.stdout.count("--block-hypotheses 10000 --num-shards 4 --shard-id 3") == 8, run.stdout[-3000:]
     assert "system" not in counts  # a rescored union is not replayable by rerank translate
     # the val guard (GUARD=1) is one more job after tuning, none by default
     run = _snakemake(

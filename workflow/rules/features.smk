@@ -55,10 +55,11 @@ def feature_job(split, name, shard=None):
     """rerank features add of feature set NAME on SPLIT (one shard of SHARDS, or all of it)."""
     scorers = " ".join(f"--scorer {s}" for s in FEATURE_SETS[name][1])
     out = f"{N}/{split}.{name}.nbest"
-    shards = ""
+    # rerank features add's own default (rerank.nbest.BLOCK_HYPOTHESES) is not spelled out
+    shards = "" if C["block_hypotheses"] == 50000 else f" --block-hypotheses {C['block_hypotheses']}"
     if shard is not None:
         out = f"{N}/shards/{split}.{name}.{shard}-of-{C['shards']}.nbest"
-        shards = f" --num-shards {C['shards']} --shard-id {shard}"
+        shards += f" --num-shards {C['shards']} --shard-id {shard}"
     return (
         f"rerank features add --nbest {previous_list(split, name)} {scorers} --source {SPLIT_SOURCE[split]}"
         f"{shards} --out {out}"
