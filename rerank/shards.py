@@ -26,8 +26,9 @@ byte for byte (given the same torch threads per process):
 
 Such a shard's record lists its segments (``members``, ascending; no ``first``/``last``), its
 outputs hold them in that order, and ``rerank merge`` interleaves the shards.  A ``features
-add`` or ``generate`` shard may get no unit (fewer units than shards: the workflow cannot know
-a list's size when it plans the shards): it writes empty outputs, which the merge takes.
+add``, ``generate`` or ``nmt nbest`` shard may get no unit (fewer units than shards: the
+workflow cannot know a list's size when it plans the shards): it writes empty outputs, which
+the merge takes (``translate``, run by hand, refuses such a shard).
 """
 
 from __future__ import annotations
@@ -79,23 +80,13 @@ class Shard:
             raise InputError(f"shard {self.id} of {self.of} holds no segment ({total} segments)", path)
         return lo, hi
 
-    def batch_segments(self, total: int, batch_size: int, path: Optional[str] = None) -> int:
+    def batch_segments(self, total: int, batch_size: int) -> int:
         """How many of ``total`` segments this shard decodes when fairseq deals the subset's
         ``ceil(total / batch_size)`` batches round-robin (batches id, id+of, …; every batch
-        holds ``batch_size`` segments but the last).
-
-        Raises:
-            InputError: the shard gets no batch (more shards than batches), naming ``path``.
-        """
+        holds ``batch_size`` segments but the last); 0 for a shard dealt no batch (more shards
+        than batches)."""
         batches = -(-total // batch_size)
-        mine = range(self.id, batches, self.of)
-        if not mine:
-            raise InputError(
-                f"shard {self.id} of {self.of} holds no batch: {total} segments make {batches} batch(es) "
-                f"of --batch-size {batch_size}",
-                path,
-            )
-        return sum(min(batch_size, total - j * batch_size) for j in mine)
+        return sum(min(batch_size, total - j * batch_size) for j in range(self.id, batches, self.of))
 
     def deal(self, items: Iterable[Item]) -> Iterator[Item]:
         """This shard's ``items`` (e.g. the ``(first, NBestList)`` blocks of

@@ -194,14 +194,15 @@ def generate_nbest(
     decoded in the batch one process would decode it in, so the merged shards equal one
     process's lists byte for byte (with the same torch threads); the outputs hold the
     shard's sentences in subset order and the record lists them (``members``; the SHA-256
-    of ``shard_input``, default the subset's binarised source).  ``subword``: the subword
+    of ``shard_input``, default the subset's binarised source); a shard dealt no batch
+    writes empty outputs (a line on stderr says so), which ``rerank merge`` takes.
+    ``subword``: the subword
     step's kind (:data:`rerank.nmt.subword.SUBWORD_FILES`) that the output's subwords are
     removed by (default: the one beside ``bin_dir``, prepare's layout).
 
     Raises:
         InputError: no such subset, a beam smaller than the n-best size, a direction
-            :func:`model_direction` refuses, a shard holding no batch or written to
-            standard output.
+            :func:`model_direction` refuses, a shard written to standard output.
         UntrustedCheckpoint: a checkpoint naming classes beyond fairseq's own
             (:mod:`rerank.nmt.checkpoints`), unless trusted.
     """
@@ -217,7 +218,14 @@ def generate_nbest(
     direction = model_direction(checkpoint, config.direction)
     check_checkpoint(checkpoint)  # before fairseq loads it (docs/security.md)
     if shard is not None:
-        expected = shard.batch_segments(num_segments, config.batch_size, shard_input or prefix + ".bin")
+        expected = shard.batch_segments(num_segments, config.batch_size)
+        if not expected:  # more shards than batches (the workflow plans shards before it knows a subset's size)
+            batches = -(-num_segments // config.batch_size)
+            print(
+                f"rerank nmt nbest: shard {shard.id} of {shard.of} holds no batch ({num_segments} segments make "
+                f"{batches} batch(es) of --batch-size {config.batch_size}): its outputs are empty",
+                file=sys.stderr,
+            )
         shard.check_output(out_nbest)
         shard.check_output(out_1best)
     subword = subword or subword_spec(os.path.dirname(os.path.abspath(bin_dir))).partition(":")[0]
@@ -265,16 +273,23 @@ def generate_nbest(
             cmd += ["--distributed-world-size", str(shard.of), "--distributed-rank", str(shard.id)]
         device_args, device_env = fairseq_device(config.device, config.dtype)
         log = subprocess.PIPE if quiet else None  # fairseq's INFO lines and torch's warnings: kept back when quiet
-        with open(raw, "w", encoding="utf-8") as out:
-            done = subprocess.run(cmd + device_args, stdout=out, stderr=log, text=True, env=fairseq_environ(device_env))
-        if done.returncode:
-            if quiet and done.stderr:
-                sys.stderr.write(done.stderr[-4000:])
-            raise subprocess.CalledProcessError(done.returncode, cmd)
+        if shard is None or expected:
+            with open(raw, "w", encoding="utf-8") as out:
+                done = subprocess.run(
+                    cmd + device_args, stdout=out, stderr=log, text=True, env=fairseq_environ(device_env)
+                )
+            if done.returncode:
+                if quiet and done.stderr:
+                    sys.stderr.write(done.stderr[-4000:])
+                raise subprocess.CalledProcessError(done.returncode, cmd)
         if shard is None:
             nbest = parse_generate_output(raw, num_segments, config.nbest, direction, subword)
         else:
-            nbest, members = parse_generate_shard(raw, expected, config.nbest, direction, subword)
+            nbest, members = (
+                parse_generate_shard(raw, expected, config.nbest, direction, subword)
+                if expected
+                else (beam_list([], [0], [], [], direction), [])
+            )
             entry = shard.member_record(num_segments, shard_input or prefix + ".bin", members)
             provenance = {**(provenance or {}), "shard": entry}
     record = {
@@ -373,7 +388,7 @@ def generate_nbest_from_text(
 
     Raises:
         InputError: a missing or empty input line, or ``bin_dir`` not in prepare's layout; a
-            shard holding no batch or written to standard output.
+            shard written to standard output.
     """
     codes = subword_spec(os.path.dirname(os.path.abspath(bin_dir)))
     dicts = [os.path.join(bin_dir, f"dict.{lang}.txt") for lang in (config.src, config.tgt)]
@@ -387,7 +402,6 @@ def generate_nbest_from_text(
         "subset": None,
     }
     if shard is not None:
-        shard.batch_segments(len(raw), config.batch_size, input_path)  # before any work
         for output in (out_nbest, out_1best, out_source):
             shard.check_output(output)
     tokenised, segmented = segment_text(raw, config, codes)

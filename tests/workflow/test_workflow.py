@@ -516,6 +516,45 @@ def _squeue():
 @pytest.mark.workflow
 @pytest.mark.nmt
 @pytest.mark.slow
+def test_the_tiny_main_job_in_shards_writes_the_unsharded_lists_and_tables(tiny_job, tmp_path):
+    """SHARDS=2 with the tiny job's blocks of 100 hypotheses (BLOCK_HYPOTHESES=100: 1 segment
+    of its 100-best lists): the n-best generation (fairseq's batches dealt) and every feature
+    rule (its blocks dealt; R2L forced decoding among them) run as 2 jobs each, joined by rerank
+    merge; the lists, the re-ranked outputs and the tables are the unsharded run's byte for byte
+    (both runs from the tiny job's trained models; a decoding shard here has JOBS/2 = 1 torch
+    thread against the unsharded rule's 2, which the tiny model's lists do not depend on — a
+    larger model's last digits can, docs/usage/cluster.md)."""
+    local, config = tiny_job
+    job = yaml.safe_load(config.read_text())
+    unsharded, sharded = tmp_path / "one", tmp_path / "two"
+    for out, extra in ((unsharded, {}), (sharded, {"shards": 2})):
+        # the tiny job's prepared data and trained models (copied with their times), the rest anew
+        shutil.copytree(local, out, symlinks=True)
+        for name in (
+            "nbest",
+            "rerank",
+            "report",
+            "system",
+            "benchmarks",
+            "settings.json",
+            "timings.tsv",
+            "results.txt",
+        ):
+            path = out / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        (out / "job.yaml").write_text(yaml.safe_dump({**job, **extra, "out": str(out), "block_hypotheses": 100}))
+        argv = ("--cores", "2", "--rerun-triggers", "mtime", "--configfile", str(out / "job.yaml"))
+        run = _snakemake(*argv, "--directory", str(out), env=TINY_JOB_ENV)
+        assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+        assert "rule train:" not in run.stdout + run.stderr  # the models were the tiny job's
+    assert any((sharded / "nbest" / "shards").glob("val.r2l.1-of-2.nbest"))
+    for name in SAME_AS_LOCAL:
+        assert (sharded / name).read_bytes() == (unsharded / name).read_bytes(), name
+
+
+@pytest.mark.workflow
+@pytest.mark.nmt
+@pytest.mark.slow
 def test_the_tiny_main_job_runs_on_a_real_slurm_cluster_and_resumes_after_scancel(tiny_job, tmp_path):
     """scripts/slurm_cluster.sh starts a real single-node cluster (slurmctld, slurmd, MUNGE;
     Debian's packages, installed when missing); the tiny main job runs through
