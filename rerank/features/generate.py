@@ -215,14 +215,14 @@ def generate_file(
     ``out_1best``, all together or none (module docstring).  ``beam`` (default ``nbest``)
     or ``sampling``.  The input is decoded, scored and written in chunks of
     ``chunk_sentences`` sentences (default: as many as make ``chunk_rows`` candidates at
-    ``nbest``): memory is bounded by a chunk, not by the input.  Sentence i of a sampled run draws from a random stream of its own, seeded by
-    (seed, i) (i counted from ``first_sentence``: the place of the input's first line in a
-    larger input that ``rerank translate`` cuts into blocks): the samples are the same
-    whatever the chunks or shards.  ``shard``: only chunks K,
-    K+N, … (:mod:`rerank.shards`), each generated and scored as one process does it (a model
-    batches a chunk's sentences together, so the last digits depend on the chunk), both
-    outputs with signatures recording its sentences (``members``); a shard dealt no chunk
-    writes empty outputs, which ``rerank merge`` takes.
+    ``nbest``): memory is bounded by a chunk, not by the input.  Sentence i of a sampled run
+    draws from a random stream of its own, seeded by (seed, i) (i counted from
+    ``first_sentence``: the place of the input's first line in a larger input that ``rerank
+    translate`` cuts into blocks): the samples are the same whatever the chunks or shards.
+    ``shard``: only chunks K, K+N, … (:mod:`rerank.shards`), each generated and scored as one
+    process does it (a model batches a chunk's sentences together, so the last digits depend
+    on the chunk), both outputs with signatures recording its sentences (``members``); a
+    shard dealt no chunk writes empty outputs, which ``rerank merge`` takes.
     Returns the signature's record (``segments``, ``hypotheses``, ``features``, ...).
 
     Raises:
