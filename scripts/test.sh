@@ -3,7 +3,8 @@
 #  1. sets up .venv with every extra and the development tools (scripts/setup_env.sh nmt);
 #  2. style: ruff format --check and ruff check (ruff.toml); types: mypy at pyproject.toml's level;
 #  3. the documentation: mkdocs build --strict (mkdocs.yml, docs/);
-#  4. pytest over tests/ in .venv, where a missing extra is a failure (RERANK_REQUIRE_EXTRAS);
+#  4. pytest over tests/ in .venv, where a missing extra is a failure (RERANK_REQUIRE_EXTRAS),
+#     ending with the wall times of the 25 slowest tests (the SLURM cluster's among them);
 #  5. the whole suite once more in .venv-oldest, a core-only install (no torch, no extras)
 #     with the oldest sacrebleu the package supports (pyproject.toml: >=2.3.1): the tests that need
 #     an extra skip with the reason, everything else must pass at that end of the range too.
@@ -25,7 +26,7 @@ echo "== mypy (pyproject.toml [tool.mypy])"
 echo "== mkdocs build --strict"
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)" || status=$?
 echo "== pytest (every extra installed)"
-RERANK_REQUIRE_EXTRAS=1 .venv/bin/python -m pytest -q "$@" tests || status=$?
+RERANK_REQUIRE_EXTRAS=1 .venv/bin/python -m pytest -q --durations=25 "$@" tests || status=$?
 OLDEST=sacrebleu==2.3.1
 VENV=$ROOT/.venv-oldest bash "$ROOT/scripts/setup_env.sh" core "$OLDEST"
 echo "== pytest in a core-only install with $OLDEST"
