@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,9 @@ import numpy as np
 
 from rerank.nbest import read_nbest
 from rerank.signature import signature
+
+#: the rerank command beside this python (a virtual environment's, used without activating it)
+RERANK = shutil.which("rerank", path=os.path.dirname(sys.executable)) or shutil.which("rerank") or "rerank"
 
 
 def _run_side_by_side(commands, threads):
@@ -92,7 +96,7 @@ def main(argv=None) -> int:
     source = os.path.join(job, "data", "tok", f"test_2016_flickr.{prepared['src']}")
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
-        decode = ["rerank", "nmt", "nbest", "--data-bin", os.path.join(job, "data", "bin"), "--checkpoint", checkpoint]
+        decode = [RERANK, "nmt", "nbest", "--data-bin", os.path.join(job, "data", "bin"), "--checkpoint", checkpoint]
         if args.limit:  # the first N sentences: the tokenised test source is the raw text's preprocessing
             with open(source, encoding="utf-8") as handle:
                 lines = [next(handle) for _ in range(args.limit)]
@@ -108,7 +112,7 @@ def main(argv=None) -> int:
             return decode + ["--out-nbest", out + ".nbest", "--out-1best", out + ".1best", *extra]
 
         def scoring(name, extra=()):
-            command = ["rerank", "features", "add", "--nbest", os.path.join(tmp, "one.nbest"), "--source", source]
+            command = [RERANK, "features", "add", "--nbest", os.path.join(tmp, "one.nbest"), "--source", source]
             command += ["--block-hypotheses", str(args.block_hypotheses)] if args.block_hypotheses else []
             return command + ["--scorer", f"nmt:{r2l}", "--out", os.path.join(tmp, name + ".nbest"), *extra]
 
@@ -121,7 +125,7 @@ def main(argv=None) -> int:
             merged = os.path.join(tmp, f"{prefix}.merged.nbest")
             subprocess.run(
                 [
-                    "rerank",
+                    RERANK,
                     "merge",
                     *(os.path.join(tmp, f"{prefix}.{k}.nbest") for k in range(shards)),
                     "--out",
