@@ -22,6 +22,7 @@ exit status 1. Needs PyYAML and jsonschema (Snakemake's own dependencies).
 """
 
 import glob
+import gzip
 import json
 import os
 import sys
@@ -407,9 +408,22 @@ def raw_pairs(config: Mapping) -> Dict[str, List[str]]:
     }
 
 
+def _count_lines(path: str) -> int:
+    """Lines of a plain or .gz text file, as iterating over it counts them (a last line
+    without its newline counts); OSError or EOFError for a file that cannot be read."""
+    opener: Any = gzip.open if path.endswith(".gz") else open
+    lines, last = 0, b"\n"
+    with opener(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
 def _own_corpus(config: Dict) -> bool:
     """Whether TRAIN/VALID/TEST name a corpus of one's own; each pair made absolute and
-    checked to exist (SettingsError: one missing, or one of them without the others)."""
+    checked to exist (SettingsError: one missing, or one of them without the others; their
+    lines: :func:`check_pairs`)."""
     given = [key for key in ("train", "valid", "test") if config.get(key)]
     if not given:
         return False
@@ -426,6 +440,28 @@ def _own_corpus(config: Dict) -> bool:
                 raise SettingsError(f"{key.upper()}: no such file {path}")
         config[key] = ",".join(pair)
     return True
+
+
+def check_pairs(config: Mapping) -> None:
+    """Before any work: each TRAIN/VALID/TEST pair of a completed configuration is read once
+    and must be line-aligned and not empty (SettingsError naming the setting and both files;
+    also for a file that cannot be read). Not part of :func:`complete`, which the Snakefile
+    runs in every job: this reads whole corpora, once per run (:func:`from_environment`, the
+    Snakefile's ``onstart``)."""
+    for key in ("train", "valid", "test"):
+        if not config.get(key):
+            continue
+        pair = str(config[key]).split(",")
+        try:
+            counts = [_count_lines(path) for path in pair]
+        except (OSError, EOFError) as error:
+            raise SettingsError(f"{key.upper()}: cannot read {' or '.join(pair)}: {error}") from None
+        if counts[0] != counts[1]:
+            raise SettingsError(
+                f"{key.upper()}: {pair[0]} has {counts[0]} lines but {pair[1]} {counts[1]}: not line-aligned"
+            )
+        if not counts[0]:
+            raise SettingsError(f"{key.upper()}: {pair[0]} and {pair[1]} are empty")
 
 
 def _check_languages_in_data(config: Mapping) -> None:
@@ -472,7 +508,8 @@ def check_out(out: str) -> None:
 
 def from_environment(environ: Mapping[str, str], schema: Optional[Dict] = None) -> Dict:
     """The configuration of ``run_pipeline.sh``: ``SYSTEM``'s file, then every setting that
-    is set as an environment variable (its name in capitals), resolved and validated."""
+    is set as an environment variable (its name in capitals), resolved and validated, the
+    corpus' pairs checked line for line (:func:`check_pairs`)."""
     schema = schema or load_schema()
     system = environ.get("SYSTEM") or SYSTEMS[0]
     config = load_system(system)
@@ -484,7 +521,9 @@ def from_environment(environ: Mapping[str, str], schema: Optional[Dict] = None) 
             config[name] = _parse(name, text, spec, schema)
         elif text == "" and name == "data":
             config[name] = ""
-    return complete(config, schema)
+    config = complete(config, schema)
+    check_pairs(config)
+    return config
 
 
 TABLES_SCHEMA_PATH = os.path.join(CONFIG_DIR, "tables.schema.yaml")

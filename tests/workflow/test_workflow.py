@@ -903,13 +903,56 @@ def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):
         "VALID: a corpus of your own needs TRAIN, VALID and TEST": {"TRAIN": "a,b"},
         "TRAIN: no such file": {"TRAIN": "nowhere.de,nowhere.en", "VALID": "a,b", "TEST": "a,b"},
         "TRAIN: 'one-file' is not SRC_FILE,TGT_FILE": {"TRAIN": "one-file", "VALID": "a,b", "TEST": "a,b"},
+        "VALID: {tmp}/three.de has 3 lines but {tmp}/two.en.gz 2: not line-aligned": {
+            "TRAIN": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
+            "VALID": f"{tmp_path / 'three.de'},{tmp_path / 'two.en.gz'}",
+            "TEST": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
+        },
+        "TEST: {tmp}/empty.de and {tmp}/empty.en are empty": {
+            "TRAIN": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
+            "VALID": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
+            "TEST": f"{tmp_path / 'empty.de'},{tmp_path / 'empty.en'}",
+        },
+        "TRAIN: cannot read": {
+            "TRAIN": f"{tmp_path / 'three.de'},{tmp_path / 'broken.en.gz'}",
+            "VALID": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
+            "TEST": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
+        },
     }
+    (tmp_path / "three.de").write_text("a\nb\nc")  # the last line without its newline counts
+    (tmp_path / "three.en.gz").write_bytes(gzip.compress(b"x\ny\nz\n"))
+    (tmp_path / "two.en.gz").write_bytes(gzip.compress(b"x\ny\n"))
+    (tmp_path / "broken.en.gz").write_bytes(b"not gzip\n")
+    (tmp_path / "empty.de").write_text("")
+    (tmp_path / "empty.en").write_text("")
     for message, env in refused.items():
         with pytest.raises(settings.SettingsError) as caught:
             settings.from_environment({**base, **env})
-        assert str(caught.value).startswith(message.format(data=corpus)), str(caught.value)
+        assert str(caught.value).startswith(message.format(data=corpus, tmp=tmp_path)), str(caught.value)
     taken = settings.from_environment({**base, "SRC": "de", "TGT": "en"})
     assert (taken["src"], taken["tgt"]) == ("de", "en")
+
+
+def test_snakemake_run_directly_refuses_a_misaligned_pair_before_any_work(tmp_path):
+    """Without run_pipeline.sh, the Snakefile's onstart reads the corpus' pairs (the settings it
+    completes in every job do not): a dev pair one line short is one line, and nothing runs."""
+    if snakemake_missing:
+        pytest.skip("snakemake is not installed (the [workflow] extra)")
+    (tmp_path / "four.en").write_text("a\nb\nc\nd\n")
+    (tmp_path / "four.de").write_text("w\nx\ny\nz\n")
+    (tmp_path / "three.de").write_text("x\ny\nz\n")
+    job = {
+        "out": str(tmp_path / "out"),
+        "train": f"{tmp_path / 'four.en'},{tmp_path / 'four.de'}",
+        "valid": f"{tmp_path / 'four.en'},{tmp_path / 'three.de'}",
+        "test": f"{tmp_path / 'four.en'},{tmp_path / 'four.de'}",
+        "features": ["len"],
+    }
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    run = _snakemake("--cores", "1", "--configfile", str(tmp_path / "job.yaml"), env={"RERANK_PREFLIGHT_DONE": ""})
+    message = f"config: VALID: {tmp_path / 'four.en'} has 4 lines but {tmp_path / 'three.de'} 3: not line-aligned"
+    assert run.returncode != 0 and message in run.stderr, run.stderr[-2000:]
+    assert not (tmp_path / "out" / "data").exists() and "rule prepare" not in run.stdout + run.stderr
 
 
 @pytest.mark.workflow
