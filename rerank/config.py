@@ -24,15 +24,19 @@ def option(
     type: Optional[Callable[[str], Any]] = None,
     choices: Optional[Sequence[str]] = None,
     positional: bool = False,
+    path: bool = False,
 ) -> Any:
     """A ``Config`` field with its help text, an older spelling of its command-line flag
     (``alias``, still accepted with a one-line note; the tuners' flags are ``--TUNER-FIELD``),
     argument type (a parser that range-checks, e.g. :func:`rerank.argtypes.positive_int`;
     default: the field's own type, ``int``, ``float``, ``str`` or ``bool``), the values it
-    may take (``choices``), and whether a spec gives it first without its key
-    (``positional``: ``mbr:bleu`` for ``utility=bleu``, ``len:DIR`` for ``corpus=DIR``)."""
+    may take (``choices``), whether a spec gives it first without its key
+    (``positional``: ``mbr:bleu`` for ``utility=bleu``, ``len:DIR`` for ``corpus=DIR``), and
+    whether its value names a file or directory the component reads (``path``: what the
+    output guard protects and a system directory confines, :mod:`rerank.features.spec_paths`;
+    ``KIND:FILE`` values such as ``bpe=subword-nmt:CODES`` name the part after the colon)."""
     metadata = {"help": help, "alias": alias, "type": type, "choices": tuple(choices) if choices else None}
-    return dataclasses.field(default=default, metadata={**metadata, "positional": positional})
+    return dataclasses.field(default=default, metadata={**metadata, "positional": positional, "path": path})
 
 
 def _parser(field: dataclasses.Field) -> Callable[[str], Any]:

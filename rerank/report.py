@@ -133,7 +133,13 @@ def significance_of(
             raise InputError(
                 f"{metric_name}: seg: scores are read from files beside the systems' outputs (rerank signif)"
             )
-        stats = shared_stats(metric, texts, refs, files)
+        try:
+            stats = shared_stats(metric, texts, refs, files)
+        except MeteorUnavailable as err:  # the jar failed on this text: the table keeps the other metrics
+            unavailable[metric_name] = str(err)
+            signatures.pop(metric_name, None)
+            print(f"rerank: warning: {err}", file=sys.stderr)
+            continue
         scored = {}
         for name in names:
             result = score_system(metric, stats[name], resamples, seed)

@@ -25,7 +25,7 @@ from rerank.nbest import (
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
-from rerank.textio import read_json
+from rerank.textio import open_text, read_json
 from rerank.tuning.weights import read_weights, weights_vector
 
 
@@ -358,7 +358,7 @@ def _shard_lines(shard: Dict[str, Any], path: str) -> List[str]:
     """A text shard's lines (each with its newline).  Raises :class:`InputError`: another
     number of lines than its record holds, a last line cut short."""
     expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
-    with open(path, encoding="utf-8") as part:
+    with open_text(path) as part:  # rerank's reader: a byte that is not UTF-8 is named with its line
         lines = part.readlines()
     if len(lines) != expected:
         raise InputError(f"{len(lines)} lines but shard {shard['id']} holds {expected}", path)
@@ -384,11 +384,13 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
     """
     ordered = _read_shards(paths)
     first_shard, first_record, first_path = ordered[0]
-    total = first_shard["segments"]
+    total = first_shard.get("segments")  # optional for shards of blocks (first/last)
     if "members" in first_shard:  # shards of batches: each segment from the shard holding it
         owners = [int(k) for k in _segment_owners(ordered)]
     else:
         owners = [k for k, (shard, _, _) in enumerate(ordered) for _ in range(shard["last"] - shard["first"])]
+    if not isinstance(total, int):
+        total = len(owners)
     if first_shard.get("kind", "nbest") == "text":
         parts = [iter(_shard_lines(shard, path)) for shard, _, path in ordered]
         with StagedOutputs() as outputs:

@@ -123,9 +123,11 @@ def read_json(path: str):
     """The JSON value of a file (see :func:`open_text`).
 
     Raises:
-        InputError: naming the file and line for invalid JSON, or a key that occurs
-            twice in one object.  NaN and Infinity (not JSON) are returned as the strings
-            ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` for the caller to refuse by name.
+        InputError: naming the file and line for invalid JSON, a key that occurs twice in one
+            object, nesting deeper than Python's parser goes (``RecursionError``) or an integer
+            longer than Python converts (``ValueError``, over 4,300 digits).  NaN and Infinity
+            (not JSON) are returned as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+            for the caller to refuse by name.
     """
     import json
 
@@ -141,6 +143,12 @@ def read_json(path: str):
         return json.loads(read_text(path), object_pairs_hook=unique, parse_constant=lambda name: name)
     except json.JSONDecodeError as err:
         raise InputError(f"not JSON: {err.msg}", path, err.lineno) from None
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read (no rerank file nests more than a few levels)", path) from None
+    except ValueError as err:  # int('9' * 5000): Python's limit on integer digits
+        raise InputError(f"not a JSON rerank reads: {' '.join(str(err).split())[:120]}", path) from None
 
 
 def read_references(paths) -> Union[List[str], List[List[str]]]:

@@ -25,8 +25,10 @@ import glob
 import gzip
 import json
 import os
+import re
 import sys
 import textwrap
+import zlib
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
@@ -188,6 +190,7 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
     cased_by_default = "lowercase" not in merged  # a corpus of one's own keeps its case unless told
     merged = normalise(merged, schema)
     validate(merged, schema)
+    check_shell_safe(merged)  # as given; again below, made absolute (the project's own path counts too)
     merged["out"] = os.path.normpath(os.path.join(ROOT, merged["out"]))
     check_out(merged["out"])
     local = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "multi30k"))
@@ -208,7 +211,34 @@ def complete(config: Mapping, schema: Optional[Dict] = None) -> Dict:
         _check_generator(merged, own)
     for name in OWN_MODEL_SETS:
         _check_own_model(merged, name)
+    check_shell_safe(merged)
     return merged
+
+
+#: the settings that are paths, or model specs holding paths (made absolute by :func:`complete`)
+PATH_SETTINGS = ("out", "data", "train", "valid", "test", "generator", "r2l_model", "channel_model", "qe_checkpoint")
+#: what no path may hold: whitespace, control characters and the shell's metacharacters break
+#: the rules' commands, or extend them (``$(…)`` ran when the rule ran)
+PATH_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f`$;&|<>()\\'\"*?\[\]{}!#~^]")
+#: what no other text setting may hold: the rules quote them ('…'), so no quote, escape or control
+QUOTED_UNSAFE = re.compile(r"[\x00-\x1f\x7f`$\\'\"]")
+
+
+def check_shell_safe(config: Mapping) -> None:
+    """Before any rule is built: every path setting (:data:`PATH_SETTINGS`, absolute by now)
+    holds only characters a shell command carries as they are, every other text setting no
+    quote, backslash, ``$``, backquote or control character (SettingsError: one line naming
+    the setting and the character)."""
+    for key, value in config.items():
+        if not isinstance(value, str):
+            continue
+        found = (PATH_UNSAFE if key in PATH_SETTINGS else QUOTED_UNSAFE).search(value)
+        if found:
+            shown = value if len(value) <= 120 else value[:120] + "…"
+            raise SettingsError(
+                f"{key.upper()}: {shown!r} holds {found.group()!r}, which the job's shell commands cannot carry: "
+                "use a path of letters, digits and - _ . / : , = @ + % (move or link the files)"
+            )
 
 
 def _check_qe(config: Dict) -> None:
@@ -409,15 +439,27 @@ def raw_pairs(config: Mapping) -> Dict[str, List[str]]:
 
 
 def _count_lines(path: str) -> int:
-    """Lines of a plain or .gz text file, as iterating over it counts them (a last line
-    without its newline counts); OSError or EOFError for a file that cannot be read."""
+    """Lines of a plain or .gz text file as rerank's readers split them (``rerank.textio``:
+    UTF-8, a last line without its newline counted). A carriage return that does not end a
+    line (``\\r`` before anything but ``\\n``) is refused: the readers split lines there
+    too (universal newlines), so a pair with one on each side, at different lines, would count
+    alike and pair the lines between with the wrong partners. SettingsError naming the line;
+    OSError, EOFError or zlib.error for a file that cannot be read."""
     opener: Any = gzip.open if path.endswith(".gz") else open
-    lines, last = 0, b"\n"
+    lines = 0
     with opener(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    return lines + (last != b"\n")
+        for lines, raw in enumerate(handle, start=1):
+            text = raw[:-1] if raw.endswith(b"\n") else raw
+            if b"\r" in (text[:-1] if text.endswith(b"\r") else text):
+                raise SettingsError(
+                    f"{path}:{lines}: a carriage return inside the line, which rerank's readers take as a line "
+                    "break: remove it (e.g. tr '\\r' ' ')"
+                )
+            try:
+                (raw[3:] if lines == 1 and raw.startswith(b"\xef\xbb\xbf") else raw).decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise SettingsError(f"{path}:{lines}: not UTF-8 text (byte {error.start + 1} of the line)") from None
+    return lines
 
 
 def _own_corpus(config: Dict) -> bool:
@@ -453,9 +495,23 @@ def check_pairs(config: Mapping) -> None:
             continue
         pair = str(config[key]).split(",")
         try:
-            counts = [_count_lines(path) for path in pair]
-        except (OSError, EOFError) as error:
-            raise SettingsError(f"{key.upper()}: cannot read {' or '.join(pair)}: {error}") from None
+            same = os.path.samefile(pair[0], pair[1])
+        except OSError:  # named below, when it is read
+            same = False
+        if same:
+            raise SettingsError(
+                f"{key.upper()}: {pair[0]} is given as both sides (the source and the target are two files)"
+            )
+        counts = []
+        for path in pair:
+            try:
+                counts.append(_count_lines(path))
+            except SettingsError as error:  # naming the file and line
+                raise SettingsError(f"{key.upper()}: {error}") from None
+            except (OSError, EOFError, zlib.error) as error:
+                raise SettingsError(
+                    f"{key.upper()}: cannot read {path}: {' '.join(str(error).split())[:160]}"
+                ) from None
         if counts[0] != counts[1]:
             raise SettingsError(
                 f"{key.upper()}: {pair[0]} has {counts[0]} lines but {pair[1]} {counts[1]}: not line-aligned"
@@ -650,7 +706,7 @@ def preflight(config: Mapping, python: str = sys.executable) -> None:
     other settings is refused (``rerank nmt train --check``: a directory may be shared with a run
     of other settings), then OUT's settings are compared with an earlier run's and written
     (``scripts/pipeline_settings.py``). Exits with the failing command's status; its one-line
-    error is on stderr."""
+    error is on stderr. Last, METEOR for TGT (:func:`check_meteor`: a warning, not a refusal)."""
     import subprocess
 
     checks = [
@@ -672,6 +728,32 @@ def preflight(config: Mapping, python: str = sys.executable) -> None:
         status = subprocess.run(command, stdout=subprocess.DEVNULL).returncode
         if status:
             sys.exit(status)
+    check_meteor(config, python)
+
+
+#: what :func:`check_meteor` runs in the project's python: METEOR as the report builds it
+METEOR_CHECK = """import sys
+from rerank.errors import InputError
+from rerank.metrics.spec import make_metric
+try:
+    make_metric("meteor", lang=sys.argv[1])
+except InputError as error:
+    sys.exit(str(error))
+"""
+
+
+def check_meteor(config: Mapping, python: str = sys.executable) -> bool:
+    """Before any work: whether the report can compute METEOR for TGT (java, the jar, modules
+    the jar runs for the language: ``rerank.metrics.meteor.default_modules``); if not, one
+    warning line now — the report then leaves METEOR out of its table and says why — rather
+    than a surprise at the last rule."""
+    import subprocess
+
+    result = subprocess.run([python, "-c", METEOR_CHECK, config["tgt"]], capture_output=True, text=True)
+    if result.returncode:
+        reason = (result.stderr.strip().splitlines() or ["METEOR cannot run"])[-1]
+        print(f"run_pipeline: warning: {reason[:300]}; the report's table will have no METEOR column", file=sys.stderr)
+    return not result.returncode
 
 
 def _text(value) -> str:

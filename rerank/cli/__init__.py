@@ -10,9 +10,11 @@ needs the ``[nmt]`` extra to run).  Errors in the input are printed on one line 
 file and line, and the exit status is 1; nothing partial is written.
 
 Each verb declares the files it reads and writes (``paths=`` in its parser's defaults:
-``args -> (inputs, outputs)``, each ``{option: path or [paths]}``); before the verb runs,
-:func:`rerank.outputs.check_paths` refuses an output that is one of its inputs or another
-output, and an output that cannot be written.
+``args -> (inputs, outputs)``, each ``{option: path or [paths]}``), to which
+:func:`guarded_paths` adds what it reads and writes beyond its file options (the files its
+scorer and metric specs name, a system directory's files, a shard's records); before the
+verb runs, :func:`rerank.outputs.check_paths` refuses an output that is one of its inputs or
+another output, and an output that cannot be written.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from rerank.cli import core, embed, features, generate, nmt, system, tune
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
 from rerank.features.scorer import scorer_summaries
+from rerank.features.spec_paths import existing_files, spec_inputs
+from rerank.metrics.spec import split_metrics
 from rerank.nmt.checkpoints import trusting
-from rerank.outputs import check_paths, stdout_signature
+from rerank.outputs import check_paths, signature_path, stdout_signature
 
 
 def scorers_help() -> str:
@@ -86,6 +90,38 @@ def _largest_input(args) -> Optional[str]:
     files = [p for v in inputs.values() for p in ([v] if isinstance(v, str) else v or []) if p and p != "-"]
     sizes = [(os.path.getsize(p), p) for p in files if os.path.isfile(p)]
     return max(sizes)[1] if sizes else None
+
+
+def _strings(value) -> List[str]:
+    """A string option's value, or a repeated one's values, as a list (None: none)."""
+    if isinstance(value, str):
+        return [value] if value else []
+    return [v for v in value or [] if isinstance(v, str) and v]
+
+
+def guarded_paths(args):
+    """(inputs, outputs) a verb declares (``paths=``) with what it also reads and writes beyond
+    its file options: every file named inside its scorer and metric specs (``--scorer
+    len:src=train.en``, ``--metric comet:DIR``, ``--metrics bleu,comet:DIR``), every file of
+    ``--system`` (a system directory), and, for a shard (``--num-shards``), the record beside
+    each output (``OUT.json``)."""
+    inputs, outputs = args.paths(args)
+    inputs, outputs = dict(inputs), dict(outputs)
+    metrics = _strings(getattr(args, "metric", None))
+    metrics += [m for text in _strings(getattr(args, "metrics", None)) for m in split_metrics(text)]
+    named = spec_inputs(_strings(getattr(args, "scorer", None)), metrics)
+    if named:
+        inputs["(a file a spec names)"] = named
+    for system_dir in _strings(getattr(args, "system", None)):
+        if os.path.isdir(system_dir):
+            inputs["--system (its files)"] = existing_files(system_dir)
+    if getattr(args, "num_shards", None):
+        declared = {p for option, p in outputs.items() if isinstance(p, str)}
+        for option, path in list(outputs.items()):
+            record = signature_path(path) if isinstance(path, str) and path != "-" and "(" not in option else None
+            if record is not None and record not in declared:
+                outputs[f"{option} (its shard record)"] = record
+    return inputs, outputs
 
 
 def _utf8_streams() -> None:
@@ -164,7 +200,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         with stdout_signature(getattr(args, "signature", None)), trusting(getattr(args, "trust_checkpoint", False)):
             if getattr(args, "paths", None) is not None:
-                inputs, outputs = args.paths(args)
+                inputs, outputs = guarded_paths(args)
                 if getattr(args, "signature", None):
                     if args.signature not in outputs.values():
                         raise InputError(

@@ -53,6 +53,7 @@ from rerank.errors import InputError, one_line
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
 from rerank.nmt.subword import make_bpe
+from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 
 DIRECTIONS = ("forward", "backward")
 
@@ -74,6 +75,7 @@ def import_transformers():
     except ImportError:
         raise InputError("hf: and hf-lm: need transformers: pip install 'nbest-rerank[hf]'") from None
     transformers.utils.logging.disable_progress_bar()  # loading bars on every model; ours say what runs
+    no_prompt()
     return transformers
 
 
@@ -98,7 +100,7 @@ def detokenizer(value: Optional[str], spec: str):
 class _PairConfig:
     """The settings every pair scorer (``hf:``, ``ct2:``) has."""
 
-    path: str = option("", "the model's directory", positional=True)
+    path: str = option("", "the model's directory", positional=True, path=True)
     direction: str = option("", "forward (default), backward (the channel model), r2l (ct2: of fairseq exports)")
     name: str = option("", "the column (default by scorer and direction: HF, HFChannel, CT2, CT2R2L…)")
     detok: str = option("", "detokenise hypotheses first: moses:LANG")
@@ -152,10 +154,13 @@ class _PairScorer(Scorer):
         :class:`InputError` naming the directory when either cannot be loaded."""
         transformers = import_transformers()
         self.device, self.dtype = self.devices.resolve()
+        refuse_remote_code(self.path, self.spec)
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
-            self.model = getattr(transformers, auto_class).from_pretrained(self.path, dtype=self.dtype)
-        except (OSError, ValueError) as err:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NO_REMOTE_CODE)
+            self.model = getattr(transformers, auto_class).from_pretrained(
+                self.path, dtype=self.dtype, **NO_REMOTE_CODE
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, RuntimeError) as err:
             raise InputError(f"not a Hugging Face {what} with its tokenizer: {one_line(err)}", self.path) from None
         self.model.to(self.device).eval()
 
@@ -277,7 +282,7 @@ class HFCausalLMScorer(_PairScorer):
 
     @dataclass
     class Config:
-        path: str = option("", "the model's directory (save_pretrained)", positional=True)
+        path: str = option("", "the model's directory (save_pretrained)", positional=True, path=True)
         name: str = option("", "the column (default HFLM)")
         detok: str = option("", "detokenise hypotheses first: moses:LANG")
         batch: Optional[int] = option(None, "hypotheses per batch (default 64)", type=positive_int)
@@ -351,7 +356,9 @@ class CT2Scorer(_PairScorer):
             "CTranslate2's compute type (default int8 on the CPU, float16 on CUDA; the device may support fewer)",
             choices=CT2_COMPUTE_TYPES,
         )
-        bpe: str = option("", "for models converted from fairseq: subword-nmt:CODES, sentencepiece:MODEL or none")
+        bpe: str = option(
+            "", "for models converted from fairseq: subword-nmt:CODES, sentencepiece:MODEL or none", path=True
+        )
         threads: Optional[int] = option(
             None, "batches side by side on the CPU (default: the CPUs available)", type=positive_int
         )
@@ -383,9 +390,10 @@ class CT2Scorer(_PairScorer):
         self.tokenizer = None
         if self.bpe is None:  # a model converted from Hugging Face: its tokenizer lies beside it
             transformers = import_transformers()
+            refuse_remote_code(self.path, self.spec)
             try:
-                self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
-            except (OSError, ValueError) as err:
+                self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NO_REMOTE_CODE)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as err:
                 raise InputError(
                     f"no tokenizer beside the CTranslate2 model (save it there, or give bpe= for a "
                     f"model converted from fairseq): {one_line(err)}",

@@ -45,9 +45,11 @@ class LengthScorer(Scorer):
 
     @dataclass
     class Config:
-        corpus: str = option("", "a rerank nmt prepare directory, or the mean ratio itself", positional=True)
-        src: str = option("", "or the ratio estimated from two parallel files: the source side (plain or .gz)")
-        tgt: str = option("", "… and the target side, line-aligned with src")
+        corpus: str = option("", "a rerank nmt prepare directory, or the mean ratio itself", positional=True, path=True)
+        src: str = option(
+            "", "or the ratio estimated from two parallel files: the source side (plain or .gz)", path=True
+        )
+        tgt: str = option("", "… and the target side, line-aligned with src", path=True)
 
     set_name = "Len"
 

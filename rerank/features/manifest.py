@@ -13,12 +13,11 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rerank._version import __version__
-from rerank.config import parse_settings
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS
+from rerank.features.spec_paths import candidate_paths, existing_files, scorer_settings
 from rerank.nmt.generate import GenerateConfig
 from rerank.nmt.subword import SUBWORD_FILES
 from rerank.textio import file_digest as _sha256
@@ -55,48 +54,85 @@ def _inside(root: str, name: Any, path: str, what: str) -> str:
     return full
 
 
-def _confined_step(spec: Any, root: str, path: str) -> str:
+def _confined_step(spec: Any, root: str, path: str, referenced: Optional[List[str]] = None) -> str:
     """A scorer ``spec`` of the manifest with :data:`PLACEHOLDER` replaced by ``root``, every
-    path among its settings checked to stay inside the system directory.
+    path among its settings — nested specs parsed too (``mbr:comet:model=…``,
+    :mod:`rerank.features.spec_paths`) — checked to stay inside the system directory;
+    ``referenced`` collects the real paths inside the directory that the spec names.
 
     Raises:
         InputError: a spec that is not a string or names no scorer, a setting that is an
-            absolute path, holds ``..`` or names an existing path outside the directory.
+            absolute path or holds ``..``, a path setting that names an existing path outside
+            the directory, :data:`PLACEHOLDER` other than as ``@SYSTEM@`` or ``@SYSTEM@/PATH``.
     """
     if not isinstance(spec, str):
         raise InputError(f"a step's scorer {spec!r} is not a scorer spec", path)
-    name, _, arg = spec.partition(":")
-    cls = SCORERS.get(name)
-    if cls.Config is not None:
-        config = parse_settings(cls.Config, arg, spec, {})
-        for f in dataclasses.fields(config):
-            value = getattr(config, f.name)
-            if not isinstance(value, str) or not value:
-                continue
-            for part in {value, value.partition(":")[2]} - {""}:
-                if part.startswith(PLACEHOLDER):
-                    _inside(root, part[len(PLACEHOLDER) :].lstrip("/") or ".", path, f"scorer {name}'s {f.name}")
-                elif os.path.isabs(part) or ".." in part.split("/") or os.path.exists(part):
-                    raise InputError(
-                        f"scorer {name}'s {f.name} {part} is a path outside the system directory: refused", path
-                    )
+    for setting in scorer_settings(spec):
+        what = f"scorer {setting.owner}'s {setting.field}"
+        for part in candidate_paths(setting.value):
+            if part == setting.value and part.partition(":")[2].startswith(PLACEHOLDER):
+                continue  # KIND:@SYSTEM@/FILE (bpe=subword-nmt:…): its part after KIND: is checked
+            rest = part[len(PLACEHOLDER) :] if part.startswith(PLACEHOLDER) else None
+            if PLACEHOLDER in part and (rest is None or (rest and not rest.startswith("/"))):
+                raise InputError(
+                    f"{what} {part[:200]}: {PLACEHOLDER} stands for the system directory only as {PLACEHOLDER} "
+                    f"or {PLACEHOLDER}/PATH: refused",
+                    path,
+                )
+            if rest is not None:
+                full = _inside(root, rest.lstrip("/") or ".", path, what)
+                if referenced is not None:
+                    referenced.append(full)
+            elif os.path.isabs(part) or ".." in part.split("/") or (setting.path and os.path.exists(part)):
+                raise InputError(f"{what} {part[:200]} is a path outside the system directory: refused", path)
     return spec.replace(PLACEHOLDER, os.path.abspath(root))
+
+
+def _check_referenced(root: str, referenced: List[str], files: Dict[str, Any], path: str) -> None:
+    """Every file under a path the steps or the generator read is among the manifest's
+    checksummed ``files``: a model file left out of the list could change unseen.
+
+    Raises:
+        InputError: naming the first file the manifest does not checksum.
+    """
+    real_root = os.path.realpath(root)
+    for full in referenced:
+        for name in existing_files(full):
+            relative = os.path.relpath(os.path.realpath(name), real_root)
+            if relative not in files:
+                raise InputError(f"the system's file {relative} is read but not checksummed by the manifest", path)
+
+
+#: the largest n-best size, beam, batch and output length a system may ask for: far beyond any
+#: published setting (n-best lists of 1,024 samples, beams of 200), far below an allocation
+#: that cannot succeed (10^9 of either was accepted, then died in torch)
+MAX_DECODER_SIZE = 4096
 
 
 #: the decoder settings a manifest may hold, with what each must be
 _DECODER_CHECKS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
     **{
-        k: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer")
+        k: (
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_DECODER_SIZE,
+            f"a positive integer up to {MAX_DECODER_SIZE}",
+        )
         for k in ("nbest", "batch_size")
     },
     **{
-        k: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer")
+        k: (
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_DECODER_SIZE,
+            f"a non-negative integer up to {MAX_DECODER_SIZE}",
+        )
         for k in ("beam", "max_len_b")
     },
-    **{
-        k: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
-        for k in ("max_len_a", "lenpen")
-    },
+    "max_len_a": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 16,
+        "a number in 0..16 (output tokens per source token)",
+    ),
+    "lenpen": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+        "a finite number",
+    ),
     **{
         k: (
             lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,31}", v) is not None,
@@ -123,12 +159,12 @@ def _decoder_config(manifest: Dict[str, Any], path: str) -> "GenerateConfig":
         raise InputError("the manifest has no decoder settings", path)
     for key, (check, what) in _DECODER_CHECKS.items():
         if key in config and not check(config[key]):
-            raise InputError(f"the decoder setting {key}={config[key]!r} is not {what}", path)
+            raise InputError(f"the decoder setting {key}={repr(config[key])[:40]} is not {what}", path)
     known = {f.name for f in dataclasses.fields(GenerateConfig)}
     return GenerateConfig(**{k: v for k, v in config.items() if k in known})
 
 
-def _generator_settings(decoder: Dict[str, Any], root: str, path: str) -> Dict[str, Any]:
+def _generator_settings(decoder: Dict[str, Any], root: str, path: str, referenced: List[str]) -> Dict[str, Any]:
     """A ``rerank generate`` decoder's settings, checked: the model spec (``hf:``/``ct2:``,
     its paths confined to the system directory and resolved), the n-best size, beam,
     sampling and maximum length by type and range.
@@ -144,8 +180,11 @@ def _generator_settings(decoder: Dict[str, Any], root: str, path: str) -> Dict[s
         value = decoder.get(key)
         if value is None and optional:
             return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InputError(f"the generator setting {key}={value!r} is not a positive integer", path)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DECODER_SIZE:
+            raise InputError(
+                f"the generator setting {key}={repr(value)[:40]} is not a positive integer up to {MAX_DECODER_SIZE}",
+                path,
+            )
         return value
 
     sampling = decoder.get("sampling")
@@ -154,7 +193,7 @@ def _generator_settings(decoder: Dict[str, Any], root: str, path: str) -> Dict[s
         if not isinstance(epsilon, float) or not 0 < epsilon < 1 or not isinstance(seed, int) or seed < 0:
             raise InputError(f"the generator's sampling {sampling!r} is not {{epsilon in (0, 1), seed ≥ 0}}", path)
     return {
-        "model": _confined_step(model, root, path),
+        "model": _confined_step(model, root, path, referenced),
         "nbest": count("nbest"),
         "beam": count("beam", optional=True),
         "sampling": sampling,
@@ -189,9 +228,12 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
     if expected_digest is not None and manifest["digest"] != expected_digest:
         raise InputError(f"the system's digest is {manifest['digest']}, not the {expected_digest} expected", path)
     files = manifest["files"]
+    if not all(isinstance(name, str) and isinstance(digest, str) for name, digest in files.items()):
+        raise InputError("the manifest's files are not {name: checksum} strings", path)
+    referenced: List[str] = []
     decoder = manifest.get("decoder")
     if isinstance(decoder, dict) and decoder.get("kind") == "generate":  # rerank generate's hf:/ct2: model
-        manifest["decoding"] = _generator_settings(decoder, system_dir, path)
+        manifest["decoding"] = _generator_settings(decoder, system_dir, path, referenced)
         needed = []
     else:
         manifest["decoding"] = config = _decoder_config(manifest, path)
@@ -203,15 +245,15 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
             model = converted.get("model") if isinstance(converted, dict) else None
             quantization = converted.get("quantization") if isinstance(converted, dict) else None
             if not isinstance(model, str) or not isinstance(quantization, str):
-                raise InputError(f"the decoder's ct2 entry {converted!r} is not {{model, quantization}}", path)
-            _inside(system_dir, model, path, "the CTranslate2 model")
+                raise InputError(f"the decoder's ct2 entry {str(converted)[:80]} is not {{model, quantization}}", path)
+            referenced.append(_inside(system_dir, model, path, "the CTranslate2 model"))
             needed.append(f"{model}/model.bin")
             manifest["ct2"] = {"model": model, "quantization": quantization}
     for name in needed:
         if name not in files:
             raise InputError(f"the manifest does not checksum {name}", path)
-    if manifest.get("weights") not in files:
-        raise InputError(f"the weights {manifest.get('weights')!r} are not among the checksummed files", path)
+    if not isinstance(manifest.get("weights"), str) or manifest["weights"] not in files:
+        raise InputError(f"the weights {repr(manifest.get('weights'))[:80]} are not among the checksummed files", path)
     for name, digest in files.items():
         full = _inside(system_dir, name, path, "the file")
         if check_files:
@@ -222,5 +264,7 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
     steps = manifest.get("steps")
     if not isinstance(steps, list) or not all(isinstance(step, list) for step in steps):
         raise InputError("the manifest's steps are not lists of scorer specs", path)
-    manifest["steps"] = [[_confined_step(spec, system_dir, path) for spec in step] for step in steps]
+    manifest["steps"] = [[_confined_step(spec, system_dir, path, referenced) for spec in step] for step in steps]
+    if check_files:
+        _check_referenced(system_dir, referenced, files, path)
     return manifest

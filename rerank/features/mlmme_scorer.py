@@ -29,7 +29,7 @@ class _EmbeddingScorer(Scorer):
 
     @dataclass
     class Config:
-        model_dir: str = option("", "a rerank embed train directory", positional=True)
+        model_dir: str = option("", "a rerank embed train directory", positional=True, path=True)
         source: str = option("en", "the source language's encoder")
         target: str = option("de", "the target language's encoder")
         name: str = option("", "the columns' prefix (default MLMME / VSE): NAMEss, NAMEsi")

@@ -404,7 +404,7 @@ class NMTScorer(ForcedDecodingScorer):
 
     @dataclass
     class Config:
-        model_dir: str = option("", "a rerank nmt train directory", positional=True)
+        model_dir: str = option("", "a rerank nmt train directory", positional=True, path=True)
 
     def __init__(self, config: "NMTScorer.Config"):
         super().__init__(config.model_dir, expect_kind="translation")
@@ -419,7 +419,7 @@ class LMScorer(ForcedDecodingScorer):
 
     @dataclass
     class Config:
-        model_dir: str = option("", "a rerank nmt train-lm directory", positional=True)
+        model_dir: str = option("", "a rerank nmt train-lm directory", positional=True, path=True)
 
     def __init__(self, config: "LMScorer.Config"):
         super().__init__(config.model_dir, expect_kind="lm")
@@ -446,9 +446,11 @@ class FairseqScorer(ForcedDecodingScorer):
 
     @dataclass
     class Config:
-        checkpoint: str = option("", "the checkpoint file", positional=True)
-        dict: str = option("", "the directory of its dictionaries (default: the checkpoint's)")
-        bpe: str = option("", "how text becomes its subwords: subword-nmt:CODES, sentencepiece:MODEL or none")
+        checkpoint: str = option("", "the checkpoint file", positional=True, path=True)
+        dict: str = option("", "the directory of its dictionaries (default: the checkpoint's)", path=True)
+        bpe: str = option(
+            "", "how text becomes its subwords: subword-nmt:CODES, sentencepiece:MODEL or none", path=True
+        )
         direction: str = option("forward", "what it scores", choices=tuple(FAIRSEQ_ROLES))
         name: str = option("", "the column (default by direction: Fairseq, FairseqChannel, …)")
 

@@ -39,8 +39,10 @@ class CometKiwiScorer(Scorer):
 
     @dataclass
     class Config:
-        model: str = option("", "a reference-free COMET checkpoint directory", positional=True)
-        encoder: str = option("", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model")
+        model: str = option("", "a reference-free COMET checkpoint directory", positional=True, path=True)
+        encoder: str = option(
+            "", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model", path=True
+        )
         batch: int = option(64, "sentences per encoder call", type=positive_int)
 
     def __init__(self, config: "CometKiwiScorer.Config", devices: DeviceSettings = DeviceSettings()):

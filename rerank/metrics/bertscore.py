@@ -30,6 +30,7 @@ from rerank.errors import InputError
 from rerank.metrics.base import METRICS
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import PairwiseUtility
+from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 
 
 @METRICS.register("bertscore")
@@ -50,7 +51,7 @@ class BertScoreMetric(MeanOfSegments):
 
     @dataclass
     class Config:
-        model: str = option("", "a Hugging Face encoder directory with its tokenizer", positional=True)
+        model: str = option("", "a Hugging Face encoder directory with its tokenizer", positional=True, path=True)
         layers: int = option(0, "the layer of the matched embeddings (0: the model's last)", type=non_negative_int)
         batch: int = option(64, "sentences per batch", type=positive_int)
         lowercase: bool = option(False, "lowercase before scoring")
@@ -80,11 +81,21 @@ class BertScoreMetric(MeanOfSegments):
             except ImportError:
                 raise InputError("bertscore: needs bert-score: pip install 'nbest-rerank[bertscore]'") from None
             transformers_logging.disable_progress_bar()  # rerank's own lines, not a bar per load
+            refuse_remote_code(self.model, "bertscore")  # bert-score's own from_pretrained takes no trust setting
+            no_prompt()
             try:
-                config = AutoConfig.from_pretrained(self.model)
+                config = AutoConfig.from_pretrained(self.model, **NO_REMOTE_CODE)
                 layers = self.layers or int(config.num_hidden_layers)
+                if not 1 <= layers <= int(config.num_hidden_layers):
+                    raise InputError(
+                        f"bertscore: layers={layers}, but the model has {config.num_hidden_layers} layers "
+                        f"(1..{config.num_hidden_layers}; 0: the last)",
+                        self.model,
+                    )
                 scorer = BERTScorer(model_type=self.model, num_layers=layers, batch_size=self.batch)
-            except (OSError, ValueError, KeyError) as error:
+            except InputError:
+                raise
+            except Exception as error:  # bert-score and transformers raise anything (AssertionError)
                 message = f"bertscore: cannot load the model: {' '.join(str(error).split())[:200]}"
                 raise InputError(message, self.model) from None
             tokenizer = scorer._tokenizer

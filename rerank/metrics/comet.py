@@ -82,9 +82,13 @@ class _CometMetric(MeanOfSegments):
 
     @dataclass
     class Config:
-        model: str = option("", "a COMET checkpoint directory (checkpoints/model.ckpt + hparams.yaml)", positional=True)
-        source: str = option("", "the source sentences, one per segment (plain text)")
-        encoder: str = option("", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model")
+        model: str = option(
+            "", "a COMET checkpoint directory (checkpoints/model.ckpt + hparams.yaml)", positional=True, path=True
+        )
+        source: str = option("", "the source sentences, one per segment (plain text)", path=True)
+        encoder: str = option(
+            "", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model", path=True
+        )
         batch: int = option(64, "sentences per encoder call (sorted by length: little padding)", type=positive_int)
         device: str = option("auto", "torch device (auto: CUDA where there is one; cpu, cuda, cuda:1)")
         dtype: str = option("float32", "the encoder's dtype (float32, float16, bfloat16)")

@@ -14,6 +14,16 @@ import numpy as np
 
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
+from rerank.metrics.comet_checks import (
+    check_encoder_type,
+    check_estimator,
+    check_hparams,
+    check_scalar,
+    check_tensors,
+    read_hparams,
+    shown,
+)
+from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 
 #: the COMET model classes rerank computes, by ``class_identifier``
 KINDS = ("regression_metric", "referenceless_regression_metric", "unified_metric", "xcomet_metric")
@@ -69,27 +79,27 @@ class CometModel:
         try:
             import torch
             import transformers
-            import yaml
+            import yaml  # noqa: F401  (hparams.yaml: comet_checks.read_hparams)
             from transformers import AutoConfig, AutoTokenizer
             from transformers.utils import logging as transformers_logging
         except ImportError:
             raise InputError("comet: needs torch, transformers and PyYAML: pip install 'nbest-rerank[comet]'") from None
         transformers_logging.disable_progress_bar()
-        if os.path.isfile(directory):
+        given = directory
+        if os.path.isfile(directory):  # the .ckpt file itself: its directory is two levels up
             checkpoint = directory
             directory = os.path.dirname(os.path.dirname(os.path.abspath(directory)))
         else:
             checkpoint = os.path.join(directory, "checkpoints", "model.ckpt")
         if not os.path.isfile(checkpoint):
-            raise InputError("comet: no checkpoints/model.ckpt: not a COMET checkpoint directory", directory)
+            raise InputError("comet: no checkpoints/model.ckpt: not a COMET checkpoint directory", given)
         hparams_file = os.path.join(directory, "hparams.yaml")
         if not os.path.isfile(hparams_file):
-            raise InputError("comet: no hparams.yaml beside checkpoints/: not a COMET checkpoint directory", directory)
-        try:
-            with open(hparams_file, encoding="utf-8") as handle:
-                hparams = yaml.safe_load(handle) or {}
-        except (OSError, yaml.YAMLError) as error:
-            raise InputError(f"comet: unreadable hparams.yaml: {_one_line(error)}", hparams_file) from None
+            where = "" if given == directory else f" (looked for {hparams_file}: DIR/checkpoints/model.ckpt's DIR)"
+            raise InputError(
+                f"comet: no hparams.yaml beside checkpoints/: not a COMET checkpoint directory{where}", given
+            )
+        hparams = read_hparams(hparams_file)
         try:
             state = torch.load(checkpoint, map_location="cpu", weights_only=True)
         except Exception as error:  # an unpickling refusal, a truncated or foreign file
@@ -101,28 +111,39 @@ class CometModel:
         stored = state.get("hyper_parameters")
         if isinstance(stored, dict):  # unbabel-comet reads the checkpoint's own (hparams.yaml: the class only)
             hparams = {**hparams, **stored}
+        check_hparams(hparams, hparams_file if not isinstance(stored, dict) else checkpoint)
+        check_tensors(state.get("state_dict", state), checkpoint)
         self.kind = str(hparams.get("class_identifier", ""))
         if self.kind not in KINDS:
             raise InputError(
-                f"comet: unknown class_identifier {self.kind!r} (rerank reads {', '.join(KINDS)})", hparams_file
+                f"comet: unknown class_identifier {shown(self.kind)} (rerank reads {', '.join(KINDS)})", hparams_file
             )
-        encoder_class = ENCODERS.get(str(hparams.get("encoder_model", "XLM-RoBERTa")))
+        encoder_model = str(hparams.get("encoder_model", "XLM-RoBERTa"))
+        encoder_class = ENCODERS.get(encoder_model)
         if encoder_class is None:
             raise InputError(
-                f"comet: encoder_model {hparams.get('encoder_model')!r}: rerank runs {' and '.join(ENCODERS)} only",
+                f"comet: encoder_model {shown(encoder_model)}: rerank runs {' and '.join(ENCODERS)} only",
                 hparams_file,
             )
         self.directory, self.checkpoint, self.hparams = directory, checkpoint, hparams
         source = encoder or str(hparams.get("pretrained_model", ""))
         local = os.path.isdir(source)
+        refuse_remote_code(source, "comet: the encoder")
+        no_prompt()
         try:
-            config = AutoConfig.from_pretrained(source, local_files_only=True)
-            self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-        except (OSError, ValueError, KeyError) as error:
+            config = AutoConfig.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
+            self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as error:
             where = "" if local else " (not a local directory, nor in the Hugging Face cache: give encoder=DIR)"
-            raise InputError(f"comet: cannot load the encoder {source!r}{where}: {_one_line(error)[:120]}") from None
+            raise InputError(
+                f"comet: cannot load the encoder {shown(source)}{where}: {_one_line(error)[:120]}"
+            ) from None
+        check_encoder_type(config, encoder_model, source)
         weights = state.get("state_dict", state)
-        self.encoder = getattr(transformers, encoder_class)(config, add_pooling_layer=False)
+        try:
+            self.encoder = getattr(transformers, encoder_class)(config, add_pooling_layer=False)
+        except (ValueError, TypeError, AttributeError, RuntimeError) as error:
+            raise InputError(f"comet: cannot build the encoder: {_one_line(error)[:160]}", source) from None
         prefix = "encoder.model."
         encoder_weights = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
         try:
@@ -151,6 +172,9 @@ class CometModel:
                 raise InputError(
                     "comet: layer: mix but the checkpoint lacks the layer-wise attention weights", checkpoint
                 )
+            for i, scalar in enumerate(scalars):
+                check_scalar(scalar, f"layerwise_attention.scalar_parameters.{i}", checkpoint)
+            check_scalar(weights["layerwise_attention.gamma"], "layerwise_attention.gamma", checkpoint)
             raw = torch.cat([s.float().reshape(1) for s in scalars])
             transform = str(hparams.get("layer_transformation", "softmax"))
             self.mix = sparsemax(raw) if transform == "sparsemax" else torch.softmax(raw, dim=0)
@@ -160,7 +184,7 @@ class CometModel:
         self.pool = str(hparams.get("pool", "avg"))
         if self.pool not in ("avg", "max", "cls", "default"):
             raise InputError(f"comet: unknown pool {self.pool!r}", hparams_file)
-        self.estimator = self._estimator(weights, hparams, checkpoint)
+        self.estimator = self._estimator(weights, hparams, checkpoint, self.kind, int(config.hidden_size))
         self.tagger = self._tagger(weights, hparams, checkpoint) if self.kind == "xcomet_metric" else None
         self._drop_unread_layers()
         self.batch = batch
@@ -202,26 +226,35 @@ class CometModel:
         labels = list(hparams.get("error_labels", ["minor", "major", "critical"]))
         if labels != list(MQM_PENALTY) or "hidden2tag.weight" not in weights:
             raise InputError("comet: an xcomet_metric without hidden2tag or with other error labels", checkpoint)
-        self.word_layer = int(hparams.get("word_layer", 36))
+        self.word_layer = hparams.get("word_layer", 36)
         if not 0 <= self.word_layer < self.num_layers:
             raise InputError(f"comet: word_layer {self.word_layer} out of 0..{self.num_layers - 1}", checkpoint)
         self.labels = ["O"] + [f"I-{label}" for label in labels]
-        tagger = torch.nn.Linear(weights["hidden2tag.weight"].shape[1], len(self.labels))
+        tag_weight, tag_bias = weights["hidden2tag.weight"], weights.get("hidden2tag.bias")
+        hidden = int(self.encoder.config.hidden_size)
+        if (
+            tuple(tag_weight.shape) != (len(self.labels), hidden)
+            or tag_bias is None
+            or tag_bias.numel() != len(self.labels)
+        ):
+            raise InputError(
+                f"comet: hidden2tag has shape {tuple(tag_weight.shape)}, not ({len(self.labels)}, {hidden}) with a bias",
+                checkpoint,
+            )
+        tagger = torch.nn.Linear(hidden, len(self.labels))
         with torch.no_grad():
             tagger.weight.copy_(weights["hidden2tag.weight"].float())
             tagger.bias.copy_(weights["hidden2tag.bias"].float())
         return tagger
 
     @staticmethod
-    def _estimator(weights: dict, hparams: dict, checkpoint: str):
+    def _estimator(weights: dict, hparams: dict, checkpoint: str, kind: str, hidden: int):
         """COMET's ``FeedForward`` (``estimator.ff.K``): Linear, activation, dropout per hidden
         size, a final Linear to one unit, then ``final_activation`` if any."""
         import torch
         from torch import nn
 
-        def activation(name: str) -> nn.Module:
-            if not hasattr(nn, name.title()):
-                raise InputError(f"comet: {name!r} is not an activation of torch.nn", checkpoint)
+        def activation(name: str) -> nn.Module:  # names checked by check_hparams
             return getattr(nn, name.title())()
 
         linear = sorted(
@@ -231,6 +264,8 @@ class CometModel:
         )
         if not linear:
             raise InputError("comet: the checkpoint holds no estimator (estimator.ff.*)", checkpoint)
+        biases = [weights.get(f"estimator.ff.{index}.bias") for index, _ in linear]
+        check_estimator([weight for _, weight in linear], biases, kind, hidden, checkpoint)
         modules: List[nn.Module] = []
         for position, (index, weight) in enumerate(linear):
             layer = nn.Linear(weight.shape[1], weight.shape[0])

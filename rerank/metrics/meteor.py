@@ -15,9 +15,14 @@ jar's own corpus score):
     (a perfectly matched segment contributes no chunks to a sum, as in the jar's aggregation)
     METEOR = 100 · max(0, Fmean · (1 − γ·frag^β))   (0 where undefined)
 
-German: modules ``exact stem`` with weights ``1.0 0.8``, because German paraphrase
-tables are not obtainable here (:data:`METEOR_NOTE`, printed with every report).  The
-language's parameters α β γ δ are read from the jar itself.
+Default modules per language (:func:`default_modules`): English, the jar's four (``exact stem
+synonym paraphrase``, weights ``1.0 0.5 0.5 0.5``); German, ``exact stem`` with weights
+``1.0 0.8``, because German paraphrase tables are not obtainable here (:data:`METEOR_NOTE`,
+printed with every report); every other language, the jar's own defaults for it without the
+modules whose resources the jar pycocoevalcap ships lacks (it has English synonyms and
+paraphrases only): ``exact stem`` where the jar has a stemmer for the language (fr, es, it,
+ru, …), ``exact`` otherwise (cs, an unknown code).  The signature states the modules and
+weights.  The language's parameters α β γ δ are read from the jar itself.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from rerank.metrics.references import References
 
 NUM_STATS = 23
 STAGES = 4
-DEFAULT_MODULES = {"de": ("exact stem", "1.0 0.8")}
+#: the modules and weights of the languages whose defaults are rerank's own (others: :func:`default_modules`)
+DEFAULT_MODULES = {"de": ("exact stem", "1.0 0.8"), "en": ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5")}
 METEOR_NOTE = (
     "METEOR 1.5, German: modules 'exact stem' (weights 1.0 0.8) only, because German paraphrase "
     "tables are not obtainable here; not comparable with METEOR scores that use paraphrases."
@@ -72,20 +78,58 @@ def find_jar() -> str:
     return jar
 
 
+def _tiny_files(tmp: str) -> Tuple[str, str]:
+    for name in ("h", "r"):
+        with open(os.path.join(tmp, name), "w", encoding="utf-8") as out:
+            out.write("a\n")
+    return os.path.join(tmp, "h"), os.path.join(tmp, "r")
+
+
+@functools.lru_cache(maxsize=None)
+def default_modules(jar: str, lang: str) -> Tuple[str, str]:
+    """(modules, weights) for ``lang`` (module docstring): :data:`DEFAULT_MODULES`, else the
+    jar's own defaults for the language less the modules it cannot run — ``paraphrase`` without
+    ``data/paraphrase-LANG.gz`` beside the jar, ``synonym`` (English WordNet only) for any other
+    language.
+
+    Raises:
+        MeteorUnavailable: the jar names no modules for the language.
+    """
+    if lang in DEFAULT_MODULES:
+        return DEFAULT_MODULES[lang]
+    with tempfile.TemporaryDirectory() as tmp:
+        hyp, ref = _tiny_files(tmp)
+        result = subprocess.run(["java", "-jar", jar, hyp, ref, "-l", lang], capture_output=True, text=True)
+    modules = re.search(r"^Modules:\s+(.+)$", result.stdout, re.M)
+    weights = re.search(r"^Weights:\s+(.+)$", result.stdout, re.M)
+    if not modules or not weights or len(modules.group(1).split()) != len(weights.group(1).split()):
+        raise MeteorUnavailable(f"METEOR unavailable: the jar names no modules for language {lang!r}", jar)
+    paraphrases = os.path.join(os.path.dirname(jar), "data", f"paraphrase-{lang}.gz")
+    kept = [
+        (module, weight)
+        for module, weight in zip(modules.group(1).split(), weights.group(1).split())
+        if module in ("exact", "stem") or (module == "paraphrase" and os.path.exists(paraphrases))
+    ]
+    return " ".join(m for m, _ in kept), " ".join(w for _, w in kept)
+
+
 @functools.lru_cache(maxsize=None)
 def jar_parameters(jar: str, lang: str, modules: str, weights: str, lowercase: bool) -> Tuple[float, ...]:
-    """(alpha, beta, gamma, delta) the jar uses for these options (read from its output)."""
+    """(alpha, beta, gamma, delta) the jar uses for these options (read from its output).
+
+    Raises:
+        MeteorUnavailable: the jar cannot run them (a module without its resources for the
+            language, e.g. ``stem`` for Czech), with the jar's own reason in one line.
+    """
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("h", "r"):
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as out:
-                out.write("a\n")
+        hyp, ref = _tiny_files(tmp)
         cmd = [
             "java",
             "-Xmx1G",
             "-jar",
             jar,
-            os.path.join(tmp, "h"),
-            os.path.join(tmp, "r"),
+            hyp,
+            ref,
             "-l",
             lang,
             "-m",
@@ -93,7 +137,15 @@ def jar_parameters(jar: str, lang: str, modules: str, weights: str, lowercase: b
             "-w",
             weights,
         ] + (["-lower"] if lowercase else [])
-        text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        reason = next((line for line in result.stderr.splitlines() if "Error" in line or "Exception" in line), "")
+        raise MeteorUnavailable(
+            f"METEOR unavailable for language {lang!r} with modules {modules!r}: "
+            f"{' '.join(reason.split())[:160] or 'the jar failed'}",
+            jar,
+        )
+    text = result.stdout
     match = re.search(r"Parameters:\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)", text)
     if not match:
         raise MeteorUnavailable("METEOR unavailable: could not read the jar's parameters", jar)
@@ -120,17 +172,17 @@ class MeteorMetric(Metric):
         lang: str = option("de", "the jar's language (parameters, stemmer)")
         lowercase: bool = option(False, "lowercase before scoring")
         modules: str = option(
-            "", "the jar's matching modules (default: the language's, e.g. exact stem synonym paraphrase)"
+            "",
+            "the jar's matching modules (default: the language's that the shipped jar can run: en exact stem "
+            "synonym paraphrase, de/fr/es/… exact stem, cs and others exact)",
         )
         weights: str = option("", "the modules' weights (default: the language's, e.g. 1.0 0.5 0.5 0.5)")
 
     def setup(self) -> None:
         self.jar = find_jar()
-        default_modules, default_weights = DEFAULT_MODULES.get(
-            self.lang, ("exact stem synonym paraphrase", "1.0 0.5 0.5 0.5")
-        )
-        self.modules = self.modules or default_modules
-        self.weights = self.weights or default_weights
+        language_modules, language_weights = default_modules(self.jar, self.lang)
+        self.modules = self.modules or language_modules
+        self.weights = self.weights or language_weights
         self.module_weights = np.array([float(w) for w in self.weights.split()])
         self.alpha, self.beta, self.gamma, self.delta = jar_parameters(
             self.jar, self.lang, self.modules, self.weights, self.lowercase

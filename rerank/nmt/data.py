@@ -8,6 +8,7 @@ embedding features use it too, so hypotheses and training text share one vocabul
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
@@ -54,6 +55,20 @@ class PrepareConfig:
     lowercase: bool = True
 
 
+def _carriage_return_inside(path: str) -> Optional[int]:
+    """The first line (1-based, lines ended by ``\\n``) of a plain or .gz file holding a carriage
+    return that does not end it, or None.  rerank's readers split lines there too (universal
+    newlines), so one such CR on each side of a pair, at different lines, keeps the counts equal
+    and pairs the lines between with the wrong partners."""
+    opener: Any = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            text = raw[:-1] if raw.endswith(b"\n") else raw
+            if b"\r" in (text[:-1] if text.endswith(b"\r") else text):
+                return lineno
+    return None
+
+
 def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
     """{split: (source file, target file)} of ``config.files``, checked before any work.
 
@@ -72,11 +87,20 @@ def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
     for split in config.splits:
         pair = config.files[split]
         if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(p, str) and p for p in pair):
-            raise InputError(f"{split}: expected two files, SRC_FILE,TGT_FILE, not {pair!r}")
+            raise InputError(f"{split}: expected two files, SRC_FILE,TGT_FILE, not {str(pair)[:120]}")
+        if os.path.exists(pair[0]) and os.path.exists(pair[1]) and os.path.samefile(pair[0], pair[1]):
+            raise InputError(f"{split}: the same file is given as source and target ({pair[1]})", pair[0])
         counts = []
         for path in pair:
             with open_text(path) as handle:
                 counts.append(sum(1 for _ in handle))
+            inside = _carriage_return_inside(path)
+            if inside is not None:
+                raise InputError(
+                    "a carriage return inside the line, which is read as a line break: remove it (e.g. tr '\\r' ' ')",
+                    path,
+                    inside,
+                )
         if counts[0] != counts[1]:
             raise InputError(f"{counts[0]} lines here but {counts[1]} in {pair[1]}: not line-aligned", pair[0])
         if split == "train" and not counts[0]:

@@ -34,6 +34,7 @@ FLOORS = {
             "outputs",
             "signature",
             "_native",
+            "remote_code",
         )
     },
     # 1: the n-best data model and its I/O

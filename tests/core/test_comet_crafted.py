@@ -1,0 +1,150 @@
+"""Crafted or damaged COMET checkpoints (issue 81, classes 5 and 12): hyper-parameters of the
+wrong type, torch.nn names that are not activations COMET builds, shapes that do not chain,
+missing tensors, non-tensors, an encoder of another kind and a YAML alias bomb are each
+refused in one line naming the file (values echoed short), never a traceback; a ``.ckpt`` file
+given in place of its directory is named as given."""
+
+import os
+import re
+import shutil
+
+import pytest
+
+from tests.conftest import needs, one_line_error
+
+pytestmark = needs("comet")
+
+import torch  # noqa: E402
+
+from rerank.cli import main  # noqa: E402
+from rerank.errors import InputError  # noqa: E402
+from rerank.metrics.comet_model import CometModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    from tests.comet_tiny import build_checkpoint
+
+    root = tmp_path_factory.mktemp("comet")
+    return {name: build_checkpoint(str(root), name) for name in ("da", "xcomet")}
+
+
+def crafted(good_dir, tmp_path, hparams=None, state=None, yaml_text=None):
+    """A copy of ``good_dir`` with its stored hyper-parameters updated (``hparams``), its state
+    dict edited (``state``: a function), or its hparams.yaml replaced (``yaml_text``)."""
+    out = tmp_path / "crafted"
+    shutil.copytree(good_dir, out)
+    path = out / "checkpoints" / "model.ckpt"
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["hyper_parameters"].update(hparams or {})
+    if state is not None:
+        state(checkpoint["state_dict"])
+    torch.save(checkpoint, path)
+    if yaml_text is not None:
+        (out / "hparams.yaml").write_text(yaml_text)
+    return str(out)
+
+
+def _drop(key):
+    return lambda s: s.pop(key)
+
+
+def _put(key, value):
+    return lambda s: s.__setitem__(key, value)
+
+
+HPARAMS = [
+    ({"layer": "top"}, "hparams layer: 'top' is not mix or a layer number"),
+    ({"layer": True}, "hparams layer: True is not mix or a layer number"),
+    ({"layer_norm": "yes"}, "hparams layer_norm: 'yes' is not true or false"),
+    ({"layer_transformation": 3}, "hparams layer_transformation: 3 is not softmax or sparsemax"),
+    ({"pool": ["avg"]}, "hparams pool: ['avg'] is not avg, max, cls or default"),
+    ({"activations": "Linear"}, "hparams activations: 'Linear' is not an activation COMET builds"),
+    ({"activations": "Threshold"}, "hparams activations: 'Threshold' is not an activation COMET builds"),
+    ({"activations": "NoSuchThing"}, "hparams activations: 'NoSuchThing' is not an activation"),
+    ({"activations": 7}, "hparams activations: 7 is not an activation"),
+    ({"final_activation": "Conv2d"}, "hparams final_activation: 'Conv2d' is not an activation"),
+    ({"input_segments": "mt"}, "hparams input_segments: 'mt' is not a list of mt, src and ref"),
+    ({"pretrained_model": 12}, "hparams pretrained_model: 12 is not a string"),
+    ({"encoder_model": "BERT"}, "encoder_model 'BERT': rerank runs XLM-RoBERTa and XLM-RoBERTa-XL only"),
+]
+
+STATES = [
+    (_drop("estimator.ff.3.bias"), "estimator layer 1 has no bias"),
+    (
+        lambda s: s.__setitem__("estimator.ff.0.weight", s["estimator.ff.0.weight"].T.contiguous()),
+        "estimator layer 0 has weights (192, 16)",
+    ),
+    (
+        lambda s: s.update({"estimator.ff.6.weight": torch.zeros(3, 8), "estimator.ff.6.bias": torch.zeros(3)}),
+        "the estimator ends in 3 outputs, not one score",
+    ),
+    (_put("estimator.ff.6.bias", torch.zeros(2)), "estimator layer 2 has weights (1, 8) and bias (2,)"),
+    (_put("layerwise_attention.gamma", torch.zeros(3)), "layerwise_attention.gamma has shape (3,), not one number"),
+    (_put("layerwise_attention.scalar_parameters.1", torch.zeros(2, 2)), "scalar_parameters.1 has shape (2, 2)"),
+    (_put("estimator.ff.0.bias", "not a tensor"), "state_dict entry 'estimator.ff.0.bias' is not a named tensor (str)"),
+    (_put("estimator.ff.0.bias", [1.0, 2.0]), "is not a named tensor (list)"),
+    (_drop("encoder.model.encoder.layer.0.attention.self.query.weight"), "the checkpoint lacks encoder weights"),
+    (
+        _put("encoder.model.embeddings.word_embeddings.weight", torch.zeros(5, 5)),
+        "the encoder does not fit the checkpoint",
+    ),
+]
+
+
+@pytest.mark.parametrize("hparams, message", HPARAMS)
+def test_hyper_parameters_of_the_wrong_type_or_value_are_refused(good, tmp_path, hparams, message):
+    with pytest.raises(InputError, match=re.escape(message)) as caught:
+        CometModel(crafted(good["da"], tmp_path, hparams=hparams))
+    assert "\n" not in str(caught.value) and "crafted" in str(caught.value)
+
+
+@pytest.mark.parametrize("state, message", STATES)
+def test_tensors_missing_of_other_types_or_shapes_are_refused(good, tmp_path, state, message):
+    with pytest.raises(InputError, match=re.escape(message)) as caught:
+        CometModel(crafted(good["da"], tmp_path, state=state))
+    message = str(caught.value)  # naming the checkpoint, or the encoder it does not fit
+    assert "\n" not in message and ("model.ckpt" in message or message.split(":")[0].endswith("encoder"))
+
+
+def test_xcomet_s_tagger_shapes_are_checked(good, tmp_path):
+    with pytest.raises(InputError, match=r"hidden2tag has shape \(4, 7\), not \(4, 32\)"):
+        CometModel(crafted(good["xcomet"], tmp_path, state=_put("hidden2tag.weight", torch.zeros(4, 7))))
+
+
+def test_an_encoder_of_another_kind_is_refused(good, tmp_path):
+    from tests.tiny_models import build_bert
+
+    bert = build_bert(str(tmp_path))
+    with pytest.raises(InputError, match="the encoder is a 'bert' model, the checkpoint's encoder_model xlm-roberta"):
+        CometModel(good["da"], encoder=bert)
+
+
+def test_a_yaml_alias_bomb_is_refused_without_echoing_it(good, tmp_path, capsys):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + k)}: &{chr(98 + k)} [*{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}, *{chr(97 + k)}]\n"
+        for k in range(8)
+    )
+    bomb += "class_identifier: *i\n"
+    directory = crafted(good["da"], tmp_path, yaml_text=bomb)
+    (tmp_path / "h.txt").write_text("ein mann .\n")
+    (tmp_path / "s.txt").write_text("a man .\n")
+    status = main(
+        ["eval", "--hyp", str(tmp_path / "h.txt"), "--ref", str(tmp_path / "h.txt")]
+        + ["--metrics", f"comet:{directory},source={tmp_path / 's.txt'}"]
+    )
+    assert status == 1
+    err = one_line_error(capsys, "hparams.yaml uses YAML aliases")
+    assert len(err) < 500
+
+
+def test_a_checkpoint_file_is_named_as_given(good, tmp_path):
+    copy = tmp_path / "elsewhere" / "model.ckpt"
+    copy.parent.mkdir()
+    shutil.copy(os.path.join(good["da"], "checkpoints", "model.ckpt"), copy)
+    with pytest.raises(InputError) as caught:
+        CometModel(str(copy))
+    message = str(caught.value)
+    assert message.startswith(f"{copy}: comet: no hparams.yaml beside checkpoints/"), message
+    assert os.path.join(str(tmp_path), "hparams.yaml") in message  # where it looked
+    assert CometModel(os.path.join(good["da"], "checkpoints", "model.ckpt")).kind == "regression_metric"
