@@ -1,13 +1,23 @@
-"""MkDocs hook: the reference pages generated from the code.
+"""The reference pages generated from the code, kept in the repository and checked current.
 
-``<!-- rerank-cli-reference -->`` in a page is replaced by the ``--help`` text of ``rerank``
-and of every verb (``rerank.cli.build_parser``); ``<!-- rerank-component-settings -->`` by
-every registered scorer's, metric's and tuner's settings, from their ``Config`` classes. So
-the reference cannot drift from the code, and a new component appears with no edit here.
+Between ``<!-- rerank-cli-reference -->`` and ``<!-- /rerank-cli-reference -->`` a page holds
+the ``--help`` text of ``rerank`` and of every verb (``rerank.cli.build_parser``); between
+``<!-- rerank-component-settings -->`` and ``<!-- /rerank-component-settings -->`` every
+registered scorer's, metric's and tuner's settings, from their ``Config`` classes. The text
+is rendered into docs/reference/cli.md and scorers.md themselves, so the pages read the same
+on the repository's web view as on the built site; ``tests/docs/test_docs.py`` checks they
+are current, and
+
+    .venv/bin/python docs/hooks.py        # renders them again after a change of the code
+
+writes them. As an MkDocs hook it renders every page at build time too, so the site cannot
+drift from the code, and a new component appears with no edit here.
 """
 
 import argparse
 import os
+import re
+import sys
 
 MARK = "<!-- rerank-cli-reference -->"
 
@@ -75,9 +85,48 @@ def component_settings() -> str:
     return "\n".join(parts)
 
 
-def on_page_markdown(markdown, page, config, files):
-    if MARK in markdown:
-        markdown = markdown.replace(MARK, cli_reference())
-    if SETTINGS in markdown:
-        markdown = markdown.replace(SETTINGS, component_settings())
+def _end(mark: str) -> str:
+    return mark.replace("<!-- ", "<!-- /")
+
+
+def render(markdown: str) -> str:
+    """``markdown`` with each marked section (module docstring) holding the generated text:
+    between its begin and end marks (an end mark is added after a lone begin mark)."""
+    for mark, make in ((MARK, cli_reference), (SETTINGS, component_settings)):
+        if mark not in markdown:
+            continue
+        body = f"{mark}\n\n{make().rstrip()}\n\n{_end(mark)}"
+        span = re.compile(re.escape(mark) + r".*?" + re.escape(_end(mark)), re.S).search(markdown)
+        if span:
+            markdown = markdown[: span.start()] + body + markdown[span.end() :]
+        else:
+            markdown = markdown.replace(mark, body, 1)
     return markdown
+
+
+#: the pages that hold generated sections
+PAGES = ("docs/reference/cli.md", "docs/reference/scorers.md")
+
+
+def on_page_markdown(markdown, page, config, files):
+    return render(markdown)
+
+
+def main() -> int:
+    """Render the generated sections into :data:`PAGES` (run from anywhere)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, root)
+    for page in PAGES:
+        path = os.path.join(root, page)
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        rendered = render(text)
+        if rendered != text:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(rendered)
+            print(f"hooks: {page} rendered again", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

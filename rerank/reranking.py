@@ -17,6 +17,7 @@ from rerank.nbest import (
     ListInfo,
     NBestList,
     NBestWriter,
+    count_segments,
     finite_scores,
     iter_nbest,
     read_list_info,
@@ -55,6 +56,11 @@ def apply_file(
         if "{fold}" not in weights_path:
             raise InputError("--folds needs {fold} in the --weights path (one weights file per fold)")
         folds = read_folds(folds_path)
+        listed = count_segments(nbest_path)  # before any work
+        if shard is None and listed is not None and listed != len(folds.fold):
+            raise InputError(
+                f"{len(folds.fold)} segments in the folds file but {listed} in the n-best list", folds_path
+            )
         sources = [weights_path.replace("{fold}", str(k)) for k in range(folds.k)]
     else:
         sources = [weights_path]

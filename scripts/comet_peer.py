@@ -6,8 +6,8 @@ dependency.  Run from the repository root with rerank's python; it builds the ch
 which loads each with ``comet.load_from_checkpoint`` and scores with ``model.predict`` (CPU),
 then writes the scores, the token ids and the weights' digest to tests/data/comet_peer.json:
 
-    python3 -m venv /work/peer-comet && /work/peer-comet/bin/pip install torch==2.13.0 unbabel-comet==2.2.7
-    .venv/bin/python scripts/comet_peer.py --peer-python /work/peer-comet/bin/python
+    python3 -m venv .venv-comet && .venv-comet/bin/pip install torch==2.13.0 unbabel-comet==2.2.7
+    .venv/bin/python scripts/comet_peer.py                  # --peer-python .venv-comet/bin/python
 
 The MBR rows are the utilities of every (candidate, pseudo-reference) pair of one list, as
 mbrs' COMET utility computes them (the source, the candidate as ``mt``, the pseudo-reference
@@ -48,7 +48,12 @@ def peer(jobs_path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--peer-python", default="/work/peer-comet/bin/python", help="the peer venv's python")
+    parser.add_argument(
+        "--peer-python",
+        default=".venv-comet/bin/python",
+        help="the peer venv's python, with unbabel-comet 2.2.7 (relative to the repository root; default "
+        ".venv-comet/bin/python), e.g. --peer-python ../peer-comet/bin/python",
+    )
     parser.add_argument("--out", default="tests/data/comet_peer.json", help="where the numbers go")
     parser.add_argument("--peer", metavar="JOBS", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -89,13 +94,13 @@ def main() -> None:
     with open(jobs_path, "w", encoding="utf-8") as handle:
         json.dump(jobs, handle)
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "PYTHONSAFEPATH": "1"}
-    command = [args.peer_python, os.path.abspath(__file__), "--peer", jobs_path]
+    command = [os.path.abspath(args.peer_python), os.path.abspath(__file__), "--peer", jobs_path]
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work)
     if done.returncode:
         sys.exit(f"comet_peer: the peer failed:\n{done.stderr[-3000:]}")
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     record = {
-        "command": ".venv/bin/python scripts/comet_peer.py --peer-python /work/peer-comet/bin/python",
+        "command": ".venv/bin/python scripts/comet_peer.py --peer-python .venv-comet/bin/python",
         "peer": f"unbabel-comet {answer['comet_version']}",
         "digests": digests,
         "results": answer["results"],

@@ -65,4 +65,7 @@ def main(out_dir, names):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     main(sys.argv[1], sys.argv[2:])

@@ -8,6 +8,10 @@
 #   JOB=out/multi30k-de-en SRC=de TGT=en OUT=out/neural-chain bash scripts/neural_metrics_chain.sh
 #   COMET=models/wmt22-comet-da QE=models/wmt22-cometkiwi-da bash scripts/neural_metrics_chain.sh
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 JOB=${JOB:-out/multi30k-de-en} SRC=${SRC:-de} TGT=${TGT:-en} OUT=${OUT:-out/neural-chain}
 export PATH="$PWD/.venv/bin:$PATH"

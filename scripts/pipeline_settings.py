@@ -86,8 +86,11 @@ def conflicts(previous: Dict[str, str], current: Dict[str, str]) -> List[str]:
 
 
 def main(argv: List[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) < 1:
-        print("usage: pipeline_settings.py OUT/settings.json NAME=VALUE...", file=sys.stderr)
+        print("usage: pipeline_settings.py OUT/settings.json NAME=VALUE... (--help)", file=sys.stderr)
         return 2
     path, pairs = argv[0], argv[1:]
     bad = [pair for pair in pairs if "=" not in pair]

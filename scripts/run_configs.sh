@@ -22,6 +22,10 @@
 # pipeline.log in each directory keeps its output, and the table counts a shared model's
 # training time in every configuration that uses it (what it costs from scratch).
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHARED=$(realpath -m "${SHARED:-$ROOT/out/multi30k}")
 ROOT_OUT=$(realpath -m "${ROOT_OUT:-$ROOT/out/configs}")

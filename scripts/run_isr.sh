@@ -12,6 +12,10 @@
 # beta < 1; beta 1 trains on the image examples only: 60 short epochs).  Models whose
 # model directory is complete are not trained again.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/out/embed}
 DATA=${DATA:-$ROOT/../shared/data/multi30k}

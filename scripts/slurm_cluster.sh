@@ -35,9 +35,12 @@ install() {
   fi
   [ "$(id -u)" = 0 ] || cannot "slurm-wlm and munge are not installed and installing them needs root"
   command -v apt-get > /dev/null || cannot "slurm-wlm and munge are not installed and there is no apt-get"
-  say "installing slurm-wlm and munge (apt-get)"
-  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge; } \
-    > "$DIR/apt.log" 2>&1 || cannot "apt-get install slurm-wlm munge failed (see $DIR/apt.log)"
+  say "apt-get update: Debian's package lists (under a minute; its log: $DIR/apt.log)"
+  apt-get update -q > "$DIR/apt.log" 2>&1 || cannot "apt-get update failed (see $DIR/apt.log)"
+  say "apt-get install slurm-wlm munge (1-3 min; every package it unpacks is named below)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge 2>&1 | tee -a "$DIR/apt.log" \
+    | sed -n 's/^Unpacking \([^ ]*\) .*/slurm_cluster:   unpacking \1/p' >&2 \
+    || cannot "apt-get install slurm-wlm munge failed (see $DIR/apt.log)"
 }
 
 start_munge() {
@@ -102,7 +105,9 @@ case "$verb" in
     fi
     install
     [ "$(id -u)" = 0 ] || cannot "starting slurmctld and slurmd needs root"
+    say "starting munged, MUNGE's authentication daemon (seconds)"
     start_munge
+    say "writing $CONF and starting slurmctld and slurmd (seconds; the node comes up within 20 s)"
     write_conf
     slurmctld -f "$CONF" || fail "slurmctld did not start (see $DIR/slurmctld.log)"
     slurmd -f "$CONF" || fail "slurmd did not start (see $DIR/slurmd.log)"

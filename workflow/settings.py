@@ -37,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG_DIR = os.path.join(ROOT, "config")
 SCHEMA_PATH = os.path.join(CONFIG_DIR, "schema.yaml")
 #: the systems, each a file config/NAME.yaml; the first is the default
-SYSTEMS = ("transformer", "gru")
+SYSTEMS = ("transformer", "gru", "tiny")
 #: the order of settings.json's KEY=VALUE lines (the bash pipeline's; scripts/pipeline_settings.py
 #: compares them with an earlier run's, so a run of the bash pipeline resumes)
 RECORDED = (
@@ -769,9 +769,10 @@ def recorded(config: Mapping) -> List[str]:
 
 
 MAIN_HELP = """\
-The main job: Multi30k en->de NMT -> n-best lists -> re-ranking features from independently
-trained models -> tuning on val with MIRA and MERT (REPLICAS seeds each), one feature set at a
-time and all together -> re-ranked test_2016 -> BLEU/METEOR/TER/chrF/length table with
+The main job: NMT on Multi30k en->de (or any pair of its languages, or a corpus of your own:
+TRAIN, VALID, TEST) -> n-best lists -> re-ranking features from independently trained models
+-> tuning on the validation set with MIRA and MERT (REPLICAS seeds each), one feature set at a
+time and all together -> the re-ranked test set -> BLEU/METEOR/TER/chrF/length table with
 significance (rerank report) -> the trained system in OUT/system (rerank translate).
 Rules: workflow/Snakefile (Snakemake, --cores JOBS); settings: config/schema.yaml and
 config/SYSTEM.yaml (generated help: workflow/settings.py).
@@ -779,6 +780,8 @@ config/SYSTEM.yaml (generated help: workflow/settings.py).
   bash scripts/run_pipeline.sh              # SYSTEM=transformer, under out/multi30k-transformer
   SYSTEM=gru bash scripts/run_pipeline.sh   # the paper's GRU system, under out/multi30k
   SYSTEM=gru NBEST=50 OUT=out/gru50 bash scripts/run_pipeline.sh   # a setting overrides the system's
+  SYSTEM=tiny TRAIN=c/train.en,c/train.cs VALID=c/dev.en,c/dev.cs TEST=c/test.en,c/test.cs \\
+    SRC=en TGT=cs OUT=out/try-cs bash scripts/run_pipeline.sh   # the try-out job on your corpus (minutes)
   bash scripts/run_pipeline.sh --settings   # the resolved settings (KEY=VALUE), nothing run
   bash scripts/run_pipeline.sh --dry-run    # what would run (snakemake --dry-run)
   snakemake -n --configfile config/gru.yaml --config nbest=50   # the same rules, Snakemake's own way
@@ -831,6 +834,8 @@ def help_text(schema: Optional[Dict] = None, tables: bool = False) -> str:
             values.append(f"default {SYSTEMS[0]}")
         elif "default" in spec:
             values.append(f"default {_text(spec['default']) or '(empty)'}")
+            given = [f"{s} {_text(systems[s][name])}" for s in SYSTEMS if name in systems.get(s, {})]
+            values.extend(given)  # a system that sets it (SYSTEM=tiny: REPLICAS=1)
         else:
             values.append(", ".join(f"{s} {_text(systems[s].get(name, ''))}" for s in SYSTEMS))
         body = f"{spec['description']} [{'; '.join(values)}; e.g. {name.upper()}={_text(spec['example'])}]"
@@ -853,14 +858,14 @@ def markdown_table(schema: Optional[Dict] = None, tables: bool = False) -> str:
         return "\n".join(rows)
     schema = schema or load_schema()
     systems = {name: load_system(name) for name in SYSTEMS}
-    rows = ["| setting | transformer | gru | what it sets |", "|---|---|---|---|"]
+    rows = ["| setting | " + " | ".join(SYSTEMS) + " | what it sets |", "|---|" + "---|" * len(SYSTEMS) + "---|"]
     for name, spec in schema["properties"].items():
         if name == "system":
-            cells = ["`transformer` (default)", "`gru`"]
+            cells = [f"`{SYSTEMS[0]}` (default)"] + [f"`{s}`" for s in SYSTEMS[1:]]
         else:
             cells = [f"`{_text(systems[s].get(name, spec.get('default')))}`" for s in SYSTEMS]
         description = " ".join(spec["description"].split()).replace("|", "\\|")
-        rows.append(f"| `{name.upper()}` | {cells[0]} | {cells[1]} | {description} |")
+        rows.append(f"| `{name.upper()}` | {' | '.join(cells)} | {description} |")
     return "\n".join(rows)
 
 

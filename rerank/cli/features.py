@@ -181,8 +181,9 @@ def _add_mbr(sub) -> None:
     p.add_argument(
         "--metric",
         default="chrf",
-        help="the sentence utility: a metric with a pairwise utility, bleu, chrf or ter (minus sentence TER), "
-        "or any metric registered with one (default: chrf), e.g. --metric bleu",
+        help="the sentence utility: a metric with a pairwise utility — bleu, chrf, ter (minus sentence TER), "
+        "comet:DIR (a COMET checkpoint; the sources from source=FILE), bertscore:DIR, or any metric registered "
+        "with one (default: chrf), e.g. --metric bleu, --metric comet:models/wmt22-comet-da,source=test.en",
     )
     p.add_argument(
         "--feature",

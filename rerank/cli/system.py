@@ -46,7 +46,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         epilog="example: rerank pack-system --nbest out/multi30k-transformer/nbest/val.full.nbest "
         "--weights out/multi30k-transformer/rerank/all/weights.seed1.json --out system",
     )
-    p.add_argument("--nbest", required=True, help="the tuned list (its signatures lead back to rerank nmt nbest)")
+    p.add_argument(
+        "--nbest",
+        required=True,
+        help="the tuned list (its signatures lead back to the decoder run: rerank nmt nbest or rerank generate)",
+    )
     p.add_argument(
         "--weights",
         required=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -41,15 +41,19 @@ class ScoringInputs:
 
 
 class ScorerCache:
-    """Each scorer built once (loading a model is the expensive part), on first use."""
+    """Each scorer built once (loading a model, training IBM Model 1's tables: often the
+    expensive part), on first use; ``build_seconds[spec]``: the seconds each took to build."""
 
     def __init__(self, make: Callable[[str], Scorer] = make_scorer):
         self._make = make
         self._built: Dict[str, Scorer] = {}
+        self.build_seconds: Dict[str, float] = {}
 
     def get(self, spec: str, progress: bool) -> Scorer:
         if spec not in self._built:
+            began = time.perf_counter()
             self._built[spec] = self._make(spec)
+            self.build_seconds[spec] = time.perf_counter() - began
         scorer = self._built[spec]
         scorer.progress = progress
         return scorer
@@ -122,6 +126,7 @@ def score_block(
         InputError: naming ``source``, a column already in the list.
     """
     for spec in specs:
+        built = sum(scorers.build_seconds.values())
         began = time.perf_counter()
         columns = (
             scorers.by_fold(spec, block, sources, images, fold, k, progress)
@@ -132,8 +137,9 @@ def score_block(
             if name in block.feature_names:
                 raise InputError(f"feature {name!r} is already in the n-best list", source)
             block = block.add_feature(name, values)
-        if timings is not None:
-            timings[spec] = timings.get(spec, 0.0) + time.perf_counter() - began
+        if timings is not None:  # scoring only: a scorer built on the way is counted as built
+            took = time.perf_counter() - began - (sum(scorers.build_seconds.values()) - built)
+            timings[spec] = timings.get(spec, 0.0) + took
     return block
 
 
@@ -279,10 +285,11 @@ def add_features(
     members: List[int] = []
     info = ListInfo()
     bar = progress_bar(desc="features add", unit="hyp")
+    parts = {"reading": 0.0, "writing": 0.0}
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
-            blocks = iter_nbest(nbest_path, block_hypotheses)
+            blocks = _timed(iter_nbest(nbest_path, block_hypotheses), parts)
             for first, block in blocks if shard is None else shard.deal(blocks):
                 last = first + block.num_segments
                 for path, values in per_segment:
@@ -304,7 +311,9 @@ def add_features(
                 )
                 if beam is not None and not members:  # a beam that does not fit: refused after the first block
                     _declare_beam(block.info, beam, block.feature_names, nbest_path)
+                began = time.perf_counter()
                 writer.write(block, len(members))
+                parts["writing"] += time.perf_counter() - began
                 members.extend(range(first, last))
                 segments, hypotheses, names = last, hypotheses + len(block.hypotheses), block.feature_names
                 info = block.info
@@ -314,11 +323,13 @@ def add_features(
             if shard is None and len(values) != segments:
                 raise InputError(f"{len(values)} lines but {segments} segments in the n-best list", path)
         seconds = time.perf_counter() - start
+        built = {spec: scorers.build_seconds.get(spec.replace("{fold}", "0"), 0.0) for spec in specs}
         for spec, took in timings.items():
             say(
-                f"{spec}: {hypotheses} hypotheses in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s, "
-                "loading included)"
+                f"{spec}: built (models loaded, tables trained) in {built[spec]:.1f} s; {hypotheses} hypotheses "
+                f"scored in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s)"
             )
+        parts.update(building=sum(built.values()), scoring=sum(timings.values()))
         if members:  # a shard without a block has no columns to declare
             for spec in specs:
                 info = info.with_sets(
@@ -342,12 +353,31 @@ def add_features(
             "hypotheses": hypotheses,
             "seconds": round(seconds, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in timings.items()},
+            "build_seconds": {k: round(v, 3) for k, v in built.items()},
+            "phase_seconds": {k: round(v, 3) for k, v in parts.items()},
         }
         if shard is not None:
             record["shard"] = shard.member_record(shard_total, nbest_path, members)
         write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
+    rest = seconds - sum(parts.values())
     say(
-        f"{hypotheses} hypotheses scored in {seconds:.1f} s ({hypotheses / max(seconds, 1e-9):.0f}/s); "
+        f"{hypotheses} hypotheses in {seconds:.1f} s: building the scorers {parts['building']:.1f} s, reading the "
+        f"list {parts['reading']:.1f} s, scoring {parts['scoring']:.1f} s ({hypotheses / max(parts['scoring'], 1e-9):.0f}"
+        f"/s), writing {parts['writing']:.1f} s, the rest (inputs, checks, signature) {max(rest, 0.0):.1f} s; "
         f"features: {' '.join(names)}"
     )
     return record
+
+
+def _timed(blocks: Iterable, parts: Dict[str, float]) -> Iterator:
+    """``blocks`` as they come, the seconds spent reading each added to ``parts["reading"]``."""
+    iterator = iter(blocks)
+    while True:
+        began = time.perf_counter()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            parts["reading"] += time.perf_counter() - began
+            return
+        parts["reading"] += time.perf_counter() - began
+        yield item

@@ -64,7 +64,8 @@ class ConsensusScorer(Scorer, MBR):
     class Config:
         utility: str = option(
             "",
-            "the sentence utility: a metric with a pairwise utility (bleu, chrf, ter: minus sentence TER)",
+            "the sentence utility: a metric with a pairwise utility (bleu, chrf, ter: minus sentence TER, "
+            "comet:DIR, bertscore:DIR)",
             positional=True,
         )
         feature: str = option("NMT", "the log-probability column of the distribution, or uniform (samples)")

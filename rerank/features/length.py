@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, training_pairs
+from rerank.features.scorer import SCORERS, Scorer, VocabularyCheck, training_pairs
 
 
 def mean_log_ratio(source_lines: List[str], target_lines: List[str]) -> float:
@@ -55,8 +55,12 @@ class LengthScorer(Scorer):
 
     def __init__(self, config: "LengthScorer.Config"):
         arg = config.corpus
+        self.vocabulary: Optional[VocabularyCheck] = None
         if config.src or config.tgt or not arg or os.path.isdir(arg):
-            self.log_mean = mean_log_ratio(*training_pairs("len", arg, config.src, config.tgt))
+            sources, targets = training_pairs("len", arg, config.src, config.tgt)
+            self.log_mean = mean_log_ratio(sources, targets)
+            spec = f"len:src={config.src},tgt={config.tgt}" if config.src else f"len:{arg}"
+            self.vocabulary = VocabularyCheck(spec, config.tgt or arg, (w for line in targets for w in line.split()))
         else:
             try:
                 ratio = float(arg)
@@ -75,6 +79,8 @@ class LengthScorer(Scorer):
     def score(self, nbest, sources, images):
         if sources is None or len(sources) != nbest.num_segments:
             raise InputError(f"len: needs one source sentence per segment ({nbest.num_segments}): --source")
+        if self.vocabulary is not None:  # a ratio from text tokenised otherwise than the list is another ratio
+            self.vocabulary.check(nbest.hypotheses)
         src = np.array([max(len(s.split()), 1) for s in sources], dtype=np.float64)
         hyp = np.array([max(len(h.split()), 1) for h in nbest.hypotheses], dtype=np.float64)
         ratio = hyp / src[nbest.segment]

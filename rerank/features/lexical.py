@@ -46,7 +46,7 @@ import numpy as np
 from rerank.argtypes import open_unit_interval, positive_int
 from rerank.config import option
 from rerank.errors import InputError, one_line
-from rerank.features.scorer import SCORERS, Scorer, training_pairs
+from rerank.features.scorer import SCORERS, Scorer, VocabularyCheck, training_pairs
 from rerank.outputs import atomic_write
 from rerank.shards import cost_ranges
 
@@ -265,6 +265,9 @@ class Model1Scorer(Scorer):
         tables: str = option("", "or the tables trained already (.npz of pack-system) instead of a corpus", path=True)
 
     set_name = "IBM1"
+    #: the tables of both directions (trained, or read from ``tables=``)
+    direct: "Model1"
+    inverse: "Model1"
     #: the columns of each form
     FORMS = {
         "word": ["IBM1Norm", "IBM1InvNorm"],
@@ -275,10 +278,16 @@ class Model1Scorer(Scorer):
     def __init__(self, config: "Model1Scorer.Config"):
         path = config.corpus or config.src
         self.iterations, self.floor, self.form = config.iterations, config.floor, config.form
+        spec = "ibm1:" + ",".join(
+            f"{k}={v}"
+            for k, v in (("corpus", config.corpus), ("src", config.src), ("tgt", config.tgt), ("tables", config.tables))
+            if v
+        )
         if config.tables:
             if path or config.tgt:
                 raise InputError("ibm1: give the training corpus or tables=, not both")
             self._load(config.tables)
+            self.vocabulary = VocabularyCheck(spec, config.tables, self.direct.tgt_vocab.words)
             return
         sources, targets = training_pairs("ibm1", config.corpus, config.src, config.tgt)
         src_words = [line.split() for line in sources]
@@ -287,6 +296,7 @@ class Model1Scorer(Scorer):
             raise InputError("the training corpus holds no words", path)
         self.direct = Model1.train(src_words, tgt_words, self.iterations, self.floor)
         self.inverse = Model1.train(tgt_words, src_words, self.iterations, self.floor)
+        self.vocabulary = VocabularyCheck(spec, config.tgt or config.corpus, (w for words in tgt_words for w in words))
 
     def save(self, path: str) -> None:
         """Write both trained tables to ``path`` (compressed ``.npz``, no pickled objects; ~18 MB
@@ -337,6 +347,7 @@ class Model1Scorer(Scorer):
     def score(self, nbest, sources, images):
         if sources is None or len(sources) != nbest.num_segments:
             raise InputError(f"ibm1: needs one source sentence per segment ({nbest.num_segments}): --source")
+        self.vocabulary.check(nbest.hypotheses)
         src_words = [s.split() for s in sources]
         hyp_words = [h.split() for h in nbest.hypotheses]
         segment = np.asarray(nbest.segment, dtype=np.int64)

@@ -27,7 +27,8 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+import sys
+from typing import Any, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -158,6 +159,50 @@ def training_pairs(name: str, corpus: str, src: str, tgt: str) -> Tuple[List[str
     if not os.path.isfile(os.path.join(corpus, "prepare.json")):
         raise InputError(f"not a 'rerank nmt prepare' directory (no prepare.json): give {forms}", corpus)
     return prepared_training_pairs(corpus)
+
+
+class VocabularyCheck:
+    """The words of a scorer's training text, against which the first list it scores is
+    checked once: when most of the list's words are not among them — raw cased text against
+    tokenised lowercased lists, say — the scorer's tables mostly score words they never saw,
+    and one warning line says so with the numbers (the columns are still written).
+
+    Args:
+        spec: the scorer, for the message (``ibm1:src=…``).
+        source: the training text's file or directory, for the message.
+        words: the training text's target-side words.
+    """
+
+    #: the share of the list's words (tokens) that must be known for no warning
+    known_share = 0.5
+    #: the list's words checked: those of its first hypotheses, up to this many
+    sample = 100_000
+
+    def __init__(self, spec: str, source: str, words: Iterable[str]):
+        self.spec, self.source, self.words, self.checked = spec, source, set(words), False
+
+    def check(self, hypotheses: Sequence[str]) -> Optional[float]:
+        """The share of known words among the first hypotheses' (once; None after), with the
+        warning on stderr when it is below :attr:`known_share`."""
+        if self.checked:
+            return None
+        self.checked = True
+        tokens: List[str] = []
+        for hypothesis in hypotheses:
+            tokens.extend(hypothesis.split())
+            if len(tokens) >= self.sample:
+                break
+        if not tokens:
+            return None
+        known = sum(token in self.words for token in tokens) / len(tokens)
+        if known < self.known_share:
+            print(
+                f"rerank: warning: {self.spec}: {1 - known:.0%} of the list's words ({len(tokens):,} checked) are not "
+                f"in the training text {self.source}: is it tokenised and cased as the list? (rerank nmt prepare "
+                "tokenises and lowercases as the main job's lists)",
+                file=sys.stderr,
+            )
+        return known
 
 
 def prepared_training_pairs(path: str) -> Tuple[List[str], List[str]]:

@@ -11,7 +11,7 @@ import numpy as np
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.mbr.engine import MBR
-from rerank.nbest import iter_nbest, iter_nbest_pair
+from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
@@ -67,6 +67,11 @@ def mbr_decode(
         lo, hi, total = shard.list_bounds(candidates_path)
         shard.check_output(out)
     if pseudo_refs_path:
+        counts = [count_segments(path) for path in (candidates_path, pseudo_refs_path)]
+        if None not in counts and counts[0] != counts[1]:  # before any work
+            raise InputError(
+                f"{counts[1]} segments in the pseudo-references but {counts[0]} in the candidates", pseudo_refs_path
+            )
         blocks = iter_nbest_pair(candidates_path, pseudo_refs_path)
     else:
         blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))

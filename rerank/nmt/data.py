@@ -273,6 +273,11 @@ def _write_lines(path: str, lines: Iterable[str]) -> None:
             out.write(line + "\n")
 
 
+def _say(text: str) -> None:
+    """One line on stderr naming a phase of :func:`prepare` before it starts, with its estimate."""
+    print(f"prepare: {text}", file=sys.stderr, flush=True)
+
+
 def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = PrepareConfig(), workers: int = 2) -> str:
     """Prepare Multi30k task 1 for fairseq in the direction ``config.src`` → ``config.tgt``
     (any pair of its languages, either way), or a corpus of one's own (``config.files``:
@@ -333,12 +338,18 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
             with open(os.path.join(tok_dir, f"train.{lang}"), encoding="utf-8") as handle:
                 joint.extend(handle)
         size = config.spm_vocab if config.subword == "sentencepiece" else config.bpe_merges
+        _say(
+            f"learning the subword step ({config.subword}, {size:,} "
+            f"{'pieces' if config.subword == 'sentencepiece' else 'merges'}) on {len(joint):,} training lines "
+            f"(about {max(1, round(len(joint) / 4000))} s on one core)"
+        )
         learn_subwords(config.subword, joint, out_dir, size, config.bpe_min_frequency)
     bpe = make_bpe(codes, out_dir)
     for split in config.splits:
         for lang in (config.src, config.tgt):
             path = os.path.join(bpe_dir, f"{split}.{lang}")
             if not os.path.exists(path):
+                _say(f"applying the subword step to {split}.{lang} (seconds per 10,000 lines)")
                 with open(os.path.join(tok_dir, f"{split}.{lang}"), encoding="utf-8") as handle:
                     _write_lines(path, (bpe.process_line(line.rstrip("\n")) for line in handle))
 
@@ -366,6 +377,7 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
             cmd += ["--validpref", prefixes["valid"]]
         if "test" in prefixes:
             cmd += ["--testpref", prefixes["test"]]
+        _say(f"binarising {', '.join(config.splits)} with fairseq-preprocess (seconds per 10,000 lines)")
         subprocess.run(cmd, check=True, env=fairseq_environ())
         open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
         shutil.rmtree(bin_dir, ignore_errors=True)

@@ -33,7 +33,7 @@ from rerank._version import __version__
 from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.metrics.references import references_slice, segment_count
-from rerank.nbest import ListInfo, NBestList, PackedStrings, iter_nbest, read_list_info
+from rerank.nbest import ListInfo, NBestList, PackedStrings, count_segments, iter_nbest, read_list_info
 from rerank.progress import progress_bar
 from rerank.textio import file_digest, read_references
 
@@ -167,6 +167,9 @@ def load_tuning_data(
     bound = metric.bind(nbest_path)
     refs = read_references(ref_path)
     count = segment_count(refs)
+    listed = count_segments(nbest_path)  # before any work: the last line's id (a seek)
+    if listed is not None and listed != count:
+        raise InputError(f"{listed} segments in the n-best list but {count} references", nbest_path)
     ref_paths = [ref_path] if isinstance(ref_path, str) else list(ref_path)
     what = f"{bound.name} {bound.signature()}"
     key = cache_key(nbest_path, ref_paths, what, bound.sidecars(nbest_path)) if cache_dir() else None

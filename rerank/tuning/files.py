@@ -33,7 +33,7 @@ from rerank.folds import read_folds
 from rerank.metrics import Metric, make_objective
 from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
-from rerank.nbest import NBestList, concat_blocks, finite_scores
+from rerank.nbest import NBestList, concat_blocks, count_segments, finite_scores
 from rerank.signature import signature
 from rerank.textio import read_lines
 from rerank.tuning.base import TuneResult, make_tuner
@@ -533,6 +533,9 @@ def crossfit_file(
     """
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
+    listed = count_segments(nbest_path)
+    if listed is not None:
+        read_folds(folds_path, listed)  # before any work: the folds file's segment count
     full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric, progress is not None)
     folds = read_folds(folds_path, own)
     always = np.arange(own, full.num_segments)  # the extra lists' segments: tuned on in every fold

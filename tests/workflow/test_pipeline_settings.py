@@ -217,7 +217,9 @@ def test_an_unknown_system_or_argument_is_refused_in_one_line_before_any_work(tm
     env = {"PATH": "/usr/bin:/bin", "OUT": str(out)}
     run = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, env={**env, "SYSTEM": "lstm"})
     assert run.returncode == 1 and not out.exists()
-    assert run.stderr.strip() == "run_pipeline: error: SYSTEM: unknown system 'lstm' (choose from: transformer gru)"
+    assert (
+        run.stderr.strip() == "run_pipeline: error: SYSTEM: unknown system 'lstm' (choose from: transformer gru tiny)"
+    )
     run = subprocess.run(["bash", str(PIPELINE), "--nbest", "50"], capture_output=True, text=True, env=env)
     assert run.returncode == 1 and not out.exists()
     assert run.stderr.strip() == (

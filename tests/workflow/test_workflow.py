@@ -42,9 +42,12 @@ def test_every_setting_has_help_an_example_and_a_value_for_every_system():
     systems = [settings.load_system(name) for name in settings.SYSTEMS]
     for name, spec in schema["properties"].items():
         assert spec.get("description") and "example" in spec, name
-        # each value in exactly one place: the schema's default, or every system's file
-        assert ("default" in spec) != all(name in s for s in systems), name
-        assert all(name in s for s in systems) or not any(name in s for s in systems), name
+        # each value of the two systems in exactly one place: the schema's default, or both files;
+        # the try-out system (tiny) sets every value without a default and overrides some for speed
+        main = [settings.load_system(name) for name in ("transformer", "gru")]
+        assert ("default" in spec) != all(name in s for s in main), name
+        assert all(name in s for s in main) or not any(name in s for s in main), name
+        assert "default" in spec or name in settings.load_system("tiny"), name
     for system in systems:  # a system file sets only settings the schema knows
         assert set(system) <= set(schema["properties"])
     # the feature sets, in their columns' order, are the ones pipeline_settings.py compares
@@ -115,7 +118,7 @@ def test_the_qe_feature_set_is_opt_in_and_skipped_with_one_line_without_a_checkp
             "FEATURES: unknown feature set 'bert' (choose from: " + " ".join(ALL_FEATURES) + ")",
         ),
         ({"TUNERS": "mira kbmira"}, "TUNERS: 'kbmira' is not one of ['mira', 'mert', 'pro']"),
-        ({"SYSTEM": "lstm"}, "SYSTEM: unknown system 'lstm' (choose from: transformer gru)"),
+        ({"SYSTEM": "lstm"}, "SYSTEM: unknown system 'lstm' (choose from: transformer gru tiny)"),
         ({"R2L_NBEST": "20", "FEATURES": "mbr"}, "R2L_NBEST=20 needs the r2l feature set in FEATURES (or R2L_NBEST=0)"),
         (
             {"TUNE_METRIC": "bleu+bleurt"},
@@ -154,8 +157,9 @@ def test_the_help_and_the_docs_table_are_generated_from_the_schema():
         assert f"  {name.upper()} (" in help_text
         assert f"e.g. {name.upper()}=" in " ".join(help_text.split())
     # the system-dependent values and the defaults come from their one place
-    assert "[transformer 27, gru 12; e.g. MAX_EPOCH=30]" in help_text
-    assert "[default 3; e.g. REPLICAS=5]" in help_text
+    flat = " ".join(help_text.split())
+    assert "[transformer 27, gru 12, tiny 3; e.g. MAX_EPOCH=30]" in flat
+    assert "[default 3; tiny 1; e.g. REPLICAS=5]" in flat
     table = settings.markdown_table()
     docs = (ROOT / "docs" / "usage" / "pipeline.md").read_text(encoding="utf-8")
     assert table in docs, "docs/usage/pipeline.md's settings table is stale: python workflow/settings.py table"
@@ -731,6 +735,10 @@ def test_the_own_data_page_runs_the_main_job_on_a_model_of_ones_own_without_trai
 
     page.mkdir()
     run_page("docs/usage/own-data.md", page, setup=setup)
+    tried = page / "out" / "try"  # the try-out job, SYSTEM=tiny: trained here, 20-best, one replica
+    settings_json = json.loads((tried / "settings.json").read_text())["settings"]
+    assert (settings_json["MAX_EPOCH"], settings_json["NBEST"], settings_json["REPLICAS"]) == ("3", "20", "1")
+    assert "+all" in (tried / "report" / "table.txt").read_text() and (tried / "system" / "system.json").is_file()
     out = page / "out" / "my-en-de"
     assert not (out / "data").exists() and not (out / "model.transformer-tiny").exists()  # nothing trained
     assert not list(out.rglob("train.done"))  # the channel model neither
