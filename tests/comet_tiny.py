@@ -35,6 +35,21 @@ MBR_LIST = ["ein mann fährt fahrrad .", "ein mann fährt ein fahrrad .", "ein m
 REFERENCES = ["ein mann fährt ein fahrrad .", "zwei hunde spielen im schnee .", "eine frau in rot .", "menschen ."]
 
 
+#: the tiny encoder's sizes and special ids (XLM-R's; an XLM-R XL of the same sizes in
+#: tests/core/test_comet_layers.py)
+TINY_ENCODER = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=130,
+    type_vocab_size=1,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+)
+
+
 def build_encoder(directory: str) -> str:
     """``directory/encoder``: a random XLM-R (2 layers, hidden 32, 128 positions) and its
     tokenizer (tokenizer.json: XLM-R's ids <s>=0 <pad>=1 </s>=2 <unk>=3, then the pieces)."""
@@ -57,18 +72,7 @@ def build_encoder(directory: str) -> str:
     vocab.append(("<mask>", 0.0))
     tokenizer = XLMRobertaTokenizer(vocab=vocab)
     tokenizer.model_max_length = 128
-    config = XLMRobertaConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=130,
-        type_vocab_size=1,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-    )
+    config = XLMRobertaConfig(vocab_size=len(vocab), **TINY_ENCODER)
     torch.manual_seed(0)
     XLMRobertaModel(config, add_pooling_layer=False).save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -18,6 +18,7 @@ Needs the ``[bertscore]`` extra (bert-score, torch, transformers).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from dataclasses import dataclass
 from typing import Any, List, Sequence
@@ -31,6 +32,20 @@ from rerank.metrics.base import METRICS
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import PairwiseUtility
 from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
+
+#: model types whose position ids start after the padding index (RoBERTa's scheme): two of
+#: their ``max_position_embeddings`` are not usable by text
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "data2vec-text")
+
+
+def usable_positions(config: Any) -> int:
+    """The most tokens, special ones included, a sentence may have under the encoder's
+    ``config``: ``max_position_embeddings``, less 2 for RoBERTa-style encoders (514 → 512), or
+    512 where the configuration says nothing."""
+    longest = int(getattr(config, "max_position_embeddings", 512) or 512)
+    if getattr(config, "model_type", "") in OFFSET_POSITIONS:
+        longest -= 2
+    return longest
 
 
 @METRICS.register("bertscore")
@@ -99,19 +114,27 @@ class BertScoreMetric(MeanOfSegments):
                 message = f"bertscore: cannot load the model: {' '.join(str(error).split())[:200]}"
                 raise InputError(message, self.model) from None
             tokenizer = scorer._tokenizer
-            longest = int(getattr(config, "max_position_embeddings", 512))
+            longest = usable_positions(config)
             if not tokenizer.model_max_length or tokenizer.model_max_length > longest:
                 tokenizer.model_max_length = longest  # a tokenizer saved without it would overflow
             self._scorer = scorer
         return self._scorer
 
     def f1(self, hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
-        """float64[N] bert-score F1 of ``hypotheses[k]`` against ``references[k]``."""
+        """float64[N] bert-score F1 of ``hypotheses[k]`` against ``references[k]``; 0 where
+        either is empty or blank, as bert-score defines it ("Empty candidate sentence
+        detected; setting raw BERTscores to 0": its F1 is 0/0, set to 0) — computed here, as
+        bert-score 0.3.13 fails on an empty text under transformers 5."""
         if not len(hypotheses):
             return np.zeros(0)
         fold = (lambda t: t.lower()) if self.lowercase else (lambda t: t)
-        _, _, f1 = self.scorer().score([fold(h) for h in hypotheses], [fold(r) for r in references])
-        return f1.double().numpy()
+        scores = np.zeros(len(hypotheses))
+        kept = [k for k, (h, r) in enumerate(zip(hypotheses, references)) if h.strip() and r.strip()]
+        if kept:
+            hyps = [fold(hypotheses[k]) for k in kept]
+            refs = [fold(references[k]) for k in kept]
+            scores[kept] = self.scorer().score(hyps, refs)[2].double().numpy()
+        return scores
 
     def stats(self, hypotheses, references):
         """float64[N, 2] [F1, 1]: the highest F1 over the references of each segment."""
@@ -124,9 +147,9 @@ class BertScoreMetric(MeanOfSegments):
         return BertScoreUtility("MBRBERTScore", self)
 
     def signature(self) -> str:
-        try:
-            from bert_score import __version__ as version
-        except ImportError:
+        try:  # the installed distribution's: bert-score 0.3.13's __version__ still says 0.3.12
+            version = importlib.metadata.version("bert-score")
+        except importlib.metadata.PackageNotFoundError:
             version = "?"
         layers = self.layers or "last"
         return (

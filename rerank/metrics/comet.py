@@ -227,6 +227,12 @@ class CometKiwiMetric(_CometMetric):
     def check_kind(self, model: CometModel) -> None:
         if model.kind == "regression_metric":
             raise InputError("cometkiwi: regression_metric needs a reference: score it with comet:DIR", self.model)
+        if model.kind in JOINT and "src" not in model.inputs:  # unbabel-comet refuses it without references too
+            raise InputError(
+                f"cometkiwi: this {model.kind} reads no source (input_segments {', '.join(model.inputs)}): it "
+                "scores against references: score it with comet:DIR",
+                self.model,
+            )
         model.inputs = [k for k in model.inputs if k != "ref"]  # reference-free: the (mt, src) pass alone
 
     def segment_scores(self, sources, hypotheses, streams) -> np.ndarray:

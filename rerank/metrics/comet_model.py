@@ -202,16 +202,20 @@ class CometModel:
     def _drop_unread_layers(self) -> None:
         """Drop the encoder's top layers that no score reads: above the chosen layer, or above
         the highest layer the mix weighs (sparsemax gives layers weight exactly 0). Exact: a
-        zero-weighted layer adds nothing; ``pool: default`` reads the top layer, so it keeps all."""
+        zero-weighted layer adds nothing; ``pool: default`` reads the top layer, so it keeps all.
+        Never past an encoder's final norm: XLM-R XL normalises the last layer's output, and
+        with layers dropped that norm would land on a lower layer (up to 0.62 per segment off),
+        so its layers are all kept. At least one layer runs (``layer: 0`` reads the embeddings,
+        which transformers returns as hidden states only when a layer runs)."""
         import torch
 
-        if self.pool == "default":
+        if self.pool == "default" or getattr(self.encoder.encoder, "LayerNorm", None) is not None:
             return
         top = int(self.layer) if self.layer != "mix" else int(torch.nonzero(self.mix).max())
         if self.tagger is not None:  # xCOMET's error tags read their own layer
             top = max(top, self.word_layer)
         if top < self.num_layers - 1:
-            self.encoder.encoder.layer = self.encoder.encoder.layer[:top]
+            self.encoder.encoder.layer = self.encoder.encoder.layer[: max(top, 1)]
             if self.layer == "mix":
                 self.mix = self.mix[: top + 1]
 
@@ -471,22 +475,30 @@ class CometModel:
 
     def joint_scores(self, mt: List[List[int]], src: List[List[int]], ref: Optional[List[List[int]]]) -> np.ndarray:
         """float64[N] a unified model's or xCOMET's scores of token ids of hypotheses, sources and
-        (None: reference-free) references, as unbabel-comet's ``predict_step``: unified, the
-        (mt, src) pass or the mean of the (mt, src), (mt, ref), (mt, src, ref) passes; xCOMET,
+        (None: reference-free) references, as unbabel-comet's ``predict_step``: unified, one
+        pass of the hypothesis joined with what the checkpoint reads of source and reference
+        (``input_segments``; mt, src, ref in that order whatever the order listed: (mt, src)
+        reference-free, (mt, ref) for a model that reads no source), or with both the mean of
+        the (mt, src), (mt, ref), (mt, src, ref) passes; xCOMET,
         the passes' scores (at most 1) weighted 0.12/0.33/0.33 and the MQM score of the
         passes' tag probabilities (weighted 0.1667/0.3333/0.5) weighted 0.22 — reference-free,
         the (mt, src) pass's score weighted 0.78 and its MQM score 0.22."""
         xcomet = self.kind == "xcomet_metric"
-        if ref is None or "ref" not in self.inputs:
+        use_src, use_ref = "src" in self.inputs, ref is not None and "ref" in self.inputs
+        if not (use_src and use_ref):  # one pass: mt, then src and ref where read, in that order
             tags: List[np.ndarray] = []
-            score = self.unified([mt, src], tags if xcomet else None)
+            parts: List[List[List[int]]] = [mt]
+            parts += [src] if use_src else []
+            parts += [ref] if use_ref and ref is not None else []
+            score = self.unified(parts, tags if xcomet else None)
             if not xcomet:
                 return score
             weights = XCOMET_SCORE_WEIGHTS
             return np.minimum(score, 1.0) * sum(weights[:3]) + self.mqm(tags) * weights[3]
+        assert ref is not None  # use_ref
         passes = ([mt, src], [mt, ref], [mt, src, ref])
         tag_sets: List[List[np.ndarray]] = [[], [], []]
-        scores = [self.unified(parts, tag_sets[i] if xcomet else None) for i, parts in enumerate(passes)]
+        scores = [self.unified(joined, tag_sets[i] if xcomet else None) for i, joined in enumerate(passes)]
         if not xcomet:
             return (scores[0] + scores[1] + scores[2]) / 3.0
         regression = sum(np.minimum(s, 1.0) * w for s, w in zip(scores, XCOMET_SCORE_WEIGHTS[:3]))

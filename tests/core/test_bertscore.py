@@ -4,6 +4,8 @@ several references take the highest F1 as bert-score does, MBR selects the candi
 highest mean F1 against the others (computed here with bert-score directly), tuning and
 significance run with it, and a bad model directory is one line."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,62 @@ def test_a_bad_model_directory_is_one_line(tmp_path, capsys):
     )
     err = capsys.readouterr().err.strip()
     assert "bertscore: cannot load the model" in err and "\n" not in err
+
+
+def test_empty_or_blank_segments_score_0_as_bert_score_defines_them(model, tmp_path, capsys):
+    """bert-score sets the F1 of an empty candidate or reference to 0 (its 0/0); under
+    transformers 5 its own code fails on one (issue 82), so rerank scores them itself: 0 there,
+    bert-score's F1 for the rest, in eval, MBR and tuning alike, no traceback."""
+    hyps, refs = ["", "the woman", "  ", "a child plays in the snow ."], ["a man .", "", "the dog", REFS[2]]
+    stats = make_metric(f"bertscore:{model}").stats(hyps, refs)
+    assert stats[:3, 0].tolist() == [0.0, 0.0, 0.0]
+    assert stats[3, 0] == pytest.approx(_reference_f1(model, hyps[3:], refs[3:])[0], abs=1e-6)
+    (tmp_path / "h.txt").write_text("".join(f"{h}\n" for h in hyps))
+    (tmp_path / "r.txt").write_text("".join(f"{r}\n" for r in refs))
+    assert (
+        main(
+            [
+                "eval",
+                "--hyp",
+                str(tmp_path / "h.txt"),
+                "--ref",
+                str(tmp_path / "r.txt"),
+                "--metrics",
+                f"bertscore:{model}",
+            ]
+        )
+        == 0
+    )
+    assert "Traceback" not in capsys.readouterr().err
+    (tmp_path / "l.nbest").write_text(
+        "0 ||| a man . ||| NMT= -1 ||| 0\n0 |||  ||| NMT= -2 ||| 0\n0 ||| a man ||| NMT= -3 ||| 0\n"
+    )
+    argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"bertscore:{model}", "--feature", "uniform"]
+    assert main([*argv, "--out", str(tmp_path / "best.txt")]) == 0
+    assert (tmp_path / "best.txt").read_text().strip() in ("a man .", "a man")
+
+
+def test_over_long_segments_are_cut_at_the_usable_positions_and_the_signature_names_the_installed_version(tmp_path):
+    """A RoBERTa-style encoder's tokenizer saved without a maximum length: 2 of its
+    max_position_embeddings are not usable (XLM-R's 514 → 512; here 130 → 128), so a sentence
+    longer than that is cut there, as bert-score cuts at model_max_length, not a crash (issue 82)."""
+    import importlib.metadata
+    import json
+
+    from transformers import XLMRobertaConfig
+
+    from rerank.metrics.bertscore import usable_positions
+    from tests.comet_tiny import build_encoder
+
+    assert usable_positions(XLMRobertaConfig(max_position_embeddings=514)) == 512
+    encoder = build_encoder(str(tmp_path))
+    settings_file = os.path.join(encoder, "tokenizer_config.json")
+    saved = json.load(open(settings_file))
+    saved.pop("model_max_length", None)
+    json.dump(saved, open(settings_file, "w"))
+    long = " ".join(["ein mann fährt fahrrad"] * 100)  # ~ 400 pieces
+    metric = make_metric(f"bertscore:{encoder}")
+    f1 = metric.stats([long, "ein mann ."], [long, "ein mann ."])[:, 0]
+    assert np.allclose(f1, 1.0, atol=1e-5)
+    version = importlib.metadata.version("bert-score")
+    assert metric.signature().endswith(f"|version:{version}")
