@@ -4,7 +4,7 @@ unbabel-comet 2.2.7's own numbers on the same tiny checkpoints (tests/comet_tiny
 The peer cannot share our environment (it pins numpy < 2 and transformers < 5); its numbers were
 saved by the script that runs it in its own venv:
 
-    .venv/bin/python scripts/comet_peer.py --peer-python /work/peer-comet/bin/python
+    .venv/bin/python scripts/comet_peer.py --peer-python .venv-comet/bin/python
 
 (tests/data/comet_peer.json: comet's ``predict`` scores, its token ids and the weights' digest
 of each checkpoint, so that a number is compared only with the very weights that made it)."""

@@ -12,7 +12,7 @@ import sys
 
 from tests.conftest import ROOT, needs
 
-#: a path that names one machine's directories (``/work/peer-comet``, ``/home/me``), not a
+#: a path that names one machine's directories (a user's home, a maintainer's work tree), not a
 #: system location every machine has (``/tmp``, ``/etc/slurm``, ``/usr/bin``)
 MACHINE_PATH = re.compile(r"(?<![\w.$}/-])/(?:work|home|root|Users|mnt|opt)/[\w.-]+")
 WHERE = ("docs", "scripts", "config", "workflow", "profiles", os.path.join("tests", "data"))
