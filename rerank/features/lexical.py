@@ -296,7 +296,7 @@ class Model1Scorer(Scorer):
             raise InputError("the training corpus holds no words", path)
         self.direct = Model1.train(src_words, tgt_words, self.iterations, self.floor)
         self.inverse = Model1.train(tgt_words, src_words, self.iterations, self.floor)
-        self.vocabulary = VocabularyCheck(spec, config.tgt or config.corpus, (w for words in tgt_words for w in words))
+        self.vocabulary = VocabularyCheck(spec, config.tgt or config.corpus, self.direct.tgt_vocab.words)
 
     def save(self, path: str) -> None:
         """Write both trained tables to ``path`` (compressed ``.npz``, no pickled objects; ~18 MB

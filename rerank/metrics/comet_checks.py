@@ -166,7 +166,7 @@ def check_estimator(linear: List[Any], biases: List[Any], kind: str, hidden: int
         if weight.dim() != 2 or weight.shape[1] != width or tuple(bias.shape) != (weight.shape[0],):
             raise InputError(
                 f"comet: {name} has weights {tuple(weight.shape)} and bias {tuple(bias.shape)}; "
-                f"expected ({'N'}, {width}) and (N,) after a width of {width}",
+                f"expected (N, {width}) and (N,) after a width of {width}",
                 checkpoint,
             )
         width = int(weight.shape[0])
