@@ -9,7 +9,7 @@ saved by the peer is compared only with the very same weights."""
 import hashlib
 import os
 
-from tests.tiny_models import training_text
+from tests.tiny_models import train_sentencepiece
 
 #: the checkpoints of the tests: name -> (class_identifier, settings); each class and the
 #: layer-mix variants COMET uses (sparsemax without layer norm as wmt22-comet-da, softmax
@@ -61,12 +61,7 @@ def build_encoder(directory: str) -> str:
     if os.path.isdir(out):
         return out
     os.makedirs(directory, exist_ok=True)
-    text = training_text(directory, 1000)
-    prefix = os.path.join(directory, "xlmr-sp")
-    spm.SentencePieceTrainer.train(
-        input=text, model_prefix=prefix, vocab_size=300, character_coverage=1.0, minloglevel=2, num_threads=1
-    )
-    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    sp = spm.SentencePieceProcessor(model_file=train_sentencepiece(directory, "xlmr-sp"))
     vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
     vocab += [(sp.id_to_piece(i), float(sp.get_score(i))) for i in range(3, sp.get_piece_size())]
     vocab.append(("<mask>", 0.0))

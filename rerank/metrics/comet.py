@@ -1,6 +1,6 @@
 """COMET-family metrics run by rerank itself (Rei et al. 2020, "COMET: A Neural Framework for MT
 Evaluation"; Rei et al. 2022, "CometKiwi"): checkpoints of unbabel-comet 2.x read from their
-directory and computed with transformers' XLM-R encoder, in every role — evaluation and
+directory and computed with transformers' encoders (XLM-R, XLM-R XL, BERT, MiniLM, RemBERT), in every role — evaluation and
 significance (``--metrics comet:DIR,source=FILE``), tuning objective (``--metric comet:DIR,…``,
 ``0.5*bleu+0.5*comet:DIR,…``), MBR utility (``rerank mbr --metric comet:DIR,source=FILE``,
 ``mbr:comet:DIR``) and the reference-free re-ranking feature (``cometkiwi:DIR``: a scorer of
@@ -8,7 +8,8 @@ significance (``--metrics comet:DIR,source=FILE``), tuning objective (``--metric
 
 unbabel-comet pins numpy < 2 and transformers < 5, so it cannot share rerank's environment: it
 is a peer (its own venv; ``scripts/comet_peer.py`` saves its numbers) and this module follows
-its 2.2.7 code, which it equals within 1e-5 on the tiny checkpoints of the tests:
+its 2.2.7 code, which it equals within 1e-5 on the tiny checkpoints of the tests and on 60
+configurations drawn over its option space (tests/core/test_comet_random.py):
 
 * a checkpoint directory holds ``checkpoints/model.ckpt`` (a PyTorch Lightning checkpoint:
   ``state_dict`` and ``hyper_parameters``) and ``hparams.yaml`` (``class_identifier``,
@@ -26,7 +27,8 @@ its 2.2.7 code, which it equals within 1e-5 on the tiny checkpoints of the tests
   the estimator (a feed-forward net) reads ``[h; r; h·r; |h−r|; h·s; |h−s|]``;
 * ``referenceless_regression_metric`` (COMET-QE): ``[h; s; h·s; |h−s|]``;
 * ``unified_metric`` (CometKiwi, UniTE-style): the hypothesis and the source (and the reference)
-  encoded as one sequence ``<s> h </s></s> s </s>``; the estimator reads the mixed ``<s>``
+  encoded as one sequence ``<s> h </s></s> s </s>`` (``[CLS] h [SEP] s [SEP]`` for BERT and
+  RemBERT; pad tokens of each part removed first); the estimator reads the mixed ``<s>``
   state; with a reference the score is the mean of the (h, s), (h, r) and (h, s, r) passes;
 * ``xcomet_metric`` (xCOMET): the unified passes' scores (each at most 1) weighted 0.12, 0.33,
   0.33 plus 0.22 × an MQM score: each hypothesis token tagged O / minor / major / critical by

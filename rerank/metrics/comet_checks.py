@@ -37,7 +37,13 @@ ACTIVATIONS = (
     "Identity",
 )
 #: transformers' ``model_type`` of each ``encoder_model`` rerank runs
-ENCODER_TYPES = {"XLM-RoBERTa": "xlm-roberta", "XLM-RoBERTa-XL": "xlm-roberta-xl"}
+ENCODER_TYPES = {
+    "XLM-RoBERTa": "xlm-roberta",
+    "XLM-RoBERTa-XL": "xlm-roberta-xl",
+    "BERT": "bert",
+    "MiniLM": "bert",
+    "RemBERT": "rembert",
+}
 #: the estimator's input width per kind, in encoder hidden sizes (unbabel-comet's feature sets)
 ESTIMATOR_INPUTS = {
     "regression_metric": 6,

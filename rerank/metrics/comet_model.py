@@ -23,6 +23,14 @@ from rerank.metrics.comet_checks import (
     read_hparams,
     shown,
 )
+from rerank.metrics.comet_encoders import (
+    ENCODERS,
+    SEPARATORS,
+    TOKEN_TYPES,
+    has_protobuf,
+    repaired_backend,
+    sentencepiece_only,
+)
 from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 
 #: the COMET model classes rerank computes, by ``class_identifier``
@@ -34,8 +42,6 @@ MQM_PENALTY, MQM_CAP = {"minor": 1, "major": 5, "critical": 10}, 25
 #: xCOMET's weights of its three passes' scores and of the MQM score: (mt, src), (mt, ref),
 #: (mt, src, ref), MQM; and of the passes' tag probabilities (unbabel-comet 2.2.7's constants)
 XCOMET_SCORE_WEIGHTS, XCOMET_SPAN_WEIGHTS = (0.12, 0.33, 0.33, 0.22), (0.1667, 0.3333, 0.5)
-#: the encoder class of each ``encoder_model`` (transformers' name)
-ENCODERS = {"XLM-RoBERTa": "XLMRobertaModel", "XLM-RoBERTa-XL": "XLMRobertaXLModel"}
 
 
 def _one_line(error: BaseException) -> str:
@@ -122,9 +128,17 @@ class CometModel:
         encoder_class = ENCODERS.get(encoder_model)
         if encoder_class is None:
             raise InputError(
-                f"comet: encoder_model {shown(encoder_model)}: rerank runs {' and '.join(ENCODERS)} only",
+                f"comet: encoder_model {shown(encoder_model)}: unbabel-comet 2.2.7 builds {', '.join(ENCODERS)}",
                 hparams_file,
             )
+        if encoder_model == "BERT" and self.kind not in JOINT and hparams.get("pool") == "default":
+            raise InputError(
+                "comet: pool: default with a BERT encoder reads BERT's pooler, which unbabel-comet builds without "
+                "(its score fails there): not a checkpoint comet can score",
+                hparams_file,
+            )
+        self.separator = SEPARATORS.get(encoder_model, 2)
+        self.token_types = encoder_model in TOKEN_TYPES
         self.directory, self.checkpoint, self.hparams = directory, checkpoint, hparams
         source = encoder or str(hparams.get("pretrained_model", ""))
         local = os.path.isdir(source)
@@ -134,11 +148,18 @@ class CometModel:
             config = AutoConfig.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as error:
+            if local and sentencepiece_only(source) and not has_protobuf():
+                raise InputError(
+                    "comet: the encoder's tokenizer is a SentencePiece model without tokenizer.json: converting it "
+                    "needs protobuf (pip install protobuf, or 'nbest-rerank[comet]')",
+                    source,
+                ) from None
             where = "" if local else " (not a local directory, nor in the Hugging Face cache: give encoder=DIR)"
             raise InputError(
                 f"comet: cannot load the encoder {shown(source)}{where}: {_one_line(error)[:120]}"
             ) from None
         check_encoder_type(config, encoder_model, source)
+        self.backend = repaired_backend(self.tokenizer, mask_lstrip=encoder_model != "BERT")
         weights = state.get("state_dict", state)
         try:
             self.encoder = getattr(transformers, encoder_class)(config, add_pooling_layer=False)
@@ -288,8 +309,8 @@ class CometModel:
     def _tokens(self, texts: Sequence[str]) -> List[List[int]]:
         """Token ids with ``<s> … </s>`` of each text, truncated as COMET does (its tokenizer
         call with ``truncation=True, max_length=max_positions - 2``), by the tokenizer's Rust
-        backend directly."""
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        backend directly (:func:`repaired_backend`)."""
+        backend = self.backend
         if backend is None:  # a tokenizer without a Rust backend
             return self.tokenizer(list(texts), truncation=True, max_length=self.max_positions - 2)["input_ids"]
         if backend.truncation is None or backend.truncation.get("max_length") != self.max_positions - 2:
@@ -298,8 +319,10 @@ class CometModel:
             backend.no_padding()
         return [encoding.ids for encoding in backend.encode_batch(list(texts), add_special_tokens=True)]
 
-    def _mixed(self, sequences: List[List[int]]):
-        """(mixed or chosen layer float32[B, T, H], ids int64[B, T], mask[B, T]) of padded sequences."""
+    def _mixed(self, sequences: List[List[int]], first: Optional[List[int]] = None):
+        """(mixed or chosen layer float32[B, T, H], ids int64[B, T], mask[B, T]) of padded
+        sequences; ``first``: joint sequences' token types for a BERT encoder, 0 over each
+        row's first ``first[k]`` tokens and 1 after (unbabel-comet's ``concat_sequences``)."""
         import torch
 
         lengths = np.array([len(s) for s in sequences])
@@ -308,7 +331,11 @@ class CometModel:
         ids = torch.from_numpy(padded).to(self.device)
         mask = torch.from_numpy((np.arange(padded.shape[1])[None, :] < lengths[:, None]).astype(np.int64))
         mask = mask.to(self.device)
-        output = self.encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True)
+        extra = {}
+        if first is not None and self.token_types:
+            types = (np.arange(padded.shape[1])[None, :] >= np.array(first)[:, None]).astype(np.int64)
+            extra["token_type_ids"] = torch.from_numpy(types).to(self.device)
+        output = self.encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True, return_dict=True, **extra)
         layers = [h.float() for h in output.hidden_states]
         if self.kind == "xcomet_metric":  # the error tagger's layer
             self._word = layers[self.word_layer]
@@ -417,15 +444,20 @@ class CometModel:
         return torch.cat(out).numpy() if out else np.zeros(0)
 
     def _joint(self, parts: List[List[List[int]]]) -> List[List[int]]:
-        """COMET's ``concat_sequences``: ``<s> a </s></s> b </s>[</s> c </s>]`` per row, cut at
-        ``max_positions`` tokens where the parts are too long together."""
+        """COMET's ``concat_sequences``: each part's pad ids removed (a text holding the literal
+        pad string, ``<pad>``, loses those tokens as unbabel-comet's unpadding does), then
+        ``<s> a </s></s> b </s>[</s></s> c </s>]`` per row (``[CLS] a [SEP] b [SEP]`` for
+        encoders with one separator), cut at ``max_positions`` tokens where the parts are too
+        long together."""
         joined = []
-        special = 1 + len(parts) * 2
+        special = 1 + len(parts) * self.separator
+        between = [self.sep_id] * (self.separator - 1)
+        pad = self.pad
         for row in range(len(parts[0])):
-            inner = [part[row][1:-1] for part in parts]
+            inner = [[token for token in part[row] if token != pad][1:-1] for part in parts]
             sequence = [self.cls_id] + inner[0] + [self.sep_id]
             for piece in inner[1:]:
-                sequence = sequence + [self.sep_id] + piece + [self.sep_id]
+                sequence = sequence + between + piece + [self.sep_id]
             if sum(len(piece) for piece in inner) > self.max_positions - special:
                 sequence = sequence[: self.max_positions]
             joined.append(sequence)
@@ -439,13 +471,14 @@ class CometModel:
         import torch
 
         sequences = self._joint(parts)
+        first = [sum(1 for token in mt if token != self.pad) for mt in parts[0]]  # <s> mt </s>, unpadded
         order = sorted(range(len(sequences)), key=lambda k: len(sequences[k]))
         out = np.zeros(len(sequences))
         probs: List[Any] = [None] * len(sequences)
         with torch.inference_mode():
             for start in range(0, len(order), self.batch):
                 rows = order[start : start + self.batch]
-                embeddings, _, _ = self._mixed([sequences[k] for k in rows])
+                embeddings, _, _ = self._mixed([sequences[k] for k in rows], [first[k] for k in rows])
                 out[rows] = self.estimator(embeddings[:, 0, :]).view(-1).double().cpu().numpy()
                 if tags is not None and self.tagger is not None:
                     soft = torch.softmax(self.tagger(self._word), dim=2).cpu().numpy()

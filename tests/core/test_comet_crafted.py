@@ -66,7 +66,10 @@ HPARAMS = [
     ({"final_activation": "Conv2d"}, "hparams final_activation: 'Conv2d' is not an activation"),
     ({"input_segments": "mt"}, "hparams input_segments: 'mt' is not a list of mt, src and ref"),
     ({"pretrained_model": 12}, "hparams pretrained_model: 12 is not a string"),
-    ({"encoder_model": "BERT"}, "encoder_model 'BERT': rerank runs XLM-RoBERTa and XLM-RoBERTa-XL only"),
+    (
+        {"encoder_model": "ELECTRA"},
+        "encoder_model 'ELECTRA': unbabel-comet 2.2.7 builds XLM-RoBERTa, XLM-RoBERTa-XL, BERT",
+    ),
 ]
 
 STATES = [
