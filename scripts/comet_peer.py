@@ -9,6 +9,16 @@ then writes the scores, the token ids and the weights' digest to tests/data/come
     python3 -m venv .venv-comet && .venv-comet/bin/pip install torch==2.13.0 unbabel-comet==2.2.7 'setuptools<81'
     .venv/bin/python scripts/comet_peer.py                  # --peer-python .venv-comet/bin/python
 
+``--random N`` (issue 82) draws N configurations over unbabel-comet's option space, builds
+each with its own classes over tiny XLM-R, XLM-R XL, BERT, MiniLM and RemBERT encoders, and
+writes tests/data/comet_random.json (replayed by tests/core/test_comet_random.py).  RemBERT's
+encoder folder holds only a SentencePiece model, which transformers 4.57 converts with
+protobuf >= 7 — unbabel-comet pins protobuf < 5, with which that conversion fails — so the
+peer needs ``.venv-comet/bin/pip install 'protobuf>=7'`` (pip warns about the pin; nothing
+else of comet's uses protobuf here):
+
+    .venv/bin/python scripts/comet_peer.py --random 60     # ~25 s in the peer, ~25 s replayed
+
 The MBR rows are the utilities of every (candidate, pseudo-reference) pair of one list, as
 mbrs' COMET utility computes them (the source, the candidate as ``mt``, the pseudo-reference
 as ``ref``), scored by comet itself.
