@@ -26,7 +26,8 @@ import time
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
-from rerank.features.consensus import ConsensusScorer
+from rerank.mbr import MBR
+from rerank.mbr.decoders import make_decoder
 from rerank.nbest import read_nbest
 from rerank.textio import read_lines
 
@@ -48,23 +49,12 @@ def main(argv=None) -> int:
     for metric in ("bleu", "chrf"):
         selections = {}
         for algorithm in ("exact", "aggregate", "centroid", "pruned"):
-            engine = algorithm if algorithm in ("aggregate", "centroid") else "exact"
-            scorer = ConsensusScorer(ConsensusScorer.Config(metric, args.weights_from, 1.0, engine, args.clusters))
+            scorer = MBR(metric, args.weights_from, 1.0, make_decoder(algorithm, clusters=args.clusters))
             p = scorer.distribution(nbest)
             best = float("inf")
             for _ in range(args.repeats):
                 start = time.perf_counter()
-                utilities = len(nbest.hypotheses)
-                if algorithm == "exact":
-                    chosen = nbest.select(scorer.expected(nbest, p)[scorer.column])
-                    utilities = int((np.diff(nbest.offsets) ** 2).sum())
-                elif algorithm == "aggregate":
-                    chosen = nbest.select(scorer.aggregate_expected(nbest, nbest, p))
-                elif algorithm == "centroid":
-                    chosen = nbest.select(scorer.centroid_expected(nbest, nbest, p))
-                    utilities = int((np.diff(nbest.offsets) * scorer.references_per_segment(nbest)).sum())
-                else:
-                    chosen, utilities = scorer.pruned_select(nbest, nbest, p)
+                chosen, utilities, _ = scorer.select(nbest, nbest, p)
                 best = min(best, time.perf_counter() - start)
             selections[algorithm] = chosen
             hyps = [nbest.hypotheses[i] for i in chosen]

@@ -89,19 +89,12 @@ def run_rerank(nbest, metric: str, algorithm: str = "exact", checkpoint="", sour
     """rerank's selections (0-based within each segment) of the list ``nbest`` (read before the
     clock starts, as mbrs gets its lists) by ``rerank mbr``'s engine
     (:func:`rerank.mbr.mbr_decode`'s algorithms), uniform weights."""
-    from rerank.features.consensus import ConsensusScorer
+    from rerank.mbr import MBR
 
-    engine = algorithm if algorithm in ("aggregate", "centroid") else "exact"
     utility = f"comet:{checkpoint},device=cpu,batch={batch}" if metric == "comet" else metric
-    scorer = ConsensusScorer(ConsensusScorer.Config(utility, "uniform", 1.0, engine))
-    if sources is not None and scorer.sourced:
-        scorer.utility.set_sources(sources)
-    p = scorer.distribution(nbest)
-    if algorithm == "pruned":
-        chosen, _ = scorer.pruned_select(nbest, nbest, p)
-    else:
-        values = scorer.score(nbest, sources, None)[scorer.column]
-        chosen = nbest.select(values)
+    scorer = MBR(utility, "uniform", 1.0, algorithm)
+    scorer.begin_list(0, sources)  # COMET: the list's sources
+    chosen, _, _ = scorer.select(nbest, nbest, scorer.distribution(nbest))
     return [int(i - o) for i, o in zip(chosen, nbest.offsets[:-1])]
 
 

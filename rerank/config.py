@@ -39,8 +39,9 @@ def option(
     return dataclasses.field(default=default, metadata={**metadata, "positional": positional, "path": path})
 
 
-def _parser(field: dataclasses.Field) -> Callable[[str], Any]:
-    """The function that turns a setting's text into the field's value."""
+def setting_parser(field: dataclasses.Field) -> Callable[[str], Any]:
+    """The function that turns a setting's text into the field's value (its ``type``, else
+    ``int``, ``float``, a yes/no boolean or ``str`` by the field's type)."""
     given = field.metadata.get("type")
     if given is not None:
         return given
@@ -124,7 +125,7 @@ def parse_settings(config_class: type, text: str, spec: str, defaults: Optional[
         if choices and value.strip() not in choices:
             raise InputError(f"{spec}: {key} must be one of {', '.join(choices)} (not {value.strip()!r})")
         try:
-            values[key] = _parser(fields[key])(value.strip())
+            values[key] = setting_parser(fields[key])(value.strip())
         except (ValueError, TypeError, argparse.ArgumentTypeError) as err:
             raise InputError(f"{spec}: {key}={value}: {err}") from None
     try:

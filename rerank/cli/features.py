@@ -18,12 +18,13 @@ from rerank.cli.options import (
     shard_options,
     signature_option,
 )
-from rerank.defaults import DEFAULT_SEED
+from rerank.config import setting_parser
 from rerank.embed.lazy import cnn_module
 from rerank.errors import InputError
 from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import scorer_summaries
 from rerank.mbr import mbr_decode
+from rerank.mbr.decoders import DECODERS, make_decoder, setting_fields
 from rerank.nbest import BLOCK_HYPOTHESES
 from rerank.outputs import atomic_write, signature_path
 from rerank.signature import write_signed
@@ -198,37 +199,7 @@ def _add_mbr(sub) -> None:
     p.add_argument(
         "--temperature", type=positive_float, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
     )
-    p.add_argument(
-        "--algorithm",
-        default="exact",
-        choices=["exact", "aggregate", "centroid", "pruned"],
-        help="exact: every candidate against every pseudo-reference (N^2 utilities per segment); aggregate: "
-        "against one aggregate reference, the pseudo-references' n-gram counts averaged by weight (N utilities: "
-        "Vamvas & Sennrich 2024); centroid: against the aggregates of --clusters k-means clusters of the "
-        "pseudo-references' n-gram counts, weighted by cluster probability (N*k utilities: Deguchi et al. 2024; "
-        "needs scikit-learn); pruned: confidence-based pruning on growing samples of pseudo-references "
-        "(Cheng & Vlachos 2023) (default: exact), e.g. --algorithm pruned",
-    )
-    p.add_argument(
-        "--clusters",
-        type=positive_int,
-        default=8,
-        help="--algorithm centroid: clusters of pseudo-references per segment (default: 8), e.g. --clusters 16",
-    )
-    p.add_argument(
-        "--alpha",
-        type=positive_float,
-        default=0.99,
-        help="--algorithm pruned: a candidate is dropped when its bootstrap chance of beating the current best "
-        "is below 1 - alpha; 1 prunes nothing (default: 0.99), e.g. --alpha 0.9",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=DEFAULT_SEED,
-        help=f"--algorithm pruned: seed of the draws and the bootstrap (default: {DEFAULT_SEED}, the seed of every "
-        "statistical draw in rerank, sacrebleu's), e.g. 2",
-    )
+    algorithm_options(p)
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
         "--matrix",
@@ -246,32 +217,55 @@ def _add_mbr(sub) -> None:
     )
 
 
+def algorithm_options(p: argparse.ArgumentParser) -> None:
+    """``--algorithm`` (the registered MBR algorithms, :mod:`rerank.mbr.decoders`) and one
+    option per setting of their Configs (``--clusters``, ``--alpha``, ``--seed``), generated:
+    a new algorithm's settings appear here by themselves."""
+    decoders = DECODERS.classes()
+    described = "; ".join(f"{name}: {cls.summary}" for name, cls in decoders.items())
+    p.add_argument(
+        "--algorithm",
+        default="exact",
+        choices=list(decoders),
+        help=f"the MBR algorithm — {described} (default: exact), e.g. --algorithm pruned",
+    )
+    for name, field, owners in setting_fields():
+        default = field.default
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=setting_parser(field),
+            default=default,
+            help=f"--algorithm {', '.join(owners)}: {field.metadata.get('help', name)} (default: {default})",
+        )
+
+
 def cmd_mbr(args) -> None:
+    settings = {name: getattr(args, name) for name, _, _ in setting_fields()}
+    decoder = make_decoder(args.algorithm, **settings)
     result = mbr_decode(
         args.candidates,
         args.out,
-        args.metric,
-        args.pseudo_refs,
-        args.weights_from,
-        args.temperature,
-        args.matrix,
-        args.algorithm,
-        args.alpha,
-        args.seed,
-        shard_option_value(args),
-        args.clusters,
+        utility=args.metric,
+        pseudo_refs_path=args.pseudo_refs,
+        weights_from=args.weights_from,
+        temperature=args.temperature,
+        matrix_path=args.matrix,
+        decoder=decoder,
+        shard=shard_option_value(args),
     )
-    if args.algorithm == "pruned":
+    if not decoder.gives_column:  # it selects: no expected utility to report, only the work done
+        shown = ", ".join(f"{key} {value:g}" for key, value in decoder.settings().items() if key != "seed")
         print(
-            f"mbr (pruned, alpha {args.alpha:g}): {result['segments']} segments, {result['utilities']:,} utilities "
-            f"computed -> {args.out}",
+            f"mbr ({args.algorithm}{', ' + shown if shown else ''}): {result['segments']} segments, "
+            f"{result['utilities']:,} utilities computed -> {args.out}",
             file=sys.stderr,
         )
         return
-    kind = {"exact": "expected", "aggregate": "aggregate-reference"}.get(args.algorithm, "centroid-expected")
     utility = f"{args.metric} of the selections {result['expected']:.2f}"
     if args.metric.lower() == "ter":  # the utility is minus TER: say TER itself
         utility = f"TER of the selections {-result['expected']:.2f} (the utility is minus TER)"
     print(
-        f"mbr ({args.algorithm}): {result['segments']} segments, mean {kind} {utility} -> {args.out}", file=sys.stderr
+        f"mbr ({args.algorithm}): {result['segments']} segments, mean {decoder.estimate} {utility} -> {args.out}",
+        file=sys.stderr,
     )

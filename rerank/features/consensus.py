@@ -37,57 +37,96 @@ metric module is a new ``mbr:NAME`` column.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import List
+import dataclasses
+from typing import Any, ClassVar, List
 
-from rerank.argtypes import positive_float, positive_int
+from rerank.argtypes import positive_float
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer
 from rerank.mbr import MBR
+from rerank.mbr.decoders import DECODERS, make_decoder, setting_fields
+
+
+def _config() -> Any:
+    """The ``mbr:`` spec's Config: utility, distribution and algorithm, and the settings of
+    every algorithm that gives a column, generated from their Configs
+    (:mod:`rerank.mbr.decoders`: a new algorithm's settings appear here by themselves)."""
+    decoders = DECODERS.classes()
+    columns = "; ".join(f"{name}: {cls.summary}" for name, cls in decoders.items() if cls.gives_column)
+    selectors = ", ".join(name for name, cls in decoders.items() if not cls.gives_column)
+    fields: List[Any] = [
+        (
+            "utility",
+            str,
+            option(
+                "",
+                "the sentence utility: a metric with a pairwise utility (bleu, chrf, ter: minus sentence TER, "
+                "comet:DIR, bertscore:DIR)",
+                positional=True,
+            ),
+        ),
+        ("feature", str, option("NMT", "the log-probability column of the distribution, or uniform (samples)")),
+        ("temperature", float, option(1.0, "softmax temperature", type=positive_float)),
+        (
+            "algorithm",
+            str,
+            option(
+                "exact",
+                f"the MBR algorithm — {columns}; {selectors}: rerank mbr's alone (it selects, it gives no column)",
+                choices=tuple(decoders),
+            ),
+        ),
+    ]
+    for name, field, owners in setting_fields(column_only=True):
+        meta = {**field.metadata, "help": f"{', '.join(owners)}: {field.metadata.get('help', name)}"}
+        fields.append((name, field.type, dataclasses.field(default=field.default, metadata=meta)))
+    return dataclasses.make_dataclass("Config", fields)
+
+
+class _Generated:
+    """``ConsensusScorer.Config``, generated again when the registered algorithms change (an
+    algorithm registered after import, by a user's module, takes part in ``mbr:`` too)."""
+
+    def __init__(self) -> None:
+        self._key: Any = None
+        self._config: Any = None
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        key = tuple(DECODERS.names())
+        if key != self._key:
+            self._key, self._config = key, _config()
+        return self._config
 
 
 @SCORERS.register("mbr")
 class ConsensusScorer(Scorer, MBR):
     """Expected sentence-BLEU, chrF or minus TER (any metric with a pairwise utility) of each
-    hypothesis against its list (MBR utility): :class:`rerank.mbr.MBR`'s column.
+    hypothesis against its list (MBR utility): :class:`rerank.mbr.MBR`'s column, by any
+    registered algorithm that gives one (:mod:`rerank.mbr.decoders`).
 
     Args:
-        config: :attr:`Config` (``mbr:bleu``, ``mbr:chrf,feature=uniform,temperature=0.5``).
+        config: :attr:`Config` (``mbr:bleu``, ``mbr:chrf,feature=uniform,temperature=0.5``,
+            ``mbr:bleu,algorithm=centroid,clusters=16``).
     Raises:
-        InputError: (from the spec) an unknown utility or setting, a non-positive temperature.
+        InputError: (from the spec) an unknown utility or setting, a non-positive temperature,
+            an algorithm that gives no column (``pruned``).
     """
 
     summary = "MBRBLEU / MBRchrF / MBRTER: MBR expected utility (MBRTER: minus expected TER)"
-
-    @dataclass
-    class Config:
-        utility: str = option(
-            "",
-            "the sentence utility: a metric with a pairwise utility (bleu, chrf, ter: minus sentence TER, "
-            "comet:DIR, bertscore:DIR)",
-            positional=True,
-        )
-        feature: str = option("NMT", "the log-probability column of the distribution, or uniform (samples)")
-        temperature: float = option(1.0, "softmax temperature", type=positive_float)
-        algorithm: str = option(
-            "exact",
-            "exact (every pair), aggregate (one aggregate reference per segment: Vamvas & Sennrich 2024) or "
-            "centroid (the aggregates of k clusters: Deguchi et al. 2024); pruned is rerank mbr's alone (it "
-            "selects, it gives no column)",
-            choices=("exact", "aggregate", "centroid", "pruned"),
-        )
-        clusters: int = option(8, "centroid: clusters of pseudo-references per segment (k)", type=positive_int)
-
+    Config: ClassVar[Any] = _Generated()
     set_name = "MBR"
 
-    def __init__(self, config: "ConsensusScorer.Config"):
-        if config.algorithm == "pruned":
+    def __init__(self, config: Any):
+        settings = dataclasses.asdict(config)
+        decoder = make_decoder(settings.pop("algorithm"), **settings)
+        if not decoder.gives_column:
             raise InputError(
-                "mbr: algorithm=pruned selects one candidate per segment and scores no column: decode with "
-                "rerank mbr --algorithm pruned, or add a column with algorithm=exact, aggregate or centroid"
+                f"mbr: algorithm={decoder.name} selects one candidate per segment and scores no column: decode with "
+                f"rerank mbr --algorithm {decoder.name}, or add a column with algorithm="
+                + ", ".join(n for n, c in DECODERS.classes().items() if c.gives_column)
             )
-        MBR.__init__(self, config.utility, config.feature, config.temperature, config.algorithm, config.clusters)
+        MBR.__init__(self, config.utility, config.feature, config.temperature, decoder)
 
     def names(self, has_images: bool) -> List[str]:
         return [self.column]

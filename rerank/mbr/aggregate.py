@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.ngrams import NgramCounts
 from rerank.mbr.pairs import PairUtilities, bounds, same_segments
 from rerank.nbest import NBestList
@@ -46,3 +47,22 @@ def aggregate_expected(engine: PairUtilities, candidates: NBestList, refs: NBest
         (c0, c1), (r0, r1) = bounds(candidates, s), bounds(refs, s)
         out[c0:c1] = against_aggregates(engine, counts, lengths, cand, ref, p_refs[r0:r1, None])[:, 0]
     return out
+
+
+@DECODERS.register("aggregate")
+class AggregateDecoder(Decoder):
+    """Reference aggregation (Vamvas & Sennrich 2024): :func:`aggregate_expected`."""
+
+    name = "aggregate"
+    estimate = "aggregate-reference"
+    summary = (
+        "against one aggregate reference, the pseudo-references' n-gram counts averaged by weight "
+        "(N utilities: Vamvas & Sennrich 2024)"
+    )
+    ngram_only = True
+
+    def expected(self, engine, candidates, refs, p_refs, first=0):
+        return aggregate_expected(engine, candidates, refs, p_refs)
+
+    def references_per_segment(self, refs):
+        return np.ones(refs.num_segments, dtype=np.int64)

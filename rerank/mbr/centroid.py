@@ -5,12 +5,16 @@ mass.  For n-gram utilities only."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, Sequence
 
 import numpy as np
 
+from rerank.argtypes import positive_int
+from rerank.config import option
 from rerank.errors import InputError
 from rerank.mbr.aggregate import against_aggregates
+from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.ngrams import NgramCounts
 from rerank.mbr.pairs import PairUtilities, bounds, same_segments
 from rerank.nbest import NBestList
@@ -68,3 +72,26 @@ def centroid_expected(
         counts, lengths, cand, ref = engine.segment_counts(candidates, refs, s)
         out[c0:c1] = against_aggregates(engine, counts, lengths, cand, ref, weights) @ mass
     return out
+
+
+@DECODERS.register("centroid")
+class CentroidDecoder(Decoder):
+    """Centroid MBR (Deguchi et al. 2024): :func:`centroid_expected` with ``clusters``."""
+
+    name = "centroid"
+    estimate = "centroid-expected"
+    summary = (
+        "against the aggregates of --clusters k-means clusters of the pseudo-references' n-gram counts, "
+        "weighted by cluster probability (N*k utilities: Deguchi et al. 2024; needs scikit-learn)"
+    )
+    ngram_only = True
+
+    @dataclass
+    class Config:
+        clusters: int = option(8, "clusters of pseudo-references per segment (k)", type=positive_int)
+
+    def expected(self, engine, candidates, refs, p_refs, first=0):
+        return centroid_expected(engine, candidates, refs, p_refs, self.config.clusters, first)
+
+    def references_per_segment(self, refs):
+        return np.minimum(np.diff(refs.offsets), self.config.clusters)

@@ -4,13 +4,14 @@ pseudo-references, e.g. samples), streamed a block of segments at a time, sharde
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 import numpy as np
 
-from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
+from rerank.mbr.decoders import Decoder
 from rerank.mbr.engine import MBR
+from rerank.mbr.exact import cross_expected
 from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
@@ -21,45 +22,40 @@ from rerank.textio import file_digest
 def mbr_decode(
     candidates_path: str,
     out: str,
+    *,
     utility: str = "chrf",
     pseudo_refs_path: Optional[str] = None,
     weights_from: str = "NMT",
     temperature: float = 1.0,
     matrix_path: Optional[str] = None,
-    algorithm: str = "exact",
-    alpha: float = 0.99,
-    seed: int = DEFAULT_SEED,
+    decoder: Union[str, Decoder] = "exact",
     shard: Optional[Shard] = None,
-    clusters: int = 8,
 ) -> Dict[str, float]:
-    """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate of
-    the highest expected ``utility`` (sentence BLEU, chrF or minus TER) against the
-    pseudo-references — the candidates themselves, or the same segment of
-    ``pseudo_refs_path`` (e.g. samples) — weighted by the softmax of their ``weights_from``
-    column at ``temperature``, or uniformly; the first on ties.  The one engine of the
-    ``mbr:`` scorer (:class:`~rerank.features.consensus.ConsensusScorer`), so the exact selection is the argmax of its
-    column.  Writes the selections to ``out`` and, with ``matrix_path``, every utility as
-    ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility`` lines (the segment id of the
-    whole list, candidate and pseudo-reference 0-based within the segment); both appear
-    together or not at all.  ``algorithm``: ``exact``; ``aggregate`` (each candidate against
-    its segment's aggregate reference, :func:`rerank.mbr.aggregate.aggregate_expected`);
-    ``centroid`` (against ``clusters`` cluster centroids, :func:`rerank.mbr.centroid.centroid_expected`);
-    ``pruned`` (confidence-based pruning at ``alpha`` and ``seed``,
-    :func:`rerank.mbr.pruned.pruned_select`; the draws of segment s are seeded by (seed, s),
-    so shards select as one process does).  The lists are streamed a block of segments at
-    a time (:func:`rerank.nbest.iter_nbest_pair`); ``shard``: only that block of segments
-    (:mod:`rerank.shards`), ``out`` with a signature recording it.  Returns {"segments",
-    "expected" (the mean expected, aggregate or centroid utility of the selections; pruned:
-    nan), "utilities" (how many were computed)}.
+    """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate the
+    algorithm ``decoder`` selects (a registered name or a :class:`~rerank.mbr.decoders.Decoder`
+    with its settings: :mod:`rerank.mbr.decoders`) by the expected ``utility`` (sentence
+    BLEU, chrF, minus TER, COMET…) against the pseudo-references — the candidates
+    themselves, or the same segment of ``pseudo_refs_path`` (e.g. samples) — weighted by the
+    softmax of their ``weights_from`` column at ``temperature``, or uniformly; the first on
+    ties.  The one engine of the ``mbr:`` scorer
+    (:class:`~rerank.features.consensus.ConsensusScorer`), so the exact selection is the
+    argmax of its column.  Writes the selections to ``out`` and, with ``matrix_path``
+    (exact only), every utility as ``segment<TAB>candidate<TAB>pseudo-reference<TAB>utility``
+    lines (the segment id of the whole list, candidate and pseudo-reference 0-based within
+    the segment); both appear together or not at all.  The lists are streamed a block of
+    segments at a time (:func:`rerank.nbest.iter_nbest_pair`); segment s's draws (centroid,
+    pruned) are seeded by its id in the whole list, so shards select as one process does;
+    ``shard``: only that block of segments (:mod:`rerank.shards`), ``out`` with a signature
+    recording it.  Returns {"segments", "expected" (the mean expected, aggregate or centroid
+    utility of the selections; pruned: nan), "utilities" (how many were computed)}.
 
     Raises:
         InputError: unreadable lists, lists of different segment counts, a missing column,
-            a matrix asked of another algorithm than exact, a shard of standard input or to
-            standard output, or holding no segment.
+            an unknown algorithm, a matrix asked of another algorithm than exact, a shard of
+            standard input or to standard output, or holding no segment.
     """
-    scorer = MBR(
-        utility, weights_from, temperature, algorithm if algorithm in ("aggregate", "centroid") else "exact", clusters
-    )
+    scorer = MBR(utility, weights_from, temperature, decoder)
+    algorithm = scorer.decoder.name
     if algorithm != "exact" and matrix_path:
         raise InputError(f"--matrix needs --algorithm exact: the {algorithm} algorithm scores no full matrix")
     lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
@@ -84,27 +80,22 @@ def mbr_decode(
         for first, candidates, refs in blocks:
             scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
             p = scorer.distribution(refs)
-            if algorithm == "pruned":
-                chosen, computed = scorer.pruned_select(candidates, refs, p, alpha=alpha, seed=seed, first=first)
-                utilities += computed
-            else:
-                if algorithm == "aggregate":
-                    expected = scorer.aggregate_expected(candidates, refs, p)
-                elif algorithm == "centroid":
-                    expected = scorer.centroid_expected(candidates, refs, p, first)
-                elif handle is None and refs is candidates:  # the scorer's own path: the same numbers as its column
-                    expected = scorer.expected(candidates, p)[scorer.column]
-                else:
+            if handle is not None:  # exact, every utility written as it is computed
 
-                    def write(segment, hyp, ref, values, first=first):
-                        rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
-                        handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
+                def write(segment, hyp, ref, values, first=first):
+                    rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
+                    handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
 
-                    expected = scorer.cross_expected(candidates, refs, p, write if handle is not None else None)
+                expected = cross_expected(scorer, candidates, refs, p, write)
                 chosen = candidates.select(expected)
-                expected_sum += float(np.sum(expected[chosen]))
-                per_segment = scorer.references_per_segment(refs)
-                utilities += int((np.diff(candidates.offsets) * per_segment).sum())
+                computed, chosen_sum = (
+                    int(np.diff(candidates.offsets) @ np.diff(refs.offsets)),
+                    float(np.sum(expected[chosen])),
+                )
+            else:
+                chosen, computed, chosen_sum = scorer.select(candidates, refs, p, first)
+            utilities += computed
+            expected_sum += chosen_sum
             best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
             segments += candidates.num_segments
         if shard is not None:
@@ -118,13 +109,12 @@ def mbr_decode(
                     "weights_from": weights_from,
                     "temperature": temperature,
                     "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path else None,
-                    **({"alpha": alpha, "seed": seed} if algorithm == "pruned" else {}),
-                    **({"clusters": clusters} if algorithm == "centroid" else {}),
+                    **scorer.decoder.settings(),
                 },
             }
             write_signed(outputs.signature(out), record)
     return {
         "segments": segments,
-        "expected": float("nan") if algorithm == "pruned" else expected_sum / max(segments, 1),
+        "expected": expected_sum / max(segments, 1),
         "utilities": utilities,
     }

@@ -1,24 +1,20 @@
 """The MBR engine: a utility (any metric with a pairwise utility, :mod:`rerank.metrics.utility`),
 the distribution over pseudo-references (the softmax of a log-probability column, or uniform)
-and the algorithms — exact (:mod:`~rerank.mbr.exact`), reference aggregation
-(:mod:`~rerank.mbr.aggregate`), centroid (:mod:`~rerank.mbr.centroid`) and pruning
-(:mod:`~rerank.mbr.pruned`) — as one object, which the ``mbr:`` scorer and ``rerank mbr`` share."""
+and one algorithm, a component of :data:`rerank.mbr.decoders.DECODERS` picked by name — as
+one object, which the ``mbr:`` scorer and ``rerank mbr`` share."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Tuple, Union
 
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.mbr import aggregate, centroid, exact, pruned
+from rerank.mbr.decoders import Decoder, make_decoder
 from rerank.mbr.pairs import PairUtilities, list_softmax
 from rerank.metrics import METRICS, Metric, make_metric
 from rerank.metrics.utility import PairwiseUtility
 from rerank.nbest import NBestList
-
-#: the algorithms of :meth:`MBR.expected_of`, and whether each needs an n-gram utility
-ALGORITHMS = {"exact": False, "aggregate": True, "centroid": True}
 
 
 def mbr_utilities() -> List[str]:
@@ -58,23 +54,23 @@ class MBR(PairUtilities):
         feature: the log-probability column whose softmax weighs the pseudo-references, or
             ``uniform`` (samples: the Monte-Carlo estimate, Eikema & Aziz 2020).
         temperature: of that softmax (> 0).
-        algorithm: ``exact``, ``aggregate`` or ``centroid`` (n-gram utilities only).
-        clusters: centroid MBR's k.
+        decoder: the algorithm — a registered name (``exact``, ``aggregate``, ``centroid``,
+            ``pruned``: its default settings) or a :class:`~rerank.mbr.decoders.Decoder`
+            (:func:`~rerank.mbr.decoders.make_decoder` with settings).
     Raises:
-        InputError: an unknown utility, one without a pairwise utility, or an algorithm that
-            needs n-gram counts with a utility that has none (TER).
+        InputError: an unknown utility or algorithm, a utility without a pairwise utility, or an
+            algorithm that needs n-gram counts with a utility that has none (TER).
     """
 
     def __init__(
-        self, utility: str, feature: str = "NMT", temperature: float = 1.0, algorithm: str = "exact", clusters: int = 8
+        self, utility: str, feature: str = "NMT", temperature: float = 1.0, decoder: Union[str, Decoder] = "exact"
     ):
         super().__init__(make_utility(utility))
         self.metric, self.feature, self.temperature = utility, feature or "NMT", temperature
-        self.algorithm = algorithm or "exact"
-        self.clusters = clusters
-        if ALGORITHMS.get(self.algorithm) and not self.ngram:
+        self.decoder = decoder if isinstance(decoder, Decoder) else make_decoder(decoder or "exact")
+        if self.decoder.ngram_only and not self.ngram:
             raise InputError(
-                f"mbr: {self.algorithm} needs an n-gram utility (bleu or chrf); "
+                f"mbr: {self.decoder.name} needs an n-gram utility (bleu or chrf); "
                 f"{utility.upper()} has no aggregate reference"
             )
 
@@ -101,47 +97,18 @@ class MBR(PairUtilities):
         column = nbest.feature_names.index(self.feature)
         return list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
 
+    def expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0) -> np.ndarray:
+        """float64[M] every candidate's expected utility against the pseudo-references of its
+        segment in ``refs`` (``candidates`` itself: its own list) weighed by ``p_refs``, by the
+        algorithm (:meth:`Decoder.expected <rerank.mbr.decoders.Decoder.expected>`)."""
+        return self.decoder.expected(self, candidates, refs, p_refs, first)
+
+    def select(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0) -> Tuple:
+        """(selected rows int[N], utilities computed, sum of the selections' expected
+        utilities) by the algorithm (:meth:`Decoder.select <rerank.mbr.decoders.Decoder.select>`)."""
+        return self.decoder.select(self, candidates, refs, p_refs, first)
+
     def expected_of(self, nbest: NBestList) -> np.ndarray:
         """float64[M] every hypothesis' expected utility against its own list under
-        :meth:`distribution`, by ``algorithm``: the ``mbr:`` column."""
-        p = self.distribution(nbest)
-        if self.algorithm == "aggregate":
-            return self.aggregate_expected(nbest, nbest, p)
-        if self.algorithm == "centroid":
-            return self.centroid_expected(nbest, nbest, p)
-        return self.expected(nbest, p)[self.column]
-
-    # the algorithms (one module each)
-
-    def expected(self, nbest: NBestList, p: np.ndarray) -> Dict[str, np.ndarray]:
-        """{column: float64[M]} exact expected utility under ``p`` (:func:`rerank.mbr.exact.expected`)."""
-        return {self.column: exact.expected(self, nbest, p)}
-
-    def cross_expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, matrix=None) -> np.ndarray:
-        """:func:`rerank.mbr.exact.cross_expected`."""
-        return exact.cross_expected(self, candidates, refs, p_refs, matrix)
-
-    def aggregate_expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray) -> np.ndarray:
-        """:func:`rerank.mbr.aggregate.aggregate_expected`."""
-        return aggregate.aggregate_expected(self, candidates, refs, p_refs)
-
-    def cluster(self, texts: Sequence[str], weights: np.ndarray, seed: int) -> np.ndarray:
-        """:func:`rerank.mbr.centroid.cluster` with ``clusters``."""
-        return centroid.cluster(self, texts, weights, seed, self.clusters)
-
-    def centroid_expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0):
-        """:func:`rerank.mbr.centroid.centroid_expected` with ``clusters``."""
-        return centroid.centroid_expected(self, candidates, refs, p_refs, self.clusters, first)
-
-    def pruned_select(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, **settings) -> Tuple:
-        """:func:`rerank.mbr.pruned.pruned_select` (``alpha``, ``schedule``, ``bootstrap``,
-        ``seed``, ``first`` as keywords)."""
-        return pruned.pruned_select(self, candidates, refs, p_refs, **settings)
-
-    def references_per_segment(self, refs: NBestList) -> np.ndarray:
-        """int[N] the references each candidate is scored against, per segment: all of them
-        for ``exact``, 1 for ``aggregate``, min(clusters, pseudo-references) for ``centroid``."""
-        counts = np.diff(refs.offsets)
-        if self.algorithm == "exact":
-            return counts
-        return np.ones_like(counts) if self.algorithm == "aggregate" else np.minimum(counts, self.clusters)
+        :meth:`distribution`, by the algorithm: the ``mbr:`` column."""
+        return self.expected(nbest, nbest, self.distribution(nbest))

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.pairs import PairUtilities, bounds, list_pairs, pair_groups, same_segments
 from rerank.nbest import NBestList
 
@@ -67,3 +68,17 @@ def cross_expected(
                 matrix(s, hyp, ref, utility)
             out[c0:c1] += np.bincount(hyp, weights=p_refs[r0:r1][ref] * utility, minlength=n)
     return out
+
+
+@DECODERS.register("exact")
+class ExactDecoder(Decoder):
+    """Exact MBR: every candidate against every pseudo-reference of its segment — the list
+    itself (:func:`expected`) or another list (:func:`cross_expected`)."""
+
+    name = "exact"
+    summary = "every candidate against every pseudo-reference (N^2 utilities per segment)"
+
+    def expected(self, engine, candidates, refs, p_refs, first=0):
+        if refs is candidates:
+            return expected(engine, candidates, p_refs)
+        return cross_expected(engine, candidates, refs, p_refs)

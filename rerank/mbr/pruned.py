@@ -6,12 +6,16 @@ pseudo-reference drawn.  Any pairwise utility."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence, Tuple
 
 import numpy as np
 
+from rerank.argtypes import positive_float
+from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
+from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.pairs import PairUtilities, same_segments
 from rerank.nbest import NBestList
 
@@ -106,3 +110,29 @@ def _means(utilities: np.ndarray, w, drawn: int) -> np.ndarray:
     if w is None:
         return utilities.mean(axis=1)
     return utilities @ w[:drawn] / w[:drawn].sum()
+
+
+@DECODERS.register("pruned")
+class PrunedDecoder(Decoder):
+    """Confidence-based pruning (Cheng & Vlachos 2023): :func:`pruned_select` at ``alpha`` and
+    ``seed``; it selects and gives no column."""
+
+    name = "pruned"
+    summary = "confidence-based pruning on growing samples of pseudo-references (Cheng & Vlachos 2023)"
+    gives_column = False
+
+    @dataclass
+    class Config:
+        alpha: float = option(
+            0.99,
+            "a candidate is dropped when its bootstrap chance of beating the current best is below 1 - alpha; "
+            "1 prunes nothing",
+            type=positive_float,
+        )
+        seed: int = option(DEFAULT_SEED, "seed of the draws and the bootstrap (rerank's seed of every draw)")
+
+    def select(self, engine, candidates, refs, p_refs, first=0):
+        chosen, computed = pruned_select(
+            engine, candidates, refs, p_refs, alpha=self.config.alpha, seed=self.config.seed, first=first
+        )
+        return chosen, computed, float("nan")

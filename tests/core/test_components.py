@@ -296,3 +296,81 @@ def test_a_toy_mbr_utility_is_one_file(tmp_path):
     # a metric without a pairwise utility is refused in one line naming those that have one
     done = rerank("mbr", "--nbest", "c.nbest", "--metric", "length", "--out", "l.txt")
     assert done.returncode != 0 and "has no pairwise utility" in done.stderr and "toyoverlap" in done.stderr
+
+
+TOY_DECODER = '''
+"""A toy MBR algorithm: a candidate's number is its own probability, plus a bonus."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rerank.config import option
+from rerank.mbr.decoders import DECODERS, Decoder
+
+
+@DECODERS.register("toymode")
+class ToyMode(Decoder):
+    name = "toymode"
+    summary = "the most probable candidate, a toy"
+    estimate = "toy-probability"
+
+    @dataclass
+    class Config:
+        bonus: float = option(0.0, "added to every candidate's number")
+
+    def expected(self, engine, candidates, refs, p_refs, first=0):
+        return engine.distribution(candidates) + self.config.bonus
+
+    def references_per_segment(self, refs):
+        return np.zeros(refs.num_segments, dtype=np.int64)
+'''
+
+
+def test_a_toy_mbr_algorithm_is_one_file(tmp_path):
+    """An MBR algorithm is a component (issue 77): one module in rerank/mbr/ registering a
+    class with its Config, and ``rerank mbr --algorithm``, its generated setting option, the
+    ``mbr:`` feature's ``algorithm=`` and its setting take it, with no other file edited."""
+    import numpy as np
+
+    copy = tmp_path / "site"
+    shutil.copytree(
+        os.path.join(ROOT, "rerank"), copy / "rerank", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    (copy / "rerank" / "mbr" / "toymode.py").write_text(textwrap.dedent(TOY_DECODER))
+    work = tmp_path / "work"
+    work.mkdir()
+    nmt = [[-1.0, -0.2, -3.0], [-0.5, -2.0, -0.1]]
+    texts = [["a b c", "a b d", "x y"], ["one two", "one three", "two two"]]
+    lines = [f"{s} ||| {texts[s][k]} ||| NMT= {nmt[s][k]} ||| 0" for s in range(2) for k in range(3)]
+    (work / "l.nbest").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+
+    def run(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "rerank.cli", *argv], cwd=work, env=env, capture_output=True, text=True
+        )
+
+    shown = run("mbr", "--help")
+    flat = " ".join(shown.stdout.split())
+    assert "toymode: the most probable candidate, a toy" in flat and "--bonus BONUS --algorithm toymode" in flat
+    done = run("mbr", "--nbest", "l.nbest", "--algorithm", "toymode", "--bonus", "1", "--out", "best.txt")
+    assert done.returncode == 0, done.stderr
+    assert (work / "best.txt").read_text().splitlines() == ["a b d", "two two"]  # the highest NMT of each
+    p = [np.exp(row) / np.exp(row).sum() for row in nmt]
+    assert f"mean toy-probability chrf of the selections {(p[0][1] + p[1][2] + 2) / 2:.2f}" in done.stderr
+    done = run(
+        "features", "add", "--nbest", "l.nbest", "--scorer", "mbr:chrf,algorithm=toymode,bonus=0.5", "--out", "f.nbest"
+    )
+    assert done.returncode == 0, done.stderr
+    column = [float(line.split("MBRchrF= ")[1].split()[0]) for line in (work / "f.nbest").read_text().splitlines()]
+    assert np.allclose(column, np.concatenate(p) + 0.5, atol=1e-6)
+    # the checkout itself does not know it
+    done = subprocess.run(
+        [sys.executable, "-m", "rerank.cli", "mbr", "--nbest", "l.nbest", "--algorithm", "toymode", "--out", "b.txt"],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "invalid choice: 'toymode'" in done.stderr

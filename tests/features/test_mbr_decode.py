@@ -8,6 +8,9 @@ from sacrebleu.metrics import CHRF
 
 from rerank.cli import main
 from rerank.features.scorer import make_scorer
+from rerank.mbr.aggregate import aggregate_expected
+from rerank.mbr.centroid import cluster
+from rerank.mbr.pruned import pruned_select
 from rerank.nbest import NBestList, read_nbest, write_nbest
 from tests.conftest import write_split
 
@@ -50,7 +53,7 @@ def test_a_hand_computed_case_with_pseudo_references_and_the_matrix(tmp_path):
     from rerank.features.consensus import ConsensusScorer
 
     scorer = ConsensusScorer(ConsensusScorer.Config("chrf", "uniform"))
-    chosen, computed = scorer.pruned_select(cands, refs, np.array([0.5, 0.5]))
+    chosen, computed = pruned_select(scorer, cands, refs, np.array([0.5, 0.5]))
     assert list(chosen) == [0] and computed == 4
 
 
@@ -115,9 +118,9 @@ def test_reference_aggregation_by_hand_and_against_sacrebleu(tmp_path, capsys):
     refs = NBestList(np.array([0, 2]), ["a b", "a c"], np.zeros((2, 1)), ["NMT"])
     p = np.array([0.5, 0.5])
     bleu = ConsensusScorer(ConsensusScorer.Config("bleu", "uniform", 1.0, "aggregate"))
-    assert bleu.aggregate_expected(cands, refs, p) == pytest.approx([100 * np.sqrt(0.75 * 0.5)])
+    assert bleu.expected(cands, refs, p) == pytest.approx([100 * np.sqrt(0.75 * 0.5)])
     exact = ConsensusScorer(ConsensusScorer.Config("bleu", "uniform"))
-    assert exact.cross_expected(cands, refs, p) == pytest.approx([75.0])
+    assert exact.expected(cands, refs, p) == pytest.approx([75.0])
     # one pseudo-reference per segment: the aggregate is that reference, so the utilities are
     # sacrebleu's sentence BLEU and chrF exactly
     write_split(tmp_path, "test", 12, seed=3)
@@ -135,13 +138,13 @@ def test_reference_aggregation_by_hand_and_against_sacrebleu(tmp_path, capsys):
         ("chrf", lambda h, r: CHRF().sentence_score(h, [r]).score),
     ):
         scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform", 1.0, "aggregate"))
-        got = scorer.aggregate_expected(nbest, first, one)
+        got = scorer.expected(nbest, first, one)
         want = [reference(h, first.hypotheses[s]) for h, s in zip(nbest.hypotheses, seg)]
         assert got == pytest.approx(want, abs=1e-9)
         # the scorer's column (mbr:chrf,algorithm=aggregate) is the same engine, the list its own references
         column = next(iter(make_scorer(f"mbr:{metric},algorithm=aggregate").score(nbest, None, None).values()))
         weighted = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "aggregate"))
-        assert column == pytest.approx(weighted.aggregate_expected(nbest, nbest, weighted.distribution(nbest)))
+        assert column == pytest.approx(weighted.expected(nbest, nbest, weighted.distribution(nbest)))
     # the command: the argmax of the aggregate utilities; no matrix (no pairs are scored)
     out = tmp_path / "agg.txt"
     argv = ["mbr", "--nbest", str(tmp_path / "test.nbest"), "--algorithm", "aggregate", "--out", str(out)]
@@ -172,11 +175,11 @@ def test_confidence_based_pruning_keeps_the_exact_choice_with_fewer_utilities(tm
     for metric in ("chrf", "bleu"):
         scorer = ConsensusScorer(ConsensusScorer.Config(metric, "uniform"))
         p = scorer.distribution(nbest)
-        exact = nbest.select(scorer.expected(nbest, p)[scorer.column])
-        chosen, computed = scorer.pruned_select(nbest, nbest, p, alpha=1.0)
+        exact = nbest.select(scorer.expected(nbest, nbest, p))
+        chosen, computed = pruned_select(scorer, nbest, nbest, p, alpha=1.0)
         assert list(chosen) == list(exact) and computed == 40 * 40 * segments
         # pruning at 0.99: almost always the exact choice, for a fraction of the utilities
-        chosen, computed = scorer.pruned_select(nbest, nbest, p, alpha=0.99)
+        chosen, computed = pruned_select(scorer, nbest, nbest, p, alpha=0.99)
         assert np.mean(chosen == exact) >= 0.9 and computed < 0.6 * 40 * 40 * segments
     write_nbest(nbest, str(tmp_path / "c.nbest"))
     argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", "chrf", "--feature", "uniform"]
@@ -190,10 +193,10 @@ def test_confidence_based_pruning_keeps_the_exact_choice_with_fewer_utilities(tm
     for metric in ("chrf", "bleu"):
         scorer = ConsensusScorer(ConsensusScorer.Config(metric, "NMT"))
         p = scorer.distribution(weighted)
-        exact = weighted.select(scorer.expected(weighted, p)[scorer.column])
-        chosen, _ = scorer.pruned_select(weighted, weighted, p, alpha=1.0)
+        exact = weighted.select(scorer.expected(weighted, weighted, p))
+        chosen, _ = pruned_select(scorer, weighted, weighted, p, alpha=1.0)
         assert list(chosen) == list(exact), metric
-        chosen, computed = scorer.pruned_select(weighted, weighted, p, alpha=0.99)
+        chosen, computed = pruned_select(scorer, weighted, weighted, p, alpha=0.99)
         # (measured: the exact choice in 78 % of the segments at seed 12345; a bootstrap of few draws under
         # peaked weights is coarser than on samples)
         assert np.mean(chosen == exact) >= 0.5 and computed < 40 * 40 * segments
@@ -217,20 +220,20 @@ def test_centroid_mbr_by_hand_and_its_two_limits(tmp_path, capsys):
     refs = NBestList(np.array([0, 4]), ["a b c d", "a b c e", "x y z w", "x y z w"], np.zeros((4, 1)), ["NMT"])
     p = np.array([0.2, 0.2, 0.3, 0.3])
     scorer = ConsensusScorer(ConsensusScorer.Config("bleu", "uniform", 1.0, "centroid", 2))
-    labels = scorer.cluster(refs.hypotheses, p, seed=0)
+    labels = cluster(scorer, refs.hypotheses, p, 0, 2)
     assert labels[0] == labels[1] != labels[2] == labels[3]
     by_hand = 0.4 * 100 * (0.875 * 2.5 / 3 * 0.75 * 0.5) ** 0.25
-    assert scorer.centroid_expected(cands, refs, p) == pytest.approx([by_hand])
+    assert scorer.expected(cands, refs, p) == pytest.approx([by_hand])
     # the limits, on lists of several segments: k = 1 is aggregation, k >= N exact MBR
     write_split(tmp_path, "test", 9, seed=5)
     nbest = read_nbest(str(tmp_path / "test.nbest"))
     for metric in ("bleu", "chrf"):
         one = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "centroid", 1))
         q = one.distribution(nbest)
-        assert one.centroid_expected(nbest, nbest, q) == pytest.approx(one.aggregate_expected(nbest, nbest, q))
+        assert one.expected(nbest, nbest, q) == pytest.approx(aggregate_expected(one, nbest, nbest, q))
         every = ConsensusScorer(ConsensusScorer.Config(metric, "NMT", 1.0, "centroid", 1000))
         exact = ConsensusScorer(ConsensusScorer.Config(metric, "NMT"))
-        assert every.centroid_expected(nbest, nbest, q) == pytest.approx(exact.expected(nbest, q)[exact.column])
+        assert every.expected(nbest, nbest, q) == pytest.approx(exact.expected(nbest, nbest, q))
     # the command and the scorer column are one engine
     out = tmp_path / "c.txt"
     argv = ["mbr", "--nbest", str(tmp_path / "test.nbest"), "--algorithm", "centroid", "--clusters", "3"]
