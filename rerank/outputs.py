@@ -35,6 +35,7 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -203,8 +204,9 @@ def _temp_prefix(target: str) -> str:
 
 
 def _remove_stale(target: str) -> None:
-    """Remove every temporary in ``target``'s directory whose writer is gone (its lock is
-    free): a killed run's temporaries of any output there, not only this one's."""
+    """Remove every temporary (file or staged directory) in ``target``'s directory whose
+    writer is gone (its lock is free): a killed run's temporaries of any output there, not
+    only this one's."""
     pattern = os.path.join(glob.escape(os.path.dirname(target)), ".*" + PARTIAL_SUFFIX)
     for tmp in glob.glob(pattern):
         try:
@@ -217,7 +219,10 @@ def _remove_stale(target: str) -> None:
             os.close(fd)  # a live writer holds it
             continue
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            if os.path.isdir(tmp) and not os.path.islink(tmp):  # a staged directory (staged_directory)
+                shutil.rmtree(tmp)
+            else:
+                os.unlink(tmp)
         os.close(fd)
 
 
@@ -446,3 +451,64 @@ def atomic_write(path: str, mode: str = "w", encoding: Optional[str] = "utf-8") 
     with StagedOutputs() as outputs:
         with _open_target(outputs._get(outputs.stage(path)), mode, encoding) as handle:
             yield handle
+
+
+@contextlib.contextmanager
+def staged_directory(path: str, replace: bool = True, fresh: bool = False) -> Iterator[str]:
+    """A directory output (a model, binarised data, a packed system) that appears whole or not
+    at all: yields a temporary directory beside ``path`` (``.NAME.XXXXXXXX.partial``, locked
+    while it is written, so that a later run sweeps it as stale once its writer is gone, as
+    :func:`atomic_write`'s temporaries); leaving the block normally puts it at ``path``, an
+    exception (also KeyboardInterrupt or SystemExit) removes it and leaves ``path`` as it was.
+    An existing directory at ``path`` is replaced (``replace``: moved aside, the new one put
+    in place, the old one removed) or, with ``replace=False``, must be empty.  Relative links
+    made inside point the same way from ``path`` (a sibling of it).  ``fresh``: the writer
+    makes the directory itself (CTranslate2's converter refuses an existing one): the path
+    yielded does not exist yet, inside the locked temporary.
+
+    Raises:
+        InputError: ``path`` is a non-empty directory and ``replace`` is False; the directory
+            cannot be written (naming ``path``).
+    """
+    real = os.path.realpath(path)
+    parent = os.path.dirname(real)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        _remove_stale(real)
+        with _signals_deferred():  # the temporary is locked before a signal can leave it unrecorded
+            tmp = tempfile.mkdtemp(prefix=_temp_prefix(real), suffix=PARTIAL_SUFFIX, dir=parent)
+            fd = os.open(tmp, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as err:
+        raise _user_error(err, path) from None
+    written = os.path.join(tmp, "new") if fresh else tmp
+    try:
+        yield written
+        if fresh and not os.path.isdir(written):
+            raise InputError("the directory was not written", path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(fd)
+        raise
+    try:
+        old = None
+        if os.path.isdir(real) and not os.path.islink(real) and os.listdir(real):
+            if not replace:
+                raise InputError("exists and is not an empty directory: refusing to replace it", path)
+            old = tempfile.mkdtemp(prefix=_temp_prefix(real), suffix=PARTIAL_SUFFIX, dir=parent)
+            os.replace(real, old)  # the old directory aside (swept as stale if this run dies now)
+        elif os.path.isdir(real) and not os.path.islink(real):
+            os.rmdir(real)
+        os.replace(written, real)
+        if fresh:
+            os.rmdir(tmp)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _user_error(err, path) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)

@@ -7,7 +7,7 @@ K-th of N **contiguous blocks** of segments: segments ``K·S//N`` to ``(K+1)·S/
 its segments from 0 and records the shard in its signature (``OUT.json``: ``shard`` = id,
 of, first, last, segments, input_sha256, kind), a text output (one line per segment:
 ``apply``/``mbr --out``, ``--out-1best``) too; ``rerank merge``
-(:func:`rerank.reranking.merge_shards`) joins the shards of one run in segment order and
+(:func:`merge_shards`) joins the shards of one run in segment order and
 refuses a missing, duplicate or foreign shard.
 
 Where a model computes several segments together, their results depend in the last digits on
@@ -33,15 +33,16 @@ the merge takes (``translate``, run by hand, refuses such a shard).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.nbest import count_segments
-from rerank.outputs import signature_path
-from rerank.textio import file_digest
+from rerank.nbest import NBestList, NBestWriter, count_segments, iter_nbest, read_list_info, write_list_info
+from rerank.outputs import StagedOutputs, signature_path
+from rerank.textio import file_digest, open_text, read_json
 
 #: what :meth:`Shard.deal` deals: blocks of a list, chunks or blocks of sentences
 Item = TypeVar("Item")
@@ -193,3 +194,225 @@ def cost_ranges(cumulative: np.ndarray, budget: int) -> List[Tuple[int, int]]:
         ranges.append((first, last))
         done, first = int(cumulative[last - 1]), last
     return ranges
+
+
+# --- reading, checking and merging the shards of one run (rerank merge) ---
+
+
+def _check_shard_record(shard: Dict[str, Any], path: str) -> None:
+    """Refuse a shard record of the wrong types or ranges (a crafted or damaged signature): ``id``,
+    ``of``, ``first``, ``last`` (and ``segments``) whole numbers with 0 ≤ id < of, 0 ≤ first ≤ last
+    (≤ segments), ``kind`` nbest or text; a shard of batches (:mod:`rerank.shards`) instead of
+    ``first``/``last``: ``segments`` and ``members``, ascending whole numbers below ``segments``
+    (none: a ``features add`` shard dealt no block).
+    Raises :class:`InputError` naming ``path`` and the field."""
+
+    def whole(key: str, low: int) -> int:
+        value = shard.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise InputError(
+                f"its shard record's {key!r} must be a whole number ≥ {low}, not {value!r}", path + ".json"
+            )
+        return value
+
+    of = whole("of", 1)
+    if not whole("id", 0) < of:
+        raise InputError(f"its shard record's id {shard['id']} is not below its number of shards {of}", path + ".json")
+    if "members" in shard:
+        total, members = whole("segments", 1), shard["members"]
+        if (
+            not isinstance(members, list)
+            or not all(isinstance(k, int) and not isinstance(k, bool) for k in members)
+            or not all(0 <= a < b for a, b in zip(members, members[1:]))
+            or not all(0 <= k < total for k in members[:1] + members[-1:])
+        ):
+            raise InputError(f"its shard record's members must be ascending segment ids below {total}", path + ".json")
+    else:
+        first, last = whole("first", 0), whole("last", 0)
+        if last < first or ("segments" in shard and whole("segments", 0) < last):
+            raise InputError(f"its shard record's segments {first}..{last} are out of order or range", path + ".json")
+    if shard.get("kind", "nbest") not in ("nbest", "text"):
+        raise InputError(f"its shard record's kind must be nbest or text, not {shard.get('kind')!r}", path + ".json")
+
+
+Shards = List[Tuple[Dict[str, Any], Dict[str, Any], str]]
+
+
+def _read_shards(paths: Sequence[str]) -> Shards:
+    """(shard record, signature, path) of each of ``paths``, in shard order, checked to be
+    the shards of one run, each once, none missing; shards of blocks tile the segments."""
+    shards: Shards = []
+    for path in paths:
+        side = path + ".json"
+        record = read_json(side) if os.path.isfile(side) else None
+        shard = record.get("shard") if isinstance(record, dict) else None
+        if not isinstance(record, dict) or not isinstance(shard, dict):
+            raise InputError("not a shard: its signature records no shard (a run with --num-shards)", path)
+        if not all(k in shard for k in ("id", "of", "input_sha256")) or not (
+            "members" in shard or ("first" in shard and "last" in shard)
+        ):
+            raise InputError("not a shard: its signature's shard record is incomplete", path)
+        _check_shard_record(shard, path)
+        shards.append((shard, record, path))
+    first_shard, first_record, first_path = shards[0]
+    for shard, record, path in shards[1:]:
+        for key, what in (
+            ("input_sha256", "input"),
+            ("of", "number of shards"),
+            ("segments", "segments"),
+            ("kind", "kind of output"),
+        ):
+            if shard.get(key) != first_shard.get(key):
+                raise InputError(f"a shard of another run (another {what} than {first_path}'s)", path)
+        if ("members" in shard) != ("members" in first_shard):
+            raise InputError(f"a shard of another run (of blocks and of batches, as {first_path})", path)
+        for key in _SHARD_SETTINGS:
+            if key == "features" and [] in (shard.get("members"), first_shard.get("members")):  # no block, no columns
+                continue
+            if record.get(key) != first_record.get(key):
+                raise InputError(f"a shard of another run (other {key} than {first_path}'s)", path)
+    by_id: dict = {}
+    for shard, record, path in shards:
+        if shard["id"] in by_id:
+            raise InputError(f"shard {shard['id']} is given twice (also {by_id[shard['id']][2]})", path)
+        by_id[shard["id"]] = (shard, record, path)
+    # the first id not given (the ids given are distinct, so one of 0..len(shards) is missing
+    # whenever fewer shards than ``of`` are given): no list of ``of`` entries is ever built
+    missing = next((k for k in range(min(first_shard["of"], len(shards) + 1)) if k not in by_id), None)
+    if missing is not None:
+        raise InputError(f"shard {missing} of {first_shard['of']} is missing")
+    ordered = [by_id[k] for k in range(first_shard["of"])]
+    if "members" in first_shard:  # shards of batches: their members are checked as they are merged
+        return ordered
+    ends = [0] + [shard["last"] for shard, _, _ in ordered]
+    for (shard, _, path), start in zip(ordered, ends):
+        if shard["first"] != start:
+            raise InputError(
+                f"shard {shard['id']} starts at segment {shard['first']}, where the shards before it end at {start}",
+                path,
+            )
+    if isinstance(first_shard.get("segments"), int) and ends[-1] != first_shard["segments"]:
+        raise InputError(f"the shards end at segment {ends[-1]} of {first_shard['segments']}", first_path)
+    return ordered
+
+
+def _segment_owners(ordered: Shards) -> np.ndarray:
+    """int64[S]: the shard (index in ``ordered``) holding each segment of a run sharded by
+    batches.  Raises :class:`InputError`: shards holding more or fewer segments than the run's,
+    a segment in two shards (then none is in no shard: the members are below S)."""
+    total = ordered[0][0]["segments"]
+    held = sum(len(shard["members"]) for shard, _, _ in ordered)
+    if held != total:  # before any array of a (crafted) segment count is made
+        raise InputError(f"the shards hold {held} segments of {total}", ordered[0][2])
+    owner = np.full(total, -1, dtype=np.int64)
+    for index, (shard, _, path) in enumerate(ordered):
+        members = np.asarray(shard["members"], dtype=np.int64)
+        taken = owner[members] >= 0
+        if taken.any():
+            segment = int(members[np.argmax(taken)])
+            raise InputError(f"segment {segment} is in shard {int(owner[segment])} and in shard {shard['id']}", path)
+        owner[members] = index
+    return owner
+
+
+def _shard_segments(shard: Dict[str, Any], path: str) -> Iterator[NBestList]:
+    """The segments of a shard's list one by one, as many as its record holds.  Raises
+    :class:`InputError`: a list holding another number of segments."""
+    expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
+    written = 0
+    if expected == 0 and os.path.isfile(path) and os.path.getsize(path) == 0:  # a shard dealt no unit
+        return
+    for _, block in iter_nbest(path):
+        for k in range(block.num_segments):
+            if written == expected:
+                raise InputError(f"more segments than the {expected} shard {shard['id']} holds", path)
+            yield block.subset(np.array([k]))
+            written += 1
+    if written != expected:
+        raise InputError(f"{written} segments but shard {shard['id']} holds {expected}", path)
+
+
+def _shard_lines(shard: Dict[str, Any], path: str) -> List[str]:
+    """A text shard's lines (each with its newline).  Raises :class:`InputError`: another
+    number of lines than its record holds, a last line cut short."""
+    expected = len(shard["members"]) if "members" in shard else shard["last"] - shard["first"]
+    with open_text(path) as part:  # rerank's reader: a byte that is not UTF-8 is named with its line
+        lines = part.readlines()
+    if len(lines) != expected:
+        raise InputError(f"{len(lines)} lines but shard {shard['id']} holds {expected}", path)
+    if lines and not lines[-1].endswith("\n"):
+        raise InputError("its last line has no newline (a shard cut short?)", path, len(lines))
+    return lines
+
+
+def merge_shards(paths: Sequence[str], out: str) -> int:
+    """Join the shards of one ``--num-shards N`` run (``paths``, in any order; :mod:`rerank.shards`)
+    into ``out``, in segment order: the output one process would have written.  Lists
+    (``features add``, ``generate``, ``nmt nbest``) are joined with their ids renumbered and a
+    signature (``merged_from``); text outputs (``apply``/``mbr --out``, ``--out-1best``: a line
+    per segment) are concatenated; the shards of batches of ``nmt nbest`` (their records list
+    their ``members``) are interleaved.  Returns the number of segments.
+
+    Raises:
+        InputError: a file that is no shard (no shard record in its signature), shards of
+            different runs (another input, another N, other scorers, columns or settings, a
+            list mixed with text), a shard given twice or one missing, a segment in two shards
+            or in none, a shard holding another number of segments than its record — naming
+            the file or the shard.
+    """
+    ordered = _read_shards(paths)
+    first_shard, first_record, first_path = ordered[0]
+    total = first_shard.get("segments")  # optional for shards of blocks (first/last)
+    if "members" in first_shard:  # shards of batches: each segment from the shard holding it
+        owners = [int(k) for k in _segment_owners(ordered)]
+    else:
+        owners = [k for k, (shard, _, _) in enumerate(ordered) for _ in range(shard["last"] - shard["first"])]
+    if not isinstance(total, int):
+        total = len(owners)
+    if first_shard.get("kind", "nbest") == "text":
+        parts = [iter(_shard_lines(shard, path)) for shard, _, path in ordered]
+        with StagedOutputs() as outputs:
+            outputs.drop_signature(out)
+            with outputs.open(out) as handle:
+                handle.writelines(next(parts[k]) for k in owners)
+        return total if isinstance(total, int) else len(owners)
+    hypotheses = 0
+    with StagedOutputs() as outputs:  # the list and its signature together
+        with outputs.open(out) as handle:
+            writer = NBestWriter(handle, out)
+            segments = [_shard_segments(shard, path) for shard, _, path in ordered]
+            for segment_id, k in enumerate(owners):
+                block = next(segments[k])
+                writer.write(block, segment_id)
+                hypotheses += len(block.hypotheses)
+            for rest in segments:  # a list holding more segments than its record says
+                next(rest, None)
+        record = {k: v for k, v in first_record.items() if k not in _SHARD_OWN + ("beam_feature", "feature_sets")}
+        record.update(
+            merged_from=[os.path.abspath(path) for _, _, path in ordered],
+            hypotheses=hypotheses,
+            seconds=round(sum(r.get("seconds", 0.0) for _, r, _ in ordered), 3),
+        )
+        if "segments" in first_record:
+            record["segments"] = total
+        write_list_info(outputs.signature(out), read_list_info(first_path), record)
+    return total if isinstance(total, int) else len(owners)
+
+
+#: signature entries of a shard that are its own, not the run's
+_SHARD_OWN = ("shard", "signature", "hypotheses", "seconds", "scorer_seconds", "segments", "input")
+#: the settings that the shards of one run share (paths and devices may differ between machines)
+_SHARD_SETTINGS = (
+    "scorers",
+    "features",
+    "model",
+    "nbest",
+    "beam",
+    "block_hypotheses",
+    "chunk_sentences",
+    "sampling",
+    "max_length",
+    "config",
+    "weights",
+    "mbr",
+)

@@ -22,7 +22,8 @@ from rerank.convert import convert_file
 from rerank.errors import InputError
 from rerank.folds import assign_folds, write_folds
 from rerank.outputs import atomic_write, signature_path
-from rerank.reranking import apply_file, average_weights, merge_shards, truncate_file, union_files
+from rerank.reranking import apply_file, average_weights, truncate_file, union_files
+from rerank.shards import merge_shards
 from rerank.textio import read_lines
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from typing import List
 
 from rerank.argtypes import non_negative_int, positive_int
@@ -20,7 +18,7 @@ from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_f
 from rerank.nmt.lm import LMConfig, train_lm
 from rerank.nmt.subword import SUBWORD_FILES
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
-from rerank.outputs import signature_path
+from rerank.outputs import signature_path, staged_directory
 from rerank.signature import write_signed
 
 
@@ -154,18 +152,11 @@ def cmd_to_ct2(args) -> None:
     """
     if os.path.exists(args.out):
         raise InputError("exists: the CTranslate2 model is written into a new directory", args.out)
-    parent = os.path.dirname(os.path.abspath(args.out))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".convert.", dir=parent)
-    try:
-        model = os.path.join(staging, "model")
+    with staged_directory(args.out, replace=False, fresh=True) as model:  # CTranslate2 makes the directory
         dict_dir = args.dict or os.path.dirname(os.path.abspath(args.checkpoint))
         record = convert(args.checkpoint, dict_dir, model, args.src, args.tgt, args.quantization)
         record = {"checkpoint": os.path.abspath(args.checkpoint), "dict": os.path.abspath(dict_dir), **record}
         write_signed(os.path.join(model, "convert.json"), {**record, "src": args.src, "tgt": args.tgt})
-        os.replace(model, args.out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     print(f"{args.checkpoint} -> {args.out} (CTranslate2, {args.quantization})", file=sys.stderr)
 
 

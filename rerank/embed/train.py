@@ -36,6 +36,7 @@ from rerank.embed.evaluation import image_sentence_ranking
 from rerank.embed.model import MLMME
 from rerank.errors import InputError
 from rerank.nmt.checkpoints import UntrustedCheckpoint, load_state
+from rerank.outputs import atomic_write
 from rerank.progress import progress_bar as make_progress_bar
 from rerank.signature import write_signed
 
@@ -497,16 +498,16 @@ def _save_checkpoint(checkpoint: str, settings: Dict, weights, best_state, optim
         "best_state": best_state,
         "bad": state["bad"],
     }
-    torch.save(record, checkpoint + ".tmp")
-    os.replace(checkpoint + ".tmp", checkpoint)
+    with atomic_write(checkpoint, "wb") as handle:
+        torch.save(record, handle)
 
 
 def _save_model(out_dir: str, model, vocabs: Dict[str, Vocabulary], config: EmbedTrainConfig, history) -> None:
     """Write ``model.pt``, ``vocab.{lang}.json`` and the signed ``config.json`` to ``out_dir``
     (the weights atomically), and remove the finished run's checkpoint."""
     os.makedirs(out_dir, exist_ok=True)
-    torch.save(model.state_dict(), os.path.join(out_dir, "model.pt.tmp"))
-    os.replace(os.path.join(out_dir, "model.pt.tmp"), os.path.join(out_dir, "model.pt"))
+    with atomic_write(os.path.join(out_dir, "model.pt"), "wb") as handle:
+        torch.save(model.state_dict(), handle)
     for lang, vocab in vocabs.items():
         vocab.save(os.path.join(out_dir, f"vocab.{lang}.json"))
     write_signed(

@@ -261,7 +261,7 @@ def add_features(
     their last digits on the block.  ``shard``: score only that shard, blocks K, K+N, …
     (:meth:`rerank.shards.Shard.deal`), each as one process scores it, written as a list of
     its own (ids from 0) whose signature records its segments (``members``) and the input's
-    SHA-256, for :func:`rerank.reranking.merge_shards` (a shard without a block: an empty list).
+    SHA-256, for :func:`rerank.shards.merge_shards` (a shard without a block: an empty list).
 
     Raises:
         InputError: an unknown or unbuildable scorer, inputs of another segment count, a

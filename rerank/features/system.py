@@ -58,7 +58,7 @@ from rerank.nmt.generate import (
     write_beam_list,
 )
 from rerank.nmt.subword import subword_spec
-from rerank.outputs import StagedOutputs, atomic_write
+from rerank.outputs import StagedOutputs, atomic_write, staged_directory
 from rerank.reranking import apply_file
 from rerank.shards import Shard
 from rerank.signature import signature, write_signed
@@ -109,10 +109,7 @@ def pack_system(
         )
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError("exists and is not an empty directory: a system is written into a new one", out_dir)
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".system.", dir=parent)  # the directory appears whole or not at all
-    try:
+    with staged_directory(out_dir, replace=False) as tmp:  # the directory appears whole or not at all
         if needed is None:  # rerank generate's model, copied with its paths (as a scorer's)
             decoder = {key: generation.get(key) for key in ("nbest", "beam", "sampling", "max_length")}
             decoder.update(kind="generate", model=relocate_spec(generation["model"], 0, tmp, relocation, "generator"))
@@ -147,12 +144,6 @@ def pack_system(
         with atomic_write(os.path.join(tmp, MANIFEST)) as out:
             json.dump(manifest, out, indent=2)
             out.write("\n")
-        if os.path.isdir(out_dir):
-            os.rmdir(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     say(f"system: {len(files)} files, {sum(len(s) for s in chain)} scorers in {len(chain)} steps -> {out_dir}")
     say(f"system digest {manifest['digest']} (translate --system-digest checks a copy against it)")
     return manifest

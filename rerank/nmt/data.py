@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from rerank.errors import InputError
 from rerank.nmt.checkpoints import fairseq_environ
 from rerank.nmt.subword import SUBWORD_FILES, learn_subwords, make_bpe, require
-from rerank.outputs import atomic_write
+from rerank.outputs import atomic_write, staged_directory
 from rerank.progress import progress_bar
 from rerank.signature import write_signed
 from rerank.textio import open_text, read_json, read_lines
@@ -355,33 +355,30 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
 
     if not os.path.exists(os.path.join(bin_dir, "preprocess.done")):
         prefixes = {SPLITS[s][1]: os.path.join(bpe_dir, s) for s in config.splits}
-        tmp_bin = bin_dir + ".tmp"
-        shutil.rmtree(tmp_bin, ignore_errors=True)
-        cmd = [
-            sys.executable,
-            "-m",
-            "fairseq_cli.preprocess",
-            "--source-lang",
-            config.src,
-            "--target-lang",
-            config.tgt,
-            "--trainpref",
-            prefixes["train"],
-            "--destdir",
-            tmp_bin,
-            "--workers",
-            str(workers),
-            "--joined-dictionary",
-        ]
-        if "valid" in prefixes:
-            cmd += ["--validpref", prefixes["valid"]]
-        if "test" in prefixes:
-            cmd += ["--testpref", prefixes["test"]]
-        _say(f"binarising {', '.join(config.splits)} with fairseq-preprocess (seconds per 10,000 lines)")
-        subprocess.run(cmd, check=True, env=fairseq_environ())
-        open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
-        shutil.rmtree(bin_dir, ignore_errors=True)
-        os.replace(tmp_bin, bin_dir)
+        with staged_directory(bin_dir) as tmp_bin:
+            cmd = [
+                sys.executable,
+                "-m",
+                "fairseq_cli.preprocess",
+                "--source-lang",
+                config.src,
+                "--target-lang",
+                config.tgt,
+                "--trainpref",
+                prefixes["train"],
+                "--destdir",
+                tmp_bin,
+                "--workers",
+                str(workers),
+                "--joined-dictionary",
+            ]
+            if "valid" in prefixes:
+                cmd += ["--validpref", prefixes["valid"]]
+            if "test" in prefixes:
+                cmd += ["--testpref", prefixes["test"]]
+            _say(f"binarising {', '.join(config.splits)} with fairseq-preprocess (seconds per 10,000 lines)")
+            subprocess.run(cmd, check=True, env=fairseq_environ())
+            open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
     write_signed(
         os.path.join(out_dir, "prepare.json"),
         {"config": asdict(config), "data_dir": os.path.abspath(data_dir) if own is None and data_dir else None},

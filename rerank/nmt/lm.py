@@ -26,7 +26,7 @@ from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
 from rerank.nmt.data import preprocess_lines, resolve_data_dir
 from rerank.nmt.subword import make_bpe, subword_spec
 from rerank.nmt.train import check_settings, thread_env
-from rerank.outputs import atomic_write
+from rerank.outputs import atomic_write, staged_directory
 from rerank.signature import write_signed
 from rerank.textio import read_lines
 
@@ -108,31 +108,28 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
             lines += [bpe.process_line(line) for line in preprocess_lines(raw, lang, progress="tokenise task 2")]
         with atomic_write(train_text) as out:
             out.writelines(line + "\n" for line in lines)
-    tmp = bin_dir + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fairseq_cli.preprocess",
-            "--only-source",
-            "--srcdict",
-            needed[2],
-            "--trainpref",
-            train_text,
-            "--validpref",
-            needed[1],
-            "--destdir",
-            tmp,
-            "--workers",
-            "2",
-        ],
-        check=True,
-        env=fairseq_environ(),
-    )
-    open(os.path.join(tmp, "preprocess.done"), "w").close()
-    shutil.rmtree(bin_dir, ignore_errors=True)
-    os.replace(tmp, bin_dir)
+    with staged_directory(bin_dir) as tmp:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairseq_cli.preprocess",
+                "--only-source",
+                "--srcdict",
+                needed[2],
+                "--trainpref",
+                train_text,
+                "--validpref",
+                needed[1],
+                "--destdir",
+                tmp,
+                "--workers",
+                "2",
+            ],
+            check=True,
+            env=fairseq_environ(),
+        )
+        open(os.path.join(tmp, "preprocess.done"), "w").close()
     return bin_dir
 
 

@@ -20,6 +20,7 @@ fairseq's ``--remove-bpe`` and ``--remove-bpe sentencepiece`` do).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from typing import Iterable, Sequence
 
@@ -199,5 +200,9 @@ def learn_subwords(kind: str, texts: Iterable[str], out_dir: str, size: int, min
             f"SentencePiece cannot learn {size} pieces from this corpus ({' '.join(detail.split())}): give a larger --spm-vocab"
         ) from None
     os.remove(prefix + ".vocab")
-    os.replace(prefix + ".model", path)
+    try:
+        with atomic_write(path, "wb") as out, open(prefix + ".model", "rb") as model:
+            shutil.copyfileobj(model, out)
+    finally:
+        os.remove(prefix + ".model")
     return f"{kind}:{path}"

@@ -36,6 +36,7 @@ from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, load_state
 from rerank.nmt.subword import subword_spec
+from rerank.outputs import atomic_write, staged_directory
 from rerank.signature import write_signed
 from rerank.textio import read_json
 
@@ -354,27 +355,23 @@ def reverse_targets(bin_dir: str, out_dir: str, src: str, tgt: str) -> str:
     done = os.path.join(out_dir, "reverse.done")
     if os.path.exists(done):
         return out_dir
-    tmp = out_dir + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    dictionary = Dictionary.load(os.path.join(bin_dir, f"dict.{tgt}.txt"))
-    for name in sorted(os.listdir(bin_dir)):
-        path = os.path.join(bin_dir, name)
-        if name.endswith(f".{src}-{tgt}.{tgt}.idx"):
-            prefix = path[:-4]
-            data = data_utils.load_indexed_dataset(prefix, dictionary)
-            builder = indexed_dataset.make_builder(
-                os.path.join(tmp, name[:-4] + ".bin"), impl="mmap", vocab_size=len(dictionary)
-            )
-            for item in data:
-                body = item[:-1] if len(item) and int(item[-1]) == dictionary.eos() else item
-                builder.add_item(torch.cat([body.flip(0), item[len(body) :]]))
-            builder.finalize(os.path.join(tmp, name))
-        elif not name.endswith(f".{src}-{tgt}.{tgt}.bin"):
-            os.symlink(_link_target(path, out_dir), os.path.join(tmp, name))
-    open(os.path.join(tmp, "reverse.done"), "w").close()
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    with staged_directory(out_dir) as tmp:
+        dictionary = Dictionary.load(os.path.join(bin_dir, f"dict.{tgt}.txt"))
+        for name in sorted(os.listdir(bin_dir)):
+            path = os.path.join(bin_dir, name)
+            if name.endswith(f".{src}-{tgt}.{tgt}.idx"):
+                prefix = path[:-4]
+                data = data_utils.load_indexed_dataset(prefix, dictionary)
+                builder = indexed_dataset.make_builder(
+                    os.path.join(tmp, name[:-4] + ".bin"), impl="mmap", vocab_size=len(dictionary)
+                )
+                for item in data:
+                    body = item[:-1] if len(item) and int(item[-1]) == dictionary.eos() else item
+                    builder.add_item(torch.cat([body.flip(0), item[len(body) :]]))
+                builder.finalize(os.path.join(tmp, name))
+            elif not name.endswith(f".{src}-{tgt}.{tgt}.bin"):
+                os.symlink(_link_target(path, out_dir), os.path.join(tmp, name))
+        open(os.path.join(tmp, "reverse.done"), "w").close()
     return out_dir
 
 
@@ -411,22 +408,18 @@ def own_target_vocabulary(bin_dir: str, out_dir: str, lang: str) -> str:
         own.add_symbol(joint[int(index)], n=int(counts[index]))
     own.finalize(padding_factor=8)
     lookup = torch.tensor([own.index(joint[i]) for i in range(len(joint))], dtype=torch.long)
-    tmp = out_dir + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    own.save(os.path.join(tmp, f"dict.{lang}.txt"))
-    for prefix in ours:
-        data = data_utils.load_indexed_dataset(os.path.join(bin_dir, prefix), joint)
-        builder = indexed_dataset.make_builder(os.path.join(tmp, prefix + ".bin"), impl="mmap", vocab_size=len(own))
-        for item in data:
-            builder.add_item(lookup[item.long()])
-        builder.finalize(os.path.join(tmp, prefix + ".idx"))
-    for name in names:
-        if name != f"dict.{lang}.txt" and name[:-4] not in ours and not name.endswith(".done"):
-            os.symlink(_link_target(os.path.join(bin_dir, name), out_dir), os.path.join(tmp, name))
-    open(os.path.join(tmp, "vocab.done"), "w").close()
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    with staged_directory(out_dir) as tmp:
+        own.save(os.path.join(tmp, f"dict.{lang}.txt"))
+        for prefix in ours:
+            data = data_utils.load_indexed_dataset(os.path.join(bin_dir, prefix), joint)
+            builder = indexed_dataset.make_builder(os.path.join(tmp, prefix + ".bin"), impl="mmap", vocab_size=len(own))
+            for item in data:
+                builder.add_item(lookup[item.long()])
+            builder.finalize(os.path.join(tmp, prefix + ".idx"))
+        for name in names:
+            if name != f"dict.{lang}.txt" and name[:-4] not in ours and not name.endswith(".done"):
+                os.symlink(_link_target(os.path.join(bin_dir, name), out_dir), os.path.join(tmp, name))
+        open(os.path.join(tmp, "vocab.done"), "w").close()
     return out_dir
 
 
@@ -520,6 +513,6 @@ def average_checkpoints(paths: List[str], out: str) -> str:
                 if v.is_floating_point():
                     total[k] += v.double()
     state["model"] = {k: (v / len(paths)).to(params[k].dtype) if v.is_floating_point() else v for k, v in total.items()}
-    torch.save(state, out + ".tmp")
-    os.replace(out + ".tmp", out)
+    with atomic_write(out, "wb") as handle:
+        torch.save(state, handle)
     return out

@@ -20,10 +20,8 @@ list differs from the one it records, is rebuilt).  ``RERANK_CACHE`` names the d
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
 import zipfile
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -34,6 +32,7 @@ from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.metrics.references import references_slice, segment_count
 from rerank.nbest import ListInfo, NBestList, PackedStrings, count_segments, iter_nbest, read_list_info
+from rerank.outputs import atomic_write
 from rerank.progress import progress_bar
 from rerank.textio import file_digest, read_references
 
@@ -136,14 +135,10 @@ def _cache_save(key: str, arrays: dict) -> None:
     if not directory:
         return
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + key, suffix=".npz", dir=directory)
-        with os.fdopen(fd, "wb") as out:
+        with atomic_write(os.path.join(directory, key + ".npz"), "wb") as out:
             np.savez(out, key=np.array(key), check=np.array(_entry_digest(arrays)), **arrays)
-        os.replace(tmp, os.path.join(directory, key + ".npz"))
-    except OSError:  # a cache that cannot be written is no cache: the run goes on
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+    except (OSError, InputError):  # a cache that cannot be written is no cache: the run goes on
+        pass
 
 
 def load_tuning_data(

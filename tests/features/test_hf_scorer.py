@@ -316,8 +316,7 @@ def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(mode
 def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models, tmp_path):
     from rerank.features.generate import Sampling, generate_file
     from rerank.nbest import read_nbest
-    from rerank.reranking import merge_shards
-    from rerank.shards import Shard
+    from rerank.shards import Shard, merge_shards
 
     write_lines(SOURCES * 3, str(tmp_path / "src.en"))
     runs = {}

@@ -165,7 +165,7 @@ def test_tiny_pipeline_prepare_train_nbest(tmp_path, capsys):
     # merged in any order give the unsharded lists byte for byte (each sentence decoded in
     # the batch one process decodes it in; the same torch threads in every process)
     from rerank.cli import main
-    from rerank.reranking import merge_shards
+    from rerank.shards import merge_shards
 
     common = ["nmt", "nbest", "--data-bin", bin_dir, "--checkpoint", ckpt, "--nbest", "3", "--batch-size", "4"]
     for k in range(3):
