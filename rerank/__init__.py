@@ -24,24 +24,8 @@ layers above the core.
 import importlib
 
 from rerank._version import __version__
+from rerank.api_names import API
 from rerank.defaults import DEFAULT_SEED
-
-#: the public API, defined in rerank/api.py (the top floor, beside the command line)
-API = (
-    "read_nbest",
-    "write_nbest",
-    "read_lines",
-    "NBestList",
-    "add_features",
-    "tune",
-    "Tuning",
-    "apply",
-    "decoder_1best",
-    "evaluate",
-    "Score",
-    "significance",
-    "format_table",
-)
 
 __all__ = ["__version__", "DEFAULT_SEED", *API]
 

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from rerank.api_names import API
 from rerank.config import check_setting_types, spec_of
 from rerank.errors import InputError, expect
 from rerank.features.add import add_columns
@@ -28,32 +29,15 @@ from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.references import References, reference_streams, strings
-from rerank.nbest import (
-    NBestList,
-    finite_scores,
-    read_nbest,
-    write_nbest,
-)
-from rerank.report import SignificanceSettings, format_table, significance_of
-from rerank.textio import read_lines
+from rerank.nbest import NBestList, finite_scores, read_nbest, write_nbest  # noqa: F401  (API re-exports)
+from rerank.report import SignificanceSettings, format_table, significance_of  # noqa: F401
+from rerank.textio import read_lines  # noqa: F401
 from rerank.tuning.base import TUNERS, TuneResult
 from rerank.tuning.files import TuningSetup, start_vector, tune_list
 from rerank.tuning.weights import check_weights, weights_dict, weights_vector
 
-__all__ = [
-    "read_nbest",
-    "write_nbest",
-    "read_lines",
-    "NBestList",
-    "add_features",
-    "tune",
-    "Tuning",
-    "apply",
-    "decoder_1best",
-    "evaluate",
-    "significance",
-    "format_table",
-]
+#: the public names: rerank.api_names.API, the one list (``import rerank`` loads them from here on first use)
+__all__ = list(API)
 
 
 def _one_or_many(items: Any, what: str) -> List[Any]:

@@ -35,6 +35,7 @@ FLOORS = {
             "signature",
             "_native",
             "remote_code",
+            "api_names",
         )
     },
     # 1: the n-best data model and its I/O
