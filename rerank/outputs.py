@@ -310,19 +310,19 @@ def _signals_deferred():
     ):  # a handler set outside Python: left alone
         yield
         return
-    held: List[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum)) for signum in deferred}
+    held: List[signal.Signals] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signal.Signals(signum))) for signum in deferred}
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for signum in dict.fromkeys(held):  # delivered now, to the handlers the process had
-            handler = previous[signum]
+        for held_signum in dict.fromkeys(held):  # delivered now, to the handlers the process had
+            handler = previous[held_signum]
             if callable(handler):
-                handler(signum, None)
+                handler(held_signum, None)
             elif handler != signal.SIG_IGN:
-                signal.raise_signal(signum)
+                signal.raise_signal(held_signum)
 
 
 class StagedOutputs:

@@ -69,7 +69,7 @@ def import_transformers():
     try:
         importlib.import_module("torchaudio")
     except Exception:  # an OSError for the missing CUDA libraries, or ImportError
-        sys.modules["torchaudio"] = None  # importlib.util.find_spec now reports it absent
+        sys.modules["torchaudio"] = None  # type: ignore[assignment]  # find_spec now reports it absent
     try:
         import transformers
     except ImportError:

@@ -49,7 +49,7 @@ class Decoder:
         pass
 
     def __init__(self, config: Any = None):
-        self.config = config if config is not None else self.Config()
+        self.config: Any = config if config is not None else self.Config()
 
     def expected(self, engine, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0):
         """float64[M] the expected utility of every candidate against the pseudo-references of

@@ -57,7 +57,7 @@ ARCHS = {
     "transformer-tiny": {"layers": 4, "dim": 128, "ffn": 256, "heads": 4, "lr": 5e-3, "warmup": 1000},
     "transformer-small": {"layers": 3, "dim": 256, "ffn": 1024, "heads": 4, "lr": 1e-3, "warmup": 1000},
 }
-TRANSFORMER_REGULARISATION = {
+TRANSFORMER_REGULARISATION: Dict[str, float] = {
     "dropout": 0.3,
     "l2": 1e-4,
     "label_smoothing": 0.1,
@@ -152,7 +152,7 @@ class TrainConfig:
         if self.lr <= 0:
             self.lr = ARCHS[self.arch]["lr"] if transformer else 2e-3
         if self.average <= 0 and transformer:
-            self.average = TRANSFORMER_REGULARISATION["average"]
+            self.average = int(TRANSFORMER_REGULARISATION["average"])
         if self.dropout < 0:
             self.dropout = dropout
         if self.l2 < 0:
