@@ -113,6 +113,11 @@ class _CometMetric(MeanOfSegments):
     def check_kind(self, model: CometModel) -> None:
         """Raise :class:`InputError` for a checkpoint of the other mode."""
 
+    @property
+    def has_sources(self) -> bool:
+        """Whether the sources are known: ``source=FILE`` or given with :meth:`with_sources`."""
+        return bool(self.source) or self._sources is not None
+
     def with_sources(self, sources: Sequence[str]) -> "_CometMetric":
         """This metric with the source sentences held in memory (one per segment)."""
         self._sources = list(sources)
@@ -252,10 +257,10 @@ class CometUtility(SourcedUtility):
     @property
     def has_sources(self) -> bool:
         """Whether the metric was given its sources (``source=FILE`` or in memory)."""
-        return bool(self.metric.source) or self.metric._sources is not None
+        return self.metric.has_sources
 
     def set_sources(self, sources: Sequence[str]) -> None:
-        if not self.metric.source and self.metric._sources is None:
+        if not self.metric.has_sources:
             self.metric.with_sources(sources)
 
     def prefetch(self, texts: Sequence[str], segments: Sequence[int]) -> None:
@@ -274,7 +279,7 @@ class CometUtility(SourcedUtility):
 
     def segment_pairs(self, segment: int, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
         model = self.metric.comet()
-        if self.metric._sources is None and not self.metric.source:
+        if not self.metric.has_sources:
             raise InputError("mbr: the comet utility needs the source sentences: comet:DIR,source=FILE (or --source)")
         sources = self.metric.all_sources()
         segment += self.offset
@@ -285,8 +290,8 @@ class CometUtility(SourcedUtility):
         hyp, ref = np.asarray(hyp, dtype=np.int64), np.asarray(ref, dtype=np.int64)
         if model.kind in JOINT:
             distinct = list(dict.fromkeys(texts))
-            tokens = dict(zip(distinct, model._tokens(distinct)))
-            src = model._tokens([source])[0]
+            tokens = dict(zip(distinct, model.tokens(distinct)))
+            src = model.tokens([source])[0]
             mt = [tokens[texts[i]] for i in hyp]
             pr = [tokens[texts[j]] for j in ref]
             return model.joint_scores(mt, [src] * len(hyp), pr)

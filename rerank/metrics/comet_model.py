@@ -306,7 +306,7 @@ class CometModel:
 
     # --- encoding ---
 
-    def _tokens(self, texts: Sequence[str]) -> List[List[int]]:
+    def tokens(self, texts: Sequence[str]) -> List[List[int]]:
         """Token ids with ``<s> … </s>`` of each text, truncated as COMET does (its tokenizer
         call with ``truncation=True, max_length=max_positions - 2``), by the tokenizer's Rust
         backend directly (:func:`repaired_backend`)."""
@@ -388,7 +388,7 @@ class CometModel:
         if len(self._cache) + len(todo) > self.cache_size:
             self._cache = {}
             todo = list(dict.fromkeys(texts))
-        tokens = self._tokens(todo) if todo else []
+        tokens = self.tokens(todo) if todo else []
         order = sorted(range(len(todo)), key=lambda k: len(tokens[k]))
         with torch.inference_mode():
             for start in range(0, len(order), self.batch):
@@ -561,8 +561,8 @@ class CometModel:
         if not len(hypotheses):
             return np.zeros(0)
         if self.kind in JOINT:
-            ref = None if references is None else self._tokens(references)
-            return self.joint_scores(self._tokens(hypotheses), self._tokens(sources), ref)
+            ref = None if references is None else self.tokens(references)
+            return self.joint_scores(self.tokens(hypotheses), self.tokens(sources), ref)
         mt = self.embed(hypotheses)
         src = self.embed(sources)
         if self.kind == "referenceless_regression_metric":

@@ -53,7 +53,7 @@ def test_every_checkpoint_scores_as_unbabel_comet_within_1e_5(checkpoints):
 
     for name, directory in checkpoints.items():
         model = CometModel(directory, device="cpu")
-        assert model._tokens(HYPOTHESES) == PEER["results"][name]["mt_tokens"], name
+        assert model.tokens(HYPOTHESES) == PEER["results"][name]["mt_tokens"], name
         ours = model.score(SOURCES, HYPOTHESES, REFERENCES if model.uses_reference else None)
         assert np.abs(ours - peer(name)).max() < 1e-5, name
     # the top layer that sparsemax weighs 0 is not run (and the score is comet's all the same)
@@ -65,7 +65,7 @@ def test_every_checkpoint_scores_as_unbabel_comet_within_1e_5(checkpoints):
     # xCOMET's MQM part: error spans decoded as comet decodes them (the tiny tagger finds some)
     xcomet = CometModel(checkpoints["xcomet"], device="cpu")
     tags = []
-    xcomet.unified([xcomet._tokens(HYPOTHESES), xcomet._tokens(SOURCES)], tags)
+    xcomet.unified([xcomet.tokens(HYPOTHESES), xcomet.tokens(SOURCES)], tags)
     assert np.allclose(xcomet.mqm(tags), PEER["results"]["xcomet-noref"]["mqm_scores"], atol=1e-6)
     assert 0 < min(PEER["results"]["xcomet"]["mqm_scores"]) < 1 == max(PEER["results"]["xcomet"]["mqm_scores"])
     # the scores are not one constant: the test can tell checkpoints and sentences apart

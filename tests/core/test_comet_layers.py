@@ -93,7 +93,7 @@ def test_a_unified_model_that_reads_no_source_scores_one_mt_ref_pass(built, tmp_
     for order in (["mt", "ref"], ["ref", "mt"]):
         directory = _variant(kiwi, tmp_path / "-".join(order), hparams={"input_segments": order})
         model = CometModel(directory)
-        expected = model.unified([model._tokens(HYPOTHESES), model._tokens(REFERENCES)])
+        expected = model.unified([model.tokens(HYPOTHESES), model.tokens(REFERENCES)])
         assert np.allclose(model.score(SOURCES, HYPOTHESES, REFERENCES), expected, atol=1e-6)
         metric = make_metric(f"cometkiwi:{directory}")
         with pytest.raises(InputError, match=r"reads no source \(input_segments .*\): it scores against references"):
