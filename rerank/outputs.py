@@ -311,7 +311,9 @@ def _signals_deferred():
         yield
         return
     held: List[signal.Signals] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signal.Signals(signum))) for signum in deferred}
+    previous = {
+        signum: signal.signal(signum, lambda signum, frame: held.append(signal.Signals(signum))) for signum in deferred
+    }
     try:
         yield
     finally:

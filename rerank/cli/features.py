@@ -25,6 +25,7 @@ from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import scorer_summaries
 from rerank.mbr import mbr_decode
 from rerank.mbr.decoders import DECODERS, make_decoder, setting_fields
+from rerank.metrics import make_metric
 from rerank.nbest import BLOCK_HYPOTHESES
 from rerank.outputs import atomic_write, signature_path
 from rerank.signature import write_signed
@@ -263,8 +264,9 @@ def cmd_mbr(args) -> None:
         )
         return
     utility = f"{args.metric} of the selections {result['expected']:.2f}"
-    if args.metric.lower() == "ter":  # the utility is minus TER: say TER itself
-        utility = f"TER of the selections {-result['expected']:.2f} (the utility is minus TER)"
+    if make_metric(args.metric).higher_is_better is False:  # the utility is minus the metric: say the metric
+        name = args.metric.upper() if args.metric.isalpha() else args.metric
+        utility = f"{name} of the selections {-result['expected']:.2f} (the utility is minus {name})"
     print(
         f"mbr ({args.algorithm}): {result['segments']} segments, mean {decoder.estimate} {utility} -> {args.out}",
         file=sys.stderr,

@@ -215,8 +215,12 @@ def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]
         score = tuning.get("score") if isinstance(tuning, dict) else None
         if len(paths) > 1 and not isinstance(score, (int, float)):
             raise InputError("records no tuning score (tuning.score): cannot choose among replicas", path)
-        metric = str(tuning.get("metric", ""))
-        lower_is_better = lower_is_better or metric == "ter" or metric.endswith(":lower")
+        direction = tuning.get("higher_is_better") if isinstance(tuning, dict) else None
+        if isinstance(direction, bool):  # the metric's own direction, recorded by rerank tune
+            lower_is_better = lower_is_better or not direction
+        else:  # a record from before it was recorded: TER and seg:NAME:lower are the metrics better lower
+            metric = str(tuning.get("metric", ""))
+            lower_is_better = lower_is_better or metric == "ter" or metric.endswith(":lower")
         scores[os.path.abspath(path)] = score
     if len(paths) == 1:
         return paths[0], scores

@@ -105,6 +105,8 @@ class TuneResult:
     improved: bool = True
     note: str = ""
     weights: Dict[str, Any] = field(default_factory=dict)
+    #: the metric's direction (TER: lower is better), recorded so that replicas are compared without the metric
+    higher_is_better: bool = True
 
 
 class Tuner(abc.ABC):
@@ -186,6 +188,7 @@ class Tuner(abc.ABC):
             metric.name,
             improved,
             note,
+            higher_is_better=metric.higher_is_better is not False,
         )
 
 

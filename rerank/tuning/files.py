@@ -379,9 +379,10 @@ def _record(setup: TuningSetup, tuner, metric: Metric) -> Dict[str, Any]:
 
 def _scores(result: TuneResult) -> Dict[str, Any]:
     """The tuning-set scores of a weights record: ``metric``, ``score``, ``initial_score``
-    (the metric's units) and, when the metric is BLEU, the same as ``bleu`` and
+    (the metric's units), ``higher_is_better`` (its direction) and, when the metric is BLEU, the same as ``bleu`` and
     ``initial_bleu`` (the keys of records written before metrics were selectable)."""
     scores = {"metric": result.metric, "score": result.score, "initial_score": result.initial_score}
+    scores["higher_is_better"] = result.higher_is_better
     if result.metric == "bleu":
         scores.update(bleu=result.score, initial_bleu=result.initial_score)
     return scores

@@ -171,3 +171,31 @@ def test_oracle_is_at_least_sentence_level_choice_and_first_best():
     )
     got = float(bleu_from_stats(stats[oracle_select(stats[:18], small)].sum(0)))
     assert got == pytest.approx(best)
+
+
+def test_the_weights_record_carries_the_metrics_direction_and_replicas_are_chosen_by_it(tmp_path):
+    """A weights record says whether its metric is better higher (issue 77: the direction is the
+    metric's, not guessed from its name): pack-system's choice among replicas reads it — the
+    lowest score for a metric better lower, whatever the metric is called."""
+    import json
+
+    from rerank.features.system import _best_replica
+    from rerank.metrics import make_objective
+    from rerank.tuning.base import TuneResult
+    from rerank.tuning.files import _scores
+
+    for spec, direction in (("bleu", True), ("ter", False), ("seg:x:lower", False), ("0.5*bleu-0.5*ter", True)):
+        result = TuneResult({}, 1.0, 0.0, None, metric=spec, higher_is_better=make_objective(spec).higher_is_better)
+        assert _scores(result)["higher_is_better"] is direction, spec
+    paths = []
+    for k, score in enumerate((30.0, 20.0, 40.0)):
+        path = tmp_path / f"w{k}.json"
+        tuning = {"metric": "mymetric", "score": score, "higher_is_better": False}
+        path.write_text(json.dumps({"weights": {"a": 1.0}, "tuning": tuning}))
+        paths.append(str(path))
+    assert _best_replica(paths)[0] == paths[1]  # better lower: the 20
+    for path in paths:  # the same records saying better higher: the 40
+        record = json.loads(open(path).read())
+        record["tuning"]["higher_is_better"] = True
+        open(path, "w").write(json.dumps(record))
+    assert _best_replica(paths)[0] == paths[2]
