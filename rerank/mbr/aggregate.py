@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rerank.errors import InputError
 from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.ngrams import NgramCounts
 from rerank.mbr.pairs import PairUtilities, bounds, same_segments
@@ -51,18 +52,36 @@ def aggregate_expected(engine: PairUtilities, candidates: NBestList, refs: NBest
 
 @DECODERS.register("aggregate")
 class AggregateDecoder(Decoder):
-    """Reference aggregation (Vamvas & Sennrich 2024): :func:`aggregate_expected`."""
+    """Reference aggregation (Vamvas & Sennrich 2024): n-gram utilities by
+    :func:`aggregate_expected`; a utility that aggregates its own references (COMET's
+    regression models: the pseudo-references' sentence embeddings averaged by weight, as
+    mbrs' ``aggregate_mbr``) by its ``aggregate_utilities``."""
 
     name = "aggregate"
     estimate = "aggregate-reference"
     summary = (
-        "against one aggregate reference, the pseudo-references' n-gram counts averaged by weight "
-        "(N utilities: Vamvas & Sennrich 2024)"
+        "against one aggregate reference: the pseudo-references' n-gram counts (BLEU, chrF) or COMET sentence "
+        "embeddings averaged by weight (N utilities: Vamvas & Sennrich 2024)"
     )
-    ngram_only = True
+
+    def check(self, engine) -> None:
+        if not engine.ngram and not hasattr(engine.utility, "aggregate_utilities"):
+            raise InputError(
+                f"mbr: aggregate needs an n-gram utility (bleu or chrf) or a COMET one; "
+                f"{engine.metric.upper()} has no aggregate reference"
+            )
 
     def expected(self, engine, candidates, refs, p_refs, first=0):
-        return aggregate_expected(engine, candidates, refs, p_refs)
+        if engine.ngram:
+            return aggregate_expected(engine, candidates, refs, p_refs)
+        same_segments(candidates, refs)
+        out = np.zeros(len(candidates.hypotheses))
+        for s in range(candidates.num_segments):
+            (c0, c1), (r0, r1) = bounds(candidates, s), bounds(refs, s)
+            out[c0:c1] = engine.utility.aggregate_utilities(
+                s, candidates.hypotheses[c0:c1], refs.hypotheses[r0:r1], p_refs[r0:r1]
+            )
+        return out
 
     def references_per_segment(self, refs):
         return np.ones(refs.num_segments, dtype=np.int64)

@@ -51,6 +51,17 @@ class Decoder:
     def __init__(self, config: Any = None):
         self.config: Any = config if config is not None else self.Config()
 
+    def check(self, engine) -> None:
+        """Refuse a utility this algorithm cannot use (``ngram_only``: one without n-gram counts).
+
+        Raises:
+            InputError: naming the algorithm and the utility."""
+        if self.ngram_only and not engine.ngram:
+            raise InputError(
+                f"mbr: {self.name} needs an n-gram utility (bleu or chrf); "
+                f"{engine.metric.upper()} has no aggregate reference"
+            )
+
     def expected(self, engine, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0):
         """float64[M] the expected utility of every candidate against the pseudo-references of
         its segment in ``refs`` weighed by ``p_refs`` (float64[R]); ``first``: the id of the

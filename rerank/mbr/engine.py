@@ -68,11 +68,7 @@ class MBR(PairUtilities):
         super().__init__(make_utility(utility))
         self.metric, self.feature, self.temperature = utility, feature or "NMT", temperature
         self.decoder = decoder if isinstance(decoder, Decoder) else make_decoder(decoder or "exact")
-        if self.decoder.ngram_only and not self.ngram:
-            raise InputError(
-                f"mbr: {self.decoder.name} needs an n-gram utility (bleu or chrf); "
-                f"{utility.upper()} has no aggregate reference"
-            )
+        self.decoder.check(self)
 
     @property
     def column(self) -> str:

@@ -246,6 +246,14 @@ class CometKiwiMetric(_CometMetric):
         return self.comet().score(sources, hypotheses, None)
 
 
+def torch_weighted_mean(vectors, weights: np.ndarray):
+    """float32[1, H] the mean of ``vectors`` float32[R, H] weighted by ``weights`` float64[R] (summing to 1)."""
+    import torch
+
+    w = torch.as_tensor(np.asarray(weights, dtype=np.float32), device=vectors.device).reshape(1, -1)
+    return w @ vectors
+
+
 class CometUtility(SourcedUtility):
     """MBR's COMET utility u(h, r | s): each distinct text of a segment embedded once, the
     estimator on every pair (regression models); unified models encode each pair jointly."""
@@ -277,15 +285,45 @@ class CometUtility(SourcedUtility):
         if len(wanted) <= model.cache_size // 2:
             model.embed(wanted, stack=False)
 
-    def segment_pairs(self, segment: int, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    def aggregate_utilities(
+        self, segment: int, candidates: Sequence[str], references: Sequence[str], weights: np.ndarray
+    ) -> np.ndarray:
+        """float64[n] COMET of each candidate against one aggregate reference — the weighted
+        mean (``weights`` float64[R], summing to 1) of the pseudo-references' sentence
+        embeddings — with segment ``segment``'s source (reference aggregation, Vamvas &
+        Sennrich 2024; mbrs' ``aggregate_mbr`` for COMET): N estimator passes instead of N·R.
+
+        Raises:
+            InputError: a unified model or xCOMET (they encode each pair jointly: no sentence
+                embedding to average), no sources."""
         model = self.metric.comet()
+        if model.kind in JOINT:
+            raise InputError(
+                f"mbr: aggregate averages sentence embeddings; this {model.kind} encodes each pair jointly and has "
+                "none: use --algorithm exact"
+            )
+        source = self.segment_source(segment)
+        embeddings = model.embed(list(candidates) + list(references) + [source])
+        n, r = len(candidates), len(references)
+        aggregate = torch_weighted_mean(embeddings[n : n + r], weights)
+        return model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], aggregate.expand(n, -1))
+
+    def segment_source(self, segment: int) -> str:
+        """The source of segment ``segment`` of the current block (its offset added).
+
+        Raises:
+            InputError: no sources, or none for that segment."""
         if not self.metric.has_sources:
             raise InputError("mbr: the comet utility needs the source sentences: comet:DIR,source=FILE (or --source)")
         sources = self.metric.all_sources()
         segment += self.offset
         if segment >= len(sources):
             raise InputError(f"mbr: segment {segment + 1} has no source sentence ({len(sources)} given)")
-        source = sources[segment]
+        return sources[segment]
+
+    def segment_pairs(self, segment: int, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        model = self.metric.comet()
+        source = self.segment_source(segment)
         texts = list(texts)
         hyp, ref = np.asarray(hyp, dtype=np.int64), np.asarray(ref, dtype=np.int64)
         if model.kind in JOINT:

@@ -172,11 +172,12 @@ def test_mbr_utilities_are_comets_pair_scores_and_select_their_best(checkpoints,
     argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['da']},source={src}"]
     assert main([*argv, "--feature", "uniform", "--out", str(tmp_path / "best.txt")]) == 0
     assert (tmp_path / "best.txt").read_text().splitlines()[1] == MBR_LIST[int(np.argmax(matrix.mean(axis=1)))]
-    # pruning takes it too (alpha 1 prunes nothing: exact MBR's selections); aggregation refuses it
+    # pruning takes it too (alpha 1 prunes nothing: exact MBR's selections); centroid MBR refuses it
+    # (its k-means runs on n-gram counts); aggregation averages embeddings (the test below)
     pruned = [*argv, "--feature", "uniform", "--algorithm", "pruned", "--alpha", "1"]
     assert main([*pruned, "--out", str(tmp_path / "pruned.txt")]) == 0
     assert (tmp_path / "pruned.txt").read_text() == (tmp_path / "best.txt").read_text()
-    assert main([*argv, "--algorithm", "aggregate", "--out", str(tmp_path / "agg.txt")]) == 1
+    assert main([*argv, "--algorithm", "centroid", "--out", str(tmp_path / "agg.txt")]) == 1
     # the mbr: feature column: expected utility under the NMT softmax, sources from --source
     p = np.exp(-np.arange(1, n + 1)) / np.exp(-np.arange(1, n + 1)).sum()
     add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", src, "--out", str(tmp_path / "f.nbest")]
@@ -280,3 +281,44 @@ def test_the_neural_metrics_page_runs_on_tiny_checkpoints(checkpoints, tmp_path)
     weights = json.loads((tmp_path / "weights.neural.json").read_text())
     assert weights["tuning"]["metric"] == "0.5*bleu+0.5*comet:model=comet-da,source=val.en"
     assert len((tmp_path / "test.neural.de").read_text().splitlines()) == test_segments
+
+
+def test_reference_aggregation_averages_comets_sentence_embeddings(checkpoints, tmp_path, capsys):
+    """MBR's ``aggregate`` with a COMET regression utility (issue 80; mbrs' ``aggregate_mbr``):
+    each candidate scored once against the probability-weighted mean of the pseudo-references'
+    sentence embeddings, with the segment's source — by hand from the model's own embeddings
+    and estimator; with one pseudo-reference it is exact MBR; a unified model is refused."""
+    import torch
+
+    from rerank.mbr import MBR
+    from rerank.metrics.comet_model import CometModel
+    from rerank.nbest import NBestList
+    from tests.comet_tiny import MBR_LIST, SOURCES
+
+    n = len(MBR_LIST)
+    src = _write(tmp_path / "src.en", SOURCES[:1])
+    nbest = NBestList(np.array([0, n]), list(MBR_LIST), -np.arange(n, dtype=float).reshape(n, 1), ["NMT"])
+    p = np.exp(-np.arange(n)) / np.exp(-np.arange(n)).sum()
+    engine = MBR(f"comet:{checkpoints['da']},source={src}", decoder="aggregate")
+    engine.begin_list(0)
+    ours = engine.expected(nbest, nbest, p)
+    model = CometModel(checkpoints["da"], device="cpu")
+    embeddings = model.embed(MBR_LIST + [SOURCES[0]])
+    mean = torch.as_tensor(p, dtype=torch.float32).reshape(1, -1) @ embeddings[:n]
+    by_hand = model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], mean.expand(n, -1))
+    assert np.allclose(ours, by_hand, atol=1e-6) and np.ptp(ours) > 1e-3
+    # one pseudo-reference per segment: the aggregate is that reference, the utility exact COMET
+    one = NBestList(np.array([0, 1]), [MBR_LIST[1]], np.zeros((1, 1)), ["NMT"])
+    exact = MBR(f"comet:{checkpoints['da']},source={src}", decoder="exact")
+    exact.begin_list(0)
+    assert np.allclose(engine.expected(nbest, one, np.ones(1)), exact.expected(nbest, one, np.ones(1)), atol=1e-6)
+    # rerank mbr --algorithm aggregate selects the candidate of the highest aggregate utility
+    lines = [f"0 ||| {h} ||| NMT= {-float(k)} ||| 0" for k, h in enumerate(MBR_LIST)]
+    _write(tmp_path / "l.nbest", lines)
+    argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['da']},source={src}"]
+    assert main([*argv, "--algorithm", "aggregate", "--out", str(tmp_path / "best.txt")]) == 0
+    assert (tmp_path / "best.txt").read_text() == MBR_LIST[int(np.argmax(by_hand))] + "\n"
+    # a unified model encodes pairs jointly: no embedding to average, one line
+    unite = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['unite']},source={src}"]
+    assert main([*unite, "--algorithm", "aggregate", "--out", str(tmp_path / "u.txt")]) == 1
+    assert "encodes each pair jointly and has none: use --algorithm exact" in capsys.readouterr().err
