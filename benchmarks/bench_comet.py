@@ -11,10 +11,10 @@ tokenizer (vocabulary 302: the embedding lookup is not what costs):
   1024 → 1, sparsemax mix over 25 layers, average pooling);
 * ``--size base``: the same over XLM-R base (12 layers, hidden 768).
 
-    .venv/bin/python benchmarks/bench_comet.py --build /tmp/comet-bench --size base
-    .venv-comet/bin/python benchmarks/bench_comet.py --engine comet --checkpoint /tmp/comet-bench/da-base \\
+    .venv/bin/python benchmarks/bench_comet.py --build out/comet-bench --size base
+    .venv-comet/bin/python benchmarks/bench_comet.py --engine comet --checkpoint out/comet-bench/da-base \\
         --segments 200 --out comet.json
-    .venv/bin/python benchmarks/bench_comet.py --engine rerank --checkpoint /tmp/comet-bench/da-base \\
+    .venv/bin/python benchmarks/bench_comet.py --engine rerank --checkpoint out/comet-bench/da-base \\
         --segments 200 --out rerank.json
     .venv/bin/python benchmarks/bench_comet.py --compare rerank.json comet.json
 
@@ -114,7 +114,8 @@ def run(engine: str, checkpoint: str, count: int, batch: int) -> dict:
     """Score the segments with ``engine``; the load and the scoring timed apart."""
     src, hyp, ref = segments(count)
     started = time.perf_counter()
-    if engine == "comet":
+    if engine == "comet":  # the peer's own loader needs full unpickling (its venv only, as scripts/comet_peer.py)
+        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
         from comet import load_from_checkpoint
 
         model = load_from_checkpoint(os.path.join(checkpoint, "checkpoints", "model.ckpt"))

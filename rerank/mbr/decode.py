@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 from typing import Dict, Optional, Union
 
-import numpy as np
-
 from rerank.errors import InputError
 from rerank.mbr.decoders import Decoder
 from rerank.mbr.engine import MBR
@@ -87,11 +85,7 @@ def mbr_decode(
                     handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
 
                 expected = cross_expected(scorer, candidates, refs, p, write)
-                chosen = candidates.select(expected)
-                computed, chosen_sum = (
-                    int(np.diff(candidates.offsets) @ np.diff(refs.offsets)),
-                    float(np.sum(expected[chosen])),
-                )
+                chosen, computed, chosen_sum = scorer.decoder.selection(candidates, refs, expected)
             else:
                 chosen, computed, chosen_sum = scorer.select(candidates, refs, p, first)
             utilities += computed

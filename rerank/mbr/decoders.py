@@ -81,7 +81,10 @@ class Decoder:
         """(rows int[N] of the selected candidate of every segment, utilities computed, the sum
         of the selections' expected utilities — nan where the algorithm estimates none):
         the argmax of :meth:`expected`, the first on ties."""
-        expected = self.expected(engine, candidates, refs, p_refs, first)
+        return self.selection(candidates, refs, self.expected(engine, candidates, refs, p_refs, first))
+
+    def selection(self, candidates: NBestList, refs: NBestList, expected: np.ndarray) -> Tuple[np.ndarray, int, float]:
+        """:meth:`select`'s triple from every candidate's expected utility ``expected`` float64[M]."""
         chosen = candidates.select(expected)
         computed = int((np.diff(candidates.offsets) * self.references_per_segment(refs)).sum())
         return chosen, computed, float(np.sum(expected[chosen]))

@@ -246,14 +246,6 @@ class CometKiwiMetric(_CometMetric):
         return self.comet().score(sources, hypotheses, None)
 
 
-def torch_weighted_mean(vectors, weights: np.ndarray):
-    """float32[1, H] the mean of ``vectors`` float32[R, H] weighted by ``weights`` float64[R] (summing to 1)."""
-    import torch
-
-    w = torch.as_tensor(np.asarray(weights, dtype=np.float32), device=vectors.device).reshape(1, -1)
-    return w @ vectors
-
-
 class CometUtility(SourcedUtility):
     """MBR's COMET utility u(h, r | s): each distinct text of a segment embedded once, the
     estimator on every pair (regression models); unified models encode each pair jointly."""
@@ -296,6 +288,8 @@ class CometUtility(SourcedUtility):
         Raises:
             InputError: a unified model or xCOMET (they encode each pair jointly: no sentence
                 embedding to average), no sources."""
+        import torch
+
         model = self.metric.comet()
         if model.kind in JOINT:
             raise InputError(
@@ -305,7 +299,8 @@ class CometUtility(SourcedUtility):
         source = self.segment_source(segment)
         embeddings = model.embed(list(candidates) + list(references) + [source])
         n, r = len(candidates), len(references)
-        aggregate = torch_weighted_mean(embeddings[n : n + r], weights)
+        weights = np.asarray(weights, dtype=np.float32).reshape(1, -1)
+        aggregate = torch.from_numpy(weights).to(embeddings.device) @ embeddings[n : n + r]  # float32[1, H]
         return model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], aggregate.expand(n, -1))
 
     def segment_source(self, segment: int) -> str:

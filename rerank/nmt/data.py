@@ -278,6 +278,27 @@ def _say(text: str) -> None:
     print(f"prepare: {text}", file=sys.stderr, flush=True)
 
 
+def fairseq_preprocess(destdir: str, options: List[str], workers: int = 1, quiet: bool = False) -> None:
+    """Run fairseq-preprocess (``python -m fairseq_cli.preprocess``, fairseq's environment)
+    writing to ``destdir`` with ``options`` (languages, prefixes, dictionaries) and ``workers``;
+    ``quiet``: its output discarded.
+
+    Raises:
+        subprocess.CalledProcessError: fairseq-preprocess failed."""
+    command = [
+        sys.executable,
+        "-m",
+        "fairseq_cli.preprocess",
+        *options,
+        "--destdir",
+        destdir,
+        "--workers",
+        str(workers),
+    ]
+    output = subprocess.DEVNULL if quiet else None
+    subprocess.run(command, check=True, stdout=output, stderr=output, env=fairseq_environ())
+
+
 def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = PrepareConfig(), workers: int = 2) -> str:
     """Prepare Multi30k task 1 for fairseq in the direction ``config.src`` → ``config.tgt``
     (any pair of its languages, either way), or a corpus of one's own (``config.files``:
@@ -356,28 +377,14 @@ def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = Prepa
     if not os.path.exists(os.path.join(bin_dir, "preprocess.done")):
         prefixes = {SPLITS[s][1]: os.path.join(bpe_dir, s) for s in config.splits}
         with staged_directory(bin_dir) as tmp_bin:
-            cmd = [
-                sys.executable,
-                "-m",
-                "fairseq_cli.preprocess",
-                "--source-lang",
-                config.src,
-                "--target-lang",
-                config.tgt,
-                "--trainpref",
-                prefixes["train"],
-                "--destdir",
-                tmp_bin,
-                "--workers",
-                str(workers),
-                "--joined-dictionary",
-            ]
+            options = ["--source-lang", config.src, "--target-lang", config.tgt, "--trainpref", prefixes["train"]]
+            options.append("--joined-dictionary")
             if "valid" in prefixes:
-                cmd += ["--validpref", prefixes["valid"]]
+                options += ["--validpref", prefixes["valid"]]
             if "test" in prefixes:
-                cmd += ["--testpref", prefixes["test"]]
+                options += ["--testpref", prefixes["test"]]
             _say(f"binarising {', '.join(config.splits)} with fairseq-preprocess (seconds per 10,000 lines)")
-            subprocess.run(cmd, check=True, env=fairseq_environ())
+            fairseq_preprocess(tmp_bin, options, workers)
             open(os.path.join(tmp_bin, "preprocess.done"), "w").close()
     write_signed(
         os.path.join(out_dir, "prepare.json"),

@@ -41,7 +41,7 @@ from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
-from rerank.nmt.data import preprocess_lines
+from rerank.nmt.data import fairseq_preprocess, preprocess_lines
 from rerank.nmt.subword import join_subwords, make_bpe, subword_spec
 from rerank.outputs import StagedOutputs
 from rerank.shards import Shard
@@ -410,31 +410,8 @@ def generate_nbest_from_text(
         for lang in (config.src, config.tgt):  # the target side is a placeholder: decoding ignores it
             write_lines(segmented, f"{prefix}.{lang}")
         data = os.path.join(tmp, "bin")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fairseq_cli.preprocess",
-                "--source-lang",
-                config.src,
-                "--target-lang",
-                config.tgt,
-                "--testpref",
-                prefix,
-                "--srcdict",
-                dicts[0],
-                "--tgtdict",
-                dicts[1],
-                "--destdir",
-                data,
-                "--workers",
-                "1",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=fairseq_environ(),
-        )
+        options = ["--source-lang", config.src, "--target-lang", config.tgt, "--testpref", prefix]
+        fairseq_preprocess(data, options + ["--srcdict", dicts[0], "--tgtdict", dicts[1]], quiet=True)
         nbest = generate_nbest(
             data,
             checkpoint,

@@ -23,7 +23,7 @@ from typing import List, Optional
 from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
-from rerank.nmt.data import preprocess_lines, resolve_data_dir
+from rerank.nmt.data import fairseq_preprocess, preprocess_lines, resolve_data_dir
 from rerank.nmt.subword import make_bpe, subword_spec
 from rerank.nmt.train import check_settings, thread_env
 from rerank.outputs import atomic_write, staged_directory
@@ -109,26 +109,8 @@ def prepare_lm_data(prepared_dir: str, out_dir: str, config: LMConfig, data_dir:
         with atomic_write(train_text) as out:
             out.writelines(line + "\n" for line in lines)
     with staged_directory(bin_dir) as tmp:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fairseq_cli.preprocess",
-                "--only-source",
-                "--srcdict",
-                needed[2],
-                "--trainpref",
-                train_text,
-                "--validpref",
-                needed[1],
-                "--destdir",
-                tmp,
-                "--workers",
-                "2",
-            ],
-            check=True,
-            env=fairseq_environ(),
-        )
+        options = ["--only-source", "--srcdict", needed[2], "--trainpref", train_text, "--validpref", needed[1]]
+        fairseq_preprocess(tmp, options, workers=2)
         open(os.path.join(tmp, "preprocess.done"), "w").close()
     return bin_dir
 
