@@ -70,15 +70,18 @@ MERT_SETTINGS = {
 def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeats: int = 3):
     """Time (best of ``repeats``), tuning BLEU and line searches of each MERT setting;
     ``test``: (features, stats, offsets) of a test list scored with the weights."""
+    from rerank.metrics.bleu import BleuMetric
     from rerank.tuning import Mert, MertConfig
     from rerank.tuning.base import corpus_score
+
+    bleu = BleuMetric()  # the metric of ``stats``
 
     rows = {}
     for label, settings in MERT_SETTINGS.items():
         times = []
         for _ in range(repeats):
             t = time.perf_counter()
-            tuned = Mert(MertConfig(**settings)).tune(features, stats, offsets, init)
+            tuned = Mert(MertConfig(**settings)).tune(features, stats, offsets, init, metric=bleu)
             times.append(time.perf_counter() - t)
         row = {
             "seconds": min(times),
@@ -88,7 +91,7 @@ def compare_mert_defaults(features, stats, offsets, init=None, test=None, repeat
             "random_directions": tuned.details["random_directions"],
         }
         if test is not None:
-            row["test_bleu"] = corpus_score(*test, tuned.weights)
+            row["test_bleu"] = corpus_score(*test, tuned.vector, bleu)
         rows[label] = row
     return rows
 
@@ -97,7 +100,7 @@ def real_list(args):
     """The MERT comparison on a real tuning list (and test list), from the beam's weights."""
     from rerank.metrics.bleu import BleuMetric
     from rerank.tuning.data import load_tuning_data
-    from rerank.tuning.files import start_weights
+    from rerank.tuning.start import start_weights
 
     none = BleuMetric("none")
     nb, _, stats = load_tuning_data(args.tune_nbest, args.tune_ref, none)
@@ -131,6 +134,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from rerank.metrics import make_objective
+    from rerank.metrics.bleu import BleuMetric
     from rerank.metrics.bleu_stats import bleu_stats
     from rerank.nbest import read_nbest
     from rerank.textio import read_lines
@@ -152,14 +156,14 @@ def main() -> None:
         stats = bleu_stats(nb.hypotheses, refs, nb.segment)
         result["bleu_stats_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        Mira().tune(nb.features, stats, nb.offsets)
+        Mira().tune(nb.features, stats, nb.offsets, metric=BleuMetric())
         result["mira_60_epochs_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        mert = Mert().tune(nb.features, stats, nb.offsets)
+        mert = Mert().tune(nb.features, stats, nb.offsets, metric=BleuMetric())
         result["mert_20_restarts_s"] = time.perf_counter() - t
         result["mert_line_searches"] = mert.details["line_searches"]
         t = time.perf_counter()
-        Pro().tune(nb.features, stats, nb.offsets)
+        Pro().tune(nb.features, stats, nb.offsets, metric=BleuMetric())
         result["pro_s"] = time.perf_counter() - t
         cmd = [
             sys.executable,

@@ -33,7 +33,8 @@ from rerank.nbest import NBestList, finite_scores, read_nbest, write_nbest  # no
 from rerank.report import SignificanceSettings, format_table, significance_of  # noqa: F401
 from rerank.textio import read_lines  # noqa: F401
 from rerank.tuning.base import TUNERS, TuneResult
-from rerank.tuning.files import TuningSetup, start_vector, tune_list
+from rerank.tuning.files import TuningSetup, tune_list
+from rerank.tuning.start import start_vector
 from rerank.tuning.weights import check_weights, weights_dict, weights_vector
 
 #: the public names: rerank.api_names.API, the one list (``import rerank`` loads them from here on first use)
@@ -228,7 +229,7 @@ def tune(
             finite_scores(nbest.features @ start, "the n-best list", "init")
     index = np.arange(len(nbest.hypotheses))
     stats = objective.hypothesis_stats(list(nbest.hypotheses), _one_or_streams(references), nbest.segment, index)
-    vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start)
+    vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start, metric=objective)
     return dataclasses.replace(
         result,
         vector=vector,

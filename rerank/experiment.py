@@ -9,6 +9,9 @@ knows the manifest's layout::
      "systems": [["+nmt", ["rerank/nmt/test.seed1.txt", ...]], ...],
      "caption": "...", "paper": {"table": "...tsv", "select": {"nbest": "20"}}}
 
+and ``"metric": "chrf"`` where the oracle and the plots maximise and show another metric
+than BLEU (absent: BLEU).
+
 Paths are relative to ``EXP_DIR`` (or absolute); rows keep the manifest's order.
 """
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from rerank.errors import InputError
+from rerank.metrics import Metric, make_objective
 from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.evaluate import check_system_names
 from rerank.outputs import atomic_write
@@ -37,11 +41,15 @@ class Experiment:
         baseline: the baseline's replica files (usually one: the beam's 1-best).
         systems: ``[(name, replica files)]`` in row order.
         nbest: the test n-best list (the oracle row), or None.
-        bleu: the BLEU settings of every score of the experiment (tables, plots, oracle).
+        bleu: the text settings (tokeniser, lowercasing) of every score of the experiment
+            (tables, plots, oracle), as BLEU's.
         paper: published scores to print beside ours, ``{"table": TSV, "select": {column:
             value}}`` (:func:`rerank.report.read_paper_table`), or None.
         caption: the protocol, printed above the table's footer.
         left_out: systems left out because their files do not exist yet (``partial``).
+        metric: the specification (:func:`rerank.metrics.make_objective`) of the metric the
+            oracle maximises and the plots show (default ``bleu``), built with ``bleu``'s text
+            settings by :meth:`objective`.
     """
 
     reference: str
@@ -52,6 +60,13 @@ class Experiment:
     paper: Optional[Dict] = None
     caption: Optional[str] = None
     left_out: List[str] = field(default_factory=list)
+    metric: str = "bleu"
+
+    def objective(self, lang: str = "de") -> Metric:
+        """The metric of the oracle and the plots (``metric`` with the experiment's text
+        settings; ``lang``: METEOR's).  Raises :class:`InputError` for an unknown metric or
+        one without a direction."""
+        return make_objective(self.metric, self.bleu.tokenize, self.bleu.lowercase, lang)
 
     def to_json(self, exp_dir: str) -> Dict:
         """The manifest object, paths relative to ``exp_dir`` where they lie inside it."""
@@ -68,6 +83,8 @@ class Experiment:
             "bleu": {"tokenize": self.bleu.tokenize, "lowercase": self.bleu.lowercase},
             "systems": [[name, [rel(f) for f in files]] for name, files in self.systems],
         }
+        if self.metric != "bleu":
+            manifest["metric"] = self.metric
         if self.caption:
             manifest["caption"] = self.caption
         if self.paper:
@@ -102,6 +119,10 @@ class Experiment:
         if not self.systems:
             raise InputError('"systems" lists no system', source)
         check_system_names("baseline", self.systems, source)
+        try:
+            self.objective()
+        except InputError as err:
+            raise InputError(f'"metric": {err.message}', source) from None
         for name, files in self.systems:
             if not files:
                 raise InputError(f"system {name!r} lists no replica file", source)
@@ -136,9 +157,11 @@ class Experiment:
             if paper is not None:
                 paper = {"table": os.path.join(exp_dir, paper["table"]), "select": dict(paper.get("select", {}))}
             caption = manifest.get("caption")
+            metric = str(manifest.get("metric", "bleu"))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise InputError(f"not an experiment manifest ({type(err).__name__}: {err})", path) from None
-        experiment = cls(ref, baseline, systems, os.path.join(exp_dir, nbest) if nbest else None, bleu, paper, caption)
+        nbest_path = os.path.join(exp_dir, nbest) if nbest else None
+        experiment = cls(ref, baseline, systems, nbest_path, bleu, paper, caption, metric=metric)
         experiment.check(path)
         if partial:
             experiment.left_out = [name for name, files in systems if not all(os.path.exists(f) for f in files)]

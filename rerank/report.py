@@ -27,8 +27,7 @@ from rerank._version import __version__
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.metrics import DEFAULT_METRICS, make_metric, read_system
-from rerank.metrics.bleu import BleuMetric
+from rerank.metrics import DEFAULT_METRICS, Metric, make_metric, read_system
 from rerank.metrics.evaluate import check_system_names, shared_stats
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, segment_count
@@ -425,13 +424,14 @@ def plot_report(
     result: Dict,
     ref_path: str,
     paths: Dict[str, str],
-    bleu: Optional[BleuMetric] = None,
+    metric: Metric,
     seed: int = DEFAULT_SEED,
     shuffles: int = 10000,
 ) -> None:
     """Two PNG plots, written to ``paths["gains"]`` and ``paths["null"]``: per-sentence
-    BLEU gains (``bleu``, the tables' BLEU; default sacrebleu's) of each system's first replica over
-    the baseline (sorted), and the distribution of |ΔBLEU| under the null (AR shuffles)
+    gains under ``metric`` (a text metric with sentence scores: the experiment's,
+    :meth:`rerank.experiment.Experiment.objective`; BLEU by default) of each system's first replica over
+    the baseline (sorted), and the distribution of the metric's |Δ| under the null (AR shuffles)
     with the observed difference.  matplotlib is loaded here, its one place."""
     import matplotlib
 
@@ -439,8 +439,9 @@ def plot_report(
     import matplotlib.pyplot as plt
 
     refs = read_lines(ref_path)
-    metric = BleuMetric() if bleu is None else BleuMetric(bleu.tokenize, bleu.lowercase)
-    rows = [r for r in result["rows"] if r["metric"] == "bleu"]
+    label = metric.label
+    first = result["rows"][0]["metric"]
+    rows = [r for r in result["rows"] if r["metric"] == first]  # one row per system
     base = metric.stats(read_lines(rows[0]["files"][0]), refs)
     fig, ax = plt.subplots(figsize=(7, 4))
     fig2, ax2 = plt.subplots(figsize=(7, 4))
@@ -451,16 +452,16 @@ def plot_report(
         null: list = []
         approximate_randomization(metric, base, stats, shuffles, seed, null=null)
         observed = abs(float(metric.score(stats.sum(0)) - metric.score(base.sum(0))))
-        patches: Any = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |ΔBLEU|")[2]
+        patches: Any = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |Δ{label}|")[2]
         ax2.axvline(
             observed, color=patches[0].get_facecolor(), linestyle="--", label=f"observed {observed:.2f} (replica 1)"
         )
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_xlabel("test sentences, sorted by gain")
-    ax.set_ylabel("sentence BLEU − baseline sentence BLEU")
+    ax.set_ylabel(f"sentence {label} − baseline sentence {label}")
     ax.set_title("Per-sentence gains over the baseline (first replica)")
     ax.legend(fontsize=8)
-    ax2.set_xlabel("|corpus BLEU difference| under random swaps")
+    ax2.set_xlabel(f"|corpus {label} difference| under random swaps")
     ax2.set_ylabel("shuffles")
     ax2.set_title(f"Approximate randomisation null distribution ({shuffles} shuffles)")
     ax2.legend(fontsize=8)
@@ -522,10 +523,11 @@ def experiment_report(
     ref, baseline, systems, nbest = experiment.reference, experiment.baseline, experiment.systems, experiment.nbest
     written = report_files(exp_dir, out_dir, plots)
     oracle_path = written.pop("oracle")
+    objective = experiment.objective(lang)
     with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
         if nbest is not None:
             computed = os.path.join(tmp, "test.oracle")
-            oracle_file(nbest, ref, computed, experiment.bleu)
+            oracle_file(nbest, ref, computed, objective)
             systems = systems + [("oracle", [computed])]
         settings = SignificanceSettings(
             metrics=tuple(metrics),
@@ -553,7 +555,7 @@ def experiment_report(
                 result,
                 ref,
                 {"gains": outputs.stage(written["gains.png"]), "null": outputs.stage(written["null.png"])},
-                bleu=experiment.bleu,
+                objective,
                 seed=seed,
                 shuffles=shuffles,
             )

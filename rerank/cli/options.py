@@ -134,6 +134,16 @@ def device_settings(args) -> DeviceSettings:
     return DeviceSettings(args.device, args.dtype)
 
 
+def oracle_metric_option(p: argparse.ArgumentParser) -> None:
+    """``--oracle-metric`` of the verbs that add an oracle row (``signif``, ``experiment``)."""
+    p.add_argument(
+        "--oracle-metric",
+        default="bleu",
+        help="the metric the oracle row maximises (and the report's plots show), with --tokenize/--lowercase "
+        "(default: bleu), e.g. --oracle-metric chrf",
+    )
+
+
 def bleu_settings(args) -> BleuMetric:
     """The :class:`BleuMetric` of ``--tokenize`` / ``--lowercase``."""
     return BleuMetric(args.tokenize, args.lowercase)

@@ -15,6 +15,7 @@ from rerank.cli.options import (
     bleu_settings,
     metric_options,
     note_once,
+    oracle_metric_option,
     ref_option,
     references,
     seg_sidecars,
@@ -121,11 +122,12 @@ def _sidecars(metrics: str, files) -> list:
 
 def cmd_signif(args) -> None:
     systems = [_parse_system(item) for item in args.system or []]
+    oracle_metric = make_objective(args.oracle_metric, args.tokenize, args.lowercase, args.lang)
     with tempfile.TemporaryDirectory() as tmp:
         for k, nbest in enumerate(args.nbest or []):
             name = "oracle" if len(args.nbest) == 1 else f"oracle{k + 1}"
             path = os.path.join(tmp, f"{name}.txt")
-            oracle_file(nbest, references(args), path, bleu_settings(args))
+            oracle_file(nbest, references(args), path, oracle_metric)
             systems.append((name, [path]))
         settings = SignificanceSettings(
             metrics=tuple(split_metrics(args.metrics)),
@@ -293,6 +295,7 @@ def _add_signif(sub) -> None:
     )
     p.add_argument("--system", action="append", help="NAME=FILE[,FILE...] replica files; repeatable")
     p.add_argument("--nbest", action="append", help="n-best list(s) of the test set: adds oracle rows")
+    oracle_metric_option(p)
     bleu_options(p)
     p.add_argument(
         "--format", default="text", choices=["text", "markdown", "latex", "json", "csv"], help="table format"
@@ -382,7 +385,14 @@ def cmd_experiment(args) -> None:
             select[key] = value
         paper = {"table": args.paper_table, "select": select}
     experiment = Experiment(
-        _reference(args), _files(args.baseline), systems, args.nbest, bleu_settings(args), paper, args.caption
+        _reference(args),
+        _files(args.baseline),
+        systems,
+        args.nbest,
+        bleu_settings(args),
+        paper,
+        args.caption,
+        metric=args.oracle_metric,
     )
     written = experiment.write(args.experiment_dir)
     path = os.path.join(args.experiment_dir, "experiment.json")
@@ -434,6 +444,7 @@ def _add_experiment_parser(sub) -> None:
     p.add_argument("--caption", help="the protocol, printed above the report's footer (default: none)")
     p.add_argument("--paper-table", help="published scores to print beside ours (TSV, see rerank report)")
     p.add_argument("--paper-select", action="append", help="COLUMN=VALUE choosing the published rows; repeatable")
+    oracle_metric_option(p)
     bleu_options(p)
     p.set_defaults(
         func=cmd_experiment,

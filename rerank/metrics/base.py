@@ -110,6 +110,10 @@ class Metric(abc.ABC):
     lowercase: bool = False
     #: decimals a score is printed with in significance tables (4 for 0-1 scales: COMET)
     decimals: int = 2
+    #: the name of a compiled kernel the tuners have for this metric's statistics and gain
+    #: (``"bleu"``: MIRA's epoch and MERT's line search in C, :mod:`rerank.tuning._native`),
+    #: or None: the tuners run on :meth:`gain` in numpy.  A metric says it; nothing tests its type.
+    fast_kernel: Optional[str] = None
 
     def __init__(self, *args, **kwargs):
         """Settings as ``Config`` declares them (class docstring), then :meth:`setup`.

@@ -32,7 +32,6 @@ import numpy as np
 from rerank.config import option  # noqa: F401  (re-exported: tuners import it from here)
 from rerank.errors import InputError
 from rerank.metrics import Metric
-from rerank.metrics.bleu import BleuMetric
 from rerank.registry import Registry
 from rerank.tuning._native import model_best_stats
 
@@ -44,14 +43,14 @@ TUNERS: Registry["Tuner"] = Registry("tuner", "rerank.tuning", "TUNERS")
 class Problem:
     """One tuning problem: features float64[M, F], the metric's statistics float64[M, K],
     offsets int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays`
-    checked them; the ``metric`` maximised (default BLEU) and the start's corpus gain
-    ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
+    checked them; the ``metric`` maximised (whose statistics these are) and the start's corpus
+    gain ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
 
     features: np.ndarray
     stats: np.ndarray
     offsets: np.ndarray
     start: np.ndarray
-    metric: Metric = field(default_factory=BleuMetric)
+    metric: Metric
     start_score: float = 0.0
 
     def best_stats(self, weights: np.ndarray) -> np.ndarray:
@@ -68,9 +67,10 @@ class Problem:
         return gain if self.metric.higher_is_better else -gain
 
     @property
-    def is_bleu(self) -> bool:
-        """Whether the metric is plain BLEU (the tuners' compiled fast paths)."""
-        return type(self.metric) is BleuMetric and not self.metric.length_penalty
+    def kernel(self) -> Optional[str]:
+        """The metric's compiled kernel (:attr:`rerank.metrics.Metric.fast_kernel`: ``"bleu"``
+        or None), which picks the tuners' fast paths."""
+        return self.metric.fast_kernel
 
 
 @dataclass
@@ -137,7 +137,8 @@ class Tuner(abc.ABC):
         offsets: np.ndarray,
         init: Optional[np.ndarray] = None,
         progress: Optional[Callable[[str], None]] = None,
-        metric: Optional[Metric] = None,
+        *,
+        metric: Metric,
     ) -> TuneResult:
         """Tune weights on a fixed n-best list.
 
@@ -148,14 +149,14 @@ class Tuner(abc.ABC):
             offsets: int[N + 1] segment boundaries (rows ``offsets[i]:offsets[i+1]``).
             init: float[F] start weights (default zeros).
             progress: called with one line of text per epoch / restart.
-            metric: what is maximised (default BLEU; it must have a direction).
+            metric: what is maximised, the metric of ``stats`` (it must have a direction;
+                no default: statistics do not say whose they are).
         Returns:
             :class:`TuneResult`.
         Raises:
             ValueError: the arrays do not describe one n-best list, or ``init`` has the
                 wrong shape.
         """
-        metric = BleuMetric() if metric is None else metric
         problem = Problem(*tuning_arrays(features, stats, offsets, init, metric.width), metric=metric)
         start = problem.best_stats(problem.start)
         problem.start_score = float(metric.gain(start))
@@ -204,12 +205,11 @@ def config_fields(cls: Type["Tuner"]) -> Tuple[dataclasses.Field, ...]:
 
 
 def corpus_score(
-    features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, weights: np.ndarray, metric: Optional[Metric] = None
+    features: np.ndarray, stats: np.ndarray, offsets: np.ndarray, weights: np.ndarray, metric: Metric
 ) -> float:
     """Corpus score of the model-best hypotheses under ``weights`` (first index on ties)
-    in the metric's units (default BLEU, 0-100): the one score every tuner, cross-fitting
-    and the CLI compute."""
-    metric = BleuMetric() if metric is None else metric
+    in the units of ``metric``, whose statistics ``stats`` are (BLEU: 0-100): the one score
+    every tuner, cross-fitting and the CLI compute."""
     return float(metric.score(model_best_stats(features, stats, offsets, weights)))
 
 

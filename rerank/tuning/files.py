@@ -20,11 +20,10 @@ as library functions over a typed :class:`TuningSetup`.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,12 +32,12 @@ from rerank.folds import read_folds
 from rerank.metrics import Metric, make_objective
 from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
-from rerank.nbest import NBestList, concat_blocks, count_segments, finite_scores
+from rerank.nbest import NBestList, concat_blocks, count_segments
 from rerank.signature import signature
-from rerank.textio import read_lines
 from rerank.tuning.base import TuneResult, make_tuner
 from rerank.tuning.data import load_tuning_data
-from rerank.tuning.weights import read_weights, weights_dict, weights_vector
+from rerank.tuning.start import start_weights
+from rerank.tuning.weights import weights_dict
 
 #: the largest feature magnitude the tuners accept: beyond it, products with weights and
 #: differences between hypotheses lose all precision (and overflow near 1e308)
@@ -77,231 +76,6 @@ class TuningSetup:
     def objective(self) -> Metric:
         """The metric maximised.  Raises :class:`InputError` for one without a direction."""
         return make_objective(self.metric, self.tokenize, self.lowercase, self.lang)
-
-
-def read_start(path: str) -> Dict[str, Any] | List[float]:
-    """Start weights from a file: a weights JSON (``{"weights": {name: value or
-    [values]}}``, as ``rerank tune`` writes; names may be missing), Moses' ``name= v1 …
-    vk`` lines (kbmira ``--dense-init``; k values for a name with k columns), or Moses
-    mert's legacy ``init.opt`` (first line: one value per column in list order; its min /
-    max lines are ignored).  Returns a name map, or a list of values for ``init.opt``.
-
-    Raises:
-        InputError: naming the file (and line): JSON without a weights object, a line
-            that is neither form, a value that is not a finite number, a name twice.
-    """
-    text = "\n".join(read_lines(path))
-    if text.lstrip().startswith("{"):
-        return read_weights(path)
-    lines = [(k, line.split()) for k, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not lines:
-        raise InputError("no start weights in the file", path)
-
-    def numbers(values, lineno):
-        try:
-            out = [float(v) for v in values]
-        except ValueError:
-            raise InputError("a weight is not a number", path, lineno) from None
-        if not out or not all(math.isfinite(v) for v in out):
-            raise InputError("a weight is missing or not finite", path, lineno)
-        return out
-
-    if not lines[0][1][0].endswith("="):  # mert's init.opt: the first line holds the weights
-        return numbers(lines[0][1], lines[0][0])
-    weights: Dict[str, Any] = {}
-    for lineno, words in lines:
-        if not words[0].endswith("=") or len(words[0]) < 2:
-            raise InputError(f"expected 'name= value …' (Moses weights), found {words[0]!r}", path, lineno)
-        name = words[0][:-1]
-        if name in weights:
-            raise InputError(f"the feature {name!r} has a second line", path, lineno)
-        values = numbers(words[1:], lineno)
-        weights[name] = values[0] if len(values) == 1 else values
-    return weights
-
-
-def start_vector(start: Dict[str, Any] | List[float], nbest: NBestList, source: str) -> Tuple[np.ndarray, List[str]]:
-    """(float64[F] start weights over ``nbest``'s columns, the names that had no weight and
-    start at 0) from :func:`read_start`'s result.
-
-    Raises:
-        InputError: a weight for a name the list does not have, a name whose number of
-            values differs from its columns, an ``init.opt`` line of another length.
-    """
-    if isinstance(start, list):
-        if len(start) != len(nbest.feature_names):
-            raise InputError(
-                f"{len(start)} start weights but the n-best list has {len(nbest.feature_names)} columns "
-                f"({' '.join(nbest.feature_names)})",
-                source,
-            )
-        return np.asarray(start, dtype=np.float64), []
-    missing = [name for name, _ in nbest.groups() if name not in start]
-    full = {**start, **{name: [0.0] * count for name, count in nbest.groups() if name in missing}}
-    return weights_vector(full, nbest, source), missing
-
-
-def rank_order(nbest: NBestList) -> Tuple[List[str], Dict[str, int]]:
-    """What a list's order says of the column its decoder ranked by: (the one-valued columns
-    whose values never rise down any segment and fall in some — the order decoders write n-best
-    lists in —, and
-    for every one-valued column the segments whose first hypothesis has its highest value).
-    Segments of one hypothesis say nothing and are left out of both."""
-    sizes = np.diff(nbest.offsets)
-    single = [c for c, name in enumerate(nbest.feature_names) if nbest.feature_names.count(name) == 1]
-    if not len(sizes) or not single:
-        return [], {}
-    features = nbest.features[:, single]
-    within = np.repeat(np.arange(len(sizes)), sizes)
-    same = within[1:] == within[:-1]
-    scale = np.maximum(np.abs(features[1:]), np.abs(features[:-1]))
-    step = np.diff(features, axis=0)
-    rises = (step > 1e-9 * np.maximum(scale, 1.0)) & same[:, None]
-    falls = (step < -1e-9 * np.maximum(scale, 1.0)) & same[:, None]  # a constant column orders nothing
-    many = sizes > 1
-    best = np.maximum.reduceat(features, nbest.offsets[:-1], axis=0)
-    first_is_best = (features[nbest.offsets[:-1]] >= best) & many[:, None]
-    names = [nbest.feature_names[c] for c in single]
-    ordering = [name for k, name in enumerate(names) if not rises[:, k].any() and falls[:, k].any()]
-    return ordering, {name: int(first_is_best[:, k].sum()) for k, name in enumerate(names)}
-
-
-def totals_weights(nbest: NBestList) -> Optional[np.ndarray]:
-    """The weights float64[F] whose weighted sum of the columns is the list's totals (the last
-    field, Moses' model score) on every hypothesis, where the totals order every segment as
-    written (never rising, falling in some) and are such a sum (least squares, residual within
-    1e-6 of their scale); else None.  A decoder that ranked by a weighted total wrote it there."""
-    totals = nbest.totals
-    if totals is None or not len(totals) or not nbest.feature_names:
-        return None
-    sizes = np.diff(nbest.offsets)
-    within = np.repeat(np.arange(len(sizes)), sizes)
-    same = within[1:] == within[:-1]
-    step = np.diff(totals)
-    tol = 1e-9 * max(1.0, float(np.abs(totals).max()))
-    if (step[same] > tol).any() or not (step[same] < -tol).any():
-        return None
-    weights, *_ = np.linalg.lstsq(nbest.features, totals, rcond=None)
-    if np.abs(nbest.features @ weights - totals).max() > 1e-6 * max(1.0, float(np.abs(totals).max())):
-        return None
-    return np.asarray(weights, dtype=np.float64)
-
-
-def start_weights(
-    nbest: NBestList,
-    init: str,
-    nbest_path: str,
-    beam_feature: Optional[str] = None,
-    say: Optional[Callable[[str], None]] = None,
-) -> Tuple[Optional[np.ndarray], str]:
-    """(start weights float[F] or None for zeros, where they came from: ``beam``,
-    ``zeros`` or the absolute path of the weights file).
-
-    ``init``: ``beam`` (1 on the beam feature: the one the list's signature declares, or
-    ``beam_feature`` for a list without one, or for a list without either the one column whose
-    values never rise down any segment — decoders write their lists in rank order
-    (:func:`rank_order`), said through ``say`` in one line; a ``beam_feature`` the order
-    contradicts is said with the numbers), ``zeros``, or a start file
-    (:func:`read_start`; columns it does not name start at 0, said through ``say`` in one
-    line).
-
-    Raises:
-        InputError: ``beam`` for a list without a signature, no ``beam_feature`` and no column
-            in whose order the list is written (the error names the ways on), a beam feature that is not a column or that
-            contradicts the signature's; an unreadable start file or weights that
-            overflow on the list.
-    """
-    info = nbest.info
-    columns = " ".join(dict.fromkeys(nbest.feature_names))
-    if beam_feature is not None:
-        if beam_feature not in nbest.feature_names:
-            raise InputError(f"--beam-feature {beam_feature}: not a column of the list (it has {columns})", nbest_path)
-        if info.declared and info.beam_feature not in (None, beam_feature):
-            raise InputError(
-                f"--beam-feature {beam_feature} contradicts the beam feature {info.beam_feature!r} that the "
-                "list's signature declares",
-                nbest_path,
-            )
-    if init == "zeros":
-        return None, "zeros"
-    if init != "beam":
-        vector, missing = start_vector(read_start(init), nbest, init)
-        if missing and say is not None:
-            say(f"--init {init}: no weight for {', '.join(missing)}: they start at 0")
-        with np.errstate(over="ignore", invalid="ignore"):
-            finite_scores(nbest.features @ vector, nbest_path, init)
-        return vector, os.path.abspath(init)
-    beam = beam_feature or info.beam_feature
-    if info.beam_feature is None:  # no signature, or one that names no beam (a foreign list's features added)
-        found = _beam_from_order(nbest, nbest_path, beam_feature, columns, say or (lambda text: None), info.declared)
-        if isinstance(found, np.ndarray):  # the weights that reproduce the list's totals
-            return found, "beam"
-        beam = found
-    if beam is None:
-        return None, "zeros"
-    if beam not in nbest.feature_names:
-        raise InputError(
-            f"the signature names beam feature {beam!r}, which is not a column of the list (it has {columns})",
-            nbest_path + ".json",
-        )
-    return np.asarray([1.0 if name == beam else 0.0 for name in nbest.feature_names]), "beam"
-
-
-def _beam_from_order(
-    nbest: NBestList,
-    nbest_path: str,
-    beam_feature: Optional[str],
-    columns: str,
-    say: Callable[[str], None],
-    signed: bool = False,
-) -> Union[str, np.ndarray, None]:
-    """The beam column of a list whose signature names none (or that has none): ``beam_feature``
-    (said with the numbers where the list's order contradicts it), else the column in whose
-    order the list is written; else, where the totals (the last field: the decoder's weighted
-    score) order it and are a weighted sum of the columns, those weights (float64[F]); else None
-    for a ``signed`` list (a signature that names no beam: the start is zeros).
-
-    Raises:
-        InputError: none of them for a list without a signature (naming the ways on, for the
-            command line and the Python API).
-    """
-    ordering, first_best = rank_order(nbest)
-    segments = sum(1 for size in np.diff(nbest.offsets) if size > 1)
-    if beam_feature is not None:
-        if ordering and beam_feature not in ordering:
-            say(
-                f"rerank: warning: beam feature {beam_feature}: the list is not in its order (its first hypothesis "
-                f"is {beam_feature}'s best in {first_best.get(beam_feature, 0)} of {segments} segments); the list is "
-                f"in {ordering[0]}'s order, the column its decoder ranked by: starting from {beam_feature} as asked"
-            )
-        return beam_feature
-    if not ordering:
-        weights = totals_weights(nbest)
-        if weights is not None:
-            shown = ", ".join(f"{name} {value:g}" for name, value in zip(nbest.feature_names, weights))
-            say(
-                f"rerank: {nbest_path}: no column orders the list but its totals do: starting from the weights "
-                f"that reproduce them ({shown})"
-            )
-            return weights
-    if not ordering and signed:
-        return None
-    if not ordering:
-        where = "the list has no signature" if not os.path.exists(nbest_path) else f"no signature {nbest_path}.json"
-        raise InputError(
-            f"{where} and no column orders every segment as written, so the beam's feature is unknown: name its "
-            f"column (--beam-feature COLUMN, beam_feature=COLUMN in Python; the list has {columns}), or start from "
-            "zeros or weights (--init zeros | WEIGHTS: JSON, Moses 'name= value' lines or init.opt; init= in "
-            "Python); 'rerank convert --beam-feature COLUMN' writes the signature once for every verb",
-            nbest_path,
-        )
-    others = f" ({', '.join(ordering[1:])} too: the first is taken)" if len(ordering) > 1 else ""
-    say(
-        f"rerank: {nbest_path}: {'its signature names no beam' if signed else 'no signature'}: the beam's column "
-        f"is {ordering[0]}, the one whose values never "
-        f"rise down any of the {segments} segments{others} (--beam-feature names another)"
-    )
-    return ordering[0]
 
 
 def check_tunable(nbest: NBestList, source: str) -> None:
@@ -368,13 +142,25 @@ def widen(weights: np.ndarray, columns: Optional[np.ndarray], width: int) -> np.
 
 
 def _record(setup: TuningSetup, tuner, metric: Metric) -> Dict[str, Any]:
-    return {
+    """The settings of a weights record: the tuner's ``config``, the objective's own
+    ``metric_settings`` (its specification and the text settings it was built with, enough
+    to build it again: :meth:`TuningSetup.objective`) and ``metric_signature``; where the
+    objective is BLEU, also ``bleu_settings`` and ``bleu_signature`` (the keys of records
+    written before metrics were selectable)."""
+    record: Dict[str, Any] = {
         "config": asdict(tuner.config),
-        "bleu_settings": BleuMetric(setup.tokenize, setup.lowercase).to_json(),
-        "bleu_signature": BleuMetric(setup.tokenize, setup.lowercase).signature(),
+        "metric_settings": {
+            "metric": setup.metric,
+            "tokenize": setup.tokenize,
+            "lowercase": setup.lowercase,
+            "lang": setup.lang,
+        },
         "metric_signature": metric.signature(),
-        "signature": signature(),
     }
+    if isinstance(metric, BleuMetric):
+        record.update(bleu_settings=metric.to_json(), bleu_signature=metric.signature())
+    record["signature"] = signature()
+    return record
 
 
 def _scores(result: TuneResult) -> Dict[str, Any]:
@@ -428,7 +214,7 @@ def tune_list(
         init, init_from = start, "weights"
     nbest, init, init_from, columns = restrict(full, init, init_from, setup, where)
     tuner, metric = tuner or setup.tuner(), metric or setup.objective()
-    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric)
+    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric=metric)
     return widen(result.vector, columns, len(full.feature_names)), result, init_from, nbest
 
 
@@ -481,7 +267,7 @@ def tune_file(
 ) -> Tuple[Dict[str, Any], TuneResult]:
     """Tune on an n-best list and its references (and on ``extra`` lists of other segments
     with the same columns: :func:`load_with_extra`).  Returns (the weights record that
-    ``rerank tune`` writes: ``weights``, ``tuning``, ``config``, ``bleu_settings``,
+    ``rerank tune`` writes: ``weights``, ``tuning``, ``config``, ``metric_settings``,
     signatures; the :class:`~rerank.tuning.base.TuneResult`).
 
     Raises:
@@ -548,7 +334,7 @@ def crossfit_file(
         seen, held = np.concatenate([folds.segments(k, held_out=False), always]), folds.segments(k)
         rows = restricted.rows_of(seen)
         part = restricted.subset(seen)
-        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric)
+        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric=metric)
         test = restricted.subset(held)
         chosen[held] = restricted.rows_of(held)[test.select(test.features @ result.vector)]
         if report is not None:
@@ -588,9 +374,6 @@ __all__ = [
     "tune_file",
     "crossfit_file",
     "load_with_extra",
-    "start_weights",
-    "read_start",
-    "start_vector",
     "restrict",
     "check_tunable",
     "widen",

@@ -127,7 +127,7 @@ def sweep(
 def line_search(problem: Problem, a: np.ndarray, b: np.ndarray) -> Tuple[float, float]:
     """Exact line search of ``problem``'s metric along hypothesis scores ``a + gamma·b``:
     (gamma, corpus gain there).  BLEU in C, any other metric with :func:`sweep`."""
-    if problem.is_bleu:
+    if problem.kernel == "bleu":
         gamma, bleu, _ = mert_line_search(a, b, problem.stats, problem.offsets)
         return gamma, bleu
     return sweep(problem.metric, problem.stats, *mert_envelope(a, b, problem.offsets))

@@ -158,9 +158,13 @@ class Mira(Tuner):
         rng = np.random.default_rng(config.seed)
         N = len(offsets) - 1
         best_weights, best_epoch = w.copy(), 0
-        best_gain = (0.0 if problem.is_bleu else -np.inf) if config.kbmira_selection else problem.start_score
+        best_gain = (0.0 if problem.kernel == "bleu" else -np.inf) if config.kbmira_selection else problem.start_score
         epoch_score, epoch_updates = [], []
-        run_epoch = mira_epoch if problem.is_bleu and not self.numpy_loop else partial(mira_epoch_numpy, problem.metric)
+        run_epoch = (
+            mira_epoch
+            if problem.kernel == "bleu" and not self.numpy_loop
+            else partial(mira_epoch_numpy, problem.metric)
+        )
         for epoch in range(1, config.iterations + 1):
             order = rng.permutation(N) if config.shuffle else np.arange(N)
             updates, loss = 0, 0.0

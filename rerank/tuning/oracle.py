@@ -1,24 +1,18 @@
 """Oracle selection: the hypotheses of an n-best list that maximise a corpus metric
-(BLEU by default; any metric over sufficient statistics: chrF, TER, METEOR,
+(any metric over sufficient statistics with a direction: BLEU, chrF, TER, METEOR,
 interpolations, ``seg:`` scores)."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from rerank.metrics import Metric
-from rerank.metrics.bleu import BleuMetric
 from rerank.nbest import select_best, write_lines
 from rerank.tuning.data import load_tuning_data
 
 
-def oracle_select(
-    stats: np.ndarray, offsets: np.ndarray, max_passes: int = 5, metric: Optional[Metric] = None
-) -> np.ndarray:
-    """Approximate corpus oracle by greedy coordinate ascent on ``metric``'s gain
-    (default BLEU).
+def oracle_select(stats: np.ndarray, offsets: np.ndarray, metric: Metric, max_passes: int = 5) -> np.ndarray:
+    """Approximate corpus oracle by greedy coordinate ascent on ``metric``'s gain.
 
     Starts from each segment's best hypothesis by the smoothed sentence-level gain (the
     row added to a background of ones, as kbmira's sentence BLEU:
@@ -30,11 +24,11 @@ def oracle_select(
     Args:
         stats: float[M, K] the metric's statistics rows (BLEU: K = 9).
         offsets: int[N + 1] segment boundaries.
-        metric: what is maximised (it must have a direction).
+        metric: what is maximised, the metric of ``stats`` (it must have a direction).
+        max_passes: passes over the segments at most.
     Returns:
         int64[N] selected row per segment.
     """
-    metric = BleuMetric() if metric is None else metric
     stats = np.asarray(stats, dtype=np.float64)
     offsets = np.asarray(offsets, dtype=np.int64)
     choice = select_best(metric.background_gain(stats, np.ones(stats.shape[1])), offsets)
@@ -55,12 +49,10 @@ def oracle_select(
     return choice
 
 
-def oracle_file(nbest_path: str, ref_path: str, out_path: str, metric: Optional[Metric] = None) -> np.ndarray:
+def oracle_file(nbest_path: str, ref_path: str, out_path: str, metric: Metric) -> np.ndarray:
     """Write the oracle selection (:func:`oracle_select`) of an n-best list under
-    ``metric`` (default BLEU, sacrebleu's defaults) to ``out_path``.  Returns its summed
-    statistics float64[K]."""
-    metric = BleuMetric() if metric is None else metric
+    ``metric`` to ``out_path``.  Returns its summed statistics float64[K]."""
     nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, metric)
-    best = oracle_select(stats, nbest.offsets, metric=metric)
+    best = oracle_select(stats, nbest.offsets, metric)
     write_lines((nbest.hypotheses[i] for i in best), out_path)
     return stats[best].sum(0)

@@ -24,6 +24,7 @@ import rerank.nbest.moses
 import rerank.reranking
 from rerank.cli import main
 from rerank.errors import InputError
+from rerank.metrics.bleu import BleuMetric
 from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_nbest, write_lines, write_nbest
 from rerank.outputs import PARTIAL_SUFFIX, StagedOutputs, atomic_write, check_paths
 
@@ -1055,10 +1056,10 @@ def test_mert_refuses_a_problem_whose_memory_it_can_estimate_and_talks_on_long_i
     monkeypatch.setattr(mert, "MAX_SLOPE_BYTES", 40 * 100 * 8)  # 150 + 10 directions × 40 rows is more
     tuner = mert.Mert(mert.MertConfig(restarts=1, max_iterations=2))
     with pytest.raises(InputError, match=r"mert: 150 columns and 40 hypotheses need .* use --algorithm mira or pro"):
-        tuner.tune(features, stats, offsets)
+        tuner.tune(features, stats, offsets, metric=BleuMetric())
     monkeypatch.setattr(mert, "MAX_SLOPE_BYTES", 2**30)
     said = []
-    tuner.tune(features, stats, offsets, progress=said.append)
+    tuner.tune(features, stats, offsets, progress=said.append, metric=BleuMetric())
     assert any("line searches (160 per iteration)" in line for line in said)
 
 

@@ -276,3 +276,56 @@ def test_the_report_marks_the_rows_the_val_guard_does_not_pass(tmp_path, capsys)
         verdicts.write_text(content)
         assert main(report + ["--marks", str(verdicts)]) == 1
         one_line_error(capsys, message)
+
+
+def test_the_oracle_and_the_plots_take_the_experiments_metric(tmp_path, capsys):
+    """An experiment's ``metric`` (``rerank experiment --oracle-metric``, issue 77): the report's
+    oracle row maximises it, not BLEU; ``rerank signif --oracle-metric`` the same; a metric
+    without a direction is refused naming the manifest.  The two lists differ under BLEU and
+    chrF (asserted), so the test tells the metrics apart."""
+    from rerank.metrics import make_objective
+    from rerank.tuning.oracle import oracle_select
+
+    refs = ["the black dog runs across the green field", "a woman reads a long book"]
+    cands = [
+        ["the black dog runs", "the blacks dogs running across the greens fields", "a dog"],
+        ["a woman reads", "a women reading a longer books", "book"],
+    ]
+    hyps = [h for c in cands for h in c]
+    offsets = np.array([0, 3, 6])
+    picks = {}
+    for spec in ("bleu", "chrf"):
+        metric = make_objective(spec, "none")
+        picks[spec] = [
+            hyps[i] for i in oracle_select(metric.stats(hyps, [refs[0]] * 3 + [refs[1]] * 3), offsets, metric)
+        ]
+    assert picks["bleu"] != picks["chrf"]
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    nbest = NBestList(offsets, hyps, np.zeros((6, 1)), ["NMT"])
+    write_nbest(nbest, str(exp / "test.nbest"))
+    write_lines(refs, str(exp / "ref.txt"))
+    write_lines([c[0] for c in cands], str(exp / "base.txt"))
+    argv = ["experiment", str(exp), "--ref", str(exp / "ref.txt"), "--baseline", str(exp / "base.txt")]
+    argv += ["--tokenize", "none", "--replicas", "1", "--nbest", str(exp / "test.nbest")]
+    argv += ["--system", f"+b={exp}/base.txt"]
+    report = ["report", str(exp), "--metrics", "bleu,chrf", "--shuffles", "20", "--resamples", "0", "--no-plots"]
+    for spec in ("bleu", "chrf"):
+        assert main(argv + (["--oracle-metric", spec] if spec != "bleu" else [])) == 0
+        manifest = json.loads((exp / "experiment.json").read_text())
+        assert manifest.get("metric") == (None if spec == "bleu" else spec)  # BLEU's manifests stay as they were
+        assert main(report) == 0
+        assert (exp / "report" / "test.oracle").read_text().splitlines() == picks[spec]
+    signif = ["signif", "--ref", str(exp / "ref.txt"), "--baseline", str(exp / "base.txt"), "--tokenize", "none"]
+    signif += ["--nbest", str(exp / "test.nbest"), "--metrics", "chrf", "--shuffles", "20", "--resamples", "0"]
+    capsys.readouterr()
+    for spec in ("bleu", "chrf"):
+        assert main(signif + ["--oracle-metric", spec, "--format", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        oracle = make_objective("chrf", "none")
+        want = oracle.corpus_score(picks[spec], refs)
+        assert [r["score"] for r in rows if r["system"] == "oracle"] == [pytest.approx(want, abs=1e-9)]
+    manifest["metric"] = "length"  # no direction: cannot be maximised
+    (exp / "experiment.json").write_text(json.dumps(manifest))
+    assert main(report) == 1
+    one_line_error(capsys, 'experiment.json: "metric": ')

@@ -12,7 +12,7 @@ from rerank import api
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.nbest import NBestList, read_nbest, write_lines, write_nbest
-from rerank.tuning.files import read_start, start_vector
+from rerank.tuning.start import read_start, start_vector
 from tests.conftest import random_corpus
 
 

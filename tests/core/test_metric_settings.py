@@ -98,6 +98,11 @@ def test_tuning_for_chrf_plus_plus_records_it(tmp_path):
     assert record["tuning"]["metric"] == "chrf:word_order=2"
     assert "nw:2" in record["metric_signature"]
     assert record["tuning"]["score"] >= record["tuning"]["initial_score"]
+    # the objective's own settings, enough to build it again; no BLEU settings for a chrF tuning
+    settings = record["metric_settings"]
+    assert settings == {"metric": "chrf:word_order=2", "tokenize": "13a", "lowercase": False, "lang": "de"}
+    assert "bleu_settings" not in record and "bleu_signature" not in record
+    assert make_objective(**{"spec": settings.pop("metric"), **settings}).signature() == record["metric_signature"]
 
 
 def test_unknown_tokeniser_lists_the_choices():
@@ -144,6 +149,7 @@ def test_ter_edits_in_blocks_equal_one_call(monkeypatch):
 
 
 def test_length_controlled_bleu_by_hand_and_as_a_tuning_objective(tmp_path, capsys):
+    from rerank.metrics.bleu import BleuMetric
     from rerank.metrics.bleu_stats import bleu_from_stats
     from rerank.tuning.base import Problem
 
@@ -155,7 +161,7 @@ def test_length_controlled_bleu_by_hand_and_as_a_tuning_objective(tmp_path, caps
     assert "length_penalty:0.5|length_target:1" in metric.signature()
     # the tuners do not take BLEU's compiled fast paths (they would ignore the penalty)
     problem = Problem(np.zeros((1, 1)), stats[None, :], np.array([0, 1]), np.zeros(1), metric=metric)
-    assert not problem.is_bleu
+    assert problem.kernel is None and BleuMetric().fast_kernel == "bleu"
     write_split(tmp_path, "val", 30, seed=5)
     argv = ["tune", "--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.de"), "--tokenize", "none"]
     assert main(argv + ["--metric", "bleu:length_penalty=0.5", "--out", str(tmp_path / "w.json"), "--quiet"]) == 0

@@ -2,15 +2,24 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
+from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.bleu_stats import background_sentence_bleu, bleu_from_stats, bleu_stats
-from rerank.tuning.base import corpus_score as corpus_bleu_of_weights
+from rerank.tuning.base import corpus_score
 from rerank.tuning.mira import Mira, MiraConfig
 from rerank.tuning.oracle import oracle_select
 from tests.conftest import random_corpus
 
+#: the metric of the statistics these tests build (bleu_stats rows; the tokeniser does not enter a score)
+BLEU_METRIC = BleuMetric()
+
+
+def corpus_bleu_of_weights(features, stats, offsets, weights):
+    """Corpus BLEU of the model-best hypotheses under ``weights``."""
+    return corpus_score(features, stats, offsets, weights, BLEU_METRIC)
+
 
 def tune(features, stats, offsets, config=MiraConfig(), init=None):
-    return Mira(config).tune(features, stats, offsets, init)
+    return Mira(config).tune(features, stats, offsets, init, metric=BLEU_METRIC)
 
 
 # one sentence, two hypotheses: "a b c d" (= reference) and "x y z w"
@@ -122,7 +131,7 @@ def test_learns_to_select_the_oracle_when_a_feature_is_sentence_bleu():
     # start from weights that prefer the noise feature
     result = tune(features, stats, offsets, MiraConfig(seed=3), init=np.array([1.0, 0.0, 0.0]))
     tuned = corpus_bleu_of_weights(features, stats, offsets, result.vector)
-    oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets)].sum(0)))
+    oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets, BLEU_METRIC)].sum(0)))
     by_feature = corpus_bleu_of_weights(features, stats, offsets, np.array([0.0, 0.0, 1.0]))
     start = corpus_bleu_of_weights(features, stats, offsets, np.array([1.0, 0.0, 0.0]))
     assert result.score == pytest.approx(tuned)
@@ -156,7 +165,7 @@ def test_oracle_is_at_least_sentence_level_choice_and_first_best():
     refs, hyps, segment = random_corpus(80, 6, seed=9)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
     stats = bleu_stats(hyps, refs, segment)
-    oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets)].sum(0)))
+    oracle = float(bleu_from_stats(stats[oracle_select(stats, offsets, BLEU_METRIC)].sum(0)))
     first = float(bleu_from_stats(stats[offsets[:-1]].sum(0)))
     rng = np.random.default_rng(0)
     random_pick = offsets[:-1] + rng.integers(0, 6, size=80)
@@ -169,7 +178,7 @@ def test_oracle_is_at_least_sentence_level_choice_and_first_best():
         for j in range(6, 12)
         for k in range(12, 18)
     )
-    got = float(bleu_from_stats(stats[oracle_select(stats[:18], small)].sum(0)))
+    got = float(bleu_from_stats(stats[oracle_select(stats[:18], small, BLEU_METRIC)].sum(0)))
     assert got == pytest.approx(best)
 
 

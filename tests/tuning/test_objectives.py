@@ -22,6 +22,8 @@ from rerank.tuning.oracle import oracle_select
 from rerank.tuning.pro import Pro, ProConfig
 from tests.conftest import one_line_error, random_corpus
 
+BLEU_METRIC = BleuMetric()
+
 
 def _nbest(num_segments, nbest, seed, num_features=2):
     """A random list with 2 features that see quality and length noisily, as test_tuners'."""
@@ -149,8 +151,8 @@ def test_numpy_sweep_equals_the_c_line_search_on_bleu():
 def test_mert_with_random_directions_only_from_enough_features():
     refs, hyps, segment, offsets, features = _nbest(20, 5, seed=2, num_features=3)
     stats = bleu_stats(hyps, refs, segment)
-    few = Mert(MertConfig(restarts=2)).tune(features, stats, offsets)
-    always = Mert(MertConfig(restarts=2, random_min_features=1)).tune(features, stats, offsets)
+    few = Mert(MertConfig(restarts=2)).tune(features, stats, offsets, metric=BLEU_METRIC)
+    always = Mert(MertConfig(restarts=2, random_min_features=1)).tune(features, stats, offsets, metric=BLEU_METRIC)
     assert few.details["random_directions"] == 0 and always.details["random_directions"] == 10
     assert few.details["line_searches"] < always.details["line_searches"]
 
@@ -162,10 +164,10 @@ def test_mira_numpy_loop_equals_the_c_loop_on_bleu():
     refs, hyps, segment, offsets, features = _nbest(50, 8, seed=7, num_features=3)
     stats = bleu_stats(hyps, refs, segment)
     config = MiraConfig(iterations=8, seed=3)
-    c_loop = Mira(config).tune(features, stats, offsets)
+    c_loop = Mira(config).tune(features, stats, offsets, metric=BLEU_METRIC)
     numpy_tuner = Mira(config)
     numpy_tuner.numpy_loop = True
-    numpy_loop = numpy_tuner.tune(features, stats, offsets)
+    numpy_loop = numpy_tuner.tune(features, stats, offsets, metric=BLEU_METRIC)
     assert np.allclose(numpy_loop.vector, c_loop.vector, rtol=1e-9, atol=1e-12)
     assert numpy_loop.details["epoch_updates"] == c_loop.details["epoch_updates"]
     assert numpy_loop.score == pytest.approx(c_loop.score)
@@ -181,7 +183,10 @@ def test_a_mira_epoch_in_blocks_of_segments_is_the_epoch_in_one_call():
         whole, blocks = Mira(config), Mira(config)
         whole.numpy_loop = blocks.numpy_loop = numpy_loop
         blocks.BLOCK = 7
-        a, b = whole.tune(features, stats, offsets), blocks.tune(features, stats, offsets)
+        a, b = (
+            whole.tune(features, stats, offsets, metric=BLEU_METRIC),
+            blocks.tune(features, stats, offsets, metric=BLEU_METRIC),
+        )
         assert np.array_equal(a.weights, b.weights)
         assert a.details["epoch_updates"] == b.details["epoch_updates"]
         assert a.details["epoch_score"] == b.details["epoch_score"]
@@ -239,11 +244,11 @@ def test_mira_tunes_for_ter_and_never_ends_worse_than_its_start():
 def test_the_oracle_of_each_metric_maximises_that_metric():
     refs, hyps, segment, offsets, _ = _chrf_versus_bleu_list()
     chrf, bleu = make_objective("chrf"), make_objective("bleu", tokenize="none")
-    assert list(oracle_select(_stats(chrf, hyps, refs, segment), offsets, metric=chrf)) == list(offsets[1:] - 1)
-    assert list(oracle_select(_stats(bleu, hyps, refs, segment), offsets, metric=bleu)) == list(offsets[:-1])
+    assert list(oracle_select(_stats(chrf, hyps, refs, segment), offsets, chrf)) == list(offsets[1:] - 1)
+    assert list(oracle_select(_stats(bleu, hyps, refs, segment), offsets, bleu)) == list(offsets[:-1])
     refs, hyps, segment, offsets, _ = _nbest(40, 8, seed=6)
     ter = make_objective("ter")
-    pick = oracle_select(_stats(ter, hyps, refs, segment), offsets, metric=ter)
+    pick = oracle_select(_stats(ter, hyps, refs, segment), offsets, ter)
     score = lambda rows: TER().corpus_score([hyps[i] for i in rows], [refs]).score  # noqa: E731
     assert score(pick) < score(offsets[:-1]) and score(pick) <= min(score(offsets[:-1] + k) for k in range(8))
 

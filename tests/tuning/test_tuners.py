@@ -3,21 +3,30 @@
 import numpy as np
 import pytest
 
+from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.bleu_stats import bleu_from_stats, bleu_plus_one, bleu_stats
 from rerank.tuning._native import mert_line_search, model_best_stats
-from rerank.tuning.base import corpus_score as corpus_bleu_of_weights
+from rerank.tuning.base import corpus_score
 from rerank.tuning.mert import Mert, MertConfig
 from rerank.tuning.oracle import oracle_select
 from rerank.tuning.pro import Pro, ProConfig, sample_pairs
 from tests.conftest import random_corpus
 
+#: the metric of the statistics these tests build (bleu_stats rows; the tokeniser does not enter a score)
+BLEU_METRIC = BleuMetric()
+
+
+def corpus_bleu_of_weights(features, stats, offsets, weights):
+    """Corpus BLEU of the model-best hypotheses under ``weights``."""
+    return corpus_score(features, stats, offsets, weights, BLEU_METRIC)
+
 
 def tune_mert(features, stats, offsets, config=MertConfig(), init=None):
-    return Mert(config).tune(features, stats, offsets, init)
+    return Mert(config).tune(features, stats, offsets, init, metric=BLEU_METRIC)
 
 
 def tune_pro(features, stats, offsets, config=ProConfig(), init=None):
-    return Pro(config).tune(features, stats, offsets, init)
+    return Pro(config).tune(features, stats, offsets, init, metric=BLEU_METRIC)
 
 
 def _list(num_segments, nbest, seed, num_features=2):
@@ -98,7 +107,7 @@ def test_mert_finds_the_exact_two_feature_optimum():
 
 def test_mert_is_seeded_and_never_worse_than_its_start():
     features, stats, offsets = _list(50, 8, seed=2, num_features=4)
-    oracle_pick = oracle_select(stats, offsets)
+    oracle_pick = oracle_select(stats, offsets, BLEU_METRIC)
     onehot = np.zeros(len(features))
     onehot[oracle_pick] = 1.0
     features = np.hstack([features, onehot[:, None]])  # a perfect feature: init at it is the oracle
@@ -120,11 +129,11 @@ def test_a_long_mert_iteration_says_how_far_it_is_and_what_is_left(monkeypatch):
     rng = np.random.default_rng(0)
     features = np.hstack([features, rng.normal(size=(len(features), 148))])
     config = MertConfig(restarts=1, max_iterations=1, random_directions=0, seed=1)
-    quiet = Mert(config).tune(features, stats, offsets)
+    quiet = Mert(config).tune(features, stats, offsets, metric=BLEU_METRIC)
     ticks = iter(np.arange(0.0, 10_000.0, 6.0))  # every look at the clock: 6 s later
     monkeypatch.setattr(mert_module.time, "perf_counter", lambda: float(next(ticks)))
     said = []
-    loud = Mert(config).tune(features, stats, offsets, progress=said.append)
+    loud = Mert(config).tune(features, stats, offsets, progress=said.append, metric=BLEU_METRIC)
     inside = [line for line in said if "line searches of this iteration" in line]
     # chunks of 64, the clock read once before them and once after each: after 64, 6 s (not yet);
     # after 128, 12 s (said: 22 left at 12/128 s each, about 2 s); after 150 the iteration is over
@@ -166,7 +175,7 @@ def test_pro_learns_the_quality_feature():
 def test_pro_keeps_a_better_start():
     features, stats, offsets = _list(40, 8, seed=3)
     onehot = np.zeros(len(features))
-    onehot[oracle_select(stats, offsets)] = 1.0
+    onehot[oracle_select(stats, offsets, BLEU_METRIC)] = 1.0
     features = np.hstack([features, 1e-6 * onehot[:, None]])  # perfect but too small for PRO's penalty to use
     init = np.array([0.0, 0.0, 1.0])
     result = tune_pro(features, stats, offsets, ProConfig(seed=1, C=1e-6), init=init)
