@@ -9,9 +9,10 @@ caller that asked for no progress) gives a silent one.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Dict, Iterable, Iterator, Optional
 
 from tqdm import tqdm
 
@@ -117,3 +118,36 @@ def progress_bar(
     if getattr(stream, "isatty", lambda: False)():
         return tqdm(iterable, total=total, desc=desc, unit=unit, leave=leave, mininterval=mininterval, file=stream)
     return LineProgress(iterable, total, desc, unit, file=file)
+
+
+class Stages:
+    """Seconds spent per named stage of a long job (mbrs' ``timer``): :meth:`measure` a block,
+    or :meth:`timed` the iteration of a stream (the reading of a list).  ``seconds``:
+    {stage: seconds}, in first-measured order."""
+
+    def __init__(self) -> None:
+        self.seconds: Dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def measure(self, stage: str) -> Iterator[None]:
+        """Add the seconds of the ``with`` block to ``stage``."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - began
+
+    def timed(self, items: Iterable, stage: str) -> Iterator:
+        """``items`` as they come, the seconds of producing each added to ``stage``."""
+        stream = iter(items)
+        while True:
+            with self.measure(stage):
+                try:
+                    item = next(stream)
+                except StopIteration:
+                    return
+            yield item
+
+    def rounded(self, digits: int = 3) -> Dict[str, float]:
+        """{stage: seconds} rounded (for records)."""
+        return {stage: round(value, digits) for stage, value in self.seconds.items()}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
@@ -208,6 +209,12 @@ def _add_mbr(sub) -> None:
         "in the whole list, candidate and pseudo-reference 0-based within the segment: shards' matrices join with "
         "cat) (default: none), e.g. --matrix test.utilities.tsv",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="also print the run's record as JSON on standard output: segments, expected, utilities computed, "
+        "repeated (cache hits), seconds per stage (default: the closing line on stderr only)",
+    )
     shard_options(p, "segments of the lists")
     p.set_defaults(
         func=cmd_mbr,
@@ -255,11 +262,13 @@ def cmd_mbr(args) -> None:
         decoder=decoder,
         shard=shard_option_value(args),
     )
+    if args.json:  # the record on standard output, the closing line on stderr as always
+        print(json.dumps({"algorithm": args.algorithm, "metric": args.metric, "out": args.out, **result}))
+    work = _stage_line(result)
     if not decoder.gives_column:  # it selects: no expected utility to report, only the work done
         shown = ", ".join(f"{key} {value:g}" for key, value in decoder.settings().items() if key != "seed")
         print(
-            f"mbr ({args.algorithm}{', ' + shown if shown else ''}): {result['segments']} segments, "
-            f"{result['utilities']:,} utilities computed -> {args.out}",
+            f"mbr ({args.algorithm}{', ' + shown if shown else ''}): {result['segments']} segments, {work} -> {args.out}",
             file=sys.stderr,
         )
         return
@@ -268,6 +277,15 @@ def cmd_mbr(args) -> None:
         name = args.metric.upper() if args.metric.isalpha() else args.metric
         utility = f"{name} of the selections {-result['expected']:.2f} (the utility is minus {name})"
     print(
-        f"mbr ({args.algorithm}): {result['segments']} segments, mean {decoder.estimate} {utility} -> {args.out}",
+        f"mbr ({args.algorithm}): {result['segments']} segments, mean {decoder.estimate} {utility}; {work} "
+        f"-> {args.out}",
         file=sys.stderr,
     )
+
+
+def _stage_line(result) -> str:
+    """``12,000 utilities computed (4,000 of repeated texts, scored once); read 0.1 s, weights
+    0.0 s, utilities 2.3 s, write 0.0 s``: the work of :func:`rerank.mbr.decode.mbr_decode`."""
+    repeated = "" if result["repeated"] is None else f" ({result['repeated']:,} of repeated texts, scored once)"
+    seconds = ", ".join(f"{stage} {value:.1f} s" for stage, value in result["seconds"].items())
+    return f"{result['utilities']:,} utilities computed{repeated}; {seconds}"

@@ -1,5 +1,6 @@
 """``rerank generate``: candidates (n-best lists) from the user's own Hugging Face or
-CTranslate2 model, by beam search or epsilon sampling (:mod:`rerank.features.generate`)."""
+CTranslate2 model, by beam search or sampling (:mod:`rerank.features.generate`,
+:mod:`rerank.features.sampling`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import sys
 
 from rerank.argtypes import positive_int
 from rerank.cli.options import device_options, device_settings, shard_option_value, shard_options, signature_option
-from rerank.features.generate import Sampling, generate_file
+from rerank.errors import InputError
+from rerank.features.generate import generate_file
+from rerank.features.sampling import Sampling
 from rerank.outputs import signature_path
 
 
 def cmd_generate(args) -> None:
+    _check_pseudo_refs(args)
     sampling = Sampling.parse(args.sampling) if args.sampling is not None else None
     record = generate_file(
         args.model,
@@ -33,13 +37,47 @@ def cmd_generate(args) -> None:
         f"({' '.join(record['features'])}) -> {args.out_nbest}, {args.out_1best}",
         file=sys.stderr,
     )
+    if args.pseudo_ref_sampling is None:
+        return
+    # the pseudo-references: another sampler (and count) over the same input, a list of its own
+    # (``rerank mbr --pseudo-refs``); its seeds are its own, so it does not repeat the candidates
+    references = generate_file(
+        args.model,
+        args.input,
+        args.out_pseudo_refs,
+        None,
+        args.pseudo_refs or args.nbest,
+        None,
+        Sampling.parse(args.pseudo_ref_sampling),
+        device_settings(args),
+        args.max_length,
+        progress=True,
+        shard=shard_option_value(args),
+        chunk_sentences=args.chunk_sentences,
+    )
+    print(
+        f"{references['segments']} segments, {references['hypotheses']} pseudo-references "
+        f"({references['sampling']['method']}) -> {args.out_pseudo_refs}",
+        file=sys.stderr,
+    )
+
+
+def _check_pseudo_refs(args) -> None:
+    """--pseudo-ref-sampling, --pseudo-refs and --out-pseudo-refs go together."""
+    if args.pseudo_ref_sampling is None and (args.pseudo_refs or args.out_pseudo_refs):
+        raise InputError("--pseudo-refs and --out-pseudo-refs need --pseudo-ref-sampling")
+    if args.pseudo_ref_sampling is not None and not args.out_pseudo_refs:
+        raise InputError("--pseudo-ref-sampling needs --out-pseudo-refs FILE (the pseudo-references' list)")
+    if args.pseudo_ref_sampling is not None:
+        Sampling.parse(args.pseudo_ref_sampling)  # refused before the candidates are generated
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``generate`` to the ``rerank`` sub-commands."""
     p = sub.add_parser(
         "generate",
-        help="n-best lists from your own model (hf:PATH, ct2:DIR): beam search or epsilon sampling",
+        help="n-best lists from your own model (hf:PATH, ct2:DIR): beam search or sampling (epsilon, nucleus, "
+        "top-k, temperature, ancestral)",
         description="Writes the same .nbest, .1best and signed .nbest.json as rerank nmt nbest: columns NAME (the "
         "model's log-probability with end-of-sentence, natural log) and NAMENorm (per token), candidates "
         "of a segment ordered by NAMENorm, the signature's beam feature NAMENorm.",
@@ -59,8 +97,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--beam", type=positive_int, help="beam size, at least --nbest (default: --nbest)")
     how.add_argument(
         "--sampling",
-        help="epsilon sampling instead of beam search: epsilon=E,seed=S "
-        "(default: none; e.g. --sampling epsilon=0.02,seed=1, Hewitt et al. 2022)",
+        help="sampling instead of beam search: KEY=VALUE pairs of epsilon=E (Hewitt et al. 2022), top_p=P "
+        "(nucleus), top_k=K, temperature=T, seed=S (default 1), or the word ancestral; truncations combine "
+        "(Hugging Face's order: temperature, top-k, top-p, epsilon); without one, epsilon=0.02 "
+        "(default: none, beam search; e.g. --sampling epsilon=0.02,seed=1 or --sampling top_p=0.9,temperature=0.8)",
     )
     p.add_argument("--max-length", type=positive_int, default=256, help="longest candidate in tokens (default: 256)")
     device_options(p)
@@ -75,6 +115,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     shard_options(p, "sentences of the input", parts="chunks (--chunk-sentences), dealt round-robin, of")
     p.add_argument("--out-nbest", required=True, help="the n-best list (and OUT_NBEST.json, its signature)")
     p.add_argument("--out-1best", required=True, help="the first candidate of every sentence")
+    p.add_argument(
+        "--pseudo-ref-sampling",
+        help="also draw pseudo-references for MBR with another sampler (the --sampling forms), written as a list "
+        "of their own to --out-pseudo-refs for rerank mbr --pseudo-refs (ZurichNLP mbr's references_config) "
+        "(default: none), e.g. --pseudo-ref-sampling epsilon=0.02,seed=2",
+    )
+    p.add_argument(
+        "--pseudo-refs",
+        type=positive_int,
+        help="pseudo-references per sentence (default: --nbest), e.g. --pseudo-refs 64",
+    )
+    p.add_argument("--out-pseudo-refs", help="the pseudo-references' n-best list (and its signature .json)")
     signature_option(p, "--out-nbest")
     p.set_defaults(
         func=cmd_generate,
@@ -84,6 +136,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--out-nbest": a.out_nbest,
                 "--out-nbest (signature)": signature_path(a.out_nbest),
                 "--out-1best": a.out_1best,
+                "--out-pseudo-refs": a.out_pseudo_refs,
+                "--out-pseudo-refs (signature)": signature_path(a.out_pseudo_refs) if a.out_pseudo_refs else None,
             },
         ),
     )

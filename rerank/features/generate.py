@@ -1,19 +1,20 @@
 """Candidates from the user's own models (``rerank generate``): n-best lists by beam
-search or epsilon sampling with a Hugging Face (``hf:PATH``) or CTranslate2 (``ct2:DIR``)
+search or sampling with a Hugging Face (``hf:PATH``) or CTranslate2 (``ct2:DIR``)
 translation model, written as ``rerank nmt nbest`` writes them.
 
 * beam search: ``transformers``' ``generate(num_beams=B, num_return_sequences=N)`` or
   CTranslate2's ``translate_batch(beam_size=B, num_hypotheses=N)``, length penalty 1
   (hypotheses ranked by per-token log-probability);
-* epsilon sampling (Hewitt et al. 2022, "Truncation Sampling as Language Model
-  Desmoothing"; the candidate generator of MBR and quality-aware decoding, Freitag et al.
-  2023): at every step the tokens of probability below ε are removed, the rest
-  renormalised and one drawn; N independent samples per sentence (duplicates kept: they
-  are Monte-Carlo samples).  Hugging Face: ``generate(do_sample=True, epsilon_cutoff=ε,
-  top_k=0)`` one sentence per call, seeded with ``torch.manual_seed`` from (seed, sentence id); CTranslate2 has no epsilon sampling, so
-  the steps run here: one ``translate_batch(target_prefix=…, return_logits_vocab=True)``
+* sampling (:mod:`rerank.features.sampling`: epsilon, nucleus, top-k, temperature,
+  ancestral): at every step the sampler's truncation of the next-token distribution,
+  renormalised, and one token drawn; N independent samples per sentence (duplicates kept:
+  they are Monte-Carlo samples).  Hugging Face: ``generate(do_sample=True, …)`` with the
+  sampler's settings, one sentence per call, seeded with ``torch.manual_seed`` from (seed,
+  sentence id).  CTranslate2 has no epsilon sampling, so for every sampler the steps run
+  here (one rule for all): one ``translate_batch(target_prefix=…, return_logits_vocab=True)``
   per step gives every sample's next-token logits (a block of rows per call: CTranslate2
-  returns the logits of every prefix position), the truncation and the draw are numpy's
+  returns the logits of every prefix position), the truncation
+  (:func:`rerank.features.sampling.truncate`) and the draw are numpy's
   (``numpy.random.default_rng`` seeded by (seed, sentence id)).
 
 Every candidate is then scored by forced decoding with the same model and scorer as
@@ -26,10 +27,11 @@ length penalty 1 ranks by) and the set ``beam``.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -37,6 +39,7 @@ import numpy as np
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.hf_scorer import CT2Scorer, HFSeq2SeqScorer
+from rerank.features.sampling import Sampling, truncate
 from rerank.features.scorer import make_scorer
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
 from rerank.outputs import StagedOutputs
@@ -44,31 +47,6 @@ from rerank.progress import progress_bar
 from rerank.shards import Shard
 from rerank.signature import write_signed
 from rerank.textio import read_lines
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Epsilon sampling: ``epsilon`` (0 < ε < 1) and ``seed``."""
-
-    epsilon: float = 0.02
-    seed: int = 1
-
-    @classmethod
-    def parse(cls, text: str) -> "Sampling":
-        """``epsilon=0.02,seed=3`` -> Sampling.  Raises :class:`InputError`."""
-        values: Dict[str, str] = {}
-        for item in filter(None, text.split(",")):
-            key, eq, value = item.partition("=")
-            if not eq or key not in ("epsilon", "seed"):
-                raise InputError(f"--sampling {text!r}: expected epsilon=E,seed=S")
-            values[key] = value
-        try:
-            sampling = cls(float(values.get("epsilon", cls.epsilon)), int(values.get("seed", cls.seed)))
-        except ValueError:
-            raise InputError(f"--sampling {text!r}: epsilon must be a number and seed an integer") from None
-        if not 0 < sampling.epsilon < 1:
-            raise InputError(f"--sampling: epsilon must be in (0, 1), not {sampling.epsilon}")
-        return sampling
 
 
 def _hf_candidates(
@@ -104,11 +82,7 @@ def _hf_candidates(
             else:
                 ids = model.generate(
                     **enc,
-                    do_sample=True,
-                    epsilon_cutoff=sampling.epsilon,
-                    top_k=0,
-                    top_p=1.0,
-                    temperature=1.0,
+                    **sampling.hf_settings(),
                     num_beams=1,
                     num_return_sequences=nbest,
                     max_new_tokens=max_length,
@@ -176,12 +150,7 @@ def _ct2_candidates(
             )
             logits = np.stack([np.asarray(r.logits[0][-1], dtype=np.float64) for r in results])
             del results
-            probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-            probs /= probs.sum(axis=1, keepdims=True)
-            kept = np.where(probs >= sampling.epsilon, probs, 0.0)
-            empty = kept.sum(axis=1) == 0  # every token below ε: keep the most probable one
-            kept[empty, probs[empty].argmax(axis=1)] = 1.0
-            kept /= kept.sum(axis=1, keepdims=True)
+            kept = truncate(logits, sampling)
             draws[b : b + len(part)] = (kept.cumsum(axis=1) > uniform[b : b + len(part), None]).argmax(axis=1)
         for i, token_id in zip(live, draws):
             token = vocabulary[token_id]
@@ -197,7 +166,7 @@ def generate_file(
     model: str,
     input_path: str,
     out_nbest: str,
-    out_1best: str,
+    out_1best: Optional[str],
     nbest: int,
     beam: Optional[int] = None,
     sampling: Optional[Sampling] = None,
@@ -212,7 +181,7 @@ def generate_file(
     """Write the ``nbest`` candidates of every line of ``input_path`` (text as the model
     expects it) under ``model`` (``hf:PATH,...`` or ``ct2:DIR,...``, the scorer
     specifications of ``features add``) to ``out_nbest`` (+ its signature ``.json``) and
-    ``out_1best``, all together or none (module docstring).  ``beam`` (default ``nbest``)
+    ``out_1best`` (None: not written), all together or none (module docstring).  ``beam`` (default ``nbest``)
     or ``sampling``.  The input is decoded, scored and written in chunks of
     ``chunk_sentences`` sentences (default: as many as make ``chunk_rows`` candidates at
     ``nbest``): memory is bounded by a chunk, not by the input.  Sentence i of a sampled run
@@ -245,7 +214,8 @@ def generate_file(
     if shard is not None:
         chunks = list(shard.deal(chunks))
         shard.check_output(out_nbest)
-        shard.check_output(out_1best)
+        if out_1best is not None:
+            shard.check_output(out_1best)
     began = time.perf_counter()
     scorer: Any = make_scorer(model, devices)  # hf: or ct2: (checked below), with their own methods
     if getattr(scorer, "direction", "forward") != "forward":
@@ -257,7 +227,8 @@ def generate_file(
     hypotheses = 0
     members: List[int] = []
     with StagedOutputs() as staged:
-        with staged.open(out_nbest) as handle, staged.open(out_1best) as best:
+        best_file = staged.open(out_1best) if out_1best is not None else contextlib.nullcontext(io.StringIO())
+        with staged.open(out_nbest) as handle, best_file as best:
             writer = NBestWriter(handle, out_nbest)
             for start in chunks:
                 part = sources[start : start + per_chunk]
@@ -285,9 +256,7 @@ def generate_file(
             "input": input_path,
             "nbest": nbest,
             "beam": None if sampling else beam,
-            "sampling": None
-            if sampling is None
-            else {"method": "epsilon", "epsilon": sampling.epsilon, "seed": sampling.seed},
+            "sampling": None if sampling is None else sampling.to_json(),
             "max_length": max_length,
             "chunk_sentences": per_chunk,
             "devices": {"device": devices.device, "dtype": devices.dtype},
@@ -299,6 +268,7 @@ def generate_file(
         packages = ["torch", "transformers", "ctranslate2", "numpy"]
         if shard is not None:
             record["shard"] = shard.member_record(len(sources), input_path, members)
+        if shard is not None and out_1best is not None:
             write_signed(
                 staged.signature(out_1best),
                 {**record, "shard": shard.member_record(len(sources), input_path, members, "text")},
@@ -307,4 +277,4 @@ def generate_file(
     return record
 
 
-__all__: Sequence[str] = ["Sampling", "generate_file"]
+__all__: Sequence[str] = ["generate_file"]

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rerank._version import __version__
 from rerank.errors import InputError
+from rerank.features.sampling import Sampling
 from rerank.features.spec_paths import candidate_paths, existing_files, scorer_settings
 from rerank.nmt.generate import GenerateConfig
 from rerank.nmt.subword import SUBWORD_FILES
@@ -189,9 +190,7 @@ def _generator_settings(decoder: Dict[str, Any], root: str, path: str, reference
 
     sampling = decoder.get("sampling")
     if sampling is not None:
-        epsilon, seed = (sampling.get(k) for k in ("epsilon", "seed")) if isinstance(sampling, dict) else (None, None)
-        if not isinstance(epsilon, float) or not 0 < epsilon < 1 or not isinstance(seed, int) or seed < 0:
-            raise InputError(f"the generator's sampling {sampling!r} is not {{epsilon in (0, 1), seed ≥ 0}}", path)
+        Sampling.from_json(sampling, path)  # its settings in range (InputError naming the manifest)
     return {
         "model": _confined_step(model, root, path, referenced),
         "nbest": count("nbest"),

@@ -42,9 +42,10 @@ from rerank._version import __version__
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScorerCache, ScoringInputs, add_features
-from rerank.features.generate import Sampling, generate_file
+from rerank.features.generate import generate_file
 from rerank.features.manifest import MANIFEST, load_system, manifest_digest
 from rerank.features.provenance import Relocation, copy_path, is_generated, relocate_spec, trace
+from rerank.features.sampling import Sampling
 from rerank.features.scorer import make_scorer
 from rerank.nbest import BLOCK_HYPOTHESES, NBestWriter, iter_nbest
 from rerank.nmt.checkpoints import check_checkpoint
@@ -472,7 +473,7 @@ def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, sa
         one_best,
         settings["nbest"],
         None if sampling else settings["beam"],
-        Sampling(sampling["epsilon"], sampling["seed"]) if sampling else None,
+        Sampling.from_json(sampling, "the system's generator") if sampling else None,
         devices or DeviceSettings(),
         settings["max_length"],
         first_sentence=first,

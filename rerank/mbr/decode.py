@@ -4,7 +4,9 @@ pseudo-references, e.g. samples), streamed a block of segments at a time, sharde
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
 
 from rerank.errors import InputError
 from rerank.mbr.decoders import Decoder
@@ -12,6 +14,7 @@ from rerank.mbr.engine import MBR
 from rerank.mbr.exact import cross_expected
 from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
+from rerank.progress import Stages
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
 from rerank.textio import file_digest
@@ -28,7 +31,7 @@ def mbr_decode(
     matrix_path: Optional[str] = None,
     decoder: Union[str, Decoder] = "exact",
     shard: Optional[Shard] = None,
-) -> Dict[str, float]:
+) -> Dict[str, Any]:
     """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate the
     algorithm ``decoder`` selects (a registered name or a :class:`~rerank.mbr.decoders.Decoder`
     with its settings: :mod:`rerank.mbr.decoders`) by the expected ``utility`` (sentence
@@ -45,7 +48,11 @@ def mbr_decode(
     pruned) are seeded by its id in the whole list, so shards select as one process does;
     ``shard``: only that block of segments (:mod:`rerank.shards`), ``out`` with a signature
     recording it.  Returns {"segments", "expected" (the mean expected, aggregate or centroid
-    utility of the selections; pruned: nan), "utilities" (how many were computed)}.
+    utility of the selections; pruned: nan), "utilities" (how many were computed),
+    "repeated" (of the exact algorithm's utilities, those of a (candidate, pseudo-reference)
+    pair of texts that repeats within its segment: scored once, as a cache hit; other
+    algorithms: None), "seconds" ({stage: seconds} of ``read``, ``weights``, ``utilities``
+    (with the selection) and ``write``: mbrs' timer)}, the ``stages`` of a shard's record too.
 
     Raises:
         InputError: unreadable lists, lists of different segment counts, a missing column,
@@ -71,26 +78,23 @@ def mbr_decode(
         blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))
     if shard is not None:
         blocks = shard_blocks(blocks, lo, hi)
-    segments, utilities, expected_sum = 0, 0, 0.0
+    segments, utilities, expected_sum, repeated = 0, 0, 0.0, 0
+    stages = Stages()
     with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
         best = stack.enter_context(outputs.open(out))
-        for first, candidates, refs in blocks:
-            scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
-            p = scorer.distribution(refs)
-            if handle is not None:  # exact, every utility written as it is computed
-
-                def write(segment, hyp, ref, values, first=first):
-                    rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
-                    handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
-
-                expected = cross_expected(scorer, candidates, refs, p, write)
-                chosen, computed, chosen_sum = scorer.decoder.selection(candidates, refs, expected)
-            else:
-                chosen, computed, chosen_sum = scorer.select(candidates, refs, p, first)
+        for first, candidates, refs in stages.timed(blocks, "read"):
+            with stages.measure("weights"):
+                scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
+                p = scorer.distribution(refs)
+            if algorithm == "exact":
+                repeated += repeated_pairs(candidates, refs)
+            with stages.measure("utilities"):
+                chosen, computed, chosen_sum = _select(scorer, candidates, refs, p, first, handle)
             utilities += computed
             expected_sum += chosen_sum
-            best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
+            with stages.measure("write"):
+                best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
             segments += candidates.num_segments
         if shard is not None:
             record = {
@@ -105,10 +109,44 @@ def mbr_decode(
                     "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path else None,
                     **scorer.decoder.settings(),
                 },
+                "stages": {
+                    "utilities": utilities,
+                    "repeated": repeated if algorithm == "exact" else None,
+                    "seconds": stages.rounded(),
+                },
             }
             write_signed(outputs.signature(out), record)
     return {
         "segments": segments,
         "expected": expected_sum / max(segments, 1),
         "utilities": utilities,
+        "repeated": repeated if algorithm == "exact" else None,
+        "seconds": stages.rounded(),
     }
+
+
+def _select(scorer: MBR, candidates, refs, p, first: int, handle) -> Tuple[np.ndarray, int, float]:
+    """The decoder's (selections, utilities computed, sum of their expected utilities) of one
+    block; with ``handle`` (exact's ``--matrix``), every utility written as it is computed."""
+    if handle is None:
+        return scorer.select(candidates, refs, p, first)
+
+    def write(segment, hyp, ref, values):
+        rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
+        handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
+
+    expected = cross_expected(scorer, candidates, refs, p, write)
+    return scorer.decoder.selection(candidates, refs, expected)
+
+
+def repeated_pairs(candidates, refs) -> int:
+    """Of the n × m (candidate, pseudo-reference) pairs of every segment, those whose pair of
+    texts is another pair's too (a text repeats: samples do), which MBR scores once: Σ over
+    segments of n·m − (distinct candidates)·(distinct pseudo-references)."""
+    total = 0
+    for s in range(candidates.num_segments):
+        c0, c1 = candidates.offsets[s], candidates.offsets[s + 1]
+        r0, r1 = refs.offsets[s], refs.offsets[s + 1]
+        cands, pseudo = candidates.hypotheses[c0:c1], refs.hypotheses[r0:r1]
+        total += len(cands) * len(pseudo) - len(set(cands)) * len(set(pseudo))
+    return total

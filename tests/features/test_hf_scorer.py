@@ -1,6 +1,8 @@
 """hf:, hf-lm: and ct2: scorers on tiny models built in the test (tests/tiny_models.py):
 equal to transformers' own cross-entropy, padding-invariant, CTranslate2 within 0.05 nats."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -232,7 +234,9 @@ def test_device_settings_are_checked():
 
 
 @pytest.mark.parametrize("kind", ["hf", "ct2"])
-@pytest.mark.parametrize("how", [["--beam", "4"], ["--sampling", "epsilon=0.02,seed=3"]])
+@pytest.mark.parametrize(
+    "how", [["--beam", "4"], ["--sampling", "epsilon=0.02,seed=3"], ["--sampling", "top_k=8,top_p=0.9,temperature=0.8"]]
+)
 def test_generate_writes_a_list_that_its_scorer_agrees_with(models, tmp_path, capsys, kind, how):
     src = str(tmp_path / "src.en")
     write_lines(SOURCES, src)
@@ -280,7 +284,8 @@ def test_generate_writes_a_list_that_its_scorer_agrees_with(models, tmp_path, ca
 
 def test_ct2_epsilon_sampling_keeps_only_tokens_above_epsilon(models, tmp_path):
     """With ε = 0.5 at most one token can pass each step: sampling becomes greedy search."""
-    from rerank.features.generate import Sampling, _ct2_candidates
+    from rerank.features.generate import _ct2_candidates
+    from rerank.features.sampling import Sampling
 
     scorer = make_scorer(f"ct2:{models['ct2']},compute_type=float32", CPU)
     greedy = scorer.model.translate_batch(
@@ -291,6 +296,60 @@ def test_ct2_epsilon_sampling_keeps_only_tokens_above_epsilon(models, tmp_path):
     expected = [scorer.tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in greedy]
     sampled = _ct2_candidates(scorer, SOURCES, 2, 1, Sampling(0.5, 1), 12)
     assert [set(c) for c in sampled] == [{e} for e in expected]
+
+
+def test_truncation_equals_hugging_faces_warpers():
+    """rerank.features.sampling.truncate (the samplers for CTranslate2) against the
+    LogitsWarpers transformers' generate chains for the same settings, on random logits."""
+    from rerank.features.hf_scorer import import_transformers
+    from rerank.features.sampling import Sampling, truncate
+
+    generation = import_transformers().generation
+    rng = np.random.default_rng(5)
+    checked = 0
+    for trial in range(40):
+        sampling = Sampling(
+            float(rng.choice([0.0005, 0.002, 0.01, 0.05])) if rng.random() < 0.5 else None,
+            trial,
+            float(rng.uniform(0.3, 0.99)) if rng.random() < 0.5 else None,
+            int(rng.integers(1, 60)) if rng.random() < 0.5 else None,
+            float(rng.choice([0.5, 0.8, 1.0, 1.3])),
+        )
+        logits = rng.normal(0, 3, size=(6, 200))
+        warpers = []
+        if sampling.temperature != 1.0:
+            warpers.append(generation.TemperatureLogitsWarper(sampling.temperature))
+        if sampling.top_k:
+            warpers.append(generation.TopKLogitsWarper(sampling.top_k))
+        if sampling.top_p is not None:
+            warpers.append(generation.TopPLogitsWarper(sampling.top_p))
+        if sampling.epsilon is not None:
+            warpers.append(generation.EpsilonLogitsWarper(sampling.epsilon))
+        scores = torch.tensor(logits, dtype=torch.float64)
+        for warper in warpers:
+            scores = warper(None, scores)
+        theirs = torch.softmax(scores, dim=-1).numpy()
+        ours = truncate(logits, sampling)
+        assert np.array_equal(ours > 0, theirs > 0), sampling
+        assert np.allclose(ours, theirs, atol=1e-12), sampling
+        checked += int((ours == 0).any())
+    assert checked > 20  # most draws truncate something
+
+
+@pytest.mark.parametrize("kind", ["hf", "ct2"])
+def test_top_k_1_sampling_is_greedy_search(models, kind):
+    """top_k=1 (or a nucleus so small that it holds one token) leaves one token a step: the
+    samples are greedy search's output, whatever the seed and the temperature."""
+    from rerank.features.generate import _ct2_candidates, _hf_candidates
+    from rerank.features.sampling import Sampling
+
+    spec = f"hf:{models['marian']}" if kind == "hf" else f"ct2:{models['ct2']},compute_type=float32"
+    scorer = make_scorer(spec, CPU)
+    scorer.progress = False
+    candidates = _hf_candidates if kind == "hf" else _ct2_candidates
+    greedy = candidates(scorer, SOURCES, 1, 1, None, 12)
+    for sampling in (Sampling(None, 4, top_k=1, temperature=1.7), Sampling(None, 9, top_p=0.001)):
+        assert candidates(scorer, SOURCES, 3, 1, sampling, 12) == [g * 3 for g in greedy]
 
 
 def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(models, tmp_path):
@@ -314,7 +373,8 @@ def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(mode
 
 
 def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models, tmp_path):
-    from rerank.features.generate import Sampling, generate_file
+    from rerank.features.generate import generate_file
+    from rerank.features.sampling import Sampling
     from rerank.nbest import read_nbest
     from rerank.shards import Shard, merge_shards
 
@@ -372,3 +432,42 @@ def test_generate_in_chunks_equals_one_pass_and_sampling_is_reproducible(models,
     assert record["shard"]["members"] == [2, 3] and record["chunk_sentences"] == 2
     merge_shards([str(tmp_path / "beam1.nbest"), str(tmp_path / "beam0.nbest")], str(tmp_path / "mb.nbest"))
     assert (tmp_path / "mb.nbest").read_bytes() == (tmp_path / "beam.nbest").read_bytes()
+
+
+def test_pseudo_references_drawn_with_another_sampler_feed_mbr(models, tmp_path, capsys):
+    """rerank generate --pseudo-ref-sampling (ZurichNLP mbr's references_config): candidates by
+    beam search, pseudo-references by epsilon sampling, each list its own; the pseudo-reference
+    list is the list rerank generate --sampling writes with that sampler, and rerank mbr takes it."""
+    src = str(tmp_path / "src.en")
+    write_lines(SOURCES, src)
+    common = ["generate", "--model", f"ct2:{models['ct2']},compute_type=float32", "--input", src]
+    common += ["--max-length", "10", "--device", "cpu"]
+    cands, refs = str(tmp_path / "c.nbest"), str(tmp_path / "r.nbest")
+    argv = common + ["--nbest", "2", "--beam", "3", "--out-nbest", cands, "--out-1best", str(tmp_path / "c.1best")]
+    argv += ["--pseudo-ref-sampling", "epsilon=0.05,seed=2", "--pseudo-refs", "5", "--out-pseudo-refs", refs]
+    assert main(argv) == 0
+    assert "10 pseudo-references (epsilon)" in capsys.readouterr().err
+    alone = str(tmp_path / "alone.nbest")
+    one = common + ["--nbest", "5", "--sampling", "epsilon=0.05,seed=2", "--out-nbest", alone]
+    assert main(one + ["--out-1best", str(tmp_path / "a.1best")]) == 0
+    assert (tmp_path / "r.nbest").read_bytes() == (tmp_path / "alone.nbest").read_bytes()
+    assert read_nbest(cands).offsets.tolist() == [0, 2, 4] and read_nbest(refs).offsets.tolist() == [0, 5, 10]
+    sampling = json.loads((tmp_path / "r.nbest.json").read_text())["sampling"]
+    assert sampling["method"] == "epsilon" and sampling["epsilon"] == 0.05 and sampling["seed"] == 2
+    out = str(tmp_path / "mbr.txt")
+    mbr = ["mbr", "--nbest", cands, "--pseudo-refs", refs, "--feature", "uniform", "--metric", "chrf", "--out", out]
+    assert main(mbr) == 0
+    picks = (tmp_path / "mbr.txt").read_text().splitlines()
+    listing = read_nbest(cands)
+    assert all(p in listing.hypotheses[listing.offsets[s] : listing.offsets[s + 1]] for s, p in enumerate(picks))
+    capsys.readouterr()
+    for extra, message in (
+        (["--pseudo-refs", "5"], "--pseudo-refs and --out-pseudo-refs need --pseudo-ref-sampling"),
+        (["--pseudo-ref-sampling", "top_p=0.9"], "--pseudo-ref-sampling needs --out-pseudo-refs FILE"),
+        (["--pseudo-ref-sampling", "top_p=2", "--out-pseudo-refs", refs], "top_p must be in (0, 1)"),
+    ):
+        assert (
+            main(common + ["--nbest", "2", "--out-nbest", str(tmp_path / "x.nbest"), "--out-1best", "x"] + extra) == 1
+        )
+        one_line_error(capsys, message)
+    assert not (tmp_path / "x.nbest").exists()

@@ -428,3 +428,27 @@ def test_a_softmax_that_would_overflow_is_refused_in_one_line(tmp_path, capsys):
         assert main(args) == 0
     assert (tmp_path / "o.txt").read_text().splitlines()[1] == "d e"  # all the weight on the 1e308 candidate
     assert main(args + ["--temperature", "0.5"]) == 1
+
+
+def test_the_record_counts_the_work_of_every_stage(tmp_path, capsys):
+    """rerank mbr --json (issue 80, mbrs' timer): utilities computed, of which those of
+    repeated texts (scored once), and seconds per stage; the closing line says the same."""
+    import json
+
+    # segment 0: 3 candidates, 2 distinct; pseudo-references 4, 2 distinct: 12 pairs, 4 distinct
+    # segment 1: 2 candidates, 2 distinct; pseudo-references 1: 2 pairs, 2 distinct
+    cands = NBestList(np.array([0, 3, 5]), ["a b", "a b", "c d", "e f", "g h"], np.zeros((5, 1)), ["NMT"])
+    refs = NBestList(np.array([0, 4, 5]), ["a b", "x y", "a b", "x y", "e f"], np.zeros((5, 1)), ["NMT"])
+    write_nbest(cands, str(tmp_path / "c.nbest"))
+    write_nbest(refs, str(tmp_path / "r.nbest"))
+    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--pseudo-refs", str(tmp_path / "r.nbest"), "--json"]
+    assert main(argv + ["--out", str(tmp_path / "o.txt")]) == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert record["utilities"] == 12 + 2 and record["repeated"] == (12 - 4) + 0 and record["segments"] == 2
+    assert list(record["seconds"]) == ["read", "weights", "utilities", "write"]
+    assert all(value >= 0 for value in record["seconds"].values())
+    assert "14 utilities computed (8 of repeated texts, scored once); read " in captured.err
+    # an algorithm that estimates its own work says no repeated count
+    assert main(argv + ["--algorithm", "pruned", "--out", str(tmp_path / "p.txt")]) == 0
+    assert json.loads(capsys.readouterr().out)["repeated"] is None
