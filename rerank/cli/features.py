@@ -202,6 +202,16 @@ def _add_mbr(sub) -> None:
         "--temperature", type=positive_float, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
     )
     algorithm_options(p)
+    p.add_argument(
+        "--prefilter",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="keep each segment's top K candidates before the algorithm chooses, stages in the order given "
+        "(repeatable): mbr:UTILITY,top_k=K (coarse-to-fine: exact MBR under a cheap utility) or "
+        "column:NAME,top_k=K (a column of the list, e.g. CometKiwi from features add --scorer cometkiwi:DIR: "
+        "a QE pre-filter) (default: none), e.g. --prefilter mbr:chrf,top_k=16 --metric comet:DIR,source=test.en",
+    )
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
         "--matrix",
@@ -261,6 +271,7 @@ def cmd_mbr(args) -> None:
         matrix_path=args.matrix,
         decoder=decoder,
         shard=shard_option_value(args),
+        prefilters=args.prefilter,
     )
     if args.json:  # the record on standard output, the closing line on stderr as always
         print(json.dumps({"algorithm": args.algorithm, "metric": args.metric, "out": args.out, **result}))

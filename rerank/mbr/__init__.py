@@ -2,8 +2,9 @@
 (:class:`~rerank.mbr.engine.MBR`), one module per algorithm — exact (:mod:`~rerank.mbr.exact`),
 reference aggregation (:mod:`~rerank.mbr.aggregate`, Vamvas & Sennrich 2024), centroid
 (:mod:`~rerank.mbr.centroid`, Deguchi et al. 2024), confidence-based pruning
-(:mod:`~rerank.mbr.pruned`, Cheng & Vlachos 2023) — and ``rerank mbr``'s decoding
-(:mod:`~rerank.mbr.decode`).
+(:mod:`~rerank.mbr.pruned`, Cheng & Vlachos 2023) — pre-filters that keep the top K
+candidates first (:mod:`~rerank.mbr.prefilter`: coarse-to-fine, QE) and ``rerank mbr``'s
+decoding (:mod:`~rerank.mbr.decode`).
 
 The utility is any registered metric with a pairwise utility (:mod:`rerank.metrics.utility`):
 BLEU, chrF and TER today; a new one is one metric module.  The ``mbr:`` feature

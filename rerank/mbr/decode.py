@@ -4,7 +4,7 @@ pseudo-references, e.g. samples), streamed a block of segments at a time, sharde
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from rerank.errors import InputError
 from rerank.mbr.decoders import Decoder
 from rerank.mbr.engine import MBR
 from rerank.mbr.exact import cross_expected
+from rerank.mbr.prefilter import Prefilter, prefilter
 from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
 from rerank.progress import Stages
@@ -31,6 +32,7 @@ def mbr_decode(
     matrix_path: Optional[str] = None,
     decoder: Union[str, Decoder] = "exact",
     shard: Optional[Shard] = None,
+    prefilters: Sequence[Union[str, Prefilter]] = (),
 ) -> Dict[str, Any]:
     """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate the
     algorithm ``decoder`` selects (a registered name or a :class:`~rerank.mbr.decoders.Decoder`
@@ -47,7 +49,10 @@ def mbr_decode(
     segments at a time (:func:`rerank.nbest.iter_nbest_pair`); segment s's draws (centroid,
     pruned) are seeded by its id in the whole list, so shards select as one process does;
     ``shard``: only that block of segments (:mod:`rerank.shards`), ``out`` with a signature
-    recording it.  Returns {"segments", "expected" (the mean expected, aggregate or centroid
+    recording it.  ``prefilters``: stages (:mod:`rerank.mbr.prefilter`, or their
+    specifications ``mbr:chrf,top_k=16``, ``column:CometKiwi,top_k=8``) that keep each
+    segment's top K candidates, in order, before the algorithm chooses among what is left
+    (their utilities are counted, their seconds are the stage ``prefilter``).  Returns {"segments", "expected" (the mean expected, aggregate or centroid
     utility of the selections; pruned: nan), "utilities" (how many were computed),
     "repeated" (of the exact algorithm's utilities, those of a (candidate, pseudo-reference)
     pair of texts that repeats within its segment: scored once, as a cache hit; other
@@ -63,6 +68,10 @@ def mbr_decode(
     algorithm = scorer.decoder.name
     if algorithm != "exact" and matrix_path:
         raise InputError(f"--matrix needs --algorithm exact: the {algorithm} algorithm scores no full matrix")
+    stages_given = [stage if isinstance(stage, Prefilter) else Prefilter.parse(stage) for stage in prefilters]
+    if stages_given and matrix_path:
+        raise InputError("--matrix writes every candidate's utilities: not with --prefilter")
+    filters = [(stage, stage.engine(weights_from, temperature)) for stage in stages_given]  # before any work
     lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
     if shard is not None:
         lo, hi, total = shard.list_bounds(candidates_path)
@@ -87,10 +96,19 @@ def mbr_decode(
             with stages.measure("weights"):
                 scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
                 p = scorer.distribution(refs)
+            rows = None
+            if stages_given:
+                with stages.measure("prefilter"):
+                    kept, rows, filtered = prefilter(filters, candidates, refs, p, first)
+                utilities += filtered
+            else:
+                kept = candidates
             if algorithm == "exact":
-                repeated += repeated_pairs(candidates, refs)
+                repeated += repeated_pairs(kept, refs)
             with stages.measure("utilities"):
-                chosen, computed, chosen_sum = _select(scorer, candidates, refs, p, first, handle)
+                chosen, computed, chosen_sum = _select(scorer, kept, refs, p, first, handle)
+            if rows is not None:
+                chosen = rows[chosen]
             utilities += computed
             expected_sum += chosen_sum
             with stages.measure("write"):
@@ -107,6 +125,7 @@ def mbr_decode(
                     "weights_from": weights_from,
                     "temperature": temperature,
                     "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path else None,
+                    "prefilters": [str(stage) for stage in stages_given],
                     **scorer.decoder.settings(),
                 },
                 "stages": {

@@ -280,6 +280,25 @@ class NBestList:
             self.info,
         )
 
+    def keep(self, rows: np.ndarray) -> "NBestList":
+        """The list of only ``rows`` (int[K], ascending, at least one row of every segment):
+        the same segments, each with its kept hypotheses in list order.
+
+        Raises:
+            ValueError: rows out of order or range, or a segment left without a row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (np.any(np.diff(rows) <= 0) or rows[0] < 0 or rows[-1] >= len(self.hypotheses)):
+            raise ValueError("rows must be ascending row numbers of the list")
+        counts = np.bincount(self.segment[rows], minlength=self.num_segments)
+        return NBestList(
+            np.concatenate([[0], np.cumsum(counts)]),
+            _take(self.hypotheses, rows),
+            self.features[rows],
+            list(self.feature_names),
+            None if self.totals is None else self.totals[rows],
+            self.info,
+        )
+
     def head(self, size: int) -> "NBestList":
         """The first ``size`` (≥ 1) hypotheses of every segment, e.g. a 20-best list from the
         50-best list of the same beam (Calixto & Liu 2017's Tables 3 and 4 share their

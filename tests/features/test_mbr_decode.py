@@ -452,3 +452,70 @@ def test_the_record_counts_the_work_of_every_stage(tmp_path, capsys):
     # an algorithm that estimates its own work says no repeated count
     assert main(argv + ["--algorithm", "pruned", "--out", str(tmp_path / "p.txt")]) == 0
     assert json.loads(capsys.readouterr().out)["repeated"] is None
+
+
+def test_prefilters_keep_the_top_k_before_the_algorithm_chooses(tmp_path, capsys):
+    """rerank mbr --prefilter (issue 80: coarse-to-fine, QE pre-filter): top_k=1 is the stage's
+    own choice; top_k=2 is exact MBR over the two kept candidates against the whole list (a
+    list restricted by hand); top_k ≥ n changes nothing; utilities counted per stage."""
+    import json
+
+    from tests.conftest import one_line_error
+
+    write_split(tmp_path, "test", 12, seed=3)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    rng = np.random.default_rng(0)
+    quality = rng.normal(size=len(nbest.hypotheses))
+    listed = NBestList(
+        nbest.offsets, list(nbest.hypotheses), np.column_stack([nbest.features, quality]), nbest.feature_names + ["Q"]
+    )
+    full = str(tmp_path / "q.nbest")
+    write_nbest(listed, full)
+    base = ["mbr", "--nbest", full, "--feature", "uniform", "--json"]
+
+    def run(*extra):
+        out = str(tmp_path / "o.txt")
+        assert main(base + list(extra) + ["--out", out]) == 0
+        return (tmp_path / "o.txt").read_text().splitlines(), json.loads(capsys.readouterr().out)
+
+    chrf_pick, _ = run("--metric", "chrf")
+    assert run("--metric", "bleu", "--prefilter", "mbr:chrf,top_k=1")[0] == chrf_pick
+    assert run("--metric", "bleu", "--prefilter", "column:Q,top_k=1")[0] == [
+        listed.hypotheses[i] for i in listed.select(quality)
+    ]
+    bleu_pick, plain = run("--metric", "bleu")
+    assert run("--metric", "bleu", "--prefilter", "mbr:chrf,top_k=1000")[0] == bleu_pick
+    # top 2 by chrF, then BLEU-MBR among them against every candidate as pseudo-reference
+    chrf = make_scorer("mbr:chrf,feature=uniform").score(listed, None, None)
+    chrf = next(iter(chrf.values()))
+    keep = np.concatenate(
+        [
+            listed.offsets[s] + np.sort(np.argsort(-chrf[listed.offsets[s] : listed.offsets[s + 1]], kind="stable")[:2])
+            for s in range(listed.num_segments)
+        ]
+    )
+    write_nbest(listed.keep(keep), str(tmp_path / "kept.nbest"))
+    by_hand = ["mbr", "--nbest", str(tmp_path / "kept.nbest"), "--pseudo-refs", full, "--feature", "uniform"]
+    assert main(by_hand + ["--metric", "bleu", "--out", str(tmp_path / "h.txt")]) == 0
+    picks, record = run("--metric", "bleu", "--prefilter", "mbr:chrf,top_k=2")
+    assert picks == (tmp_path / "h.txt").read_text().splitlines()
+    sizes = np.diff(listed.offsets)
+    assert plain["utilities"] == int((sizes * sizes).sum())
+    assert record["utilities"] == int((sizes * sizes).sum() + (np.minimum(sizes, 2) * sizes).sum())
+    assert "prefilter" in record["seconds"]
+    # two stages in order: a column, then coarse-to-fine on what is left
+    two, _ = run("--metric", "bleu", "--prefilter", "column:Q,top_k=3", "--prefilter", "mbr:chrf,top_k=1")
+    for s, pick in enumerate(two):
+        lo, hi = listed.offsets[s], listed.offsets[s + 1]
+        top3 = lo + np.sort(np.argsort(-quality[lo:hi], kind="stable")[:3])
+        assert pick == listed.hypotheses[top3[np.argmax(chrf[top3])]]
+    for extra, message in (
+        (["--prefilter", "chrf,top_k=2"], "expected mbr:UTILITY,top_k=K or column:NAME,top_k=K"),
+        (["--prefilter", "mbr:chrf,top_k=0"], "top_k must be a positive integer, not '0'"),
+        (["--prefilter", "column:Kiwi,top_k=2"], "the candidates have no 'Kiwi' column"),
+        (["--prefilter", "mbr:length,top_k=2"], "has no pairwise utility"),
+        (["--prefilter", "mbr:chrf,top_k=2", "--matrix", str(tmp_path / "m.tsv")], "not with --prefilter"),
+    ):
+        assert main(base + extra + ["--out", str(tmp_path / "x.txt")]) == 1
+        one_line_error(capsys, message)
+    assert not (tmp_path / "x.txt").exists()
