@@ -61,10 +61,11 @@ def run_mbrs(
     segments, metric: str, algorithm: str = "exact", fastchrf: bool = False, checkpoint="", sources=None, batch=64
 ):
     """mbrs' selections (0-based within each segment): ``DecoderMBR`` (exact),
-    ``DecoderAggregateMBR`` or ``DecoderPruningMBR`` (alpha 0.99, its default schedule), the
+    ``DecoderAggregateMBR``, ``DecoderPruningMBR`` (alpha 0.99, its default schedule) or
+    ``DecoderProbabilisticMBR`` (low rank, its defaults), the
     candidates as their own uniformly weighted pseudo-references; chrF with
     ``fastchrf=True`` is mbrs' Rust chrF (its fastest setting for chrF)."""
-    from mbrs.decoders import DecoderAggregateMBR, DecoderMBR, DecoderPruningMBR
+    from mbrs.decoders import DecoderAggregateMBR, DecoderMBR, DecoderProbabilisticMBR, DecoderPruningMBR
     from mbrs.metrics import MetricBLEU, MetricChrF
 
     if metric == "comet":  # a local checkpoint directory: comet's download_model would ask the hub
@@ -76,7 +77,12 @@ def run_mbrs(
         scorer = MetricChrF(MetricChrF.Config(fastchrf=fastchrf))
     else:  # sentence BLEU as rerank's mbr:bleu: tokenize none, effective order
         scorer = MetricBLEU(MetricBLEU.Config(tokenize="none", effective_order=True))
-    decoder = {"exact": DecoderMBR, "aggregate": DecoderAggregateMBR, "pruned": DecoderPruningMBR}[algorithm]
+    decoder = {
+        "exact": DecoderMBR,
+        "aggregate": DecoderAggregateMBR,
+        "pruned": DecoderPruningMBR,
+        "lowrank": DecoderProbabilisticMBR,  # reduction_factor 8, rank 8, as rerank's lowrank defaults
+    }[algorithm]
     decoder = decoder(decoder.Config(), scorer)
     chosen = []
     for k, hyps in enumerate(segments):
@@ -109,8 +115,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--algorithm",
         default="exact",
-        choices=["exact", "aggregate", "pruned", "centroid"],
-        help="the decoder (default: exact; centroid: rerank only), e.g. aggregate",
+        choices=["exact", "aggregate", "pruned", "centroid", "lowrank"],
+        help="the decoder (default: exact; centroid: rerank only; lowrank: mbrs' probabilistic_mbr, the cells "
+        "drawn by each library's own generator, so the picks agree only in part), e.g. aggregate",
     )
     parser.add_argument("--fastchrf", action="store_true", help="mbrs: its Rust chrF (MetricChrF fastchrf=True)")
     parser.add_argument("--checkpoint", default="", help="--metrics comet: a COMET checkpoint directory")

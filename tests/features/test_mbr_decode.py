@@ -519,3 +519,48 @@ def test_prefilters_keep_the_top_k_before_the_algorithm_chooses(tmp_path, capsys
         assert main(base + extra + ["--out", str(tmp_path / "x.txt")]) == 1
         one_line_error(capsys, message)
     assert not (tmp_path / "x.txt").exists()
+
+
+def test_low_rank_mbr_completes_a_planted_matrix_and_is_exact_at_reduction_1(tmp_path, capsys):
+    """--algorithm lowrank (Trabelsi et al. 2024, mbrs' probabilistic_mbr): ALS recovers a
+    planted rank-2 matrix from half its cells; reduction 1 is exact MBR; it computes
+    ceil(n·m / reduction) utilities a segment, the same cells for the same seed and segment
+    (shards select as one process does)."""
+    import json
+
+    from rerank.features.consensus import ConsensusScorer
+    from rerank.mbr.lowrank import als_complete, lowrank_expected
+
+    rng = np.random.default_rng(0)
+    planted = (rng.random((30, 2)) * 5) @ (rng.random((30, 2)) * 5).T
+    mask = rng.random((30, 30)) < 0.5
+    completed = als_complete(np.where(mask, planted, 0), mask, 2, 1e-6, 50, np.random.default_rng(1))
+    assert np.abs(completed - planted)[~mask].max() < 1e-2
+    write_split(tmp_path, "test", 10, seed=4)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    scorer = ConsensusScorer(ConsensusScorer.Config("chrf", "uniform"))
+    p = scorer.distribution(nbest)
+    exact = scorer.expected(nbest, nbest, p)
+    same, computed = lowrank_expected(scorer, nbest, nbest, p, reduction=1)
+    sizes = np.diff(nbest.offsets)
+    assert np.allclose(same, exact) and computed == int((sizes * sizes).sum())
+    estimate, computed = lowrank_expected(scorer, nbest, nbest, p, reduction=4, seed=3)
+    assert computed == sum(-(-int(n * n) // 4) for n in sizes)
+    again, _ = lowrank_expected(scorer, nbest, nbest, p, reduction=4, seed=3)
+    assert np.array_equal(estimate, again)
+    # segments 5.. as their own list, numbered from 5: the same estimates
+    tail = nbest.subset(np.arange(5, nbest.num_segments))
+    part, _ = lowrank_expected(scorer, tail, tail, scorer.distribution(tail), reduction=4, seed=3, first=5)
+    assert np.array_equal(part, estimate[nbest.offsets[5] :])
+    argv = ["mbr", "--nbest", str(tmp_path / "test.nbest"), "--feature", "uniform", "--json"]
+    assert main(argv + ["--algorithm", "lowrank", "--reduction", "1", "--out", str(tmp_path / "l.txt")]) == 0
+    assert main(argv + ["--out", str(tmp_path / "e.txt")]) == 0
+    assert (tmp_path / "l.txt").read_text() == (tmp_path / "e.txt").read_text()
+    capsys.readouterr()
+    assert (
+        main(argv + ["--algorithm", "lowrank", "--seed", "3", "--reduction", "4", "--out", str(tmp_path / "q.txt")])
+        == 0
+    )
+    record = json.loads(capsys.readouterr().out)
+    assert record["utilities"] == computed
+    assert (tmp_path / "q.txt").read_text().splitlines() == [nbest.hypotheses[i] for i in nbest.select(estimate)]
