@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from rerank.argtypes import positive_float, positive_int
+from rerank.argtypes import non_negative_float, positive_float, positive_int
 from rerank.cli.options import (
     FORMATS_HELP,
     OLD_SPELLING,
@@ -214,6 +214,21 @@ def _add_mbr(sub) -> None:
     )
     p.add_argument("--out", required=True, help="the selected candidate of every segment, one per line")
     p.add_argument(
+        "--out-kbest",
+        help="also the --keep best distinct candidates of every segment as an n-best list (its column the expected "
+        "utility, best first; mbrs' nbest and diverse selectors) (default: none), e.g. --out-kbest test.mbr.kbest",
+    )
+    p.add_argument(
+        "--keep", type=positive_int, default=5, help="--out-kbest: choices per segment (default: 5), e.g. --keep 3"
+    )
+    p.add_argument(
+        "--diversity",
+        type=non_negative_float,
+        default=0.0,
+        help="--out-kbest: λ of the diverse choice, mean expected utility + λ · mean dissimilarity (minus the "
+        "utility) of the set, chosen greedily (Jinnai et al. 2024; default: 0, the K best), e.g. --diversity 0.5",
+    )
+    p.add_argument(
         "--matrix",
         help="also write every utility: segment<TAB>candidate<TAB>pseudo-reference<TAB>utility (the segment's id "
         "in the whole list, candidate and pseudo-reference 0-based within the segment: shards' matrices join with "
@@ -230,7 +245,7 @@ def _add_mbr(sub) -> None:
         func=cmd_mbr,
         paths=lambda a: (
             {"--candidates": a.candidates, "--pseudo-refs": a.pseudo_refs},
-            {"--out": a.out, "--matrix": a.matrix},
+            {"--out": a.out, "--matrix": a.matrix, "--out-kbest": a.out_kbest},
         ),
     )
 
@@ -272,6 +287,9 @@ def cmd_mbr(args) -> None:
         decoder=decoder,
         shard=shard_option_value(args),
         prefilters=args.prefilter,
+        keep=args.keep,
+        kbest_path=args.out_kbest,
+        diversity=args.diversity,
     )
     if args.json:  # the record on standard output, the closing line on stderr as always
         print(json.dumps({"algorithm": args.algorithm, "metric": args.metric, "out": args.out, **result}))

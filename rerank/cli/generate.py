@@ -17,21 +17,25 @@ from rerank.outputs import signature_path
 
 def cmd_generate(args) -> None:
     _check_pseudo_refs(args)
+
+    def run(out_nbest, out_1best, count, beam, sampling):
+        return generate_file(
+            args.model,
+            args.input,
+            out_nbest,
+            out_1best,
+            count,
+            beam,
+            sampling,
+            device_settings(args),
+            args.max_length,
+            progress=True,  # a bar on a terminal, a line every few seconds elsewhere
+            shard=shard_option_value(args),
+            chunk_sentences=args.chunk_sentences,
+        )
+
     sampling = Sampling.parse(args.sampling) if args.sampling is not None else None
-    record = generate_file(
-        args.model,
-        args.input,
-        args.out_nbest,
-        args.out_1best,
-        args.nbest,
-        args.beam,
-        sampling,
-        device_settings(args),
-        args.max_length,
-        progress=True,  # a bar on a terminal, a line every few seconds elsewhere
-        shard=shard_option_value(args),
-        chunk_sentences=args.chunk_sentences,
-    )
+    record = run(args.out_nbest, args.out_1best, args.nbest, args.beam, sampling)
     print(
         f"{record['segments']} segments, {record['hypotheses']} candidates "
         f"({' '.join(record['features'])}) -> {args.out_nbest}, {args.out_1best}",
@@ -41,19 +45,8 @@ def cmd_generate(args) -> None:
         return
     # the pseudo-references: another sampler (and count) over the same input, a list of its own
     # (``rerank mbr --pseudo-refs``); its seeds are its own, so it does not repeat the candidates
-    references = generate_file(
-        args.model,
-        args.input,
-        args.out_pseudo_refs,
-        None,
-        args.pseudo_refs or args.nbest,
-        None,
-        Sampling.parse(args.pseudo_ref_sampling),
-        device_settings(args),
-        args.max_length,
-        progress=True,
-        shard=shard_option_value(args),
-        chunk_sentences=args.chunk_sentences,
+    references = run(
+        args.out_pseudo_refs, None, args.pseudo_refs or args.nbest, None, Sampling.parse(args.pseudo_ref_sampling)
     )
     print(
         f"{references['segments']} segments, {references['hypotheses']} pseudo-references "

@@ -4,7 +4,7 @@ pseudo-references, e.g. samples), streamed a block of segments at a time, sharde
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -12,8 +12,9 @@ from rerank.errors import InputError
 from rerank.mbr.decoders import Decoder
 from rerank.mbr.engine import MBR
 from rerank.mbr.exact import cross_expected
+from rerank.mbr.kbest import keep_best
 from rerank.mbr.prefilter import Prefilter, prefilter
-from rerank.nbest import count_segments, iter_nbest, iter_nbest_pair
+from rerank.nbest import NBestWriter, count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
 from rerank.progress import Stages
 from rerank.shards import Shard, shard_blocks
@@ -33,6 +34,9 @@ def mbr_decode(
     decoder: Union[str, Decoder] = "exact",
     shard: Optional[Shard] = None,
     prefilters: Sequence[Union[str, Prefilter]] = (),
+    keep: int = 1,
+    kbest_path: Optional[str] = None,
+    diversity: float = 0.0,
 ) -> Dict[str, Any]:
     """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate the
     algorithm ``decoder`` selects (a registered name or a :class:`~rerank.mbr.decoders.Decoder`
@@ -52,7 +56,10 @@ def mbr_decode(
     recording it.  ``prefilters``: stages (:mod:`rerank.mbr.prefilter`, or their
     specifications ``mbr:chrf,top_k=16``, ``column:CometKiwi,top_k=8``) that keep each
     segment's top K candidates, in order, before the algorithm chooses among what is left
-    (their utilities are counted, their seconds are the stage ``prefilter``).  Returns {"segments", "expected" (the mean expected, aggregate or centroid
+    (their utilities are counted, their seconds are the stage ``prefilter``).  ``kbest_path``:
+    also the ``keep`` best distinct candidates of every segment (with ``diversity`` λ > 0, the
+    diverse set: :mod:`rerank.mbr.kbest`) as an n-best list whose column is the expected
+    utility, best first (an algorithm that gives every candidate an expected utility only).  Returns {"segments", "expected" (the mean expected, aggregate or centroid
     utility of the selections; pruned: nan), "utilities" (how many were computed),
     "repeated" (of the exact algorithm's utilities, those of a (candidate, pseudo-reference)
     pair of texts that repeats within its segment: scored once, as a cache hit; other
@@ -71,54 +78,23 @@ def mbr_decode(
     stages_given = [stage if isinstance(stage, Prefilter) else Prefilter.parse(stage) for stage in prefilters]
     if stages_given and matrix_path:
         raise InputError("--matrix writes every candidate's utilities: not with --prefilter")
-    filters = [(stage, stage.engine(weights_from, temperature)) for stage in stages_given]  # before any work
-    lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
-    if shard is not None:
-        lo, hi, total = shard.list_bounds(candidates_path)
-        shard.check_output(out)
-    if pseudo_refs_path:
-        counts = [count_segments(path) for path in (candidates_path, pseudo_refs_path)]
-        if None not in counts and counts[0] != counts[1]:  # before any work
-            raise InputError(
-                f"{counts[1]} segments in the pseudo-references but {counts[0]} in the candidates", pseudo_refs_path
-            )
-        blocks = iter_nbest_pair(candidates_path, pseudo_refs_path)
-    else:
-        blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))
-    if shard is not None:
-        blocks = shard_blocks(blocks, lo, hi)
-    segments, utilities, expected_sum, repeated = 0, 0, 0.0, 0
-    stages = Stages()
+    if kbest_path is not None:
+        _check_kbest(scorer, keep, diversity, shard)
+    run = _Run(scorer, [(stage, stage.engine(weights_from, temperature)) for stage in stages_given], keep, diversity)
+    blocks, total = _blocks(candidates_path, pseudo_refs_path, shard, out)
     with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
         best = stack.enter_context(outputs.open(out))
-        for first, candidates, refs in stages.timed(blocks, "read"):
-            with stages.measure("weights"):
-                scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
-                p = scorer.distribution(refs)
-            rows = None
-            if stages_given:
-                with stages.measure("prefilter"):
-                    kept, rows, filtered = prefilter(filters, candidates, refs, p, first)
-                utilities += filtered
-            else:
-                kept = candidates
-            if algorithm == "exact":
-                repeated += repeated_pairs(kept, refs)
-            with stages.measure("utilities"):
-                chosen, computed, chosen_sum = _select(scorer, kept, refs, p, first, handle)
-            if rows is not None:
-                chosen = rows[chosen]
-            utilities += computed
-            expected_sum += chosen_sum
-            with stages.measure("write"):
+        kbest = NBestWriter(stack.enter_context(outputs.open(kbest_path)), kbest_path) if kbest_path else None
+        for first, candidates, refs in run.stages.timed(blocks, "read"):
+            chosen = run.block(first, candidates, refs, handle, kbest)
+            with run.stages.measure("write"):
                 best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
-            segments += candidates.num_segments
         if shard is not None:
             record = {
                 "shard": shard.record(total, candidates_path, "text"),
                 "input": candidates_path,
-                "segments": segments,
+                "segments": run.segments,
                 "mbr": {
                     "metric": utility,
                     "algorithm": algorithm,
@@ -128,34 +104,108 @@ def mbr_decode(
                     "prefilters": [str(stage) for stage in stages_given],
                     **scorer.decoder.settings(),
                 },
-                "stages": {
-                    "utilities": utilities,
-                    "repeated": repeated if algorithm == "exact" else None,
-                    "seconds": stages.rounded(),
-                },
+                "stages": run.counts(),
             }
             write_signed(outputs.signature(out), record)
-    return {
-        "segments": segments,
-        "expected": expected_sum / max(segments, 1),
-        "utilities": utilities,
-        "repeated": repeated if algorithm == "exact" else None,
-        "seconds": stages.rounded(),
-    }
+    return {"segments": run.segments, "expected": run.expected_sum / max(run.segments, 1), **run.counts()}
 
 
-def _select(scorer: MBR, candidates, refs, p, first: int, handle) -> Tuple[np.ndarray, int, float]:
-    """The decoder's (selections, utilities computed, sum of their expected utilities) of one
-    block; with ``handle`` (exact's ``--matrix``), every utility written as it is computed."""
-    if handle is None:
-        return scorer.select(candidates, refs, p, first)
+def _blocks(candidates_path: str, pseudo_refs_path: Optional[str], shard: Optional[Shard], out: str):
+    """(the blocks (first segment, candidates, pseudo-references) to decode, the list's segment
+    count for a shard's record, else 0); a shard's output and the two lists' segment counts
+    checked before any work."""
+    lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
+    if shard is not None:
+        lo, hi, total = shard.list_bounds(candidates_path)
+        shard.check_output(out)
+    if pseudo_refs_path:
+        counts = [count_segments(path) for path in (candidates_path, pseudo_refs_path)]
+        if None not in counts and counts[0] != counts[1]:
+            raise InputError(
+                f"{counts[1]} segments in the pseudo-references but {counts[0]} in the candidates", pseudo_refs_path
+            )
+        blocks: Iterator = iter_nbest_pair(candidates_path, pseudo_refs_path)
+    else:
+        blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))
+    if shard is not None:
+        blocks = shard_blocks(blocks, lo, hi)
+    return blocks, total
 
-    def write(segment, hyp, ref, values):
-        rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
-        handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
 
-    expected = cross_expected(scorer, candidates, refs, p, write)
-    return scorer.decoder.selection(candidates, refs, expected)
+class _Run:
+    """One run of :func:`mbr_decode`: its engine, pre-filters and K-best settings, and what it
+    has done (segments, utilities, repeated pairs, the selections' expected utilities, seconds)."""
+
+    def __init__(self, scorer: MBR, filters, keep: int, diversity: float):
+        self.scorer, self.filters, self.keep, self.diversity = scorer, filters, keep, diversity
+        self.stages = Stages()
+        self.segments, self.utilities, self.repeated, self.expected_sum = 0, 0, 0, 0.0
+
+    def block(self, first: int, candidates, refs, handle, kbest: Optional[NBestWriter]) -> np.ndarray:
+        """The selected rows int64[N] of one block (pre-filters, the algorithm, the K best)."""
+        stages, scorer = self.stages, self.scorer
+        with stages.measure("weights"):
+            scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
+            p = scorer.distribution(refs)
+        kept, rows = candidates, None
+        if self.filters:
+            with stages.measure("prefilter"):
+                kept, rows, filtered = prefilter(self.filters, candidates, refs, p, first)
+            self.utilities += filtered
+        if scorer.decoder.name == "exact":
+            self.repeated += repeated_pairs(kept, refs)
+        with stages.measure("utilities"):
+            chosen, computed, chosen_sum, expected = _select(scorer, kept, refs, p, first, handle, kbest is not None)
+        if kbest is not None and expected is not None:
+            with stages.measure("kbest"):
+                listed, diverse = keep_best(scorer, kept, expected, self.keep, self.diversity)
+            with stages.measure("write"):
+                kbest.write(listed, first)
+            computed += diverse
+        self.utilities += computed
+        self.expected_sum += chosen_sum
+        self.segments += candidates.num_segments
+        return chosen if rows is None else rows[chosen]
+
+    def counts(self) -> Dict[str, Any]:
+        """{"utilities", "repeated" (exact only, else None), "seconds" {stage: seconds}}."""
+        exact = self.scorer.decoder.name == "exact"
+        return {
+            "utilities": self.utilities,
+            "repeated": self.repeated if exact else None,
+            "seconds": self.stages.rounded(),
+        }
+
+
+def _select(
+    scorer: MBR, candidates, refs, p, first: int, handle, want_expected: bool
+) -> Tuple[np.ndarray, int, float, Optional[np.ndarray]]:
+    """The decoder's (selections, utilities computed, sum of their expected utilities, every
+    candidate's expected utility where ``want_expected`` or ``handle``, else None) of one block;
+    with ``handle`` (exact's ``--matrix``), every utility written as it is computed."""
+    if handle is not None:
+
+        def write(segment, hyp, ref, values):
+            rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
+            handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
+
+        expected = cross_expected(scorer, candidates, refs, p, write)
+        computed = int((np.diff(candidates.offsets) * np.diff(refs.offsets)).sum())
+    elif want_expected:
+        expected, computed = scorer.decoder.estimates(scorer, candidates, refs, p, first)
+    else:
+        return (*scorer.select(candidates, refs, p, first), None)
+    return (*scorer.decoder.selection(candidates, expected, computed), expected)
+
+
+def _check_kbest(scorer: MBR, keep: int, diversity: float, shard: Optional[Shard]) -> None:
+    """Refuse K-best choices the run cannot give (before any work)."""
+    if not scorer.decoder.gives_column:
+        raise InputError(f"--out-kbest needs expected utilities: the {scorer.decoder.name} algorithm only selects")
+    if keep < 1 or not diversity >= 0:
+        raise InputError(f"--keep must be at least 1 and --diversity non-negative, not {keep} and {diversity}")
+    if shard is not None:
+        raise InputError("--out-kbest is not written in shards: run it on the whole list")
 
 
 def repeated_pairs(candidates, refs) -> int:

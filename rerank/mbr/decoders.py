@@ -75,18 +75,27 @@ class Decoder:
         """int[N] the pseudo-references each candidate is scored against, per segment."""
         return np.diff(refs.offsets)
 
+    def estimates(
+        self, engine, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0
+    ) -> Tuple[np.ndarray, int]:
+        """(float64[M] :meth:`expected`, the utilities it computed: each candidate against
+        :meth:`references_per_segment` references; an algorithm that draws its cells says its own)."""
+        expected = self.expected(engine, candidates, refs, p_refs, first)
+        return expected, int((np.diff(candidates.offsets) * self.references_per_segment(refs)).sum())
+
     def select(
         self, engine, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0
     ) -> Tuple[np.ndarray, int, float]:
         """(rows int[N] of the selected candidate of every segment, utilities computed, the sum
         of the selections' expected utilities — nan where the algorithm estimates none):
         the argmax of :meth:`expected`, the first on ties."""
-        return self.selection(candidates, refs, self.expected(engine, candidates, refs, p_refs, first))
+        expected, computed = self.estimates(engine, candidates, refs, p_refs, first)
+        return self.selection(candidates, expected, computed)
 
-    def selection(self, candidates: NBestList, refs: NBestList, expected: np.ndarray) -> Tuple[np.ndarray, int, float]:
-        """:meth:`select`'s triple from every candidate's expected utility ``expected`` float64[M]."""
+    def selection(self, candidates: NBestList, expected: np.ndarray, computed: int) -> Tuple[np.ndarray, int, float]:
+        """:meth:`select`'s triple from every candidate's expected utility ``expected`` float64[M]
+        and the utilities ``computed`` for it."""
         chosen = candidates.select(expected)
-        computed = int((np.diff(candidates.offsets) * self.references_per_segment(refs)).sum())
         return chosen, computed, float(np.sum(expected[chosen]))
 
     def settings(self) -> Dict[str, Any]:

@@ -125,16 +125,11 @@ class LowRankDecoder(Decoder):
         iterations: int = option(10, "alternating least-squares rounds at most", type=positive_int)
         seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)")
 
-    def _run(self, engine, candidates, refs, p_refs, first):
+    def estimates(self, engine, candidates, refs, p_refs, first=0):
         c = self.config
         return lowrank_expected(
             engine, candidates, refs, p_refs, c.reduction, c.rank, c.regularization, c.iterations, c.seed, first
         )
 
     def expected(self, engine, candidates, refs, p_refs, first=0):
-        return self._run(engine, candidates, refs, p_refs, first)[0]
-
-    def select(self, engine, candidates, refs, p_refs, first=0):
-        expected, computed = self._run(engine, candidates, refs, p_refs, first)
-        chosen = candidates.select(expected)
-        return chosen, computed, float(np.sum(expected[chosen]))
+        return self.estimates(engine, candidates, refs, p_refs, first)[0]

@@ -271,14 +271,7 @@ class NBestList:
         order; rows are :meth:`rows_of` ``(segments)``."""
         rows = self.rows_of(segments)
         counts = np.diff(self.offsets)[np.asarray(segments, dtype=np.int64)]
-        return NBestList(
-            np.concatenate([[0], np.cumsum(counts)]),
-            _take(self.hypotheses, rows),
-            self.features[rows],
-            list(self.feature_names),
-            None if self.totals is None else self.totals[rows],
-            self.info,
-        )
+        return self._rows(rows, counts)
 
     def keep(self, rows: np.ndarray) -> "NBestList":
         """The list of only ``rows`` (int[K], ascending, at least one row of every segment):
@@ -290,6 +283,10 @@ class NBestList:
         if len(rows) and (np.any(np.diff(rows) <= 0) or rows[0] < 0 or rows[-1] >= len(self.hypotheses)):
             raise ValueError("rows must be ascending row numbers of the list")
         counts = np.bincount(self.segment[rows], minlength=self.num_segments)
+        return self._rows(rows, counts)
+
+    def _rows(self, rows: np.ndarray, counts: np.ndarray) -> "NBestList":
+        """The list of ``rows`` (int[K]) in that order, ``counts`` (int[S]) of them a segment."""
         return NBestList(
             np.concatenate([[0], np.cumsum(counts)]),
             _take(self.hypotheses, rows),
@@ -308,14 +305,7 @@ class NBestList:
         rows = np.repeat(self.offsets[:-1], counts) + (
             np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
         )
-        return NBestList(
-            np.concatenate([[0], np.cumsum(counts)]),
-            _take(self.hypotheses, rows),
-            self.features[rows],
-            list(self.feature_names),
-            None if self.totals is None else self.totals[rows],
-            self.info,
-        )
+        return self._rows(rows, counts)
 
 
 def finite_scores(scores: np.ndarray, nbest_path: str, weights_path: str) -> np.ndarray:

@@ -564,3 +564,68 @@ def test_low_rank_mbr_completes_a_planted_matrix_and_is_exact_at_reduction_1(tmp
     record = json.loads(capsys.readouterr().out)
     assert record["utilities"] == computed
     assert (tmp_path / "q.txt").read_text().splitlines() == [nbest.hypotheses[i] for i in nbest.select(estimate)]
+
+
+def test_k_best_and_diverse_mbr_choices(tmp_path, capsys):
+    """rerank mbr --keep K --out-kbest FILE (mbrs' nbest selector) and --diversity λ (its diverse
+    selector's objective, greedy): the K distinct best by the mbr: column, best first; with λ the
+    second choice maximises mean expected chrF + λ · mean(−chrF) between the two, by hand."""
+    from tests.conftest import one_line_error
+
+    write_split(tmp_path, "test", 6, seed=5)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    # a duplicate of every segment's first candidate: kept once
+    rows = np.concatenate([[o] + list(range(o, e)) for o, e in zip(nbest.offsets[:-1], nbest.offsets[1:])])
+    sizes = np.diff(nbest.offsets) + 1
+    listed = NBestList(
+        np.concatenate([[0], np.cumsum(sizes)]),
+        [nbest.hypotheses[i] for i in rows],
+        nbest.features[rows],
+        nbest.feature_names,
+    )
+    path = str(tmp_path / "d.nbest")
+    write_nbest(listed, path)
+    column = next(iter(make_scorer("mbr:chrf,feature=uniform").score(listed, None, None).values()))
+    argv = ["mbr", "--nbest", path, "--feature", "uniform", "--out", str(tmp_path / "o.txt")]
+    assert main(argv + ["--keep", "3", "--out-kbest", str(tmp_path / "k.nbest")]) == 0
+    kbest = read_nbest(str(tmp_path / "k.nbest"))
+    assert kbest.feature_names == ["MBRchrF"]
+    picks = (tmp_path / "o.txt").read_text().splitlines()
+    for s in range(listed.num_segments):
+        lo, hi = listed.offsets[s], listed.offsets[s + 1]
+        texts, values = listed.hypotheses[lo:hi], column[lo:hi]
+        best = {}
+        for text, value in zip(texts, values):
+            best.setdefault(text, value)  # each text once (its first row)
+        want = sorted(best, key=lambda t: -best[t])[:3]
+        got = kbest.hypotheses[kbest.offsets[s] : kbest.offsets[s + 1]]
+        assert list(got) == want and got[0] == picks[s] and len(set(got)) == len(got)
+        assert np.allclose(kbest.features[kbest.offsets[s] : kbest.offsets[s + 1], 0], [best[t] for t in want])
+    # diverse: one segment, by hand
+    texts = ["a man is riding a red bike", "a man is riding a red bicycle", "two dogs play in the snow", "a man rides"]
+    one = NBestList(np.array([0, 4]), texts, np.zeros((4, 1)), ["NMT"])
+    write_nbest(one, str(tmp_path / "one.nbest"))
+    chrf = CHRF()
+    u = np.array([[chrf.sentence_score(h, [r]).score for r in texts] for h in texts])
+    expected = u.mean(axis=1)
+    first = int(np.argmax(expected))
+    for lam in (0.0, 0.5, 3.0):
+        objective = [
+            (expected[first] + expected[j]) / 2 + lam * (-(u[first, j] + u[j, first])) / 2 if j != first else -np.inf
+            for j in range(4)
+        ]
+        second = int(np.argmax(objective))
+        one_argv = ["mbr", "--nbest", str(tmp_path / "one.nbest"), "--feature", "uniform", "--out", str(tmp_path / "x")]
+        assert main(one_argv + ["--keep", "2", "--diversity", str(lam), "--out-kbest", str(tmp_path / "v.nbest")]) == 0
+        got = read_nbest(str(tmp_path / "v.nbest")).hypotheses
+        assert set(got) == {texts[first], texts[second]}
+        if lam == 3.0:
+            assert texts[second] == "two dogs play in the snow"  # far from the first: chosen for diversity
+    capsys.readouterr()
+    for extra, message in (
+        (["--algorithm", "pruned"], "the pruned algorithm only selects"),
+        (["--num-shards", "2", "--shard-id", "0"], "not written in shards"),
+    ):
+        assert main(argv + extra + ["--out-kbest", str(tmp_path / "z.nbest")]) == 1
+        one_line_error(capsys, message)
+    assert not (tmp_path / "z.nbest").exists()
