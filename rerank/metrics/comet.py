@@ -280,28 +280,49 @@ class CometUtility(SourcedUtility):
     def aggregate_utilities(
         self, segment: int, candidates: Sequence[str], references: Sequence[str], weights: np.ndarray
     ) -> np.ndarray:
-        """float64[n] COMET of each candidate against one aggregate reference — the weighted
-        mean (``weights`` float64[R], summing to 1) of the pseudo-references' sentence
-        embeddings — with segment ``segment``'s source (reference aggregation, Vamvas &
-        Sennrich 2024; mbrs' ``aggregate_mbr`` for COMET): N estimator passes instead of N·R.
+        """COMET of each candidate against aggregate references — weighted means of the
+        pseudo-references' sentence embeddings — with segment ``segment``'s source: ``weights``
+        float64[R] (summing to 1) gives one aggregate and float64[n] utilities (reference
+        aggregation, Vamvas & Sennrich 2024; mbrs' ``aggregate_mbr`` for COMET: N estimator
+        passes instead of N·R); float64[R, K] (columns summing to 1) gives K aggregates and
+        float64[n, K] utilities (the centroids of centroid MBR, Deguchi et al. 2024).
 
         Raises:
             InputError: a unified model or xCOMET (they encode each pair jointly: no sentence
                 embedding to average), no sources."""
         import torch
 
-        model = self.metric.comet()
-        if model.kind in JOINT:
-            raise InputError(
-                f"mbr: aggregate averages sentence embeddings; this {model.kind} encodes each pair jointly and has "
-                "none: use --algorithm exact"
-            )
+        model = self._regression("aggregate")
         source = self.segment_source(segment)
         embeddings = model.embed(list(candidates) + list(references) + [source])
         n, r = len(candidates), len(references)
-        weights = np.asarray(weights, dtype=np.float32).reshape(1, -1)
-        aggregate = torch.from_numpy(weights).to(embeddings.device) @ embeddings[n : n + r]  # float32[1, H]
-        return model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], aggregate.expand(n, -1))
+        columns = np.asarray(weights, dtype=np.float32).reshape(r, -1)
+        aggregates = torch.from_numpy(np.ascontiguousarray(columns.T)).to(embeddings.device) @ embeddings[n : n + r]
+        values = np.stack(
+            [model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], row.expand(n, -1)) for row in aggregates],
+            axis=1,
+        )
+        return values[:, 0] if np.ndim(weights) == 1 else values
+
+    def reference_embeddings(self, references: Sequence[str]) -> np.ndarray:
+        """float32[R, H] the pseudo-references' sentence embeddings (what centroid MBR clusters).
+
+        Raises:
+            InputError: a model that encodes each pair jointly (no sentence embeddings)."""
+        return self._regression("centroid").embed(list(references)).float().cpu().numpy()
+
+    def _regression(self, algorithm: str):
+        """The COMET model where it has sentence embeddings (a regression model).
+
+        Raises:
+            InputError: a unified model or xCOMET, naming ``algorithm``."""
+        model = self.metric.comet()
+        if model.kind in JOINT:
+            raise InputError(
+                f"mbr: {algorithm} averages sentence embeddings; this {model.kind} encodes each pair jointly and has "
+                "none: use --algorithm exact"
+            )
+        return model
 
     def segment_source(self, segment: int) -> str:
         """The source of segment ``segment`` of the current block (its offset added).

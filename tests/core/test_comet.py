@@ -172,12 +172,11 @@ def test_mbr_utilities_are_comets_pair_scores_and_select_their_best(checkpoints,
     argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['da']},source={src}"]
     assert main([*argv, "--feature", "uniform", "--out", str(tmp_path / "best.txt")]) == 0
     assert (tmp_path / "best.txt").read_text().splitlines()[1] == MBR_LIST[int(np.argmax(matrix.mean(axis=1)))]
-    # pruning takes it too (alpha 1 prunes nothing: exact MBR's selections); centroid MBR refuses it
-    # (its k-means runs on n-gram counts); aggregation averages embeddings (the test below)
+    # pruning takes it too (alpha 1 prunes nothing: exact MBR's selections); aggregation and centroid MBR
+    # average embeddings (the tests below)
     pruned = [*argv, "--feature", "uniform", "--algorithm", "pruned", "--alpha", "1"]
     assert main([*pruned, "--out", str(tmp_path / "pruned.txt")]) == 0
     assert (tmp_path / "pruned.txt").read_text() == (tmp_path / "best.txt").read_text()
-    assert main([*argv, "--algorithm", "centroid", "--out", str(tmp_path / "agg.txt")]) == 1
     # the mbr: feature column: expected utility under the NMT softmax, sources from --source
     p = np.exp(-np.arange(1, n + 1)) / np.exp(-np.arange(1, n + 1)).sum()
     add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", src, "--out", str(tmp_path / "f.nbest")]
@@ -322,3 +321,57 @@ def test_reference_aggregation_averages_comets_sentence_embeddings(checkpoints, 
     unite = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['unite']},source={src}"]
     assert main([*unite, "--algorithm", "aggregate", "--out", str(tmp_path / "u.txt")]) == 1
     assert "encodes each pair jointly and has none: use --algorithm exact" in capsys.readouterr().err
+
+
+def test_centroid_mbr_clusters_comets_sentence_embeddings(checkpoints, tmp_path, capsys):
+    """MBR's ``centroid`` with a COMET regression utility (issue 80; mbrs' ``centroid_mbr``):
+    the pseudo-references' sentence embeddings clustered by weighted k-means, each candidate
+    scored against every centroid (the weighted mean of its cluster's embeddings) and the
+    scores weighed by the clusters' mass — by hand from scikit-learn's labels and the model's
+    own embeddings and estimator; one cluster is reference aggregation, as many as
+    pseudo-references exact MBR; a unified model is refused."""
+    pytest.importorskip("sklearn")
+    import torch
+    from sklearn.cluster import KMeans
+
+    from rerank.mbr import MBR
+    from rerank.metrics.comet_model import CometModel
+    from rerank.nbest import NBestList
+    from tests.comet_tiny import MBR_LIST, SOURCES
+
+    n = len(MBR_LIST)
+    src = _write(tmp_path / "src.en", SOURCES[:1])
+    spec = f"comet:{checkpoints['da']},source={src}"
+    nbest = NBestList(np.array([0, n]), list(MBR_LIST), -np.arange(n, dtype=float).reshape(n, 1), ["NMT"])
+    p = np.exp(-np.arange(n) / 2) / np.exp(-np.arange(n) / 2).sum()
+    model = CometModel(checkpoints["da"], device="cpu")
+    embeddings = model.embed(MBR_LIST + [SOURCES[0]])
+    distinct = len(set(MBR_LIST))
+    k = min(3, distinct)
+    labels = KMeans(n_clusters=k, n_init=1, random_state=0).fit(embeddings[:n].numpy(), sample_weight=p).labels_
+    labels = np.unique(labels, return_inverse=True)[1].reshape(-1)
+    by_hand = np.zeros(n)
+    for c in range(labels.max() + 1):
+        members = labels == c
+        mass = p[members].sum()
+        centroid = torch.as_tensor(p[members] / mass, dtype=torch.float32).reshape(1, -1) @ embeddings[:n][members]
+        by_hand += mass * model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], centroid.expand(n, -1))
+    ours = {}
+    for decoder in ("centroid", "aggregate", "exact"):
+        from rerank.mbr.decoders import make_decoder
+
+        engine = MBR(spec, decoder=make_decoder(decoder, clusters=k if decoder == "centroid" else 1))
+        engine.begin_list(0)
+        ours[decoder] = engine.expected(nbest, nbest, p)
+    assert np.allclose(ours["centroid"], by_hand, atol=1e-5) and np.ptp(by_hand) > 1e-3
+    one = MBR(spec, decoder=make_decoder("centroid", clusters=1))
+    one.begin_list(0)
+    assert np.allclose(one.expected(nbest, nbest, p), ours["aggregate"], atol=1e-5)
+    many = MBR(spec, decoder=make_decoder("centroid", clusters=n))
+    many.begin_list(0)
+    assert np.allclose(many.expected(nbest, nbest, p), ours["exact"], atol=1e-5)
+    lines = [f"0 ||| {h} ||| NMT= {-float(k)} ||| 0" for k, h in enumerate(MBR_LIST)]
+    _write(tmp_path / "l.nbest", lines)
+    unite = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['unite']},source={src}"]
+    assert main([*unite, "--algorithm", "centroid", "--out", str(tmp_path / "u.txt")]) == 1
+    assert "mbr: centroid averages sentence embeddings" in capsys.readouterr().err
