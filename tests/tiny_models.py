@@ -141,6 +141,37 @@ def build_gpt2(directory: str, seed: int = 0) -> str:
     return _save(transformers.GPT2LMHeadModel, config, tokenizer, os.path.join(directory, "gpt2"), seed)
 
 
+def build_llama(directory: str, seed: int = 0) -> str:
+    """A tiny random Llama-shaped causal LM (grouped-query attention, SwiGLU, RoPE: the shape of
+    Tower, EuroLLM, Qwen) with its own BPE tokenizer in ``directory/llama``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    transformers = import_transformers()
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    bpe.decoder = decoders.BPEDecoder()
+    special = ["<pad>", "<s>", "</s>", "<unk>"]
+    bpe.train(
+        [training_text(directory)], trainers.BpeTrainer(vocab_size=700, special_tokens=special, show_progress=False)
+    )
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return _save(transformers.LlamaForCausalLM, config, tokenizer, os.path.join(directory, "llama"), seed)
+
+
 def convert_ct2(model_dir: str, out: str) -> str:
     """``model_dir`` converted with CTranslate2's TransformersConverter (float32 weights),
     its tokenizer files copied beside."""

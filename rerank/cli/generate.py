@@ -80,8 +80,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         required=True,
-        help="hf:PATH (AutoModelForSeq2SeqLM with its tokenizer) or ct2:DIR (a CTranslate2 translation "
-        "model with the tokenizer beside it), with the settings of features add's scorers "
+        help="hf:PATH (AutoModelForSeq2SeqLM with its tokenizer), ct2:DIR (a CTranslate2 translation "
+        "model with the tokenizer beside it) or hf-lm:PATH,prompt=FILE (a causal LM continuing a prompt "
+        "template that holds {source}: Tower, EuroLLM), with the settings of features add's scorers "
         "(name=, src_lang=, tgt_lang=, compute_type=, batch=), e.g. hf:models/opus-mt-en-de",
     )
     p.add_argument("--input", required=True, help="source sentences, one per line, as the model expects them")

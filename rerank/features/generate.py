@@ -1,6 +1,8 @@
 """Candidates from the user's own models (``rerank generate``): n-best lists by beam
 search or sampling with a Hugging Face (``hf:PATH``) or CTranslate2 (``ct2:DIR``)
-translation model, written as ``rerank nmt nbest`` writes them.
+translation model, or a prompted decoder-only translator (``hf-lm:PATH,prompt=FILE``: the
+continuation of each source's prompt, its first line), written as ``rerank nmt nbest``
+writes them.
 
 * beam search: ``transformers``' ``generate(num_beams=B, num_return_sequences=N)`` or
   CTranslate2's ``translate_batch(beam_size=B, num_hypotheses=N)``, length penalty 1
@@ -32,13 +34,13 @@ import io
 import json
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
-from rerank.features.hf_scorer import CT2Scorer, HFSeq2SeqScorer
+from rerank.features.hf_scorer import CT2Scorer, HFCausalLMScorer, HFSeq2SeqScorer
 from rerank.features.sampling import Sampling, truncate
 from rerank.features.scorer import make_scorer
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
@@ -89,6 +91,43 @@ def _hf_candidates(
                 )
             texts = tok.batch_decode(ids, skip_special_tokens=True)
             out += [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
+    return out
+
+
+def _lm_candidates(
+    scorer: HFCausalLMScorer,
+    sources: List[str],
+    nbest: int,
+    beam: int,
+    sampling: Optional[Sampling],
+    max_length: int,
+    first: int = 0,
+) -> List[List[str]]:
+    """A decoder-only translator's candidates: ``generate`` continues each source's prompt
+    (:meth:`HFCausalLMScorer.prompt_ids`, one sentence per call: no padding before a prompt),
+    stopping at EOS; a candidate is the continuation's first line, stripped."""
+    import torch
+
+    model = scorer.model
+    out: List[List[str]] = []
+    with torch.inference_mode():
+        for k in progress_bar(range(len(sources)), desc="generate", unit="sent", enabled=scorer.progress):
+            prompt = torch.tensor([scorer.prompt_ids(sources[k])], device=scorer.device)
+            how: Dict[str, Any] = {"num_beams": beam, "length_penalty": 1.0, "do_sample": False}
+            if sampling is not None:
+                torch.manual_seed(int(np.random.SeedSequence([sampling.seed, first + k]).generate_state(1)[0]))
+                how = {**sampling.hf_settings(), "num_beams": 1}
+            ids = model.generate(
+                input_ids=prompt,
+                attention_mask=torch.ones_like(prompt),
+                num_return_sequences=nbest,
+                max_new_tokens=max_length,
+                eos_token_id=scorer.end,
+                pad_token_id=scorer.end,
+                **how,
+            )
+            texts = scorer.tokenizer.batch_decode(ids[:, prompt.shape[1] :], skip_special_tokens=True)
+            out.append([(text.strip().split("\n") or [""])[0].strip() for text in texts])
     return out
 
 
@@ -199,8 +238,8 @@ def generate_file(
             empty input, a model that cannot be loaded, a shard written to standard output.
     """
     kind = model.partition(":")[0]
-    if kind not in ("hf", "ct2"):
-        raise InputError(f"--model {model!r}: rerank generate runs hf:PATH or ct2:DIR models")
+    if kind not in ("hf", "ct2", "hf-lm"):
+        raise InputError(f"--model {model!r}: rerank generate runs hf:PATH, hf-lm:PATH,prompt=FILE or ct2:DIR models")
     if sampling is not None and beam is not None:
         raise InputError("--beam and --sampling exclude each other")
     beam = nbest if beam is None else beam
@@ -220,8 +259,15 @@ def generate_file(
     scorer: Any = make_scorer(model, devices)  # hf: or ct2: (checked below), with their own methods
     if getattr(scorer, "direction", "forward") != "forward":
         raise InputError(f"--model {model!r}: candidates come from a forward model (direction=forward)")
+    if kind == "hf-lm" and scorer.template is None:
+        raise InputError(f"--model {model!r}: a causal LM translates from a prompt: hf-lm:PATH,prompt=FILE")
     scorer.progress = progress
-    generate = _hf_candidates if kind == "hf" else _ct2_candidates
+    generators: Dict[str, Callable[..., List[List[str]]]] = {
+        "hf": _hf_candidates,
+        "ct2": _ct2_candidates,
+        "hf-lm": _lm_candidates,
+    }
+    generate = generators[kind]
     names = [scorer.name, f"{scorer.name}Norm"]
     info = ListInfo(names[1], {"beam": names}, True)
     hypotheses = 0

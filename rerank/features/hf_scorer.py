@@ -7,8 +7,12 @@
   noisy-channel re-ranking (Yee et al. 2019).  ``src_lang``/``tgt_lang`` set the
   tokenizer's language codes (M2M100, NLLB, mBART): the target's language token that the
   tokenizer puts before the text (the forced BOS) is fed to the decoder but not scored.
-* ``hf-lm:PATH[,name=NAME][,detok=…][,batch=N]`` — an ``AutoModelForCausalLM``: log P(hypothesis),
-  the text preceded by the model's BOS (or EOS, as GPT-2 uses it) and followed by EOS.
+* ``hf-lm:PATH[,name=NAME][,detok=…][,batch=N][,prompt=FILE]`` — an ``AutoModelForCausalLM``:
+  log P(hypothesis), the text preceded by the model's BOS (or EOS, as GPT-2 uses it) and
+  followed by EOS; with ``prompt=FILE`` (a template holding ``{source}``: a decoder-only
+  translator, Tower or EuroLLM prompted) log P(hypothesis EOS | BOS prompt(source)), the
+  prompt's tokens fed but not scored — the scorer of ``rerank generate --model hf-lm:…``'s
+  candidates.
 * ``ct2:DIR[,direction=…][,name=NAME][,compute_type=TYPE][,bpe=…][,detok=…][,source_detok=…][,batch=N]
   [,threads=N]`` —
   the same with a CTranslate2 translation model (``ct2-transformers-converter``,
@@ -54,6 +58,7 @@ from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
 from rerank.nmt.subword import make_bpe
 from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
+from rerank.textio import read_text
 
 DIRECTIONS = ("forward", "backward")
 
@@ -286,6 +291,12 @@ class HFCausalLMScorer(_PairScorer):
         name: str = option("", "the column (default HFLM)")
         detok: str = option("", "detokenise hypotheses first: moses:LANG")
         batch: Optional[int] = option(None, "hypotheses per batch (default 64)", type=positive_int)
+        prompt: str = option(
+            "",
+            "a prompt template file holding {source}: log P(hypothesis | prompt) of a decoder-only translator "
+            "(default: none, log P(hypothesis))",
+            path=True,
+        )
 
     default_name = "HFLM"
     kind = "hf-lm"
@@ -293,6 +304,10 @@ class HFCausalLMScorer(_PairScorer):
 
     def __init__(self, config: "HFCausalLMScorer.Config", devices: DeviceSettings = DeviceSettings()):
         super().__init__(config, devices)
+        self.template: Optional[str] = None
+        if config.prompt:
+            self.template = read_prompt(config.prompt)
+            self.needs_source = True  # the prompt holds the source
         self.load_model("AutoModelForCausalLM", "causal language model")
         tok = self.tokenizer
         self.start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
@@ -305,11 +320,21 @@ class HFCausalLMScorer(_PairScorer):
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return [self.start] + ids + [self.end]
 
+    def prompt_ids(self, source: str) -> List[int]:
+        """[start] + the tokens of the prompt of ``source`` (the template with ``{source}``
+        filled), what the model continues with a translation; [start] without a template."""
+        if self.template is None:
+            return [self.start]
+        return [self.start] + self.tokenizer(self.template.replace("{source}", source), add_special_tokens=False)[
+            "input_ids"
+        ]
+
     def score_unique(self, inputs, outputs):
         import torch
 
         sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
-        ids = [self.token_ids(text) for text in outputs]
+        prompts = [self.prompt_ids(source) for source in inputs]
+        ids = [p + self.token_ids(text)[1:] for p, text in zip(prompts, outputs)]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end
         with torch.inference_mode():
             for rows in self.batches([len(i) for i in ids]):
@@ -319,10 +344,28 @@ class HFCausalLMScorer(_PairScorer):
                 mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=self.device)
                 logits = self.model(input_ids=input_ids, attention_mask=mask).logits.float()
                 logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
-                keep = mask[:, 1:].bool()
+                # the prompt's tokens (after the first) are fed, not scored: the hypothesis and its EOS are
+                scored = torch.tensor(
+                    [[0] * (len(prompts[r]) - 1) + [1] * (width - len(prompts[r])) for r in rows], device=self.device
+                )
+                keep = mask[:, 1:].bool() & scored.bool()
                 sums[rows] = (logp * keep).sum(-1).double().cpu().numpy()
                 lengths[rows] = keep.sum(-1).cpu().numpy()
         return sums, lengths
+
+
+def read_prompt(path: str) -> str:
+    """The prompt template of ``path``: its UTF-8 text, which may span lines (``Translate from
+    English to German.\\nEnglish: {source}\\nGerman:``), the file's final newline removed.
+
+    Raises:
+        InputError: an unreadable file or a template without ``{source}``."""
+    text = read_text(path)
+    if text.endswith("\n"):
+        text = text[:-1]
+    if "{source}" not in text:
+        raise InputError("the prompt template holds no {source}", path)
+    return text
 
 
 #: CTranslate2's compute types (``ctranslate2.Translator(compute_type=…)``); unset: int8 on the CPU, float16 on CUDA

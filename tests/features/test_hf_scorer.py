@@ -471,3 +471,67 @@ def test_pseudo_references_drawn_with_another_sampler_feed_mbr(models, tmp_path,
         )
         one_line_error(capsys, message)
     assert not (tmp_path / "x.nbest").exists()
+
+
+def test_a_prompted_causal_lm_translates_and_scores_its_candidates(tmp_path, capsys):
+    """hf-lm:DIR,prompt=FILE (issue 80): a decoder-only translator — a tiny random Llama with its
+    own tokenizer — scores log P(hypothesis EOS | BOS prompt(source)), by hand from its logits and
+    padding-invariant; rerank generate continues the prompt (beam search, sampling), top_k=1 is
+    greedy search, and the list's columns are what features add computes."""
+    from tests.tiny_models import build_llama
+
+    llama = build_llama(str(tmp_path))
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Translate from English to German.\nEnglish: {source}\nGerman:\n")
+    spec = f"hf-lm:{llama},prompt={prompt}"
+    scorer = make_scorer(spec, CPU)
+    tok, model = scorer.tokenizer, scorer.model
+    pairs = [(SOURCES[0], HYPS[0][0]), (SOURCES[1], HYPS[1][1]), (SOURCES[1], HYPS[1][0])]
+    total, length = scorer.score_pairs([s for s, _ in pairs], [h for _, h in pairs])
+    for k, (source, hyp) in enumerate(pairs):
+        head = [tok.bos_token_id] + tok(
+            f"Translate from English to German.\nEnglish: {source}\nGerman:", add_special_tokens=False
+        )["input_ids"]
+        tail = tok(hyp, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        with torch.inference_mode():
+            logp = torch.log_softmax(model(input_ids=torch.tensor([head + tail])).logits[0].double(), dim=-1)
+        by_hand = sum(float(logp[len(head) - 1 + j, t]) for j, t in enumerate(tail))
+        assert total[k] == pytest.approx(by_hand, abs=1e-4) and length[k] == len(tail)
+    alone = make_scorer(spec + ",batch=1", CPU).score_pairs([s for s, _ in pairs], [h for _, h in pairs])[0]
+    assert np.allclose(alone, total, atol=1e-4)  # padding changes nothing
+    src = str(tmp_path / "src.en")
+    write_lines(SOURCES, src)
+    common = ["generate", "--model", spec, "--input", src, "--max-length", "8", "--device", "cpu"]
+    out = str(tmp_path / "lm.nbest")
+    assert main(common + ["--nbest", "2", "--beam", "3", "--out-nbest", out, "--out-1best", str(tmp_path / "b")]) == 0
+    listing = read_nbest(out)
+    assert listing.feature_names == ["HFLM", "HFLMNorm"] and list(np.diff(listing.offsets)) == [2, 2]
+    rescored = make_scorer(spec, CPU).score(listing, SOURCES, None)
+    assert np.allclose(rescored["HFLM"], listing.features[:, 0], atol=1e-4)
+    greedy = []
+    for source in SOURCES:
+        ids = torch.tensor([scorer.prompt_ids(source)])
+        with torch.inference_mode():
+            made = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=8,
+                do_sample=False,
+                num_beams=1,
+                eos_token_id=tok.eos_token_id,
+                pad_token_id=tok.eos_token_id,
+            )
+        greedy.append(tok.decode(made[0, ids.shape[1] :], skip_special_tokens=True).strip().split("\n")[0].strip())
+    sampled = str(tmp_path / "s.nbest")
+    how = ["--nbest", "3", "--sampling", "top_k=1,seed=5", "--out-nbest", sampled, "--out-1best", str(tmp_path / "s")]
+    assert main(common + how) == 0
+    assert list(read_nbest(sampled).hypotheses) == [g for g in greedy for _ in range(3)]
+    capsys.readouterr()
+    bare = ["generate", "--model", f"hf-lm:{llama}", "--input", src, "--nbest", "2", "--device", "cpu"]
+    assert main(bare + ["--out-nbest", str(tmp_path / "x.nbest"), "--out-1best", str(tmp_path / "x")]) == 1
+    one_line_error(capsys, "a causal LM translates from a prompt: hf-lm:PATH,prompt=FILE")
+    (tmp_path / "bad.txt").write_text("no placeholder\n")
+    bad = common + ["--nbest", "2", "--out-nbest", str(tmp_path / "x.nbest"), "--out-1best", str(tmp_path / "x")]
+    bad[2] = f"hf-lm:{llama},prompt={tmp_path / 'bad.txt'}"
+    assert main(bad) == 1
+    one_line_error(capsys, "the prompt template holds no {source}")
