@@ -33,7 +33,7 @@ def edit_lists(path: str, sentences: int, candidates: int, seed: int):
     for ref in refs:
         for _ in range(candidates):
             words = ref.split()
-            for _ in range(int(rng.integers(0, 5))):
+            for _ in range(int(rng.integers(1, 6))):
                 op, j = int(rng.integers(0, 3)), int(rng.integers(0, len(words)))
                 if op == 0:
                     words[j] = str(rng.choice(vocab))
