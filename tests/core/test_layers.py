@@ -165,11 +165,26 @@ def test_no_library_module_imports_the_package_root():
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 150
 
 
+#: modules of workflow/ and scripts/ allowed beyond MAX_MODULE_LINES, at most these many lines:
+#: a ratchet (issue 77: workflow/settings.py becomes a package of small modules)
+LARGE_TOOLS = {"workflow/settings.py": 910}
+
+
+def _tool_modules():
+    """The Python files of workflow/ and scripts/ (run as scripts, outside the package)."""
+    found = []
+    for folder in ("workflow", "scripts"):
+        for directory, _, names in os.walk(os.path.join(ROOT, folder)):
+            found += [os.path.join(directory, n) for n in sorted(names) if n.endswith(".py")]
+    return found
+
+
 def test_modules_and_functions_stay_small():
     large = []
-    for path in MODULES.values():
+    for path in list(MODULES.values()) + _tool_modules():
         source = open(path, encoding="utf-8").read()
-        if source.count("\n") > MAX_MODULE_LINES:
+        limit = LARGE_TOOLS.get(os.path.relpath(path, ROOT).replace(os.sep, "/"), MAX_MODULE_LINES)
+        if source.count("\n") > limit:
             large.append(f"{path}: {source.count(chr(10))} lines")
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -277,3 +292,51 @@ def test_a_new_tuner_is_one_class(tmp_path):
     record = json.loads((tmp_path / "w.json").read_text())
     assert record["weights"] == {"F": 0.0, "G": 1.0} and record["tuning"]["bleu"] == pytest.approx(100.0)
     assert record["config"] == {"top": 2, "seed": 12345} and record["tuning"]["column_bleu"][1] == pytest.approx(100.0)
+
+
+#: the registry each folder's components register in (docs/extending.md's "Saved as" files)
+SAVED_REGISTRIES = {
+    "rerank/mbr/": ("DECODERS", "rerank.mbr.decoders"),
+    "rerank/tuning/": ("TUNERS", "rerank.tuning.base"),
+    "rerank/features/": ("SCORERS", "rerank.features.scorer"),
+}
+
+
+def test_extending_examples_work_as_files_saved_where_the_page_says(tmp_path):
+    """Each component of docs/extending.md that the page says to save as ``rerank/…/NAME.py``
+    (issue 77): written there in a copy of the package, a fresh interpreter's registry finds it
+    by name, its command's help lists it, and it imports no floor above its folder's (neither
+    the package root, the API nor the command line)."""
+    import shutil
+
+    page = open(os.path.join(ROOT, "docs", "extending.md"), encoding="utf-8").read()
+    saved = re.findall(r"as\s+`(rerank/[\w/]+\.py)`", page)
+    assert sorted(saved) == ["rerank/features/words.py", "rerank/mbr/mode.py", "rerank/tuning/best_column.py"]
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    shutil.copytree(os.path.join(ROOT, "rerank"), tmp_path / "rerank", ignore=shutil.ignore_patterns("__pycache__"))
+    checks = []
+    for path in saved:
+        folder = path.rsplit("/", 1)[0] + "/"
+        registry, home = SAVED_REGISTRIES[folder]
+        (block,) = [b for b in blocks if f"@{registry}.register" in b]
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module != "rerank" and not node.module.startswith(("rerank.api", "rerank.cli")), path
+        (tmp_path / path).write_text(block, encoding="utf-8")
+        name = re.search(rf"@{registry}\.register\(\"([\w-]+)\"\)", block).group(1)
+        checks.append((home, registry, name))
+    code = "\n".join(
+        f"from {home} import {registry}; assert {name!r} in {registry}.names()" for home, registry, name in checks
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for argv, name in (
+        (["mbr", "--help"], "mode:"),
+        (["tune", "--help"], "best-column"),
+        (["features", "add", "--help"], "words:"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "rerank.cli", *argv], capture_output=True, text=True, cwd=str(tmp_path), env=env
+        )
+        assert done.returncode == 0 and name in done.stdout, (argv, done.stderr[-2000:])
