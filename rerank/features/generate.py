@@ -51,6 +51,18 @@ from rerank.signature import write_signed
 from rerank.textio import read_lines
 
 
+def _search(beam: int, sampling: Optional[Sampling], sentence: int) -> Dict[str, Any]:
+    """The keyword arguments of Hugging Face ``generate``: beam search of ``beam`` (length
+    penalty 1), or the sampler, torch's generator then seeded by (seed, ``sentence``) — one
+    sentence a call, so the samples do not depend on chunks or shards."""
+    if sampling is None:
+        return {"num_beams": beam, "length_penalty": 1.0, "do_sample": False}
+    import torch
+
+    torch.manual_seed(int(np.random.SeedSequence([sampling.seed, sentence]).generate_state(1)[0]))
+    return {**sampling.hf_settings(), "num_beams": 1}
+
+
 def _hf_candidates(
     scorer: HFSeq2SeqScorer,
     sources: List[str],
@@ -69,26 +81,9 @@ def _hf_candidates(
     step = scorer.batch if sampling is None else 1
     with torch.inference_mode():
         for start in progress_bar(range(0, len(sources), step), desc="generate", unit="batch", enabled=scorer.progress):
-            if sampling is not None:
-                torch.manual_seed(int(np.random.SeedSequence([sampling.seed, first + start]).generate_state(1)[0]))
             enc = tok(sources[start : start + step], return_tensors="pt", padding=True).to(scorer.device)
-            if sampling is None:
-                ids = model.generate(
-                    **enc,
-                    num_beams=beam,
-                    num_return_sequences=nbest,
-                    max_new_tokens=max_length,
-                    length_penalty=1.0,
-                    do_sample=False,
-                )
-            else:
-                ids = model.generate(
-                    **enc,
-                    **sampling.hf_settings(),
-                    num_beams=1,
-                    num_return_sequences=nbest,
-                    max_new_tokens=max_length,
-                )
+            how = _search(beam, sampling, first + start)
+            ids = model.generate(**enc, **how, num_return_sequences=nbest, max_new_tokens=max_length)
             texts = tok.batch_decode(ids, skip_special_tokens=True)
             out += [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
     return out
@@ -113,10 +108,7 @@ def _lm_candidates(
     with torch.inference_mode():
         for k in progress_bar(range(len(sources)), desc="generate", unit="sent", enabled=scorer.progress):
             prompt = torch.tensor([scorer.prompt_ids(sources[k])], device=scorer.device)
-            how: Dict[str, Any] = {"num_beams": beam, "length_penalty": 1.0, "do_sample": False}
-            if sampling is not None:
-                torch.manual_seed(int(np.random.SeedSequence([sampling.seed, first + k]).generate_state(1)[0]))
-                how = {**sampling.hf_settings(), "num_beams": 1}
+            how = _search(beam, sampling, first + k)
             ids = model.generate(
                 input_ids=prompt,
                 attention_mask=torch.ones_like(prompt),
