@@ -39,6 +39,25 @@ from rerank.metrics.utility import PairwiseUtility
 from rerank.registry import Registry
 
 
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """A metric's signature as sacrebleu writes one (its ``Signature`` classes): the metric's
+    name, then its settings as ``key:value`` fields, ``|``-separated; a field whose key is
+    empty is a bare word (``F1``, ``rerank``).  Booleans are ``yes``/``no``.  ``str()`` gives
+    the text that tables, weights records and manifests carry, e.g.
+    ``bertscore|model:bert|layer:last|F1|no-idf|lc:no|nrefs:1|version:0.3.13``."""
+
+    name: str
+    fields: Sequence = ()
+
+    def __str__(self) -> str:
+        parts = [self.name]
+        for key, value in self.fields:
+            text = ("yes" if value else "no") if isinstance(value, bool) else str(value)
+            parts.append(f"{key}:{text}" if key else text)
+        return "|".join(parts)
+
+
 class Score(float):
     """A corpus score that is a float — it compares, sums, formats and serialises as one —
     and also carries its metric's ``name`` and sacrebleu-style ``signature``, as

@@ -28,7 +28,7 @@ import numpy as np
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.metrics.base import METRICS
+from rerank.metrics.base import METRICS, Signature
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import PairwiseUtility
 from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
@@ -151,11 +151,16 @@ class BertScoreMetric(MeanOfSegments):
             version = importlib.metadata.version("bert-score")
         except importlib.metadata.PackageNotFoundError:
             version = "?"
-        layers = self.layers or "last"
-        return (
-            f"{self.name}|model:{os.path.basename(os.path.normpath(self.model))}|layer:{layers}|F1|no-idf|"
-            f"lc:{'yes' if self.lowercase else 'no'}|nrefs:{self.num_refs}|version:{version}"
-        )
+        fields = [
+            ("model", os.path.basename(os.path.normpath(self.model))),
+            ("layer", self.layers or "last"),
+            ("", "F1"),
+            ("", "no-idf"),
+            ("lc", self.lowercase),
+            ("nrefs", self.num_refs),
+            ("version", version),
+        ]
+        return str(Signature(self.name, fields))
 
 
 class BertScoreUtility(PairwiseUtility):

@@ -60,7 +60,7 @@ import numpy as np
 from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.metrics.base import METRICS
+from rerank.metrics.base import METRICS, Signature
 from rerank.metrics.comet_model import JOINT, CometModel
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import SourcedUtility
@@ -181,11 +181,15 @@ class _CometMetric(MeanOfSegments):
 
     def signature(self) -> str:
         model = self.comet()
-        return (
-            f"{self.name.split(':')[0]}|model:{os.path.basename(os.path.normpath(self.model))}|class:{model.kind}|"
-            f"ckpt:{model.fingerprint()}|src:{os.path.basename(self.source) if self.source else 'given'}|"
-            f"nrefs:{self.num_refs if model.uses_reference else 0}|rerank"
-        )
+        fields = [
+            ("model", os.path.basename(os.path.normpath(self.model))),
+            ("class", model.kind),
+            ("ckpt", model.fingerprint()),
+            ("src", os.path.basename(self.source) if self.source else "given"),
+            ("nrefs", self.num_refs if model.uses_reference else 0),
+            ("", "rerank"),
+        ]
+        return str(Signature(self.name.split(":")[0], fields))
 
 
 @METRICS.register("comet")

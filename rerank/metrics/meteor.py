@@ -41,7 +41,7 @@ import numpy as np
 
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.metrics.base import METRICS, Metric
+from rerank.metrics.base import METRICS, Metric, Signature
 from rerank.metrics.references import References
 
 NUM_STATS = 23
@@ -268,7 +268,11 @@ class MeteorMetric(Metric):
 
     def signature(self) -> str:
         params = " ".join(f"{x:g}" for x in (self.alpha, self.beta, self.gamma, self.delta))
-        return (
-            f"meteor-1.5|lang:{self.lang}|modules:{self.modules}|weights:{self.weights}|params:{params}"
-            f"|lc:{'yes' if self.lowercase else 'no'}"
-        )
+        fields = [
+            ("lang", self.lang),
+            ("modules", self.modules),
+            ("weights", self.weights),
+            ("params", params),
+            ("lc", self.lowercase),
+        ]
+        return str(Signature("meteor-1.5", fields))

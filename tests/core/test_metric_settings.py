@@ -195,3 +195,13 @@ def test_sacrebleus_metric_names_are_read_as_ours(tmp_path, capsys):
     ours = {r["metric"]: r["score"] for r in json.loads(capsys.readouterr().out)}
     assert list(rows.values()) == list(ours.values())
     assert rows["chrF++"] == pytest.approx(CHRF(word_order=2).corpus_score(hyps, [refs]).score, abs=1e-4)
+
+
+def test_a_signature_is_sacrebleus_form():
+    """rerank.metrics.base.Signature (issue 77: one class, as sacrebleu's): name, then key:value
+    fields, bare words where the key is empty, booleans yes/no."""
+    from rerank.metrics.base import Signature
+
+    fields = [("model", "bert"), ("layer", "last"), ("", "F1"), ("lc", False), ("nrefs", 2)]
+    assert str(Signature("bertscore", fields)) == "bertscore|model:bert|layer:last|F1|lc:no|nrefs:2"
+    assert str(Signature("meteor-1.5", [("lc", True)])) == "meteor-1.5|lc:yes" and str(Signature("x")) == "x"
