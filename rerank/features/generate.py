@@ -271,24 +271,11 @@ def generate_file(
             for start in chunks:
                 part = sources[start : start + per_chunk]
                 candidates = generate(scorer, part, nbest, beam, sampling, max_length, first_sentence + start)
-                inputs = [part[s] for s, cands in enumerate(candidates) for _ in cands]
-                outputs = [c for cands in candidates for c in cands]
-                total, length = scorer.score_pairs(inputs, outputs)
-                norm = total / np.maximum(length, 1)
-                offsets = np.concatenate([[0], np.cumsum([len(c) for c in candidates])]).astype(np.int64)
-                order = np.concatenate(
-                    [
-                        offsets[s] + np.argsort(-norm[offsets[s] : offsets[s + 1]], kind="stable")
-                        for s in range(len(part))
-                    ]
-                )
-                block = NBestList(
-                    offsets, [outputs[i] for i in order], np.column_stack([total[order], norm[order]]), names, info=info
-                )
+                block = _scored(scorer, part, candidates, names, info)
                 writer.write(block, len(members))
                 members += range(start, start + len(part))
-                best.write("".join(block.hypotheses[o] + "\n" for o in offsets[:-1]))
-                hypotheses += len(outputs)
+                best.write("".join(block.hypotheses[o] + "\n" for o in block.offsets[:-1]))
+                hypotheses += len(block.hypotheses)
         record = {
             "model": model,
             "input": input_path,
@@ -313,6 +300,21 @@ def generate_file(
             )
         write_list_info(staged.signature(out_nbest), info, record, packages)
     return record
+
+
+def _scored(scorer, sources: List[str], candidates: List[List[str]], names: List[str], info: ListInfo) -> NBestList:
+    """The candidates of ``sources`` scored by forced decoding (``NAME``, ``NAMENorm``), each
+    segment's ordered by ``NAMENorm``, best first (the earlier on ties)."""
+    inputs = [sources[s] for s, cands in enumerate(candidates) for _ in cands]
+    outputs = [c for cands in candidates for c in cands]
+    total, length = scorer.score_pairs(inputs, outputs)
+    norm = total / np.maximum(length, 1)
+    offsets = np.concatenate([[0], np.cumsum([len(c) for c in candidates])]).astype(np.int64)
+    order = np.concatenate(
+        [offsets[s] + np.argsort(-norm[offsets[s] : offsets[s + 1]], kind="stable") for s in range(len(sources))]
+    )
+    features = np.column_stack([total[order], norm[order]])
+    return NBestList(offsets, [outputs[i] for i in order], features, names, info=info)
 
 
 __all__: Sequence[str] = ["generate_file"]

@@ -360,27 +360,14 @@ def read_prompt(path: str) -> str:
 
     Raises:
         InputError: an unreadable file or a template without ``{source}``."""
-    text = read_text(path)
-    if text.endswith("\n"):
-        text = text[:-1]
+    text = read_text(path).removesuffix("\n")
     if "{source}" not in text:
         raise InputError("the prompt template holds no {source}", path)
     return text
 
 
 #: CTranslate2's compute types (``ctranslate2.Translator(compute_type=…)``); unset: int8 on the CPU, float16 on CUDA
-CT2_COMPUTE_TYPES = (
-    "default",
-    "auto",
-    "int8",
-    "int8_float32",
-    "int8_float16",
-    "int8_bfloat16",
-    "int16",
-    "float16",
-    "bfloat16",
-    "float32",
-)
+CT2_COMPUTE_TYPES = "default auto int8 int8_float32 int8_float16 int8_bfloat16 int16 float16 bfloat16 float32".split()
 
 
 @SCORERS.register("ct2")
