@@ -18,6 +18,7 @@ import numpy as np
 from rerank.argtypes import positive_float, positive_int
 from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
+from rerank.errors import InputError
 from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.exact import ExactDecoder
 from rerank.mbr.pairs import same_segments
@@ -57,6 +58,46 @@ def als_complete(
     return x @ y.T
 
 
+def _torch_cells(cells: int, budget: int, seed: int) -> np.ndarray:
+    """mbrs' draw of the observed cells: ``torch.randperm`` seeded by ``seed``, the first ``budget``."""
+    try:
+        import torch
+    except ImportError:
+        raise InputError("mbr: lowrank draws=mbrs needs torch (the [hf] extra)") from None
+    return torch.randperm(cells, generator=torch.Generator().manual_seed(seed))[:budget].numpy()
+
+
+def mbrs_complete(
+    observed: np.ndarray, mask: np.ndarray, rank: int, regularization: float, iterations: int, seed: int
+) -> np.ndarray:
+    """:func:`als_complete` as mbrs' ``MatrixFactorizationALS.factorize`` runs it: float32, X and Y
+    drawn by ``torch.rand`` from a generator seeded by ``seed``, the loss starting at 1e5 (so on
+    0–100 utilities it stops after one round), tolerance 1e-4."""
+    import torch
+
+    matrix = torch.from_numpy(np.where(mask, observed, 0.0).astype(np.float32))
+    weight = torch.from_numpy(mask.astype(np.float32))
+    n, m = matrix.shape
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand((n, rank), generator=generator) * (n * rank) ** -0.5
+    y = torch.rand((m, rank), generator=generator) * (m * rank) ** -0.5
+    ridge = regularization * torch.eye(rank)
+    previous = 1e5
+    for _ in range(iterations):
+        # row by row, in mbrs' order and precision (a batched solve rounds otherwise, and rows of
+        # few observed cells are ill-conditioned: the picks would differ)
+        for i in range(n):
+            x[i, :] = torch.linalg.solve(y.T @ (y * weight[i, :, None]) + ridge, y.T @ matrix[i, :])
+        for j in range(m):
+            y[j, :] = torch.linalg.solve(x.T @ (x * weight[:, j, None]) + ridge, x.T @ matrix[:, j])
+        residual = (weight * (matrix - x @ y.T)) ** 2
+        loss = float(residual.sum() + regularization * (x.norm() ** 2 + y.norm() ** 2))
+        if previous - loss <= 1e-4:
+            break
+        previous = loss
+    return (x @ y.T).double().numpy()
+
+
 def lowrank_expected(
     engine,
     candidates: NBestList,
@@ -68,6 +109,7 @@ def lowrank_expected(
     iterations: int = 10,
     seed: int = DEFAULT_SEED,
     first: int = 0,
+    draws: str = "numpy",
 ) -> Tuple[np.ndarray, int]:
     """(float64[M] every candidate's expected utility read off its segment's completed matrix,
     the utilities computed): per segment ``ceil(n·m / reduction)`` cells drawn without
@@ -75,9 +117,12 @@ def lowrank_expected(
     (:meth:`~rerank.mbr.pairs.PairUtilities.pair_utilities_of`, only the cells asked), the
     matrix completed by :func:`als_complete` (whose start draws from the same stream) and
     weighed by ``p_refs`` (float64[R]).  ``reduction`` ≤ 1: every cell, exact MBR.
+    ``draws="mbrs"``: mbrs' ``probabilistic_mbr`` exactly — the cells and the start drawn by
+    torch's generator seeded by ``seed`` for every segment, the ALS in float32 with its loss
+    starting at 1e5 (:func:`mbrs_complete`) — so that the same matrix and seed give its picks.
 
     Raises:
-        InputError: lists of different segment counts."""
+        InputError: lists of different segment counts; ``draws="mbrs"`` without torch."""
     same_segments(candidates, refs)
     if reduction <= 1:
         expected = ExactDecoder().expected(engine, candidates, refs, p_refs, first)
@@ -89,7 +134,8 @@ def lowrank_expected(
         r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
         n, m = c1 - c0, r1 - r0
         rng = np.random.default_rng([seed, first + s])
-        cells = rng.permutation(n * m)[: math.ceil(n * m / reduction)]
+        budget = math.ceil(n * m / reduction)
+        cells = rng.permutation(n * m)[:budget] if draws == "numpy" else _torch_cells(n * m, budget, seed)
         hyp, ref = cells // m, cells % m
         gather = engine.pair_utilities_of(
             list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False, segment=s
@@ -98,7 +144,10 @@ def lowrank_expected(
         observed[hyp, ref] = gather(hyp, n + ref)
         mask = np.zeros((n, m), dtype=bool)
         mask[hyp, ref] = True
-        completed = als_complete(observed, mask, rank, regularization, iterations, rng)
+        if draws == "numpy":
+            completed = als_complete(observed, mask, rank, regularization, iterations, rng)
+        else:
+            completed = mbrs_complete(observed, mask, rank, regularization, iterations, seed)
         expected[c0:c1] = completed @ p_refs[r0:r1]
         computed += len(cells)
     return expected, computed
@@ -124,11 +173,31 @@ class LowRankDecoder(Decoder):
         regularization: float = option(0.1, "L2 weight of the factors", type=positive_float)
         iterations: int = option(10, "alternating least-squares rounds at most", type=positive_int)
         seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)")
+        draws: str = option(
+            "numpy",
+            "numpy (rerank's stream per segment) or mbrs (its probabilistic_mbr exactly: torch's draws from seed for "
+            "every segment, float32 ALS; its picks with --seed 0)",
+        )
+
+    def check(self, engine) -> None:
+        super().check(engine)
+        if self.config.draws not in ("numpy", "mbrs"):
+            raise InputError(f"mbr: lowrank draws must be numpy or mbrs, not {self.config.draws!r}")
 
     def estimates(self, engine, candidates, refs, p_refs, first=0):
         c = self.config
         return lowrank_expected(
-            engine, candidates, refs, p_refs, c.reduction, c.rank, c.regularization, c.iterations, c.seed, first
+            engine,
+            candidates,
+            refs,
+            p_refs,
+            c.reduction,
+            c.rank,
+            c.regularization,
+            c.iterations,
+            c.seed,
+            first,
+            c.draws,
         )
 
     def expected(self, engine, candidates, refs, p_refs, first=0):

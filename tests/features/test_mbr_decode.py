@@ -629,3 +629,28 @@ def test_k_best_and_diverse_mbr_choices(tmp_path, capsys):
         assert main(argv + extra + ["--out-kbest", str(tmp_path / "z.nbest")]) == 1
         one_line_error(capsys, message)
     assert not (tmp_path / "z.nbest").exists()
+
+
+def test_low_rank_mbr_with_mbrs_draws_makes_mbrs_picks():
+    """--algorithm lowrank --draws mbrs --seed 0 reproduces mbrs 0.1.8's probabilistic_mbr
+    (tests/data/mbrs_lowrank.json: its picks on 16 segments of 12-40 candidates, computed in its
+    own venv) pick for pick; rerank's own draws differ (each segment its own stream)."""
+    import json
+    import os
+
+    pytest.importorskip("torch")
+    from rerank.mbr import MBR
+    from rerank.mbr.decoders import make_decoder
+
+    peer = json.load(open(os.path.join(os.path.dirname(__file__), "..", "data", "mbrs_lowrank.json"), encoding="utf-8"))
+    sizes = [len(s) for s in peer["segments"]]
+    texts = [t for s in peer["segments"] for t in s]
+    nbest = NBestList(np.concatenate([[0], np.cumsum(sizes)]), texts, np.zeros((len(texts), 1)), ["NMT"])
+    picks = {}
+    for draws in ("mbrs", "numpy"):
+        engine = MBR("chrf", "uniform", 1.0, make_decoder("lowrank", draws=draws, seed=0))
+        chosen, computed, _ = engine.select(nbest, nbest, engine.distribution(nbest))
+        picks[draws] = [int(c - o) for c, o in zip(chosen, nbest.offsets[:-1])]
+        assert computed == sum(-(-n * n // 8) for n in sizes)
+    assert picks["mbrs"] == peer["chosen"] and len(set(peer["chosen"])) > 8
+    assert picks["numpy"] != peer["chosen"]
