@@ -113,21 +113,25 @@ def build_marian(
     return _save(transformers.MarianMTModel, config, tokenizer, os.path.join(directory, "marian"), seed)
 
 
-def build_gpt2(directory: str, seed: int = 0) -> str:
-    """A tiny random GPT-2 language model with a BPE tokenizer in ``directory/gpt2``."""
+def _bpe_tokenizer(directory: str, vocab_size: int, **specials: str):
+    """A byte-pair tokenizer (``tokenizers``' BPE over whitespace words) trained on
+    :func:`training_text`, as transformers' fast tokenizer with ``specials`` (bos/eos/pad/unk;
+    their distinct tokens take the first ids in the order given)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    transformers = import_transformers()
-    text = training_text(directory)
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
     bpe.pre_tokenizer = pre_tokenizers.Whitespace()
     bpe.decoder = decoders.BPEDecoder()
-    bpe.train(
-        [text], trainers.BpeTrainer(vocab_size=600, special_tokens=["<pad>", "</s>", "<unk>"], show_progress=False)
-    )
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token="</s>", bos_token="</s>", pad_token="<pad>", unk_token="<unk>"
-    )
+    words = list(dict.fromkeys(specials.values()))
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=words, show_progress=False)
+    bpe.train([training_text(directory)], trainer)
+    return import_transformers().PreTrainedTokenizerFast(tokenizer_object=bpe, **specials)
+
+
+def build_gpt2(directory: str, seed: int = 0) -> str:
+    """A tiny random GPT-2 language model with a BPE tokenizer in ``directory/gpt2``."""
+    transformers = import_transformers()
+    tokenizer = _bpe_tokenizer(directory, 600, pad_token="<pad>", eos_token="</s>", bos_token="</s>", unk_token="<unk>")
     config = transformers.GPT2Config(
         vocab_size=len(tokenizer),
         n_embd=32,
@@ -144,19 +148,8 @@ def build_gpt2(directory: str, seed: int = 0) -> str:
 def build_llama(directory: str, seed: int = 0) -> str:
     """A tiny random Llama-shaped causal LM (grouped-query attention, SwiGLU, RoPE: the shape of
     Tower, EuroLLM, Qwen) with its own BPE tokenizer in ``directory/llama``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     transformers = import_transformers()
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
-    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
-    bpe.decoder = decoders.BPEDecoder()
-    special = ["<pad>", "<s>", "</s>", "<unk>"]
-    bpe.train(
-        [training_text(directory)], trainers.BpeTrainer(vocab_size=700, special_tokens=special, show_progress=False)
-    )
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
-    )
+    tokenizer = _bpe_tokenizer(directory, 700, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     config = transformers.LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rerank.errors import InputError
 from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.ngrams import NgramCounts
 from rerank.mbr.pairs import PairUtilities, bounds, same_segments
@@ -64,12 +63,9 @@ class AggregateDecoder(Decoder):
         "embeddings averaged by weight (N utilities: Vamvas & Sennrich 2024)"
     )
 
-    def check(self, engine) -> None:
-        if not engine.ngram and not hasattr(engine.utility, "aggregate_utilities"):
-            raise InputError(
-                f"mbr: aggregate needs an n-gram utility (bleu or chrf) or a COMET one; "
-                f"{engine.metric.upper()} has no aggregate reference"
-            )
+    ngram_only = True
+    hook = "aggregate_utilities"
+    lacks = "no aggregate reference"
 
     def expected(self, engine, candidates, refs, p_refs, first=0):
         if engine.ngram:

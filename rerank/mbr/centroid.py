@@ -101,12 +101,9 @@ class CentroidDecoder(Decoder):
         "embeddings, weighted by cluster probability (N*k utilities: Deguchi et al. 2024; needs scikit-learn)"
     )
 
-    def check(self, engine) -> None:
-        if not engine.ngram and not hasattr(engine.utility, "reference_embeddings"):
-            raise InputError(
-                f"mbr: centroid needs an n-gram utility (bleu or chrf) or a COMET one; "
-                f"{engine.metric.upper()} has no vectors to cluster"
-            )
+    ngram_only = True
+    hook = "reference_embeddings"
+    lacks = "no vectors to cluster"
 
     @dataclass
     class Config:

@@ -28,7 +28,8 @@ class Decoder:
     """One MBR algorithm over an engine's pair utilities (:class:`rerank.mbr.pairs.PairUtilities`).
 
     Class attributes: ``name`` (its registered name), ``summary`` (one line: what it does, its
-    source), ``estimate`` (what its expected utility is called), ``ngram_only`` (it reads n-gram counts: BLEU and chrF utilities only),
+    source), ``estimate`` (what its expected utility is called), ``ngram_only`` (it reads n-gram counts: BLEU and chrF utilities only, or a utility with the
+    method named ``hook``, e.g. COMET's ``aggregate_utilities``),
     ``gives_column`` (it gives every candidate an expected utility, so the ``mbr:`` feature can
     use it), ``Config`` (a dataclass of its settings, fields made with
     :func:`rerank.config.option`).
@@ -40,6 +41,10 @@ class Decoder:
     name = ""
     summary = ""
     ngram_only = False
+    #: the method of a utility without n-gram counts that an ``ngram_only`` algorithm can use instead
+    hook = ""
+    #: what an ``ngram_only`` algorithm lacks in another utility, in its refusal
+    lacks = "no n-gram counts"
     gives_column = True
     #: what its expected utility is, in ``rerank mbr``'s closing line ("mean expected chrf of the selections")
     estimate = "expected"
@@ -56,10 +61,10 @@ class Decoder:
 
         Raises:
             InputError: naming the algorithm and the utility."""
-        if self.ngram_only and not engine.ngram:
+        if self.ngram_only and not engine.ngram and not (self.hook and hasattr(engine.utility, self.hook)):
+            also = " or a COMET one" if self.hook else ""
             raise InputError(
-                f"mbr: {self.name} needs an n-gram utility (bleu or chrf); "
-                f"{engine.metric.upper()} has no aggregate reference"
+                f"mbr: {self.name} needs an n-gram utility (bleu or chrf){also}; {engine.metric.upper()} has {self.lacks}"
             )
 
     def expected(self, engine, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0):
