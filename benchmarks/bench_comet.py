@@ -123,9 +123,9 @@ def run(engine: str, checkpoint: str, count: int, batch: int) -> dict:
         data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(src, hyp, ref)]
         scores = list(model.predict(data, batch_size=batch, gpus=0, progress_bar=False).scores)
     else:
-        from rerank.metrics.comet_model import CometModel
+        from rerank.metrics.comet_kinds import load_comet
 
-        comet = CometModel(checkpoint, batch=batch, device="cpu")
+        comet = load_comet(checkpoint, batch=batch, device="cpu")
         loaded = time.perf_counter()
         scores = comet.score(src, hyp, ref).tolist()
     done = time.perf_counter()

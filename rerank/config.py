@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import numbers
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
 
@@ -91,6 +91,16 @@ def _boolean(text: str) -> bool:
     raise ValueError(f"expected true or false, not {text!r}")
 
 
+def split_spec(spec: str) -> Tuple[str, List[str]]:
+    """A component spec's name and setting items: ``KIND:ITEM,ITEM,...`` -> (``KIND``, the
+    non-empty items, stripped), each item ``key=value`` or, first, a positional value
+    (``hf:DIR,bpe=none`` -> ``("hf", ["DIR", "bpe=none"])``).  The grammar every
+    component's settings follow (:func:`parse_settings`); the main job's model settings
+    (``workflow/settings``) split theirs with it."""
+    name, _, text = spec.partition(":")
+    return name, [item for item in (part.strip() for part in text.split(",")) if item]
+
+
 def parse_settings(config_class: type, text: str, spec: str, defaults: Optional[Dict[str, Any]] = None) -> Any:
     """``config_class`` built from ``key=value,key=value`` (``text``; empty: the defaults).
 
@@ -109,9 +119,7 @@ def parse_settings(config_class: type, text: str, spec: str, defaults: Optional[
     values = {k: v for k, v in (defaults or {}).items() if k in fields}
     seen = set()
     first = [f.name for f in fields.values() if f.metadata.get("positional")]
-    for k, item in enumerate(part.strip() for part in text.split(",")):
-        if not item:
-            continue
+    for k, item in enumerate(split_spec(":" + text)[1]):
         key, eq, value = item.partition("=")
         if k == 0 and first and (not eq or key.strip() not in fields):  # NAME:VALUE,…: the positional field
             key, eq, value = first[0], "=", item

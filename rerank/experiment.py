@@ -44,7 +44,7 @@ class Experiment:
         bleu: the text settings (tokeniser, lowercasing) of every score of the experiment
             (tables, plots, oracle), as BLEU's.
         paper: published scores to print beside ours, ``{"table": TSV, "select": {column:
-            value}}`` (:func:`rerank.report.read_paper_table`), or None.
+            value}}`` (:func:`rerank.report_sources.read_paper_table`), or None.
         caption: the protocol, printed above the table's footer.
         left_out: systems left out because their files do not exist yet (``partial``).
         metric: the specification (:func:`rerank.metrics.make_objective`) of the metric the

@@ -18,10 +18,10 @@ While a temporary is being written its process holds an exclusive ``flock`` on i
 run that writes to the same directory removes every temporary whose lock is free (its
 writer was killed), so a killed run leaves nothing behind once the command runs again.
 
-:func:`check_paths` is called by the command line before any work: an output that is the
-same file as an input or as another output (symbolic and hard links included), standard
-input named twice, or an output in a directory that cannot be written is refused on one
-line naming the option and the path.
+:func:`rerank.output_guard.check_paths` is called by the command line before any work: an
+output that is the same file as an input or as another output (symbolic and hard links
+included), standard input named twice, or an output in a directory that cannot be written is
+refused on one line naming the option and the path.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import stat
 import sys
 import tempfile
 import threading
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Dict, Iterator, List, Optional
 
 from rerank.errors import InputError
 
@@ -61,59 +61,14 @@ _WRITE_ERRNOS = {
     errno.EPIPE,
 }
 
-Paths = Dict[str, Union[None, str, Sequence[Optional[str]]]]
 
-
-def _is_special(path: str) -> bool:
+def is_special(path: str) -> bool:
     """True for an existing device, FIFO or socket (written directly, never replaced)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-
-
-def _flatten(paths: Paths) -> List[Tuple[str, str]]:
-    out: List[Tuple[str, str]] = []
-    for option, value in paths.items():
-        values = [value] if isinstance(value, str) or value is None else list(value)
-        out.extend((option, v) for v in values if v)
-    return out
-
-
-def _identity(path: str) -> Tuple:
-    """What makes two paths one file: (device, inode) when it exists, else its real path."""
-    try:
-        st = os.stat(path)
-        return ("inode", st.st_dev, st.st_ino)
-    except OSError:
-        return ("path", os.path.realpath(path))
-
-
-def _check_writable(option: str, path: str) -> None:
-    real = os.path.realpath(path)
-    if os.path.isdir(real):
-        raise InputError(f"{option}: is a directory, not a file", path)
-    if _is_special(real):
-        if not os.access(real, os.W_OK):
-            raise InputError(f"{option}: not writable (permission denied)", path)
-        return
-    ancestor = os.path.dirname(real)
-    while not os.path.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
-        ancestor = os.path.dirname(ancestor)
-    if not os.path.isdir(ancestor):
-        raise InputError(f"{option}: {ancestor} is not a directory", path)
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        try:  # EROFS and EACCES read alike through access(); say which
-            readonly = bool(os.statvfs(ancestor).f_flag & os.ST_RDONLY)
-        except OSError:
-            readonly = False
-        reason = "read-only file system" if readonly else "permission denied"
-        raise InputError(f"{option}: cannot write in {ancestor} ({reason})", path)
-    if os.path.isfile(real) and (
-        not os.access(real, os.W_OK) or not os.stat(real).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-    ):  # the user protected it (no write bit: even for root): never replaced
-        raise InputError(f"{option}: the file is read-only: refusing to replace it", path)
 
 
 #: where the signature of a list written to standard output goes (``--signature FILE``), or None
@@ -137,55 +92,9 @@ def signature_path(path: Optional[str]) -> Optional[str]:
     no file to put one beside (a device, a FIFO, no path)."""
     if path == "-":
         return _STDOUT_SIGNATURE.get()
-    if path is None or _is_special(os.path.realpath(path)):
+    if path is None or is_special(os.path.realpath(path)):
         return None
     return path + ".json"
-
-
-def check_paths(inputs: Paths, outputs: Paths) -> None:
-    """Refuse, before any work, outputs that would destroy an input or each other.
-
-    Args:
-        inputs: ``{option: path or [paths]}`` of the files a command reads (None skipped).
-        outputs: ``{option: path or [paths]}`` of the files it writes.
-    Every input's side file (its signature ``INPUT.json``, where it exists) counts as an
-    input too: no output may replace the signature a verb reads.
-
-    Raises:
-        InputError: ``-`` (standard input) given for two inputs or standard output for two
-            outputs; an output path that ends in ``/`` (a directory meant, or a typo); an
-            output that resolves to the same file as an input (or an input's side file) or another output
-            (``realpath``, and the same device and inode for hard links; devices and FIFOs,
-            which are written and never replaced, are exempt); an output that is a directory
-            or lies in a directory that does not exist as one or cannot be written.
-    """
-    ins, outs = _flatten(inputs), _flatten(outputs)
-    for paths, what in ((ins, "standard input"), (outs, "standard output")):
-        dashes = [option for option, path in paths if path == "-"]
-        if len(dashes) > 1:
-            raise InputError(f"'-' ({what}) given for both {dashes[0]} and {dashes[1]}")
-    seen: Dict[Tuple, Tuple[str, str, str]] = {}
-    for option, path in ins:
-        if path != "-":
-            seen.setdefault(_identity(path), ("input", option, path))
-    for option, path in ins:  # the signatures beside the inputs are read too
-        side = path + ".json"
-        if path != "-" and not path.endswith(".json") and os.path.isfile(side):
-            seen.setdefault(_identity(side), ("input", f"{option} (its signature)", side))
-    for option, path in outs:
-        if path == "-":
-            continue
-        if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
-            raise InputError(f"{option} ends in '/': give a file name, not a directory", path)
-        _check_writable(option, path)
-        if _is_special(os.path.realpath(path)):
-            continue
-        key = _identity(path)
-        if key in seen:
-            kind, other, other_path = seen[key]
-            same = "" if os.path.abspath(other_path) == os.path.abspath(path) else f" ({other_path})"
-            raise InputError(f"{option} is the same file as {kind} {other}{same}: refusing to overwrite it", path)
-        seen[key] = ("output", option, path)
 
 
 def _temp_prefix(target: str) -> str:
@@ -234,7 +143,7 @@ class _Target:
         self.stdout = path == "-"
         real = os.path.realpath(path) if not self.stdout else ""
         self.real: Optional[str] = None if self.stdout else real
-        self.direct = self.stdout or _is_special(real)
+        self.direct = self.stdout or is_special(real)
         self.compress = path.endswith(".gz")  # text writes only: see _open_target
         self.tmp: Optional[str] = None
         self.lock_fd: Optional[int] = None

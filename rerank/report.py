@@ -21,8 +21,6 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from rerank._version import __version__
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
@@ -33,14 +31,15 @@ from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, segment_count
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
+from rerank.report_plots import plot_report
+from rerank.report_sources import MARK, attach_marks, attach_paper, read_marks, read_paper_table
 from rerank.signif import (
     SignificanceSettings,
-    approximate_randomization,
     compare,
     score_system,
     warn_identical_replicas,
 )
-from rerank.textio import read_json, read_lines, read_references
+from rerank.textio import read_references
 from rerank.tuning.oracle import oracle_file
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
@@ -78,6 +77,76 @@ def significance_table(
     return result
 
 
+def _checked_systems(refs: References, texts: Dict[str, List[List[str]]], settings: SignificanceSettings) -> List[str]:
+    """The systems' names, the baseline first; every replica checked to hold one hypothesis per
+    reference (identical replicas warned about).
+
+    Raises:
+        InputError: the first system is not the baseline, an unknown ``compare_to``, a replica
+            of another length than the references."""
+    names = list(texts)
+    if not names or names[0] != settings.baseline_name:
+        raise InputError(f"the first system must be the baseline {settings.baseline_name!r}")
+    if settings.compare_to is not None and settings.compare_to not in names[1:]:
+        raise InputError(f"--compare-to {settings.compare_to!r} is not one of the systems: {', '.join(names[1:])}")
+    count = segment_count(refs)
+    for name, replicas in texts.items():
+        for k, hyps in enumerate(replicas):
+            if len(hyps) != count:
+                raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {count} references")
+        warn_identical_replicas(name, replicas)
+    return names
+
+
+def _metric_rows(
+    metric: Metric,
+    metric_name: str,
+    stats: Dict[str, Any],
+    names: List[str],
+    settings: SignificanceSettings,
+    files: Optional[Dict[str, List[str]]],
+    bar: Any,
+) -> List[Dict]:
+    """The table's rows of one metric, a row per system in ``names``' order: its score over
+    the replicas (s_sel, s_opt), and the paired test against the baseline (and ``compare_to``)."""
+    shuffles, resamples, seed = settings.shuffles, settings.resamples, settings.seed
+    compare_to, baseline_name = settings.compare_to, settings.baseline_name
+    rows = []
+    scored = {}
+    for name in names:
+        result = score_system(metric, stats[name], resamples, seed)
+        if name != baseline_name:
+            result.p_value = compare(metric, stats[baseline_name], stats[name], shuffles, seed)
+        scored[name] = result
+        if bar is not None:
+            bar.update()
+    for name in names:
+        r = scored[name]
+        p_compare = None
+        if compare_to is not None and name not in (baseline_name, compare_to):
+            p_compare = compare(metric, stats[compare_to], stats[name], shuffles, seed)
+        rows.append(
+            {
+                "system": name,
+                "metric": metric_name,
+                "score": r.score,
+                "s_sel": r.s_sel,
+                "s_opt": r.s_opt,
+                "p_value": r.p_value,
+                "delta": r.score - scored[baseline_name].score,
+                "p_compare": p_compare,
+                "delta_compare": (
+                    None if p_compare is None or compare_to is None else r.score - scored[compare_to].score
+                ),
+                "higher_is_better": metric.higher_is_better,
+                "replicas": len(r.replica_scores),
+                "replica_scores": r.replica_scores,
+                **({"files": files[name]} if files is not None else {}),
+            }
+        )
+    return rows
+
+
 def significance_of(
     refs: References,
     texts: Dict[str, List[List[str]]],
@@ -96,17 +165,7 @@ def significance_of(
     metrics, lang = settings.metrics, settings.lang
     shuffles, resamples, seed = settings.shuffles, settings.resamples, settings.seed
     compare_to, baseline_name = settings.compare_to, settings.baseline_name
-    names = list(texts)
-    if not names or names[0] != baseline_name:
-        raise InputError(f"the first system must be the baseline {baseline_name!r}")
-    if compare_to is not None and compare_to not in names[1:]:
-        raise InputError(f"--compare-to {compare_to!r} is not one of the systems: {', '.join(names[1:])}")
-    count = segment_count(refs)
-    for name, replicas in texts.items():
-        for k, hyps in enumerate(replicas):
-            if len(hyps) != count:
-                raise InputError(f"{name}: replica {k + 1} has {len(hyps)} hypotheses for {count} references")
-        warn_identical_replicas(name, replicas)
+    names = _checked_systems(refs, texts, settings)
     rows, signatures = [], {}
     labels: Dict[str, str] = {}
     decimals: Dict[str, int] = {}
@@ -139,38 +198,7 @@ def significance_of(
             signatures.pop(metric_name, None)
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
-        scored = {}
-        for name in names:
-            result = score_system(metric, stats[name], resamples, seed)
-            if name != baseline_name:
-                result.p_value = compare(metric, stats[baseline_name], stats[name], shuffles, seed)
-            scored[name] = result
-            if bar is not None:
-                bar.update()
-        for name in names:
-            r = scored[name]
-            p_compare = None
-            if compare_to is not None and name not in (baseline_name, compare_to):
-                p_compare = compare(metric, stats[compare_to], stats[name], shuffles, seed)
-            rows.append(
-                {
-                    "system": name,
-                    "metric": metric_name,
-                    "score": r.score,
-                    "s_sel": r.s_sel,
-                    "s_opt": r.s_opt,
-                    "p_value": r.p_value,
-                    "delta": r.score - scored[baseline_name].score,
-                    "p_compare": p_compare,
-                    "delta_compare": (
-                        None if p_compare is None or compare_to is None else r.score - scored[compare_to].score
-                    ),
-                    "higher_is_better": metric.higher_is_better,
-                    "replicas": len(r.replica_scores),
-                    "replica_scores": r.replica_scores,
-                    **({"files": files[name]} if files is not None else {}),
-                }
-            )
+        rows += _metric_rows(metric, metric_name, stats, names, settings, files, bar)
     if bar is not None:
         bar.close()
     meta = {
@@ -230,100 +258,8 @@ def _titles(metrics: List[str], meta: Dict) -> Dict[str, str]:
     return {m: labels[m] if m in labels and taken.count(labels[m]) == 1 else m.upper() for m in metrics}
 
 
-def read_paper_table(path: str, select: Dict[str, str]) -> Tuple[Dict[Tuple[str, str], Dict], str]:
-    """Published scores to print beside ours: a TSV whose header names key columns
-    (``system`` and e.g. ``nbest``, ``variant``), metric columns and ``METRIC_marks``
-    columns (``../shared/reference/calixto2017_tables3-4.tsv``); ``#`` lines are comments.
-    Rows whose key columns equal ``select`` are kept.
-
-    Returns ({(system, metric lower-case): {"score", "marks"}}, the first comment line).
-    Raises:
-        InputError: naming file and line, for a missing ``system`` column, an unknown
-            ``select`` column, a row with another field count, or a non-numeric score.
-    """
-    lines = read_lines(path)
-    comments = [line.lstrip("# ").strip() for line in lines if line.startswith("#")]
-    body = [(n, line) for n, line in enumerate(lines, start=1) if line.strip() and not line.startswith("#")]
-    if not body:
-        raise InputError("no header line", path)
-    header_line, header = body[0][0], body[0][1].split("\t")
-    if "system" not in header:
-        raise InputError("no 'system' column", path, header_line)
-    unknown = [key for key in select if key not in header]
-    if unknown:
-        raise InputError(f"no column {unknown[0]!r} to select on", path, header_line)
-    metrics = [h for h in header if h + "_marks" in header]
-    out: Dict[Tuple[str, str], Dict] = {}
-    for lineno, line in body[1:]:
-        fields = line.split("\t")
-        fields += [""] * (len(header) - len(fields))  # trailing empty marks
-        if len(fields) != len(header):
-            raise InputError(f"{len(fields)} fields but {len(header)} columns", path, lineno)
-        row = dict(zip(header, fields))
-        if any(row[key] != str(value) for key, value in select.items()):
-            continue
-        for metric in metrics:
-            try:
-                score = float(row[metric])
-            except ValueError:
-                raise InputError(f"{metric} {row[metric]!r} is not a number", path, lineno) from None
-            out[(row["system"], metric.lower())] = {"score": score, "marks": row[metric + "_marks"].strip()}
-    return out, comments[0] if comments else path
-
-
-def attach_paper(result: Dict, paper: Dict[Tuple[str, str], Dict], source: str) -> Dict:
-    """Add ``row["paper"]`` (published score and marks) to every row of a
-    :func:`significance_table` result that ``paper`` has, and ``meta["paper"]``."""
-    for row in result["rows"]:
-        value = paper.get((row["system"], row["metric"]))
-        if value is not None:
-            row["paper"] = value
-    result["meta"]["paper"] = source
-    return result
-
-
-#: the mark of a row a marks file names (``rerank report --marks``)
-MARK = "§"
-
-
-def read_marks(path: str) -> Tuple[Dict[str, str], str]:
-    """(the marked rows: {system: why}, the legend) of a marks file: JSON
-    ``{"marks": {system: why}, "legend": "what the mark means"}`` — what a check outside the
-    report (the main job's val guard, ``scripts/val_guard.py``) says about some rows.
-
-    Raises:
-        InputError: unreadable JSON, no ``marks`` object of strings, no ``legend`` string.
-    """
-    data = read_json(path)
-    marks = data.get("marks") if isinstance(data, dict) else None
-    if not isinstance(marks, dict) or not all(isinstance(v, str) for v in marks.values()):
-        raise InputError('no "marks" object (system -> why the row is marked)', path)
-    legend = data.get("legend")
-    if not isinstance(legend, str) or not legend.strip():
-        raise InputError('no "legend" string (what the mark means)', path)
-    return marks, legend
-
-
-def attach_marks(result: Dict, marks: Dict[str, str], legend: str, source: str) -> Dict:
-    """Mark (:data:`MARK`) every system of ``result`` that ``marks`` names: ``row["mark"]``
-    holds why, ``meta["marks"]`` the legend and the file.  Returns ``result``.
-
-    Raises:
-        InputError: a mark for a system the table does not hold (another run's file).
-    """
-    systems = {row["system"] for row in result["rows"]}
-    unknown = sorted(set(marks) - systems)
-    if unknown:
-        raise InputError(f"marks for systems the report does not hold: {', '.join(unknown)}", source)
-    for row in result["rows"]:
-        if row["system"] in marks:
-            row["mark"] = marks[row["system"]]
-    result["meta"]["marks"] = {"legend": legend, "source": source}
-    return result
-
-
 def _label(system: str, rows: List[Dict]) -> str:
-    """The system's name in a table, with :data:`MARK` where a marks file names it."""
+    """The system's name in a table, with :data:`rerank.report_sources.MARK` where a marks file names it."""
     marked = any(r["system"] == system and r.get("mark") for r in rows)
     return f"{system} {MARK}" if marked else system
 
@@ -420,64 +356,6 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta, titles)) + "\n"
 
 
-def plot_report(
-    result: Dict,
-    ref_path: str,
-    paths: Dict[str, str],
-    metric: Metric,
-    seed: int = DEFAULT_SEED,
-    shuffles: int = 10000,
-) -> None:
-    """Two PNG plots, written to ``paths["gains"]`` and ``paths["null"]``: per-sentence
-    gains under ``metric`` (a text metric with sentence scores: the experiment's,
-    :meth:`rerank.experiment.Experiment.objective`; BLEU by default) of each system's first replica over
-    the baseline (sorted), and the distribution of the metric's |Δ| under the null (AR shuffles)
-    with the observed difference.  matplotlib is loaded here, its one place."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    refs = read_lines(ref_path)
-    label = metric.label
-    first = result["rows"][0]["metric"]
-    rows = [r for r in result["rows"] if r["metric"] == first]  # one row per system
-    base = metric.stats(read_lines(rows[0]["files"][0]), refs)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    fig2, ax2 = plt.subplots(figsize=(7, 4))
-    for row in rows[1:]:
-        stats = metric.stats(read_lines(row["files"][0]), refs)
-        gains = np.sort(metric.score(stats) - metric.score(base))[::-1]
-        ax.plot(np.arange(len(gains)), gains, label=f"{row['system']} (mean {gains.mean():+.2f})")
-        null: list = []
-        approximate_randomization(metric, base, stats, shuffles, seed, null=null)
-        observed = abs(float(metric.score(stats.sum(0)) - metric.score(base.sum(0))))
-        patches: Any = ax2.hist(null[0], bins=60, alpha=0.5, label=f"{row['system']}: null |Δ{label}|")[2]
-        ax2.axvline(
-            observed, color=patches[0].get_facecolor(), linestyle="--", label=f"observed {observed:.2f} (replica 1)"
-        )
-    ax.axhline(0, color="grey", linewidth=0.5)
-    ax.set_xlabel("test sentences, sorted by gain")
-    ax.set_ylabel(f"sentence {label} − baseline sentence {label}")
-    ax.set_title("Per-sentence gains over the baseline (first replica)")
-    ax.legend(fontsize=8)
-    ax2.set_xlabel(f"|corpus {label} difference| under random swaps")
-    ax2.set_ylabel("shuffles")
-    ax2.set_title(f"Approximate randomisation null distribution ({shuffles} shuffles)")
-    ax2.legend(fontsize=8)
-    for figure, name in ((fig, "gains"), (fig2, "null")):
-        figure.tight_layout()
-        figure.savefig(paths[name], dpi=110, format="png")
-        plt.close(figure)
-
-
-def plots_available() -> bool:
-    """Whether matplotlib (the ``[report]`` extra) can be imported, without importing it."""
-    import importlib.util
-
-    return importlib.util.find_spec("matplotlib") is not None
-
-
 def report_files(exp_dir: str, out_dir: Optional[str] = None, plots: bool = True) -> Dict[str, str]:
     """{kind: path} of what :func:`experiment_report` writes (``oracle`` only when the
     manifest names an n-best list; the plots only with ``plots``)."""
@@ -515,7 +393,7 @@ def experiment_report(
     What is compared comes from ``EXP_DIR/experiment.json`` (:meth:`Experiment.read`):
     computing is :func:`significance_table`, formatting :func:`format_table`; this
     function only reads the manifest and writes every file or none (staged).  ``marks``: a
-    marks file (:func:`read_marks`) whose rows are marked; ``lang``: the target language
+    marks file (:func:`rerank.report_sources.read_marks`) whose rows are marked; ``lang``: the target language
     (METEOR's).
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written

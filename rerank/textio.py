@@ -18,7 +18,7 @@ import math
 import os
 import sys
 import zlib
-from typing import Iterator, List, TextIO, Union
+from typing import Any, Iterator, List, TextIO, Union
 
 from rerank.errors import InputError, path_argument
 
@@ -111,6 +111,35 @@ def read_lines(path: str) -> List[str]:
         lineno = next(k for k, line in enumerate(lines, start=1) if "\x00" in line)
         raise InputError("NUL byte in the line (a binary file?)", path, lineno)
     return lines
+
+
+def count_lines(path: str) -> int:
+    """The lines of a plain or .gz text file as rerank's readers split them (a last line
+    without its newline counted): the line-alignment rule of a corpus of one's own
+    (``rerank nmt prepare``, the main job's TRAIN/VALID/TEST).
+
+    A carriage return that does not end a line (``\\r`` before anything but ``\\n``) is
+    refused: the readers split lines there too (universal newlines), so one on each side of a
+    pair, at different lines, would keep the counts equal and pair the lines between with the
+    wrong partners.
+
+    Raises:
+        InputError: as :func:`open_text` (naming the line of bytes that are not UTF-8), and
+            naming the line of a carriage return inside it.
+    """
+    with open_text(path) as handle:
+        count = sum(1 for _ in handle)
+    opener: Any = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as raw_handle:
+        for lineno, raw in enumerate(raw_handle, start=1):
+            text = raw[:-1] if raw.endswith(b"\n") else raw
+            if b"\r" in (text[:-1] if text.endswith(b"\r") else text):
+                raise InputError(
+                    "a carriage return inside the line, which is read as a line break: remove it (e.g. tr '\\r' ' ')",
+                    path,
+                    lineno,
+                )
+    return count
 
 
 def read_text(path: str) -> str:

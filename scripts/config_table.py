@@ -30,7 +30,12 @@ import re
 import sys
 from typing import Dict, List, Optional, Tuple
 
-from pipeline_settings import ALL_FEATURES, PAPER_FEATURES, recorded_later  # scripts/ is on sys.path (run as a script)
+from pipeline_settings import (  # scripts/ is on sys.path (run as a script)
+    ALL_FEATURES,
+    OPT_IN,
+    PAPER_FEATURES,
+    recorded_later,
+)
 
 #: run_pipeline.sh's two training chains (stage names), run side by side
 CHAIN_A = ("train", "nbest-val", "nbest-test", "train-channel", "train-lm")
@@ -198,7 +203,7 @@ def feature_sets(settings: Dict[str, str]) -> str:
     """``all`` when the run computed every feature set, ``all but ibm1`` for the GRU system's
     sets (every set before ibm1 came), else its sets, comma-separated."""
     sets = run_sets(settings)
-    if sets == [f for f in ALL_FEATURES if f != "qe"]:  # all: every set but the opt-in qe
+    if sets == [f for f in ALL_FEATURES if f not in OPT_IN]:  # all: every set but the opt-in ones
         return "all"
     return "all but ibm1" if sets == list(PAPER_FEATURES) else ",".join(sets)
 

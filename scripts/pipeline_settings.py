@@ -26,11 +26,15 @@ from typing import Dict, List
 ADDITIVE = ("JOBS", "TUNERS", "CHRF_TUNING", "REPLICAS")
 
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workflow"))
+from settings.feature_sets import LEGACY_SETS, NAMES, OPT_IN_SETS  # noqa: E402  (the feature sets' table)
+
 #: run_pipeline.sh's feature sets (FEATURES), in the order of their columns
-ALL_FEATURES = ("mlmme", "r2l", "channel", "lm", "l2r2", "mbr", "e5", "len", "ibm1", "qe")
-#: the GRU system's sets (run_pipeline.sh's PAPER_FEATURES): every set but ibm1, which came
-#: later — also what a pipeline computed before FEATURES was recorded
-PAPER_FEATURES = ALL_FEATURES[:-2]
+ALL_FEATURES = NAMES
+#: what a pipeline computed before FEATURES was recorded (the GRU system's sets then)
+PAPER_FEATURES = LEGACY_SETS
+#: the sets FEATURES=all leaves out
+OPT_IN = OPT_IN_SETS
 
 
 def recorded_later(previous: Dict[str, str]) -> Dict[str, str]:

@@ -13,7 +13,7 @@
 # Everything else (the rules, the settings, their help) lives in workflow/ and config/.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SETTINGS="$ROOT/workflow/settings.py"
+SETTINGS="$ROOT/workflow/settings"
 mode=run
 case "${1:-}" in
   "") ;;
@@ -51,7 +51,7 @@ mkdir -p "$OUT/.snakemake"
 exec 9> "$OUT/.snakemake/run_pipeline.lock"
 flock -n 9 || { echo "run_pipeline: error: $OUT: another run is using this directory" >&2; exit 1; }
 # before any work: finished models of other settings, an OUT that holds a run of other
-# settings (one line each; workflow/settings.py preflight); Snakemake's onstart then skips it
+# settings (one line each; workflow/settings preflight); Snakemake's onstart then skips it
 "$ROOT/.venv/bin/python" "$SETTINGS" preflight
 export RERANK_PREFLIGHT_DONE=1
 "${snakemake[@]}" --directory "$OUT" --unlock > /dev/null 2>&1 || true

@@ -10,7 +10,7 @@
 #   bash scripts/run_tables.sh --dry-run     # the jobs that would run (the main job's files must exist)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SETTINGS="$ROOT/workflow/settings.py"
+SETTINGS="$ROOT/workflow/settings"
 mode=run
 case "${1:-}" in
   "") ;;

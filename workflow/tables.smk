@@ -24,7 +24,7 @@ import shlex
 import sys
 
 sys.path.insert(0, workflow.basedir)
-from settings import SettingsError, tables_complete  # noqa: E402  (workflow/settings.py)
+from settings import SettingsError, tables_complete  # noqa: E402  (workflow/settings/)
 
 try:
     config.update(tables_complete(config))

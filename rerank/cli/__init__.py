@@ -13,7 +13,7 @@ Each verb declares the files it reads and writes (``paths=`` in its parser's def
 ``args -> (inputs, outputs)``, each ``{option: path or [paths]}``), to which
 :func:`guarded_paths` adds what it reads and writes beyond its file options (the files its
 scorer and metric specs name, a system directory's files, a shard's records); before the
-verb runs, :func:`rerank.outputs.check_paths` refuses an output that is one of its inputs or
+verb runs, :func:`rerank.output_guard.check_paths` refuses an output that is one of its inputs or
 another output, and an output that cannot be written.
 """
 
@@ -35,7 +35,8 @@ from rerank.features.scorer import scorer_summaries
 from rerank.features.spec_paths import existing_files, spec_inputs
 from rerank.metrics.spec import split_metrics
 from rerank.nmt.checkpoints import trusting
-from rerank.outputs import check_paths, signature_path, stdout_signature
+from rerank.output_guard import check_paths
+from rerank.outputs import signature_path, stdout_signature
 
 
 def scorers_help() -> str:

@@ -261,6 +261,17 @@ def _add_embed_train(esub) -> None:
         "github.com/multi30k/dataset); default: downloaded into --download-dir",
     )
     q.add_argument("--download-dir", default="multi30k-download", help="where a download goes")
+    _embed_model_options(q)
+    _embed_image_options(q)
+    _embed_schedule_options(q)
+    device_options(q)
+    q.add_argument(
+        "--out", required=True, help="model directory to write (checkpoints, vocabularies, config, heldout.json)"
+    )
+
+
+def _embed_model_options(q) -> None:
+    """``rerank embed train``'s model options: sizes, family, loss weights, languages."""
     q.add_argument(
         "--preset",
         default=MLMMEConfig.preset,
@@ -312,6 +323,10 @@ def _add_embed_train(esub) -> None:
         default=",".join(MLMMEConfig().langs),
         help="comma-separated description languages, e.g. en,de (de alone: the one-language VSE)",
     )
+
+
+def _embed_image_options(q) -> None:
+    """``rerank embed train``'s image and held-out options, the start model, the step limits."""
     q.add_argument("--image-features", help="CNN feature matrix (.npy/.npz)")
     q.add_argument("--image-split", help="image names, one per row of --image-features")
     q.add_argument(
@@ -346,6 +361,10 @@ def _add_embed_train(esub) -> None:
         help="N featured images before the held-out ones used for model selection",
     )
     q.add_argument("--task1", action="store_true", help="add task 1's translated training pairs")
+
+
+def _embed_schedule_options(q) -> None:
+    """``rerank embed train``'s initialisation, batches, epochs, optimiser, threads, seed."""
     q.add_argument("--init", help="paper (N(0,0.01), orthogonal) | default (PyTorch); default: the preset's")
     q.add_argument(
         "--contrastive",
@@ -389,10 +408,6 @@ def _add_embed_train(esub) -> None:
         help="torch CPU threads (0: torch's default)",
     )
     q.add_argument("--seed", type=int, default=EmbedTrainConfig.seed, help="seed of initialisation and batch order")
-    device_options(q)
-    q.add_argument(
-        "--out", required=True, help="model directory to write (checkpoints, vocabularies, config, heldout.json)"
-    )
 
 
 def _add_embed_isr(esub) -> None:

@@ -37,109 +37,123 @@ def _file_pair(text: str) -> List[str]:
 
 
 def cmd_nmt(args) -> None:
-    if args.nmt_verb == "prepare":
-        files = {
-            split: pair
-            for split, pair in (("train", args.train), ("val", args.valid), ("test_2016_flickr", args.test))
-            if pair
-        }
-        if files and args.data:
-            raise InputError("give --data (Multi30k) or --train/--valid/--test (a corpus of your own), not both")
-        prepared = PrepareConfig(
-            src=args.src,
-            tgt=args.tgt,
-            bpe_merges=args.bpe_merges,
-            files=files,
-            lowercase=not args.cased,
-            subword=args.subword,
-            spm_vocab=args.spm_vocab,
+    """``rerank nmt prepare|train|train-lm|nbest``: the verb's function."""
+    {"prepare": _nmt_prepare, "train": _nmt_train, "train-lm": _nmt_train_lm, "nbest": _nmt_nbest}[args.nmt_verb](args)
+
+
+def _nmt_prepare(args) -> None:
+    """``rerank nmt prepare``: Multi30k or a corpus of one's own, tokenised, subworded, binarised."""
+    files = {
+        split: pair
+        for split, pair in (("train", args.train), ("val", args.valid), ("test_2016_flickr", args.test))
+        if pair
+    }
+    if files and args.data:
+        raise InputError("give --data (Multi30k) or --train/--valid/--test (a corpus of your own), not both")
+    prepared = PrepareConfig(
+        src=args.src,
+        tgt=args.tgt,
+        bpe_merges=args.bpe_merges,
+        files=files,
+        lowercase=not args.cased,
+        subword=args.subword,
+        spm_vocab=args.spm_vocab,
+    )
+    print(prepare(args.data, args.out, prepared, workers=args.workers))
+
+
+def _nmt_train(args) -> None:
+    """``rerank nmt train`` (or ``--check``: whether a finished model has these settings)."""
+    src, tgt = prepared_languages(args.data_bin)  # the direction the data was prepared in
+    config = TrainConfig(
+        src=src,
+        tgt=tgt,
+        preset=args.preset,
+        variant=args.variant,
+        dropout=args.dropout,
+        l2=args.l2,
+        max_epoch=args.max_epoch,
+        max_update=args.max_update,
+        patience=args.patience,
+        max_tokens=args.max_tokens,
+        lr=args.lr,
+        warmup=args.warmup,
+        seed=args.seed,
+        direction=args.direction,
+        role=args.role,
+        threads=args.threads,
+        target_vocab=args.target_vocab,
+        device=args.device,
+        dtype=args.dtype,
+        arch=args.arch,
+        average=args.average,
+        distributed_world_size=args.distributed_world_size,
+        bf16_autocast=args.bf16_autocast,
+    )
+    print(_check(args.save_dir, config) if args.check else train(args.data_bin, args.save_dir, config))
+
+
+def _nmt_train_lm(args) -> None:
+    """``rerank nmt train-lm`` (or ``--check``)."""
+    lm_config = LMConfig(
+        embed_dim=args.embed_dim,
+        hidden_size=args.hidden_size,
+        layers=args.layers,
+        dropout=args.dropout,
+        max_epoch=args.max_epoch,
+        patience=args.patience,
+        seed=args.seed,
+        threads=args.threads,
+        task2=not args.no_task2,
+        lang=prepared_languages(args.prepared)[1],  # the target side's LM
+        device=args.device,
+        dtype=args.dtype,
+        arch=args.arch,
+    )
+    print(
+        _check(args.save_dir, lm_config)
+        if args.check
+        else train_lm(args.prepared, args.save_dir, lm_config, data_dir=args.data)
+    )
+
+
+def _nmt_nbest(args) -> None:
+    """``rerank nmt nbest``: a subset of the binarised data, or raw text (``--input``)."""
+    src, tgt = prepared_languages(args.data_bin)
+    generate_config = GenerateConfig(
+        src=src,
+        tgt=tgt,
+        nbest=args.nbest,
+        beam=args.beam,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        direction=args.direction,
+        lowercase=prepared_lowercase(args.data_bin),
+    )
+    if (args.subset is None) == (args.input is None):
+        raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
+    if args.input:
+        generate_nbest_from_text(
+            args.data_bin,
+            args.checkpoint,
+            args.input,
+            args.out_nbest,
+            args.out_1best,
+            args.out_source,
+            generate_config,
+            shard_option_value(args),
         )
-        print(prepare(args.data, args.out, prepared, workers=args.workers))
-    elif args.nmt_verb == "train":
-        src, tgt = prepared_languages(args.data_bin)  # the direction the data was prepared in
-        config = TrainConfig(
-            src=src,
-            tgt=tgt,
-            preset=args.preset,
-            variant=args.variant,
-            dropout=args.dropout,
-            l2=args.l2,
-            max_epoch=args.max_epoch,
-            max_update=args.max_update,
-            patience=args.patience,
-            max_tokens=args.max_tokens,
-            lr=args.lr,
-            warmup=args.warmup,
-            seed=args.seed,
-            direction=args.direction,
-            role=args.role,
-            threads=args.threads,
-            target_vocab=args.target_vocab,
-            device=args.device,
-            dtype=args.dtype,
-            arch=args.arch,
-            average=args.average,
-            distributed_world_size=args.distributed_world_size,
-            bf16_autocast=args.bf16_autocast,
+    else:
+        generate_nbest(
+            args.data_bin,
+            args.checkpoint,
+            args.subset,
+            args.out_nbest,
+            args.out_1best,
+            generate_config,
+            shard=shard_option_value(args),
         )
-        print(_check(args.save_dir, config) if args.check else train(args.data_bin, args.save_dir, config))
-    elif args.nmt_verb == "train-lm":
-        lm_config = LMConfig(
-            embed_dim=args.embed_dim,
-            hidden_size=args.hidden_size,
-            layers=args.layers,
-            dropout=args.dropout,
-            max_epoch=args.max_epoch,
-            patience=args.patience,
-            seed=args.seed,
-            threads=args.threads,
-            task2=not args.no_task2,
-            lang=prepared_languages(args.prepared)[1],  # the target side's LM
-            device=args.device,
-            dtype=args.dtype,
-            arch=args.arch,
-        )
-        print(
-            _check(args.save_dir, lm_config)
-            if args.check
-            else train_lm(args.prepared, args.save_dir, lm_config, data_dir=args.data)
-        )
-    elif args.nmt_verb == "nbest":
-        src, tgt = prepared_languages(args.data_bin)
-        generate_config = GenerateConfig(
-            src=src,
-            tgt=tgt,
-            nbest=args.nbest,
-            beam=args.beam,
-            batch_size=args.batch_size,
-            device=args.device,
-            dtype=args.dtype,
-            direction=args.direction,
-            lowercase=prepared_lowercase(args.data_bin),
-        )
-        if (args.subset is None) == (args.input is None):
-            raise InputError("give exactly one of --subset (valid|test of --data-bin) and --input (raw text)")
-        if args.input:
-            generate_nbest_from_text(
-                args.data_bin,
-                args.checkpoint,
-                args.input,
-                args.out_nbest,
-                args.out_1best,
-                args.out_source,
-                generate_config,
-                shard_option_value(args),
-            )
-        else:
-            generate_nbest(
-                args.data_bin,
-                args.checkpoint,
-                args.subset,
-                args.out_nbest,
-                args.out_1best,
-                generate_config,
-                shard=shard_option_value(args),
-            )
 
 
 def cmd_to_ct2(args) -> None:

@@ -31,10 +31,10 @@ from rerank.report import (
     SignificanceSettings,
     experiment_report,
     format_table,
-    plots_available,
     report_files,
     significance_table,
 )
+from rerank.report_plots import plots_available
 from rerank.tuning.oracle import oracle_file
 
 

@@ -24,8 +24,8 @@ def train_embeddings(*args, **kwargs):
 
 
 def load_model(model_dir: str):
-    """:func:`rerank.embed.train.load_model`: (model in eval mode, {lang: Vocabulary})."""
-    return train_module().load_model(model_dir)
+    """:func:`rerank.embed.saved.load_model`: (model in eval mode, {lang: Vocabulary})."""
+    return importlib.import_module("rerank.embed.saved").load_model(model_dir)
 
 
 def encode_sentences(*args, **kwargs):

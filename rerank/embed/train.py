@@ -20,7 +20,6 @@ descriptions); with one language and no images, the validation loss.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from dataclasses import asdict
@@ -34,11 +33,9 @@ from rerank.embed.config import OPTIMIZERS, EmbedTrainConfig, MLMMEConfig
 from rerank.embed.data import EmbedData, Vocabulary, batch_tokens
 from rerank.embed.evaluation import image_sentence_ranking
 from rerank.embed.model import MLMME
+from rerank.embed.saved import CHECKPOINT, load_model, resume, save_checkpoint, save_model
 from rerank.errors import InputError
-from rerank.nmt.checkpoints import UntrustedCheckpoint, load_state
-from rerank.outputs import atomic_write
 from rerank.progress import progress_bar as make_progress_bar
-from rerank.signature import write_signed
 
 
 #: Adam learning rate of each preset (the paper's 2e-4; 2e-3 for the CPU preset, see MLMMEConfig)
@@ -180,10 +177,6 @@ def validation_score(model: MLMME, vocabs: Dict[str, Vocabulary], data: EmbedDat
     return {"rsum": rsum, **{f"{d}/{k}": v for d, r in result.items() for k, v in r.items()}}
 
 
-#: the state after the last finished epoch of a training that has not ended (in its --out)
-CHECKPOINT = "checkpoint.pt"
-
-
 class EmbeddingOptimiser:
     """Adam over a model's weights, or lazy Adam (``kind='lazy-adam'``): each word-embedding
     table gives sparse gradients (the rows of the batch's words) to ``torch.optim.SparseAdam``,
@@ -250,6 +243,41 @@ class EmbeddingOptimiser:
             table.sparse = False
 
 
+class _BatchEncoder:
+    """The sentences (and images) of a batch's rows encoded by the model: ``{"sentences":
+    {lang: [B, D]}, "images": [B', D] or None, "has_image", "image_ids", "tokens"}``."""
+
+    def __init__(self, model, vocabs, train: EmbedData, langs, device, feats, has_image, image_of):
+        self.model, self.vocabs, self.train, self.langs, self.device = model, vocabs, train, langs, device
+        self.feats, self.has_image, self.image_of = feats, has_image, image_of
+
+    def __call__(self, rows: np.ndarray) -> Dict:
+        out: Dict[str, Any] = {
+            "sentences": {},
+            "images": None,
+            "has_image": None,
+            "image_ids": self.image_of[rows],
+            "tokens": {},
+        }
+        for lang in self.langs:
+            tokens, lengths = batch_tokens(self.vocabs[lang], [self.train.sentences[lang][i] for i in rows])
+            out["tokens"][lang] = torch.from_numpy(tokens).to(self.device)
+            out["sentences"][lang] = self.model.encode_text(lang, out["tokens"][lang], torch.from_numpy(lengths))
+        if self.feats is not None:
+            out["has_image"] = self.has_image[rows]
+            if out["has_image"].any():
+                out["images"] = self.model.encode_image(self.feats[self.image_of[rows]])
+        return out
+
+
+def _resume_settings(config: EmbedTrainConfig, train: EmbedData, vocabs: Dict[str, Vocabulary]) -> Dict:
+    """What a resumed run must share with the killed one: the settings but where the work
+    runs (device, threads) and for how long (max_minutes), and the data's size and vocabularies."""
+    settings = {k: v for k, v in asdict(config).items() if k not in ("device", "threads", "max_minutes")}
+    data = {"examples": len(train.image_of), "vocabulary": {lang: len(v) for lang, v in vocabs.items()}}
+    return {"config": settings, "data": data}
+
+
 def train_embeddings(
     train: EmbedData, valid: EmbedData, config: EmbedTrainConfig, out_dir: Optional[str] = None, progress: bool = False
 ):
@@ -272,62 +300,21 @@ def train_embeddings(
     config.model.check()
     if config.contrastive not in ("batch", "random"):
         raise InputError(f"unknown contrastive sampling {config.contrastive!r}; known: batch, random")
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    device, dtype = DeviceSettings(config.device, config.dtype).resolve()
-    mixed = (
-        torch.autocast(device_type="cuda", dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
-    )  # half types are CUDA-only (DeviceSettings checks)
+    device, mixed = _placement(config)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     mc = config.model
     model, vocabs = _build_model(train, config)
     model.to(device)
     optimiser = EmbeddingOptimiser(model, config.optimizer, config.lr, config.grad_clip)
-    feats = torch.from_numpy(train.image_features).to(device) if train.image_features is not None else None
-    use_images = feats is not None and mc.beta > 0
-    if mc.beta == 1 and not use_images:
-        raise InputError("beta = 1 trains on images only, but there are no image features")
-    has_row = (
-        train.has_image[train.image_of]
-        if use_images and train.has_image is not None
-        else np.full(len(train.image_of), use_images)
-    )
-    if mc.beta == 1 and mc.neighbour == 0 and not has_row.all():
-        train, has_row = _rows_with_images(train, has_row, mc.langs)
-    has_image = torch.from_numpy(has_row).to(device)
-    image_of = torch.from_numpy(train.image_of).to(device)
-
-    def encode(rows: np.ndarray) -> Dict:
-        out: Dict[str, Any] = {
-            "sentences": {},
-            "images": None,
-            "has_image": None,
-            "image_ids": image_of[rows],
-            "tokens": {},
-        }
-        for lang in mc.langs:
-            tokens, lengths = batch_tokens(vocabs[lang], [train.sentences[lang][i] for i in rows])
-            out["tokens"][lang] = torch.from_numpy(tokens).to(device)
-            out["sentences"][lang] = model.encode_text(lang, out["tokens"][lang], torch.from_numpy(lengths))
-        if use_images and feats is not None:
-            out["has_image"] = has_image[rows]
-            if out["has_image"].any():
-                out["images"] = model.encode_image(feats[image_of[rows]])
-        return out
-
-    def resume_settings() -> Dict:
-        """What a resumed run must share with the killed one: the settings but where the work
-        runs (device, threads) and for how long (max_minutes), and the data's size and vocabularies."""
-        settings = {k: v for k, v in asdict(config).items() if k not in ("device", "threads", "max_minutes")}
-        data = {"examples": len(train.image_of), "vocabulary": {lang: len(v) for lang, v in vocabs.items()}}
-        return {"config": settings, "data": data}
-
+    train, has_row, feats = _image_rows(train, mc, device)
+    has_image, image_of = torch.from_numpy(has_row).to(device), torch.from_numpy(train.image_of).to(device)
+    encode = _BatchEncoder(model, vocabs, train, mc.langs, device, feats, has_image, image_of)
     history, best, best_state, bad, step = [], -np.inf, None, 0, 0
     done, first_epoch, started = False, 1, time.monotonic()
     checkpoint = os.path.join(out_dir, CHECKPOINT) if out_dir is not None else None
     if checkpoint is not None and os.path.exists(checkpoint):  # a run killed after an epoch: resume it
-        saved = _resume(checkpoint, resume_settings(), model, optimiser, rng, device)
+        saved = resume(checkpoint, _resume_settings(config, train, vocabs), model, optimiser, rng, device)
         history, best, best_state, bad, step = (saved[k] for k in ("history", "best", "best_state", "bad", "step"))
         first_epoch = saved["epoch"] + 1
         if progress:
@@ -335,14 +322,9 @@ def train_embeddings(
     for epoch in range(first_epoch, config.epochs + 1):
         model.train()
         batches = epoch_batches(has_row, config.batch_size, config.image_rows, rng)
-        negatives = (
-            epoch_batches(has_row, config.batch_size, config.image_rows, rng)
-            if config.contrastive == "random"
-            else None
-        )
-        progress_bar = batches
-        if progress:
-            progress_bar = make_progress_bar(batches, desc=f"epoch {epoch}", unit="batch")
+        random = config.contrastive == "random"
+        negatives = epoch_batches(has_row, config.batch_size, config.image_rows, rng) if random else None
+        progress_bar = make_progress_bar(batches, desc=f"epoch {epoch}", unit="batch") if progress else batches
         neighbours = neighbour_rows(train.image_of, rng) if mc.neighbour > 0 else None
         total, count = 0.0, 0
         for t, rows in enumerate(progress_bar):
@@ -369,36 +351,76 @@ def train_embeddings(
                 history.append({"epoch": epoch, "step": step, "train_loss": total / count, **score})
                 if progress:
                     print(
-                        f"epoch {epoch} step {step}: train loss {total / count:.2f}, validation rsum "
-                        f"{score['rsum']:.2f}",
+                        f"epoch {epoch} step {step}: train loss {total / count:.2f}, rsum {score['rsum']:.2f}",
                         flush=True,
                     )
-                if score["rsum"] > best:
-                    best, bad = score["rsum"], 0
-                    best_state = _cpu_state(model)
+                improved = score["rsum"] > best
+                if improved:
+                    best, bad, best_state = score["rsum"], 0, _cpu_state(model)
                 else:
                     bad += 1
-                    if bad >= config.patience:
-                        done = True
-                        break
-                if capped:
+                if (not improved and bad >= config.patience) or capped:
                     done = True
                     break
         if done:
             break
         if checkpoint is not None and epoch < config.epochs:  # the state after this epoch, for a resume
             progress_state = {"epoch": epoch, "step": step, "history": history, "best": best, "bad": bad}
-            _save_checkpoint(
-                checkpoint, resume_settings(), _cpu_state(model), best_state, optimiser, rng, device, progress_state
+            save_checkpoint(
+                checkpoint,
+                _resume_settings(config, train, vocabs),
+                _cpu_state(model),
+                best_state,
+                optimiser,
+                rng,
+                device,
+                progress_state,
             )
     optimiser.close()
-    model.to("cpu")  # the model is returned and saved on the CPU, where the scorers load it
+    return _finished(model, best_state, out_dir, vocabs, config, history), vocabs, history
+
+
+def _placement(config: EmbedTrainConfig) -> Tuple[Any, Any]:
+    """(the torch device, the autocast context of a half dtype, else a null context): half
+    types are CUDA-only (:class:`rerank.devices.DeviceSettings` checks); torch's CPU threads set."""
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device, dtype = DeviceSettings(config.device, config.dtype).resolve()
+    mixed = torch.autocast(device_type="cuda", dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    return device, mixed
+
+
+def _finished(model, best_state, out_dir: Optional[str], vocabs, config: EmbedTrainConfig, history: List[Dict]):
+    """The trained model on the CPU (where the scorers load it) with its best validation
+    weights, in eval mode, saved to ``out_dir`` where one is given."""
+    model.to("cpu")
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
     if out_dir is not None:
-        _save_model(out_dir, model, vocabs, config, history)
-    return model, vocabs, history
+        save_model(out_dir, model, vocabs, config, history)
+    return model
+
+
+def _image_rows(train: EmbedData, mc: MLMMEConfig, device) -> Tuple[EmbedData, np.ndarray, Any]:
+    """(the training data, bool[examples] whether each example has an image the loss reads,
+    the image features on ``device`` or None where no image is read: β = 0 or none given);
+    with β = 1 and no neighbours, only the examples with an image (the others add nothing).
+
+    Raises:
+        InputError: β = 1 without image features."""
+    feats = torch.from_numpy(train.image_features).to(device) if train.image_features is not None else None
+    use_images = feats is not None and mc.beta > 0
+    if mc.beta == 1 and not use_images:
+        raise InputError("beta = 1 trains on images only, but there are no image features")
+    has_row = (
+        train.has_image[train.image_of]
+        if use_images and train.has_image is not None
+        else np.full(len(train.image_of), use_images)
+    )
+    if mc.beta == 1 and mc.neighbour == 0 and not has_row.all():
+        train, has_row = _rows_with_images(train, has_row, mc.langs)
+    return train, has_row, feats if use_images else None
 
 
 def _cpu_state(model) -> Dict[str, torch.Tensor]:
@@ -451,75 +473,6 @@ def _rows_with_images(train: EmbedData, has_row: np.ndarray, langs: Sequence[str
     return kept, has_row[keep]
 
 
-def _resume(checkpoint: str, settings: Dict, model, optimiser, rng, device) -> Dict:
-    """Restore the model, optimiser and random states of a killed run's ``checkpoint``; returns
-    the checkpoint (``epoch``, ``step``, ``history``, ``best``, ``best_state``, ``bad``).
-
-    Raises:
-        InputError: not a checkpoint of ours, or one of other ``settings``.
-    """
-    try:
-        saved = load_state(checkpoint)
-        recorded = saved["settings"]
-    except UntrustedCheckpoint:
-        raise
-    except Exception as error:  # not a checkpoint of ours (truncated, another file)
-        raise InputError(f"is not a training checkpoint ({type(error).__name__}); remove it", checkpoint) from None
-    if recorded != settings:
-        raise InputError(
-            "holds an unfinished training of other settings (remove it, or give those settings or another --out)",
-            checkpoint,
-        )
-    model.load_state_dict(saved["model"])
-    optimiser.load_state_dict(saved["optimiser"])
-    rng.bit_generator.state = saved["numpy_rng"]
-    torch.set_rng_state(saved["torch_rng"])
-    if saved["cuda_rng"] is not None and device.type == "cuda":
-        torch.cuda.set_rng_state(saved["cuda_rng"], device)
-    return saved
-
-
-def _save_checkpoint(checkpoint: str, settings: Dict, weights, best_state, optimiser, rng, device, state: Dict) -> None:
-    """Write ``checkpoint`` atomically: the settings, ``weights`` (on the CPU), the optimiser's
-    and the random generators' states and ``state`` (``epoch``, ``step``, ``history``, ``best``,
-    ``bad``), what :func:`_resume` restores."""
-    os.makedirs(os.path.dirname(checkpoint) or ".", exist_ok=True)
-    record = {
-        "settings": settings,
-        "epoch": state["epoch"],
-        "step": state["step"],
-        "model": weights,
-        "optimiser": optimiser.state_dict(),
-        "numpy_rng": rng.bit_generator.state,
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-        "history": state["history"],
-        "best": state["best"],
-        "best_state": best_state,
-        "bad": state["bad"],
-    }
-    with atomic_write(checkpoint, "wb") as handle:
-        torch.save(record, handle)
-
-
-def _save_model(out_dir: str, model, vocabs: Dict[str, Vocabulary], config: EmbedTrainConfig, history) -> None:
-    """Write ``model.pt``, ``vocab.{lang}.json`` and the signed ``config.json`` to ``out_dir``
-    (the weights atomically), and remove the finished run's checkpoint."""
-    os.makedirs(out_dir, exist_ok=True)
-    with atomic_write(os.path.join(out_dir, "model.pt"), "wb") as handle:
-        torch.save(model.state_dict(), handle)
-    for lang, vocab in vocabs.items():
-        vocab.save(os.path.join(out_dir, f"vocab.{lang}.json"))
-    write_signed(
-        os.path.join(out_dir, "config.json"),
-        {"config": asdict(config), "history": history},
-        ["torch", "numpy", "sacremoses"],
-    )
-    checkpoint = os.path.join(out_dir, CHECKPOINT)
-    if os.path.exists(checkpoint):
-        os.remove(checkpoint)  # finished: nothing to resume
-
-
 def word_vectors(
     model: MLMME, vocabs: Dict[str, Vocabulary], progress: bool = False, kind: str = "joint"
 ) -> Dict[str, np.ndarray]:
@@ -543,18 +496,3 @@ def word_vectors(
             vectors = model.encoder(lang).embed.weight.detach().float().cpu().numpy()[2:]
         out.update({f"{lang}_{w}": v for w, v in zip(words, vectors)})
     return out
-
-
-def load_model(model_dir: str):
-    """(MLMME model in eval mode, {lang: Vocabulary}) from a :func:`train_embeddings`
-    output directory.  Raises :class:`InputError` for a directory without ``config.json``."""
-    path = os.path.join(model_dir, "config.json")
-    if not os.path.exists(path):
-        raise InputError("not an embedding model directory (no config.json)", model_dir)
-    with open(path, encoding="utf-8") as handle:
-        config = MLMMEConfig(**json.load(handle)["config"]["model"])
-    vocabs = {lang: Vocabulary.load(os.path.join(model_dir, f"vocab.{lang}.json")) for lang in config.langs}
-    model = MLMME({lang: len(v) for lang, v in vocabs.items()}, config)
-    model.load_state_dict(torch.load(os.path.join(model_dir, "model.pt"), map_location="cpu", weights_only=True))
-    model.eval()
-    return model, vocabs

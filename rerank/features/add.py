@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -270,45 +270,25 @@ def add_features(
             feature is not among its columns, or on a list that declares a beam feature.
     """
     sources, images, folds, per_segment = _segment_inputs(inputs, specs)
-    total = count_segments(nbest_path)  # line counts checked before the first model call
-    shard_total = 0
-    if shard is not None:
-        total = shard_total = shard.list_segments(nbest_path)
-    if total is not None:
-        for path, values in per_segment:
-            if len(values) != total:
-                raise InputError(f"{len(values)} lines but the n-best list has {total} segments", path)
+    shard_total = _checked_counts(nbest_path, per_segment, shard)
     scorers = scorers or ScorerCache(lambda spec: make_scorer(spec, devices))
     start = time.perf_counter()
-    timings = {spec: 0.0 for spec in specs}
     segments, hypotheses, names = 0, 0, []
     members: List[int] = []
     info = ListInfo()
     bar = progress_bar(desc="features add", unit="hyp")
-    parts = {"reading": 0.0, "writing": 0.0}
+    timings, parts = {spec: 0.0 for spec in specs}, {"reading": 0.0, "writing": 0.0}
     with StagedOutputs() as outputs:  # the list and its signature appear together
         with outputs.open(out) as handle:
             writer = NBestWriter(handle, out)
             blocks = _timed(iter_nbest(nbest_path, block_hypotheses), parts)
             for first, block in blocks if shard is None else shard.deal(blocks):
                 last = first + block.num_segments
-                for path, values in per_segment:
-                    if last > len(values):
-                        raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
+                _check_input_lines(per_segment, last, exact=False)
                 if not members:  # column clashes before the first block is scored
                     check_new_columns(block.feature_names, specs, scorers, images is not None, nbest_path)
-                block = score_block(
-                    block,
-                    specs,
-                    scorers,
-                    None if sources is None else sources[first:last],
-                    None if images is None else images[first:last],
-                    None if folds is None else folds.fold[first:last],
-                    0 if folds is None else folds.k,
-                    progress=not members,  # the scorers' own bars for the first block only
-                    timings=timings,
-                    source=nbest_path,
-                )
+                given = (sources, images, folds)  # the scorers' own bars for the first block only:
+                block = _score_segments(block, first, specs, scorers, given, not members, timings, nbest_path)
                 if beam is not None and not members:  # a beam that does not fit: refused after the first block
                     _declare_beam(block.info, beam, block.feature_names, nbest_path)
                 began = time.perf_counter()
@@ -319,27 +299,12 @@ def add_features(
                 info = block.info
                 bar.update(len(block.hypotheses))
         bar.close()
-        for path, values in per_segment:
-            if shard is None and len(values) != segments:
-                raise InputError(f"{len(values)} lines but {segments} segments in the n-best list", path)
+        _check_input_lines(per_segment, segments, exact=shard is None)
         seconds = time.perf_counter() - start
-        built = {spec: scorers.build_seconds.get(spec.replace("{fold}", "0"), 0.0) for spec in specs}
-        for spec, took in timings.items():
-            say(
-                f"{spec}: built (models loaded, tables trained) in {built[spec]:.1f} s; {hypotheses} hypotheses "
-                f"scored in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s)"
-            )
+        built = _say_scorer_seconds(say, specs, scorers, timings, hypotheses)
         parts.update(building=sum(built.values()), scoring=sum(timings.values()))
         if members:  # a shard without a block has no columns to declare
-            for spec in specs:
-                info = info.with_sets(
-                    {
-                        name: [c for c in columns if c in names]
-                        for name, columns in scorers.feature_sets(spec, images is not None).items()
-                    }
-                )
-            if beam is not None:
-                info = _declare_beam(info, beam, names, nbest_path)
+            info = _declared_sets(info, specs, scorers, names, images is not None, beam, nbest_path)
         record = {
             "input": nbest_path,
             "scorers": list(specs),
@@ -359,6 +324,53 @@ def add_features(
         if shard is not None:
             record["shard"] = shard.member_record(shard_total, nbest_path, members)
         write_list_info(outputs.signature(out), info, record, ["torch", "numpy"])
+    _say_phases(say, hypotheses, seconds, parts, names)
+    return record
+
+
+def _check_input_lines(per_segment: List[Tuple[str, Sequence]], segments: int, exact: bool) -> None:
+    """Each per-segment input holds a line for each of the list's first ``segments`` segments
+    (while blocks are read), or ``exact``-ly as many (after the last block of a whole list).
+    InputError: naming the file."""
+    for path, values in per_segment:
+        if len(values) < segments:
+            raise InputError(f"{len(values)} lines but the n-best list has more segments", path)
+        if exact and len(values) != segments:
+            raise InputError(f"{len(values)} lines but {segments} segments in the n-best list", path)
+
+
+def _score_segments(
+    block: NBestList,
+    first: int,
+    specs: Sequence[str],
+    scorers: ScorerCache,
+    given: Tuple[Any, Any, Any],
+    progress: bool,
+    timings: Dict[str, float],
+    nbest_path: str,
+) -> NBestList:
+    """:func:`score_block` of a block whose first segment is segment ``first`` of the list,
+    with its segments' part of the per-segment inputs ``given`` (sources, images, folds)."""
+    sources, images, folds = given
+    last = first + block.num_segments
+    return score_block(
+        block,
+        specs,
+        scorers,
+        None if sources is None else sources[first:last],
+        None if images is None else images[first:last],
+        None if folds is None else folds.fold[first:last],
+        0 if folds is None else folds.k,
+        progress=progress,
+        timings=timings,
+        source=nbest_path,
+    )
+
+
+def _say_phases(
+    say: Callable[[str], None], hypotheses: int, seconds: float, parts: Dict[str, float], names: List[str]
+) -> None:
+    """Say where a run's seconds went: building, reading, scoring, writing, the rest."""
     rest = seconds - sum(parts.values())
     say(
         f"{hypotheses} hypotheses in {seconds:.1f} s: building the scorers {parts['building']:.1f} s, reading the "
@@ -366,7 +378,55 @@ def add_features(
         f"/s), writing {parts['writing']:.1f} s, the rest (inputs, checks, signature) {max(rest, 0.0):.1f} s; "
         f"features: {' '.join(names)}"
     )
-    return record
+
+
+def _checked_counts(nbest_path: str, per_segment: List[Tuple[str, Sequence]], shard: Optional[Shard]) -> int:
+    """Before the first model call: every per-segment input (sources, images, folds) has one
+    line per segment of the list (of the shard's list); returns the shard's segment count
+    (0 without a shard). InputError: another count, naming the file."""
+    total = count_segments(nbest_path)
+    shard_total = 0
+    if shard is not None:
+        total = shard_total = shard.list_segments(nbest_path)
+    if total is not None:
+        for path, values in per_segment:
+            if len(values) != total:
+                raise InputError(f"{len(values)} lines but the n-best list has {total} segments", path)
+    return shard_total
+
+
+def _say_scorer_seconds(
+    say: Callable[[str], None], specs: Sequence[str], scorers: ScorerCache, timings: Dict[str, float], hypotheses: int
+) -> Dict[str, float]:
+    """Say each scorer's building and scoring seconds; returns {spec: building seconds}."""
+    built = {spec: scorers.build_seconds.get(spec.replace("{fold}", "0"), 0.0) for spec in specs}
+    for spec, took in timings.items():
+        say(
+            f"{spec}: built (models loaded, tables trained) in {built[spec]:.1f} s; {hypotheses} hypotheses "
+            f"scored in {took:.1f} s ({hypotheses / max(took, 1e-9):.0f}/s)"
+        )
+    return built
+
+
+def _declared_sets(
+    info: ListInfo,
+    specs: Sequence[str],
+    scorers: ScorerCache,
+    names: List[str],
+    has_images: bool,
+    beam: Optional[Tuple[str, Sequence[str]]],
+    nbest_path: str,
+) -> ListInfo:
+    """``info`` with each scorer's feature sets (of the columns the list holds) and the
+    declared ``beam`` (:func:`_declare_beam`)."""
+    for spec in specs:
+        info = info.with_sets(
+            {
+                name: [c for c in columns if c in names]
+                for name, columns in scorers.feature_sets(spec, has_images).items()
+            }
+        )
+    return info if beam is None else _declare_beam(info, beam, names, nbest_path)
 
 
 def _timed(blocks: Iterable, parts: Dict[str, float]) -> Iterator:

@@ -193,6 +193,44 @@ def _ct2_candidates(
     return [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
 
 
+#: how each kind of model gives its candidates: ``(scorer, sources, nbest, beam, sampling,
+#: max_length, first_sentence) -> [[candidate] per source]``
+GENERATORS: Dict[str, Callable[..., List[List[str]]]] = {
+    "hf": _hf_candidates,
+    "ct2": _ct2_candidates,
+    "hf-lm": _lm_candidates,
+}
+
+
+def _generator_kind(model: str) -> str:
+    """The kind of ``--model`` (:data:`GENERATORS`). InputError: another kind."""
+    kind = model.partition(":")[0]
+    if kind not in GENERATORS:
+        raise InputError(f"--model {model!r}: rerank generate runs hf:PATH, hf-lm:PATH,prompt=FILE or ct2:DIR models")
+    return kind
+
+
+def _checked_beam(nbest: int, beam: Optional[int], sampling: Optional[Sampling]) -> int:
+    """The beam (default ``nbest``). InputError: both a beam and a sampler, a beam under ``nbest``."""
+    if sampling is not None and beam is not None:
+        raise InputError("--beam and --sampling exclude each other")
+    beam = nbest if beam is None else beam
+    if sampling is None and beam < nbest:
+        raise InputError(f"--beam {beam} is smaller than --nbest {nbest}")
+    return beam
+
+
+def _generator_scorer(model: str, kind: str, devices: DeviceSettings) -> Any:
+    """The model's scorer (``hf:``, ``ct2:``, ``hf-lm:``, with their own generation methods).
+    InputError: a model that is not a forward one, a causal LM without its prompt."""
+    scorer: Any = make_scorer(model, devices)
+    if getattr(scorer, "direction", "forward") != "forward":
+        raise InputError(f"--model {model!r}: candidates come from a forward model (direction=forward)")
+    if kind == "hf-lm" and scorer.template is None:
+        raise InputError(f"--model {model!r}: a causal LM translates from a prompt: hf-lm:PATH,prompt=FILE")
+    return scorer
+
+
 def generate_file(
     model: str,
     input_path: str,
@@ -229,14 +267,8 @@ def generate_file(
         InputError: another model kind, ``beam < nbest``, both beam and sampling, an
             empty input, a model that cannot be loaded, a shard written to standard output.
     """
-    kind = model.partition(":")[0]
-    if kind not in ("hf", "ct2", "hf-lm"):
-        raise InputError(f"--model {model!r}: rerank generate runs hf:PATH, hf-lm:PATH,prompt=FILE or ct2:DIR models")
-    if sampling is not None and beam is not None:
-        raise InputError("--beam and --sampling exclude each other")
-    beam = nbest if beam is None else beam
-    if sampling is None and beam < nbest:
-        raise InputError(f"--beam {beam} is smaller than --nbest {nbest}")
+    kind = _generator_kind(model)
+    beam = _checked_beam(nbest, beam, sampling)
     sources = read_lines(input_path)
     if not sources:
         raise InputError("no source sentences", input_path)
@@ -248,18 +280,9 @@ def generate_file(
         if out_1best is not None:
             shard.check_output(out_1best)
     began = time.perf_counter()
-    scorer: Any = make_scorer(model, devices)  # hf: or ct2: (checked below), with their own methods
-    if getattr(scorer, "direction", "forward") != "forward":
-        raise InputError(f"--model {model!r}: candidates come from a forward model (direction=forward)")
-    if kind == "hf-lm" and scorer.template is None:
-        raise InputError(f"--model {model!r}: a causal LM translates from a prompt: hf-lm:PATH,prompt=FILE")
+    scorer: Any = _generator_scorer(model, kind, devices)
     scorer.progress = progress
-    generators: Dict[str, Callable[..., List[List[str]]]] = {
-        "hf": _hf_candidates,
-        "ct2": _ct2_candidates,
-        "hf-lm": _lm_candidates,
-    }
-    generate = generators[kind]
+    generate = GENERATORS[kind]
     names = [scorer.name, f"{scorer.name}Norm"]
     info = ListInfo(names[1], {"beam": names}, True)
     hypotheses = 0

@@ -45,7 +45,7 @@ import numpy as np
 
 from rerank.config import option
 from rerank.errors import InputError
-from rerank.features.scorer import SCORERS, Scorer, given_settings
+from rerank.features.scorer import SCORERS, Scorer
 from rerank.nmt import USER_DIR
 from rerank.nmt.checkpoints import check_checkpoint, loading
 from rerank.nmt.subword import make_bpe, subword_spec
@@ -140,7 +140,7 @@ class ForcedDecodingScorer(Scorer):
         max_nodes: sequences decoded together over the prefix tree (memory: at most
             max_nodes × vocabulary floats per step).
         parts: ``(model, task, bpe, direction, role)`` of a checkpoint loaded by
-            :class:`FairseqScorer`.
+            :class:`~rerank.features.fairseq_scorer.FairseqScorer`.
     Raises:
         InputError: not a model directory, or a model of the other kind.
     """
@@ -423,80 +423,3 @@ class LMScorer(ForcedDecodingScorer):
 
     def __init__(self, config: "LMScorer.Config"):
         super().__init__(config.model_dir, expect_kind="lm")
-
-
-#: default role (column name) of a fairseq: scorer by direction
-FAIRSEQ_ROLES = {"forward": "Fairseq", "backward": "FairseqChannel", "r2l": "FairseqR2L", "lm": "FairseqLM"}
-
-
-@SCORERS.register("fairseq")
-class FairseqScorer(ForcedDecodingScorer):
-    """``fairseq:CHECKPOINT.pt,dict=DIR,bpe=…,direction=forward|backward|r2l|lm,name=NAME``:
-    any fairseq checkpoint as a feature (module docstring); equal to fairseq's own
-    ``SequenceScorer`` (``fairseq-generate --score-reference``, ``fairseq-eval-lm``).
-
-    Raises:
-        InputError: a missing ``bpe=``, an unknown direction, a checkpoint that does not
-            load with those dictionaries, a language model given another direction (or the
-            reverse).
-    """
-
-    #: the line of ``rerank features add --help`` and ``rerank --help``
-    summary = "N, NNorm: any fairseq checkpoint"
-
-    @dataclass
-    class Config:
-        checkpoint: str = option("", "the checkpoint file", positional=True, path=True)
-        dict: str = option("", "the directory of its dictionaries (default: the checkpoint's)", path=True)
-        bpe: str = option(
-            "", "how text becomes its subwords: subword-nmt:CODES, sentencepiece:MODEL or none", path=True
-        )
-        direction: str = option("forward", "what it scores", choices=tuple(FAIRSEQ_ROLES))
-        name: str = option("", "the column (default by direction: Fairseq, FairseqChannel, …)")
-
-    def __init__(self, config: "FairseqScorer.Config"):
-        checkpoint, settings, arg = given_settings(config)
-        spec = f"fairseq:{arg}"
-        if not checkpoint:
-            raise InputError(
-                f"{spec}: give the checkpoint, e.g. fairseq:model/checkpoint_best.pt,dict=data-bin,"
-                "bpe=subword-nmt:bpe.codes"
-            )
-        if "bpe" not in settings:
-            raise InputError(
-                f"{spec}: say how our text becomes the model's subwords: bpe=subword-nmt:CODES, "
-                "bpe=sentencepiece:MODEL or bpe=none"
-            )
-        direction = settings.get("direction", "forward")
-        if direction not in FAIRSEQ_ROLES:
-            raise InputError(f"{spec}: direction must be one of {', '.join(FAIRSEQ_ROLES)}, not {direction!r}")
-        bpe = make_bpe(settings["bpe"], spec)
-        model, task = load_checkpoint(checkpoint, settings.get("dict") or os.path.dirname(checkpoint) or ".")
-        is_lm = not hasattr(task, "src_dict")  # a translation task holds src_dict and tgt_dict
-        if is_lm != (direction == "lm"):
-            raise InputError(
-                f"{spec}: a {'language' if is_lm else 'translation'} model: "
-                f"{'give direction=lm' if is_lm else 'direction=lm is for language models'}",
-                checkpoint,
-            )
-        role = settings.get("name") or FAIRSEQ_ROLES[direction]
-        super().__init__(None, parts=(model, task, bpe, direction, role))
-
-    @classmethod
-    def pack(cls, config: "FairseqScorer.Config", directory: str) -> "FairseqScorer.Config":
-        """The checkpoint, its dictionaries (``dict.*.txt`` of ``dict=``, else of the
-        checkpoint's directory: not the other checkpoints there) and the ``bpe=`` file
-        copied into ``directory``, the settings pointing at the copies."""
-        os.makedirs(directory)
-        checkpoint = os.path.join(directory, os.path.basename(config.checkpoint))
-        shutil.copy2(config.checkpoint, checkpoint)
-        dicts = config.dict or os.path.dirname(config.checkpoint) or "."
-        for name in sorted(os.listdir(dicts)):
-            if name.startswith("dict.") and name.endswith(".txt"):
-                shutil.copy2(os.path.join(dicts, name), os.path.join(directory, name))
-        bpe = config.bpe
-        kind, sep, path = bpe.partition(":")
-        if sep and os.path.isfile(path):
-            os.makedirs(os.path.join(directory, "bpe"))
-            bpe = f"{kind}:{shutil.copy2(path, os.path.join(directory, 'bpe', os.path.basename(path)))}"
-        return dataclasses.replace(config, checkpoint=checkpoint, dict=directory, bpe=bpe)

@@ -133,7 +133,7 @@ def settings_inputs(settings: List[Setting]) -> List[str]:
 
 def spec_inputs(scorers: List[str], metrics: List[str]) -> List[str]:
     """Every existing file the scorer and metric specs name, for the output guard
-    (:func:`rerank.outputs.check_paths`): ``len:src=train.en`` reads ``train.en``,
+    (:func:`rerank.output_guard.check_paths`): ``len:src=train.en`` reads ``train.en``,
     ``mbr:comet:DIR`` every file of ``DIR``.  A spec that does not parse adds nothing: the verb
     refuses it in its own words."""
     settings: List[Setting] = []

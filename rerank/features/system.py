@@ -29,7 +29,6 @@ text the weights were tuned and evaluated on).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -42,21 +41,15 @@ from rerank._version import __version__
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScorerCache, ScoringInputs, add_features
-from rerank.features.generate import generate_file
 from rerank.features.manifest import MANIFEST, load_system, manifest_digest
 from rerank.features.provenance import Relocation, copy_path, is_generated, relocate_spec, trace
-from rerank.features.sampling import Sampling
 from rerank.features.scorer import make_scorer
+from rerank.features.system_decode import decode_fairseq, generate_block
 from rerank.nbest import BLOCK_HYPOTHESES, NBestWriter, iter_nbest
 from rerank.nmt.checkpoints import check_checkpoint
-from rerank.nmt.ct2 import beam_nbest, convert
+from rerank.nmt.ct2 import convert
 from rerank.nmt.generate import (
-    GenerateConfig,
-    generate_nbest_from_text,
-    model_direction,
     read_source_text,
-    segment_text,
-    write_beam_list,
 )
 from rerank.nmt.subword import subword_spec
 from rerank.outputs import StagedOutputs, atomic_write, staged_directory
@@ -231,6 +224,45 @@ def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]
     return paths[pick], scores
 
 
+def _system_for(system_dir: str, decoder: str, expected_digest: Optional[str]) -> Tuple[Dict[str, Any], Any]:
+    """(the system's manifest, its CTranslate2 conversion to decode with or None), every
+    checkpoint of the system checked before any work (docs/security.md).
+
+    Raises:
+        InputError: an unknown ``decoder``, ``ct2`` for a system without a conversion, a
+            system :func:`load_system` refuses.
+        UntrustedCheckpoint: as :func:`translate`."""
+    if decoder not in DECODERS:
+        raise InputError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
+    manifest = load_system(system_dir, expected_digest=expected_digest)
+    converted = manifest.get("ct2")
+    if decoder == "ct2" and not converted:
+        raise InputError("--decoder ct2: the system holds no CTranslate2 model (pack it with --ct2 int8)", system_dir)
+    for name in sorted(manifest["files"]):
+        if name.endswith(".pt"):
+            check_checkpoint(os.path.join(system_dir, name))
+    return manifest, converted if decoder != "fairseq" else None
+
+
+def _shard_blocks(
+    shard: Shard, blocks: List[Tuple[int, int]], outputs: Sequence[Optional[str]], input_path: str, per_block: int
+) -> List[Tuple[int, int]]:
+    """The blocks ``shard`` translates, its outputs checked first.
+
+    Raises:
+        InputError: an output on standard output, a shard dealt no block."""
+    for path in outputs:
+        shard.check_output(path)
+    mine = list(shard.deal(blocks))
+    if not mine:
+        raise InputError(
+            f"shard {shard.id} of {shard.of} holds no block: {sum(hi - lo for lo, hi in blocks)} sentences make "
+            f"{len(blocks)} block(s) of --block-sentences {per_block}",
+            input_path,
+        )
+    return mine
+
+
 def translate(
     system_dir: str,
     input_path: str,
@@ -272,32 +304,13 @@ def translate(
             before any decoding starts.
     """
     start = time.perf_counter()
-    if decoder not in DECODERS:
-        raise InputError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
-    manifest = load_system(system_dir, expected_digest=expected_digest)
+    manifest, use_ct2 = _system_for(system_dir, decoder, expected_digest)
     decoding = manifest["decoding"]
-    converted = manifest.get("ct2")
-    if decoder == "ct2" and not converted:
-        raise InputError("--decoder ct2: the system holds no CTranslate2 model (pack it with --ct2 int8)", system_dir)
-    use_ct2 = converted if decoder != "fairseq" else None
-    for name in sorted(manifest["files"]):  # every checkpoint refused before any work (docs/security.md)
-        if name.endswith(".pt"):
-            check_checkpoint(os.path.join(system_dir, name))
     raw = read_source_text(input_path)
     candidates = decoding["nbest"] if isinstance(decoding, dict) else decoding.nbest
     per_block = block_sentences or max(1, -(-BLOCK_HYPOTHESES // max(1, candidates)))
     blocks = [(lo, min(lo + per_block, len(raw))) for lo in range(0, len(raw), per_block)]
-    mine = blocks
-    if shard is not None:
-        for path in (out, nbest_out):
-            shard.check_output(path)
-        mine = list(shard.deal(blocks))
-        if not mine:
-            raise InputError(
-                f"shard {shard.id} of {shard.of} holds no block: {len(raw)} sentences make {len(blocks)} "
-                f"block(s) of --block-sentences {per_block}",
-                input_path,
-            )
+    mine = blocks if shard is None else _shard_blocks(shard, blocks, (out, nbest_out), input_path, per_block)
     stages: Dict[str, float] = {}
     scorers = ScorerCache(lambda spec: make_scorer(spec, devices))  # every model loaded once, for every block
     with tempfile.TemporaryDirectory() as tmp:
@@ -311,16 +324,9 @@ def translate(
                 block_input = os.path.join(tmp, f"input{k}")
                 with open(block_input, "w", encoding="utf-8") as handle:
                     handle.writelines(line + "\n" for line in raw[lo:hi])
+            models = (devices, scorers)
             listed, best, text = _translate_block(
-                system_dir,
-                manifest,
-                block_input,
-                os.path.join(tmp, f"block{k}"),
-                (devices, scorers),
-                batch_size,
-                say,
-                use_ct2,
-                lo,
+                system_dir, manifest, block_input, os.path.join(tmp, f"block{k}"), models, batch_size, say, use_ct2, lo
             )
             for stage, seconds in listed.pop("stages").items():
                 stages[stage] = stages.get(stage, 0.0) + seconds
@@ -367,10 +373,10 @@ def _translate_block(
     decoding = manifest["decoding"]
     nbest, source = prefix + ".nbest", prefix + ".source"
     if isinstance(decoding, dict):  # rerank generate's model: raw text in, text out
-        _generate(decoding, input_path, nbest, prefix + ".1best", devices, say, first)
+        generate_block(decoding, input_path, nbest, prefix + ".1best", devices, say, first)
         source, text = input_path, True
     else:
-        _decode(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2)
+        decode_fairseq(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2)
         text = False
     stages = {"decode": time.perf_counter() - began}
     for k, step in enumerate(manifest["steps"]):
@@ -410,74 +416,6 @@ def _write_scored_list(lists: Sequence[str], outputs: StagedOutputs, path: str, 
             record["shard"] = shard
         with atomic_write(side) as handle:
             json.dump(record, handle, indent=2)
-
-
-def _decode(system_dir, config: GenerateConfig, input_path, nbest, source, devices, batch_size, say, ct2=None) -> None:
-    """A fairseq system's n-best list of raw ``input_path`` (its own preprocessing) into
-    ``nbest``: by ``fairseq-generate``, or with the CTranslate2 conversion ``ct2`` (the
-    manifest's ``ct2`` entry, :func:`_decode_ct2`)."""
-    generator = os.path.join(system_dir, "generator")
-    if devices is not None:
-        config.device, config.dtype = devices.device, devices.dtype
-    if batch_size:
-        config.batch_size = batch_size
-    how = f"CTranslate2 {ct2['quantization']}" if ct2 else "fairseq"
-    say(f"translate: decoding {input_path} ({config.nbest}-best, beam {config.beam or config.nbest}, {how})")
-    if ct2:
-        _decode_ct2(generator, os.path.join(system_dir, ct2["model"]), config, input_path, nbest, source, devices)
-        return
-    generate_nbest_from_text(
-        os.path.join(generator, "bin"),
-        os.path.join(generator, "checkpoint.pt"),
-        input_path,
-        nbest,
-        nbest + ".1best",
-        source,
-        config,
-        quiet=True,  # a user translating sees rerank's lines, not fairseq's INFO log
-    )
-
-
-def _decode_ct2(generator, model, config: GenerateConfig, input_path, nbest, source, devices) -> None:
-    """:func:`_decode` with the generator's CTranslate2 conversion ``model``: the same
-    preprocessing (:func:`rerank.nmt.generate.segment_text`), beam search by
-    :func:`rerank.nmt.ct2.beam_nbest`, the list written as ``fairseq-generate``'s is."""
-    raw = read_source_text(input_path)
-    subword = subword_spec(generator)
-    tokenised, segmented = segment_text(raw, config, subword)
-    direction = model_direction(os.path.join(generator, "checkpoint.pt"), config.direction)
-    listing = beam_nbest(model, segmented, config, direction, devices, subword.partition(":")[0])
-    record = {
-        "config": dataclasses.asdict(config),
-        "direction": direction,
-        "decoder": "ct2",
-        "model": os.path.abspath(model),
-        "input": os.path.abspath(input_path),
-        "segments": listing.num_segments,
-    }
-    write_beam_list(listing, nbest, nbest + ".1best", record, ["ctranslate2"])
-    with atomic_write(source) as handle:
-        handle.writelines(line + "\n" for line in tokenised)
-
-
-def _generate(settings: Dict[str, Any], input_path, nbest, one_best, devices, say, first: int = 0) -> None:
-    """A ``rerank generate`` system's n-best list of ``input_path`` (text as its model takes
-    it), the input's sentences from ``first`` on (a sampled sentence's seed is its place in the
-    whole input)."""
-    sampling = settings["sampling"]
-    say(f"translate: generating {settings['nbest']} candidates per sentence of {input_path} with {settings['model']}")
-    generate_file(
-        settings["model"],
-        input_path,
-        nbest,
-        one_best,
-        settings["nbest"],
-        None if sampling else settings["beam"],
-        Sampling.from_json(sampling, "the system's generator") if sampling else None,
-        devices or DeviceSettings(),
-        settings["max_length"],
-        first_sentence=first,
-    )
 
 
 def detokenize(lines: List[str], lang: str) -> List[str]:

@@ -61,7 +61,8 @@ from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Signature
-from rerank.metrics.comet_model import JOINT, CometModel
+from rerank.metrics.comet_kinds import RegressionMetric, load_comet
+from rerank.metrics.comet_model import CometModel
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import SourcedUtility
 from rerank.textio import read_lines
@@ -104,9 +105,9 @@ class _CometMetric(MeanOfSegments):
         self._sources: Optional[List[str]] = None
 
     def comet(self) -> CometModel:
-        """The checkpoint, loaded on first use (:class:`CometModel`)."""
+        """The checkpoint, loaded on first use as its kind's class (:func:`load_comet`)."""
         if self._model is None:
-            self._model = CometModel(self.model, self.encoder, self.batch, self.device, self.dtype)
+            self._model = load_comet(self.model, self.encoder, self.batch, self.device, self.dtype)
             self.check_kind(self._model)
         return self._model
 
@@ -238,7 +239,7 @@ class CometKiwiMetric(_CometMetric):
     def check_kind(self, model: CometModel) -> None:
         if model.kind == "regression_metric":
             raise InputError("cometkiwi: regression_metric needs a reference: score it with comet:DIR", self.model)
-        if model.kind in JOINT and "src" not in model.inputs:  # unbabel-comet refuses it without references too
+        if not model.sentence_embeddings and "src" not in model.inputs:  # unbabel-comet refuses it without refs too
             raise InputError(
                 f"cometkiwi: this {model.kind} reads no source (input_segments {', '.join(model.inputs)}): it "
                 "scores against references: score it with comet:DIR",
@@ -272,14 +273,12 @@ class CometUtility(SourcedUtility):
         across the segments: less padding than a segment at a time (regression models, while
         they fit the model's cache)."""
         model = self.metric.comet()
-        if model.kind in JOINT or not self.has_sources:
+        if not model.sentence_embeddings or not self.has_sources:
             return
         sources = self.metric.all_sources()
-        wanted = list(dict.fromkeys(texts)) + [
-            sources[self.offset + s] for s in segments if self.offset + s < len(sources)
-        ]
-        if len(wanted) <= model.cache_size // 2:
-            model.embed(wanted, stack=False)
+        model.prefetch(
+            list(dict.fromkeys(texts)) + [sources[self.offset + s] for s in segments if self.offset + s < len(sources)]
+        )
 
     def aggregate_utilities(
         self, segment: int, candidates: Sequence[str], references: Sequence[str], weights: np.ndarray
@@ -315,13 +314,13 @@ class CometUtility(SourcedUtility):
             InputError: a model that encodes each pair jointly (no sentence embeddings)."""
         return self._regression("centroid").embed(list(references)).float().cpu().numpy()
 
-    def _regression(self, algorithm: str):
+    def _regression(self, algorithm: str) -> RegressionMetric:
         """The COMET model where it has sentence embeddings (a regression model).
 
         Raises:
             InputError: a unified model or xCOMET, naming ``algorithm``."""
         model = self.metric.comet()
-        if model.kind in JOINT:
+        if not isinstance(model, RegressionMetric):
             raise InputError(
                 f"mbr: {algorithm} averages sentence embeddings; this {model.kind} encodes each pair jointly and has "
                 "none: use --algorithm exact"
@@ -342,16 +341,6 @@ class CometUtility(SourcedUtility):
         return sources[segment]
 
     def segment_pairs(self, segment: int, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
-        model = self.metric.comet()
         source = self.segment_source(segment)
-        texts = list(texts)
         hyp, ref = np.asarray(hyp, dtype=np.int64), np.asarray(ref, dtype=np.int64)
-        if model.kind in JOINT:
-            distinct = list(dict.fromkeys(texts))
-            tokens = dict(zip(distinct, model.tokens(distinct)))
-            src = model.tokens([source])[0]
-            mt = [tokens[texts[i]] for i in hyp]
-            pr = [tokens[texts[j]] for j in ref]
-            return model.joint_scores(mt, [src] * len(hyp), pr)
-        embeddings = model.embed(texts + [source])
-        return model.estimate_pairs(embeddings[:-1], embeddings[-1], hyp, ref)
+        return self.metric.comet().pair_scores(list(texts), source, hyp, ref)

@@ -13,7 +13,7 @@ argument-free activations whose ``title()`` spelling torch.nn has (:data:`ACTIVA
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from rerank.errors import InputError
 
@@ -57,6 +57,29 @@ def shown(value: Any) -> str:
     """``repr(value)`` cut at :data:`ECHO` characters (a YAML alias bomb is not printed whole)."""
     text = repr(value)
     return text if len(text) <= ECHO else text[:ECHO] + "…"
+
+
+def checkpoint_files(directory: str) -> Tuple[str, str]:
+    """(checkpoint, hparams.yaml) of a COMET checkpoint directory, unbabel-comet 2.x's layout:
+    ``DIR/checkpoints/model.ckpt`` and ``DIR/hparams.yaml``; ``directory`` may also be the
+    ``.ckpt`` file itself (its directory two levels up holds ``hparams.yaml``).
+
+    Raises:
+        InputError: naming ``directory``, when either file is missing.
+    """
+    given = directory
+    if os.path.isfile(directory):  # the .ckpt file itself
+        checkpoint = directory
+        directory = os.path.dirname(os.path.dirname(os.path.abspath(directory)))
+    else:
+        checkpoint = os.path.join(directory, "checkpoints", "model.ckpt")
+    if not os.path.isfile(checkpoint):
+        raise InputError("comet: no checkpoints/model.ckpt: not a COMET checkpoint directory", given)
+    hparams = os.path.join(directory, "hparams.yaml")
+    if not os.path.isfile(hparams):
+        where = "" if given == directory else f" (looked for {hparams}: DIR/checkpoints/model.ckpt's DIR)"
+        raise InputError(f"comet: no hparams.yaml beside checkpoints/: not a COMET checkpoint directory{where}", given)
+    return checkpoint, hparams
 
 
 def read_hparams(path: str) -> Dict[str, Any]:

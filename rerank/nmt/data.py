@@ -8,7 +8,6 @@ embedding features use it too, so hypotheses and training text share one vocabul
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import shutil
@@ -24,7 +23,7 @@ from rerank.nmt.subword import SUBWORD_FILES, learn_subwords, make_bpe, require
 from rerank.outputs import atomic_write, staged_directory
 from rerank.progress import progress_bar
 from rerank.signature import write_signed
-from rerank.textio import open_text, read_json, read_lines
+from rerank.textio import count_lines, read_json, read_lines
 
 #: public location of the Multi30k files, used when no local copy is given
 MULTI30K_BASE = "https://github.com/multi30k/dataset/raw/master/data/"
@@ -55,20 +54,6 @@ class PrepareConfig:
     lowercase: bool = True
 
 
-def _carriage_return_inside(path: str) -> Optional[int]:
-    """The first line (1-based, lines ended by ``\\n``) of a plain or .gz file holding a carriage
-    return that does not end it, or None.  rerank's readers split lines there too (universal
-    newlines), so one such CR on each side of a pair, at different lines, keeps the counts equal
-    and pairs the lines between with the wrong partners."""
-    opener: Any = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            text = raw[:-1] if raw.endswith(b"\n") else raw
-            if b"\r" in (text[:-1] if text.endswith(b"\r") else text):
-                return lineno
-    return None
-
-
 def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
     """{split: (source file, target file)} of ``config.files``, checked before any work.
 
@@ -90,17 +75,7 @@ def own_corpus(config: PrepareConfig) -> Dict[str, Tuple[str, str]]:
             raise InputError(f"{split}: expected two files, SRC_FILE,TGT_FILE, not {str(pair)[:120]}")
         if os.path.exists(pair[0]) and os.path.exists(pair[1]) and os.path.samefile(pair[0], pair[1]):
             raise InputError(f"{split}: the same file is given as source and target ({pair[1]})", pair[0])
-        counts = []
-        for path in pair:
-            with open_text(path) as handle:
-                counts.append(sum(1 for _ in handle))
-            inside = _carriage_return_inside(path)
-            if inside is not None:
-                raise InputError(
-                    "a carriage return inside the line, which is read as a line break: remove it (e.g. tr '\\r' ' ')",
-                    path,
-                    inside,
-                )
+        counts = [count_lines(path) for path in pair]
         if counts[0] != counts[1]:
             raise InputError(f"{counts[0]} lines here but {counts[1]} in {pair[1]}: not line-aligned", pair[0])
         if split == "train" and not counts[0]:
@@ -223,7 +198,7 @@ def resolve_data_dir(
     """Return a directory holding the files of :func:`multi30k_files`.
 
     ``data_dir`` if given (it must hold them; the library assumes no location: the main job's
-    settings choose a local copy, workflow/settings.py), else the files are downloaded from the public multi30k/dataset repository into
+    settings choose a local copy, workflow/settings/), else the files are downloaded from the public multi30k/dataset repository into
     ``cache_dir`` (each file once; an interrupted download leaves no partial file).
     ``task1=False`` with ``task2`` accepts a given directory that holds only task 2.
     Raises :class:`InputError` if a given directory lacks the task directories.

@@ -17,7 +17,7 @@ Hypotheses are written in the original sentence order, BPE removed, in fairseq's
 order (best length-normalised score first); the 1-best file holds the first of each.
 
 A right-to-left model (``direction="r2l"``, trained on targets with their subword tokens
-reversed, :func:`rerank.nmt.train.reverse_targets`) decodes its own n-best list: each hypothesis's
+reversed, :func:`rerank.nmt.bindata.reverse_targets`) decodes its own n-best list: each hypothesis's
 subword tokens are put back in reading order before BPE removal, and its columns are named
 ``R2L``, ``WordPenalty``, ``R2LNorm`` (the same values the ``nmt:`` scorer gives that model's
 forced decoding).  With :func:`rerank.reranking.union_files` such a list joins the
@@ -168,6 +168,73 @@ def _beam_of(listing: NBestList, path: str, num_segments: int, nbest: int, direc
     )
 
 
+def _generate_command(
+    bin_dir: str, checkpoint: str, subset: str, config: GenerateConfig, bpe_args: List[str], shard: Optional[Shard]
+) -> List[str]:
+    """fairseq-generate's command line for ``subset`` of ``bin_dir`` under ``checkpoint``: beam
+    search of ``config``, the subword removal ``bpe_args``, and with a ``shard`` fairseq's own
+    dealing of the batches (shard K decodes batches K, K+N, ...)."""
+    beam = config.beam or config.nbest
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairseq_cli.generate",
+        bin_dir,
+        "--user-dir",
+        USER_DIR,
+        "--path",
+        checkpoint,
+        "--task",
+        "translation",
+        "--source-lang",
+        config.src,
+        "--target-lang",
+        config.tgt,
+        "--gen-subset",
+        subset,
+        "--beam",
+        str(beam),
+        "--nbest",
+        str(config.nbest),
+        *bpe_args,
+        "--batch-size",
+        str(config.batch_size),
+        "--required-batch-size-multiple",
+        "1",
+        "--max-len-a",
+        str(config.max_len_a),
+        "--max-len-b",
+        str(config.max_len_b),
+        "--lenpen",
+        str(config.lenpen),
+        "--num-workers",
+        "0",
+    ]
+    if shard is not None:  # fairseq deals the batches: shard K decodes batches K, K+N, ...
+        cmd += ["--distributed-world-size", str(shard.of), "--distributed-rank", str(shard.id)]
+    if shard is not None:
+        cmd += ["--distributed-world-size", str(shard.of), "--distributed-rank", str(shard.id)]
+    return cmd
+
+
+def _shard_batches(shard: Shard, num_segments: int, batch_size: int, outputs: Sequence[str]) -> int:
+    """How many segments ``shard`` decodes (:meth:`rerank.shards.Shard.batch_segments`),
+    its outputs checked first; a shard dealt no batch says so on stderr (its outputs are
+    empty: the workflow plans shards before it knows a subset's size).
+    InputError: an output on standard output."""
+    expected = shard.batch_segments(num_segments, batch_size)
+    if not expected:
+        batches = -(-num_segments // batch_size)
+        print(
+            f"rerank nmt nbest: shard {shard.id} of {shard.of} holds no batch ({num_segments} segments make "
+            f"{batches} batch(es) of --batch-size {batch_size}): its outputs are empty",
+            file=sys.stderr,
+        )
+    for path in outputs:
+        shard.check_output(path)
+    return expected
+
+
 def generate_nbest(
     bin_dir: str,
     checkpoint: str,
@@ -218,59 +285,14 @@ def generate_nbest(
     direction = model_direction(checkpoint, config.direction)
     check_checkpoint(checkpoint)  # before fairseq loads it (docs/security.md)
     if shard is not None:
-        expected = shard.batch_segments(num_segments, config.batch_size)
-        if not expected:  # more shards than batches (the workflow plans shards before it knows a subset's size)
-            batches = -(-num_segments // config.batch_size)
-            print(
-                f"rerank nmt nbest: shard {shard.id} of {shard.of} holds no batch ({num_segments} segments make "
-                f"{batches} batch(es) of --batch-size {config.batch_size}): its outputs are empty",
-                file=sys.stderr,
-            )
-        shard.check_output(out_nbest)
-        shard.check_output(out_1best)
+        expected = _shard_batches(shard, num_segments, config.batch_size, (out_nbest, out_1best))
     subword = subword or subword_spec(os.path.dirname(os.path.abspath(bin_dir))).partition(":")[0]
     # a right-to-left model's subword tokens are put in reading order before BPE removal
     remove = ["--remove-bpe"] + (["sentencepiece"] if subword == "sentencepiece" else [])
     bpe_args = remove if direction == "forward" else []
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, "generate.txt")
-        cmd = [
-            sys.executable,
-            "-m",
-            "fairseq_cli.generate",
-            bin_dir,
-            "--user-dir",
-            USER_DIR,
-            "--path",
-            checkpoint,
-            "--task",
-            "translation",
-            "--source-lang",
-            config.src,
-            "--target-lang",
-            config.tgt,
-            "--gen-subset",
-            subset,
-            "--beam",
-            str(beam),
-            "--nbest",
-            str(config.nbest),
-            *bpe_args,
-            "--batch-size",
-            str(config.batch_size),
-            "--required-batch-size-multiple",
-            "1",
-            "--max-len-a",
-            str(config.max_len_a),
-            "--max-len-b",
-            str(config.max_len_b),
-            "--lenpen",
-            str(config.lenpen),
-            "--num-workers",
-            "0",
-        ]
-        if shard is not None:  # fairseq deals the batches: shard K decodes batches K, K+N, ...
-            cmd += ["--distributed-world-size", str(shard.of), "--distributed-rank", str(shard.id)]
+        cmd = _generate_command(bin_dir, checkpoint, subset, config, bpe_args, shard)
         device_args, device_env = fairseq_device(config.device, config.dtype)
         log = subprocess.PIPE if quiet else None  # fairseq's INFO lines and torch's warnings: kept back when quiet
         if shard is None or expected:

@@ -34,9 +34,10 @@ from typing import Any, Dict, List
 
 from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
+from rerank.nmt.bindata import own_target_vocabulary, reverse_targets
 from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, load_state
 from rerank.nmt.subword import subword_spec
-from rerank.outputs import atomic_write, staged_directory
+from rerank.outputs import atomic_write
 from rerank.signature import write_signed
 from rerank.textio import read_json
 
@@ -88,7 +89,7 @@ class TrainConfig:
     inverse-square-root schedule's linear warm-up, 0 for the architecture's).
     ``target_vocab`` is ``joint`` (the joint BPE dictionary of ``prepare``) or ``own``:
     the model's output layer covers only the subword types of its own target language
-    in the training data (:func:`own_target_vocabulary`; for a channel model on
+    in the training data (:func:`rerank.nmt.bindata.own_target_vocabulary`; for a channel model on
     Multi30k 5,200 English types instead of 9,728, so forced decoding costs about half);
     the baseline, whose n-best lists are decoded against the data directory's
     dictionaries, keeps the joint one.  ``bf16_autocast`` (transformers only): mixed
@@ -215,6 +216,53 @@ def _languages(config: TrainConfig):
     return (config.tgt, config.src) if config.direction == "backward" else (config.src, config.tgt)
 
 
+def _transformer_args(config: TrainConfig) -> List[str]:
+    """fairseq-train's arguments of a transformer architecture (:data:`ARCHS`): its sizes, the
+    regularisation, label smoothing, the inverse-square-root schedule with its warm-up, the
+    last ``average`` epochs kept (to average), bf16 autocast where asked."""
+    a, reg = ARCHS[config.arch], TRANSFORMER_REGULARISATION
+    args = [
+        "--arch",
+        "transformer",
+        "--encoder-layers",
+        str(a["layers"]),
+        "--decoder-layers",
+        str(a["layers"]),
+        "--encoder-embed-dim",
+        str(a["dim"]),
+        "--decoder-embed-dim",
+        str(a["dim"]),
+        "--encoder-ffn-embed-dim",
+        str(a["ffn"]),
+        "--decoder-ffn-embed-dim",
+        str(a["ffn"]),
+        "--encoder-attention-heads",
+        str(a["heads"]),
+        "--decoder-attention-heads",
+        str(a["heads"]),
+        "--share-decoder-input-output-embed",
+        "--attention-dropout",
+        str(reg["attention_dropout"]),
+        "--activation-dropout",
+        str(reg["attention_dropout"]),
+        "--criterion",
+        "fused_label_smoothed_cross_entropy",
+        "--label-smoothing",
+        str(reg["label_smoothing"]),
+        "--adam-betas",
+        "(0.9, 0.98)",
+        "--lr-scheduler",
+        "inverse_sqrt",
+        "--warmup-updates",
+        str(config.warmup or a["warmup"]),
+        "--warmup-init-lr",
+        "1e-07",
+        "--keep-last-epochs",
+        str(config.average),
+    ]
+    return args + (["--bf16-autocast"] if config.bf16_autocast else [])
+
+
 def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: str = "simple") -> List[str]:
     """The fairseq-train command line for ``config`` (see :func:`train`); ``bin_dir`` is
     the directory fairseq reads (for r2l, the reversed copy)."""
@@ -264,48 +312,7 @@ def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: st
         "100",
     ]
     if config.arch in ARCHS:
-        a, reg = ARCHS[config.arch], TRANSFORMER_REGULARISATION
-        cmd += [
-            "--arch",
-            "transformer",
-            "--encoder-layers",
-            str(a["layers"]),
-            "--decoder-layers",
-            str(a["layers"]),
-            "--encoder-embed-dim",
-            str(a["dim"]),
-            "--decoder-embed-dim",
-            str(a["dim"]),
-            "--encoder-ffn-embed-dim",
-            str(a["ffn"]),
-            "--decoder-ffn-embed-dim",
-            str(a["ffn"]),
-            "--encoder-attention-heads",
-            str(a["heads"]),
-            "--decoder-attention-heads",
-            str(a["heads"]),
-            "--share-decoder-input-output-embed",
-            "--attention-dropout",
-            str(reg["attention_dropout"]),
-            "--activation-dropout",
-            str(reg["attention_dropout"]),
-            "--criterion",
-            "fused_label_smoothed_cross_entropy",
-            "--label-smoothing",
-            str(reg["label_smoothing"]),
-            "--adam-betas",
-            "(0.9, 0.98)",
-            "--lr-scheduler",
-            "inverse_sqrt",
-            "--warmup-updates",
-            str(config.warmup or a["warmup"]),
-            "--warmup-init-lr",
-            "1e-07",
-            "--keep-last-epochs",
-            str(config.average),
-        ]
-        if config.bf16_autocast:
-            cmd += ["--bf16-autocast"]
+        cmd += _transformer_args(config)
     else:
         cmd += ["--arch", PRESETS[config.preset], "--criterion", "cross_entropy", "--no-epoch-checkpoints"]
     cmd += fairseq_device(config.device, config.dtype, config.distributed_world_size)[0]
@@ -335,92 +342,6 @@ def thread_env(threads: int) -> dict:
     if threads <= 0:
         return {}
     return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-
-
-def _link_target(path: str, link_dir: str) -> str:
-    """The target of a link in ``link_dir`` to ``path``: relative, so that a copy of the
-    data (``bin.r2l``, ``bin.vocab-*``) still finds its linked files after the output
-    folder holding both is moved or renamed.  The link may be made in a sibling of
-    ``link_dir`` (its ``.tmp``) first: the relative path is the same there."""
-    return os.path.relpath(os.path.abspath(path), os.path.abspath(link_dir))
-
-
-def reverse_targets(bin_dir: str, out_dir: str, src: str, tgt: str) -> str:
-    """Write ``out_dir``: a copy of the fairseq data ``bin_dir`` in which every target
-    sentence's tokens are reversed (end-of-sentence stays last); sources and
-    dictionaries are linked (relative links).  Skipped when ``out_dir/reverse.done`` exists."""
-    import torch
-    from fairseq.data import Dictionary, data_utils, indexed_dataset
-
-    done = os.path.join(out_dir, "reverse.done")
-    if os.path.exists(done):
-        return out_dir
-    with staged_directory(out_dir) as tmp:
-        dictionary = Dictionary.load(os.path.join(bin_dir, f"dict.{tgt}.txt"))
-        for name in sorted(os.listdir(bin_dir)):
-            path = os.path.join(bin_dir, name)
-            if name.endswith(f".{src}-{tgt}.{tgt}.idx"):
-                prefix = path[:-4]
-                data = data_utils.load_indexed_dataset(prefix, dictionary)
-                builder = indexed_dataset.make_builder(
-                    os.path.join(tmp, name[:-4] + ".bin"), impl="mmap", vocab_size=len(dictionary)
-                )
-                for item in data:
-                    body = item[:-1] if len(item) and int(item[-1]) == dictionary.eos() else item
-                    builder.add_item(torch.cat([body.flip(0), item[len(body) :]]))
-                builder.finalize(os.path.join(tmp, name))
-            elif not name.endswith(f".{src}-{tgt}.{tgt}.bin"):
-                os.symlink(_link_target(path, out_dir), os.path.join(tmp, name))
-        open(os.path.join(tmp, "reverse.done"), "w").close()
-    return out_dir
-
-
-def own_target_vocabulary(bin_dir: str, out_dir: str, lang: str) -> str:
-    """Write ``out_dir``: a copy of the fairseq data ``bin_dir`` whose ``lang`` side has
-    its own dictionary, the subword types of ``lang`` in the training split only (counts
-    from it, fairseq's order: special symbols, then by count; padded to a multiple of 8
-    as fairseq-preprocess does); every ``lang`` dataset is re-indexed (types of the other
-    splits unseen in training become <unk>), the rest is linked (relative links).  Skipped when
-    ``out_dir/vocab.done`` exists.
-
-    Raises:
-        InputError: ``bin_dir`` has no training data for ``lang``.
-    """
-    import numpy as np
-    import torch
-    from fairseq.data import Dictionary, data_utils, indexed_dataset
-
-    done = os.path.join(out_dir, "vocab.done")
-    if os.path.exists(done):
-        return out_dir
-    joint = Dictionary.load(os.path.join(bin_dir, f"dict.{lang}.txt"))
-    names = sorted(os.listdir(bin_dir))
-    ours = [name[:-4] for name in names if name.endswith(f".{lang}.idx") and "-" in name]
-    train = [prefix for prefix in ours if prefix.startswith("train.")]
-    if not train:
-        raise InputError(f"no training data for {lang!r} to build its dictionary from", bin_dir)
-    counts = np.zeros(len(joint), dtype=np.int64)
-    for prefix in train:
-        for item in data_utils.load_indexed_dataset(os.path.join(bin_dir, prefix), joint):
-            counts += np.bincount(item.numpy(), minlength=len(joint))
-    own = Dictionary()  # <s>, <pad>, </s>, <unk> as in the joint dictionary
-    for index in np.flatnonzero(counts[joint.nspecial :]) + joint.nspecial:
-        own.add_symbol(joint[int(index)], n=int(counts[index]))
-    own.finalize(padding_factor=8)
-    lookup = torch.tensor([own.index(joint[i]) for i in range(len(joint))], dtype=torch.long)
-    with staged_directory(out_dir) as tmp:
-        own.save(os.path.join(tmp, f"dict.{lang}.txt"))
-        for prefix in ours:
-            data = data_utils.load_indexed_dataset(os.path.join(bin_dir, prefix), joint)
-            builder = indexed_dataset.make_builder(os.path.join(tmp, prefix + ".bin"), impl="mmap", vocab_size=len(own))
-            for item in data:
-                builder.add_item(lookup[item.long()])
-            builder.finalize(os.path.join(tmp, prefix + ".idx"))
-        for name in names:
-            if name != f"dict.{lang}.txt" and name[:-4] not in ours and not name.endswith(".done"):
-                os.symlink(_link_target(os.path.join(bin_dir, name), out_dir), os.path.join(tmp, name))
-        open(os.path.join(tmp, "vocab.done"), "w").close()
-    return out_dir
 
 
 def _copy_scoring_files(bin_dir: str, save_dir: str, names: List[str], codes_of: str = "") -> None:

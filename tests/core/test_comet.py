@@ -48,22 +48,22 @@ def _write(path, lines):
 
 
 def test_every_checkpoint_scores_as_unbabel_comet_within_1e_5(checkpoints):
-    from rerank.metrics.comet_model import CometModel
+    from rerank.metrics.comet_kinds import load_comet
     from tests.comet_tiny import HYPOTHESES, REFERENCES, SOURCES
 
     for name, directory in checkpoints.items():
-        model = CometModel(directory, device="cpu")
+        model = load_comet(directory, device="cpu")
         assert model.tokens(HYPOTHESES) == PEER["results"][name]["mt_tokens"], name
         ours = model.score(SOURCES, HYPOTHESES, REFERENCES if model.uses_reference else None)
         assert np.abs(ours - peer(name)).max() < 1e-5, name
     # the top layer that sparsemax weighs 0 is not run (and the score is comet's all the same)
-    assert len(CometModel(checkpoints["da-sparse"], device="cpu").encoder.encoder.layer) == 1
+    assert len(load_comet(checkpoints["da-sparse"], device="cpu").encoder.encoder.layer) == 1
     # a unified model and xCOMET given no reference: the (mt, src) pass alone, as comet's predict without "ref"
     for name in ("unite", "xcomet"):
-        model = CometModel(checkpoints[name], device="cpu")
+        model = load_comet(checkpoints[name], device="cpu")
         assert np.abs(model.score(SOURCES, HYPOTHESES, None) - peer(f"{name}-noref")).max() < 1e-5, name
     # xCOMET's MQM part: error spans decoded as comet decodes them (the tiny tagger finds some)
-    xcomet = CometModel(checkpoints["xcomet"], device="cpu")
+    xcomet = load_comet(checkpoints["xcomet"], device="cpu")
     tags = []
     xcomet.unified([xcomet.tokens(HYPOTHESES), xcomet.tokens(SOURCES)], tags)
     assert np.allclose(xcomet.mqm(tags), PEER["results"]["xcomet-noref"]["mqm_scores"], atol=1e-6)
@@ -290,7 +290,7 @@ def test_reference_aggregation_averages_comets_sentence_embeddings(checkpoints, 
     import torch
 
     from rerank.mbr import MBR
-    from rerank.metrics.comet_model import CometModel
+    from rerank.metrics.comet_kinds import load_comet
     from rerank.nbest import NBestList
     from tests.comet_tiny import MBR_LIST, SOURCES
 
@@ -301,7 +301,7 @@ def test_reference_aggregation_averages_comets_sentence_embeddings(checkpoints, 
     engine = MBR(f"comet:{checkpoints['da']},source={src}", decoder="aggregate")
     engine.begin_list(0)
     ours = engine.expected(nbest, nbest, p)
-    model = CometModel(checkpoints["da"], device="cpu")
+    model = load_comet(checkpoints["da"], device="cpu")
     embeddings = model.embed(MBR_LIST + [SOURCES[0]])
     mean = torch.as_tensor(p, dtype=torch.float32).reshape(1, -1) @ embeddings[:n]
     by_hand = model.estimate(embeddings[-1:].expand(n, -1), embeddings[:n], mean.expand(n, -1))
@@ -335,7 +335,7 @@ def test_centroid_mbr_clusters_comets_sentence_embeddings(checkpoints, tmp_path,
     from sklearn.cluster import KMeans
 
     from rerank.mbr import MBR
-    from rerank.metrics.comet_model import CometModel
+    from rerank.metrics.comet_kinds import load_comet
     from rerank.nbest import NBestList
     from tests.comet_tiny import MBR_LIST, SOURCES
 
@@ -344,7 +344,7 @@ def test_centroid_mbr_clusters_comets_sentence_embeddings(checkpoints, tmp_path,
     spec = f"comet:{checkpoints['da']},source={src}"
     nbest = NBestList(np.array([0, n]), list(MBR_LIST), -np.arange(n, dtype=float).reshape(n, 1), ["NMT"])
     p = np.exp(-np.arange(n) / 2) / np.exp(-np.arange(n) / 2).sum()
-    model = CometModel(checkpoints["da"], device="cpu")
+    model = load_comet(checkpoints["da"], device="cpu")
     embeddings = model.embed(MBR_LIST + [SOURCES[0]])
     distinct = len(set(MBR_LIST))
     k = min(3, distinct)

@@ -18,7 +18,7 @@ import torch  # noqa: E402
 
 from rerank.cli import main  # noqa: E402
 from rerank.errors import InputError  # noqa: E402
-from rerank.metrics.comet_model import CometModel  # noqa: E402
+from rerank.metrics.comet_kinds import load_comet  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -98,21 +98,21 @@ STATES = [
 @pytest.mark.parametrize("hparams, message", HPARAMS)
 def test_hyper_parameters_of_the_wrong_type_or_value_are_refused(good, tmp_path, hparams, message):
     with pytest.raises(InputError, match=re.escape(message)) as caught:
-        CometModel(crafted(good["da"], tmp_path, hparams=hparams))
+        load_comet(crafted(good["da"], tmp_path, hparams=hparams))
     assert "\n" not in str(caught.value) and "crafted" in str(caught.value)
 
 
 @pytest.mark.parametrize("state, message", STATES)
 def test_tensors_missing_of_other_types_or_shapes_are_refused(good, tmp_path, state, message):
     with pytest.raises(InputError, match=re.escape(message)) as caught:
-        CometModel(crafted(good["da"], tmp_path, state=state))
+        load_comet(crafted(good["da"], tmp_path, state=state))
     message = str(caught.value)  # naming the checkpoint, or the encoder it does not fit
     assert "\n" not in message and ("model.ckpt" in message or message.split(":")[0].endswith("encoder"))
 
 
 def test_xcomet_s_tagger_shapes_are_checked(good, tmp_path):
     with pytest.raises(InputError, match=r"hidden2tag has shape \(4, 7\), not \(4, 32\)"):
-        CometModel(crafted(good["xcomet"], tmp_path, state=_put("hidden2tag.weight", torch.zeros(4, 7))))
+        load_comet(crafted(good["xcomet"], tmp_path, state=_put("hidden2tag.weight", torch.zeros(4, 7))))
 
 
 def test_an_encoder_of_another_kind_is_refused(good, tmp_path):
@@ -120,7 +120,7 @@ def test_an_encoder_of_another_kind_is_refused(good, tmp_path):
 
     bert = build_bert(str(tmp_path))
     with pytest.raises(InputError, match="the encoder is a 'bert' model, the checkpoint's encoder_model xlm-roberta"):
-        CometModel(good["da"], encoder=bert)
+        load_comet(good["da"], encoder=bert)
 
 
 def test_a_yaml_alias_bomb_is_refused_without_echoing_it(good, tmp_path, capsys):
@@ -146,8 +146,8 @@ def test_a_checkpoint_file_is_named_as_given(good, tmp_path):
     copy.parent.mkdir()
     shutil.copy(os.path.join(good["da"], "checkpoints", "model.ckpt"), copy)
     with pytest.raises(InputError) as caught:
-        CometModel(str(copy))
+        load_comet(str(copy))
     message = str(caught.value)
     assert message.startswith(f"{copy}: comet: no hparams.yaml beside checkpoints/"), message
     assert os.path.join(str(tmp_path), "hparams.yaml") in message  # where it looked
-    assert CometModel(os.path.join(good["da"], "checkpoints", "model.ckpt")).kind == "regression_metric"
+    assert load_comet(os.path.join(good["da"], "checkpoints", "model.ckpt")).kind == "regression_metric"

@@ -16,6 +16,7 @@ pytestmark = needs("comet")
 
 import torch  # noqa: E402
 
+from rerank.metrics.comet_kinds import load_comet  # noqa: E402
 from rerank.metrics.comet_model import CometModel  # noqa: E402
 from tests.comet_tiny import HYPOTHESES, REFERENCES, SOURCES, TINY_ENCODER, build_checkpoint  # noqa: E402
 
@@ -24,7 +25,7 @@ def _full(directory, monkeypatch):
     """The checkpoint scored with every encoder layer run (no layer dropped)."""
     with monkeypatch.context() as patch:
         patch.setattr(CometModel, "_drop_unread_layers", lambda self: None)
-        return CometModel(directory).score(SOURCES, HYPOTHESES, REFERENCES)
+        return load_comet(directory).score(SOURCES, HYPOTHESES, REFERENCES)
 
 
 def _variant(good: str, out, hparams=None, encoder=None):
@@ -66,7 +67,7 @@ def _xl_encoder(root):
 def test_an_xl_encoder_reading_a_lower_layer_scores_as_with_every_layer(built, tmp_path, monkeypatch):
     root, good = built
     xl = _variant(good, tmp_path / "xl", encoder=_xl_encoder(root))
-    model = CometModel(xl)
+    model = load_comet(xl)
     assert len(model.encoder.encoder.layer) == 2  # layer 1 is read, and still both layers run
     assert np.allclose(model.score(SOURCES, HYPOTHESES, REFERENCES), _full(xl, monkeypatch), atol=1e-6)
 
@@ -74,7 +75,7 @@ def test_an_xl_encoder_reading_a_lower_layer_scores_as_with_every_layer(built, t
 def test_layer_0_reads_the_embeddings(built, tmp_path, monkeypatch):
     _, good = built
     zero = _variant(good, tmp_path / "zero", hparams={"layer": 0})
-    model = CometModel(zero)
+    model = load_comet(zero)
     assert len(model.encoder.encoder.layer) == 1
     scores = model.score(SOURCES, HYPOTHESES, REFERENCES)
     assert np.allclose(scores, _full(zero, monkeypatch), atol=1e-6) and np.isfinite(scores).all()
@@ -92,7 +93,7 @@ def test_a_unified_model_that_reads_no_source_scores_one_mt_ref_pass(built, tmp_
     kiwi = build_checkpoint(str(root), "kiwi")
     for order in (["mt", "ref"], ["ref", "mt"]):
         directory = _variant(kiwi, tmp_path / "-".join(order), hparams={"input_segments": order})
-        model = CometModel(directory)
+        model = load_comet(directory)
         expected = model.unified([model.tokens(HYPOTHESES), model.tokens(REFERENCES)])
         assert np.allclose(model.score(SOURCES, HYPOTHESES, REFERENCES), expected, atol=1e-6)
         metric = make_metric(f"cometkiwi:{directory}")

@@ -24,7 +24,7 @@ from tests.conftest import ROOT, needs
 pytestmark = needs("comet")
 
 from rerank.errors import InputError  # noqa: E402
-from rerank.metrics.comet_model import CometModel  # noqa: E402
+from rerank.metrics.comet_kinds import load_comet  # noqa: E402
 
 RECORD = json.loads(open(os.path.join(ROOT, "tests", "data", "comet_random.json"), encoding="utf-8").read())
 
@@ -98,7 +98,7 @@ def test_a_bert_checkpoint_pooled_by_bert_pooler_is_one_line(tmp_path):
     entry["hyper_parameters"].update(encoder_model="BERT", pool="default")
     directory = rebuild(entry, str(tmp_path / name), encoders["BERT"])
     with pytest.raises(InputError, match="pool: default with a BERT encoder reads BERT's pooler"):
-        CometModel(directory)
+        load_comet(directory)
 
 
 def test_a_sentencepiece_only_encoder_without_protobuf_is_one_line(tmp_path, monkeypatch):
@@ -120,13 +120,13 @@ def test_a_sentencepiece_only_encoder_without_protobuf_is_one_line(tmp_path, mon
         "sentencepiece.model",
         "tokenizer_config.json",
     ]
-    CometModel(directory)  # converted, with protobuf
+    load_comet(directory)  # converted, with protobuf
     # without it (a fresh interpreter, protobuf made unimportable): one line that names it
     probe = (
         "import sys; sys.modules['google.protobuf'] = None\n"
         "from rerank.errors import InputError\n"
-        "from rerank.metrics.comet_model import CometModel\n"
-        "try:\n    CometModel(sys.argv[1])\nexcept InputError as error:\n    print(error)\n"
+        "from rerank.metrics.comet_kinds import load_comet\n"
+        "try:\n    load_comet(sys.argv[1])\nexcept InputError as error:\n    print(error)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe, directory], capture_output=True, text=True, cwd=ROOT)
     assert "a SentencePiece model without tokenizer.json: converting it needs protobuf" in done.stdout, done.stderr[

@@ -26,7 +26,8 @@ from rerank.cli import main
 from rerank.errors import InputError
 from rerank.metrics.bleu import BleuMetric
 from rerank.nbest import NBestList, PackedStrings, iter_nbest, read_nbest, write_lines, write_nbest
-from rerank.outputs import PARTIAL_SUFFIX, StagedOutputs, atomic_write, check_paths
+from rerank.output_guard import check_paths
+from rerank.outputs import PARTIAL_SUFFIX, StagedOutputs, atomic_write
 
 NBEST = "0 ||| ein mann ||| F= 1 G= 2 ||| 0\n0 ||| eine frau ||| F= 0 G= 1 ||| 0\n1 ||| ein hund ||| F= 3 G= 0 ||| 0\n"
 RERANK = [sys.executable, "-m", "rerank.cli"]

@@ -32,6 +32,7 @@ FLOORS = {
             "devices",
             "textio",
             "outputs",
+            "output_guard",
             "signature",
             "_native",
             "remote_code",
@@ -53,6 +54,8 @@ FLOORS = {
     # 4: applying tuned weights, reports
     "rerank.reranking": (4, "results"),
     "rerank.report": (4, "results"),
+    "rerank.report_sources": (4, "results"),
+    "rerank.report_plots": (4, "results"),
     # 5-7: the models and the feature scorers
     "rerank.nmt": (5, "nmt"),
     "rerank.embed": (6, "embed"),
@@ -162,12 +165,7 @@ def test_no_library_module_imports_the_package_root():
 
 
 #: the most lines of one module and of one function (issue 59's measure)
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 600, 150
-
-
-#: modules of workflow/ and scripts/ allowed beyond MAX_MODULE_LINES, at most these many lines:
-#: a ratchet (issue 77: workflow/settings.py becomes a package of small modules)
-LARGE_TOOLS = {"workflow/settings.py": 910}
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 100
 
 
 def _tool_modules():
@@ -183,8 +181,7 @@ def test_modules_and_functions_stay_small():
     large = []
     for path in list(MODULES.values()) + _tool_modules():
         source = open(path, encoding="utf-8").read()
-        limit = LARGE_TOOLS.get(os.path.relpath(path, ROOT).replace(os.sep, "/"), MAX_MODULE_LINES)
-        if source.count("\n") > limit:
+        if source.count("\n") > MAX_MODULE_LINES:
             large.append(f"{path}: {source.count(chr(10))} lines")
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -353,7 +353,7 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
 @pytest.mark.report
 def test_report_prints_the_papers_value_beside_ours(tmp_path, capsys):
     from rerank.errors import InputError
-    from rerank.report import read_paper_table
+    from rerank.report_sources import read_paper_table
 
     refs, hyps, segment = random_corpus(20, 2, seed=3)
     exp = tmp_path / "exp"

@@ -1,5 +1,5 @@
 """The main job's settings and rules (config/schema.yaml, config/SYSTEM.yaml,
-workflow/settings.py, workflow/Snakefile): a bad setting is one line naming it, the help is
+workflow/settings/, workflow/Snakefile): a bad setting is one line naming it, the help is
 generated from the schema, Snakemake's dry runs of both systems (and of the SLURM profile) plan
 the jobs counted here by hand, and a tiny corpus runs end to end, then resumes with nothing to do."""
 
@@ -22,7 +22,7 @@ pytest.importorskip("jsonschema")
 
 ROOT = Path(ROOT_DIR)
 sys.path.insert(0, str(ROOT / "workflow"))
-import settings  # noqa: E402  (workflow/settings.py)
+import settings  # noqa: E402  (workflow/settings/)
 
 sys.path.remove(str(ROOT / "workflow"))
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -95,7 +95,8 @@ def test_the_qe_feature_set_is_opt_in_and_skipped_with_one_line_without_a_checkp
     assert capsys.readouterr().err.strip() == (
         "run_pipeline: FEATURES: qe skipped: no QE_CHECKPOINT (a CometKiwi or COMET-QE checkpoint)"
     )
-    with pytest.raises(settings.SettingsError, match=r"QE_CHECKPOINT: /nowhere holds no checkpoints/model.ckpt"):
+    # the library's checkpoint layout (rerank.metrics.comet_checks.checkpoint_files), its words
+    with pytest.raises(settings.SettingsError, match=r"QE_CHECKPOINT: /nowhere: comet: no checkpoints/model.ckpt"):
         settings.from_environment({"FEATURES": "mbr+qe", "QE_CHECKPOINT": "/nowhere"})
     (tmp_path / "kiwi" / "checkpoints").mkdir(parents=True)
     (tmp_path / "kiwi" / "checkpoints" / "model.ckpt").write_bytes(b"")
@@ -162,7 +163,7 @@ def test_the_help_and_the_docs_table_are_generated_from_the_schema():
     assert "[default 3; tiny 1; e.g. REPLICAS=5]" in flat
     table = settings.markdown_table()
     docs = (ROOT / "docs" / "usage" / "pipeline.md").read_text(encoding="utf-8")
-    assert table in docs, "docs/usage/pipeline.md's settings table is stale: python workflow/settings.py table"
+    assert table in docs, "docs/usage/pipeline.md's settings table is stale: python workflow/settings table"
 
 
 def _run_pipeline(*args, **env):
@@ -778,7 +779,9 @@ def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
     corpus = tmp_path / "m30k"
     (corpus / "task1" / "raw").mkdir(parents=True)
     for lang in ("en", "de"):
-        (corpus / "task1" / "raw" / f"train.{lang}.gz").write_bytes(b"")
+        for stem in ("train", "val"):  # test_2016_flickr's en is missing: refused below, before any work
+            (corpus / "task1" / "raw" / f"{stem}.{lang}.gz").write_bytes(b"")
+    (corpus / "task1" / "raw" / "test_2016_flickr.de").write_bytes(b"")  # plain text is read too
     model = tmp_path / "model"
     model.mkdir()
     base = {"OUT": str(tmp_path / "o"), "DATA": str(corpus), "FEATURES": "mbr+len"}
@@ -801,11 +804,16 @@ def test_a_generator_of_ones_own_is_checked_before_any_work(tmp_path):
     with pytest.raises(settings.SettingsError) as caught:
         settings.from_environment({**given, "GUARD": "1"})
     assert str(caught.value).startswith("GUARD: the val guard folds Multi30k's val by image")
+    with pytest.raises(settings.SettingsError) as caught:  # the raw text it reads: rerank.nmt.data.raw_path
+        settings.from_environment(given)
+    missing = corpus / "task1" / "raw" / "test_2016_flickr.en"
+    assert str(caught.value) == f"DATA: {missing}: missing Multi30k file of language en (neither .gz nor plain)"
+    missing.write_bytes(b"")
     taken = settings.from_environment(given)
+    assert settings.raw_pairs(taken)["test"] == [str(missing), str(corpus / "task1" / "raw" / "test_2016_flickr.de")]
     assert taken["generator"] == f"hf:{model},src_lang=en" and str(model) not in settings.models(taken)
-    assert settings.raw_pairs(taken)["test"] == [
-        str(corpus / "task1" / "raw" / "test_2016_flickr.en.gz"),
-        str(corpus / "task1" / "raw" / "test_2016_flickr.de.gz"),
+    assert settings.raw_pairs(taken)["val"] == [
+        str(corpus / "task1" / "raw" / f"val.{lang}.gz") for lang in ("en", "de")
     ]
     assert settings.models(taken) == {}
 
@@ -817,7 +825,8 @@ def test_right_to_left_and_channel_models_of_ones_own_are_checked_and_replace_tr
     corpus = tmp_path / "m30k"
     (corpus / "task1" / "raw").mkdir(parents=True)
     for lang in ("en", "de"):
-        (corpus / "task1" / "raw" / f"train.{lang}.gz").write_bytes(b"")
+        for stem in ("train", "val", "test_2016_flickr"):  # a generator of one's own reads each split's raw text
+            (corpus / "task1" / "raw" / f"{stem}.{lang}.gz").write_bytes(b"")
     hf, ct2, checkpoint = tmp_path / "opus-mt-de-en", tmp_path / "r2l-ct2", tmp_path / "r2l.pt"
     hf.mkdir()
     ct2.mkdir()
@@ -871,7 +880,7 @@ def test_right_to_left_and_channel_models_of_ones_own_are_checked_and_replace_tr
     generator = {"GENERATOR": f"hf:{hf}", "FEATURES": "channel+mbr"}
     assert _error({**base, **generator}).startswith(
         "FEATURES: channel needs a model trained here on the prepared corpus: with a GENERATOR of your own the "
-        "feature sets are mbr, len, ibm1, e5, qe, and r2l with R2L_MODEL, channel with CHANNEL_MODEL of your own"
+        "feature sets are mbr, e5, len, ibm1, qe, and r2l with R2L_MODEL, channel with CHANNEL_MODEL of your own"
     )
     taken = settings.from_environment({**base, **generator, "CHANNEL_MODEL": f"ct2:{ct2}"})
     assert settings.own_scorer(taken, "channel") == f"ct2:{ct2},direction=backward,name=Channel"
@@ -926,7 +935,7 @@ def test_a_direction_the_data_or_the_features_cannot_serve_is_refused(tmp_path):
             "VALID": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
             "TEST": f"{tmp_path / 'empty.de'},{tmp_path / 'empty.en'}",
         },
-        "TRAIN: cannot read": {
+        "TRAIN: {tmp}/broken.en.gz: not a valid gzip file": {
             "TRAIN": f"{tmp_path / 'three.de'},{tmp_path / 'broken.en.gz'}",
             "VALID": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
             "TEST": f"{tmp_path / 'three.de'},{tmp_path / 'three.en.gz'}",
@@ -1133,7 +1142,9 @@ def test_the_tables_settings_their_help_and_their_errors():
     )
     assert run.returncode == 1 and run.stderr.strip() == "run_tables.sh: error: K: 1 is less than the minimum of 2"
     docs = (ROOT / "docs" / "usage" / "paper-tables.md").read_text(encoding="utf-8")
-    assert settings.markdown_table(tables=True) in docs, "paper-tables.md's table is stale: settings.py --tables table"
+    assert settings.markdown_table(tables=True) in docs, (
+        "paper-tables.md's table is stale: python workflow/settings --tables table"
+    )
 
 
 @pytest.mark.workflow

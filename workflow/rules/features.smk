@@ -1,33 +1,10 @@
 # Features: one rule per feature set and split, each list carrying every earlier set's columns
 # (the sets in FEATURES' order), then N/SPLIT.full.nbest, the list every tuner reads.
 
-#: each feature set: (its name in rerank tune --feature-sets, its scorers, the model it needs)
-FEATURE_SETS = {
-    "mlmme": ("MLMME", [f"mlmme:{E}"], f"{E}/heldout.json"),
-    "r2l": ("R2L", [f"nmt:{R2L_DIR}"], f"{R2L_DIR}/train.done"),
-    "channel": ("Channel", [f"nmt:{CHANNEL_DIR}"], f"{CHANNEL_DIR}/train.done"),
-    "lm": ("LM", [f"lm:{LM_DIR}"], f"{LM_DIR}/train.done"),
-    "l2r2": ("L2R2", [f"nmt:{L2R2_DIR}"], f"{L2R2_DIR}/train.done"),
-    "mbr": ("MBR", ["mbr:bleu", "mbr:chrf"], None),
-    "e5": ("E5", ["e5:"], None),
-    "len": ("Len", [f"len:{D}"], f"{D}/prepare.json"),
-    "ibm1": ("IBM1", [f"ibm1:{D}"], f"{D}/prepare.json"),
-    "qe": ("QE", [f"cometkiwi:{C['qe_checkpoint']}"], None),
-}
-if not TRAINED:  # a GENERATOR of one's own: length and IBM Model 1 from the raw training pair,
-    # MBR's distribution from the generator's column (its name=, else HF or CT2: rerank generate)
-    _pair = f"src={RAW['train'][0]},tgt={RAW['train'][1]}"
-    _column = model_options(GENERATOR).get("name") or GENERATOR.partition(":")[0].upper()
-    FEATURE_SETS.update(
-        len=("Len", [f"len:{_pair}"], None),
-        ibm1=("IBM1", [f"ibm1:{_pair}"], None),
-        mbr=("MBR", [f"mbr:bleu,feature={_column}", f"mbr:chrf,feature={_column}"], None),
-    )
-for _name in OWN_MODEL_SETS:  # R2L_MODEL / CHANNEL_MODEL: a model of one's own, used as it is
-    _spec = own_scorer(C, _name)
-    if _spec:
-        FEATURE_SETS[_name] = (FEATURE_SETS[_name][0], [_spec], None)
-assert list(FEATURE_SETS) == list(feature_sets()), "config/schema.yaml and features.smk disagree"
+#: {feature set: (its name in rerank tune --feature-sets, its scorers, the model it needs)}, from
+#: the feature sets' table (workflow/settings/feature_sets.py; TORCH_SETS: the sets scored with
+#: torch, whose rules hold TORCH_JOBS cores)
+FEATURE_SETS = feature_scorers(C)
 
 
 def first_list(split):
