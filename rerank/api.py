@@ -17,14 +17,21 @@ attribute lookup.
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from rerank.api_names import API
 from rerank.config import check_setting_types, spec_of
+from rerank.devices import DeviceSettings
 from rerank.errors import InputError, expect
 from rerank.features.add import add_columns
+from rerank.features.generate import generate_file
+from rerank.features.sampling import Sampling
+from rerank.mbr.decode import mbr_decode as decode_files
+from rerank.mbr.decoders import DECODERS, make_decoder
 from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
@@ -331,3 +338,106 @@ def significance(
         raise TypeError(f"significance() has no setting {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     settings = SignificanceSettings(metrics=tuple(specs), tokenize=tokenize, lowercase=lowercase, **options)
     return significance_of(_one_or_streams(references), texts, settings)
+
+
+@dataclasses.dataclass
+class MBRResult:
+    """What :func:`mbr_decode` returns: ``picks`` (the selected hypothesis of every segment),
+    ``kbest`` (with ``keep`` > 1: the ``keep`` best distinct candidates of every segment, best
+    first, their expected utility the column ``MBR``; else None) and ``summary`` (what ``rerank
+    mbr --json`` records: ``segments``, ``expected``, ``utilities``, ``repeated``, ``seconds``)."""
+
+    picks: List[str]
+    kbest: Optional[NBestList]
+    summary: Dict[str, Any]
+
+
+def mbr_decode(
+    nbest: NBestList,
+    utility: str = "chrf",
+    *,
+    algorithm: str = "exact",
+    pseudo_refs: Optional[NBestList] = None,
+    weights_from: str = "NMT",
+    temperature: float = 1.0,
+    prefilters: Sequence[str] = (),
+    keep: int = 1,
+    diversity: float = 0.0,
+    **settings: Any,
+) -> MBRResult:
+    """Minimum Bayes-risk decoding of an n-best list held in memory, as ``rerank mbr`` (the
+    same engine, :func:`rerank.mbr.decode.mbr_decode`, on the list written to a temporary
+    directory).
+
+    Args:
+        nbest: the candidates (:func:`read_nbest`).
+        utility: the utility's metric spec (``chrf``, ``bleu``, ``comet:DIR,source=FILE``…).
+        algorithm: a registered MBR algorithm (``exact``, ``aggregate``, ``centroid``,
+            ``pruned``, ``lowrank``); ``settings``: its ``Config`` fields (``clusters=8``…).
+        pseudo_refs: another list of the same segments to take the expectation over (samples).
+        weights_from: the column whose softmax at ``temperature`` weighs the pseudo-references
+            (absent: uniform).
+        prefilters: stages keeping each segment's top K first (``mbr:chrf,top_k=16``,
+            ``column:CometKiwi,top_k=8``).
+        keep, diversity: with ``keep`` > 1 also the ``keep`` best (diverse with λ > 0) per segment.
+    Raises:
+        InputError: as ``rerank mbr``; TypeError: a setting the algorithm does not have.
+    """
+    known = [f.name for f in dataclasses.fields(DECODERS.get(algorithm).Config)]
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise TypeError(
+            f"mbr_decode(): the {algorithm} algorithm has no setting {', '.join(map(repr, unknown))}; "
+            f"its settings: {', '.join(known) or 'none'}"
+        )
+    with tempfile.TemporaryDirectory(prefix="rerank-mbr.") as tmp:
+        candidates, out = os.path.join(tmp, "candidates.nbest"), os.path.join(tmp, "picks.txt")
+        write_nbest(_nbest(nbest), candidates)
+        refs = None
+        if pseudo_refs is not None:
+            refs = os.path.join(tmp, "pseudo-refs.nbest")
+            write_nbest(_nbest(pseudo_refs, "pseudo_refs"), refs)
+        kbest = os.path.join(tmp, "kbest.nbest") if keep > 1 else None
+        summary = decode_files(
+            candidates,
+            out,
+            utility=utility,
+            pseudo_refs_path=refs,
+            weights_from=weights_from,
+            temperature=temperature,
+            decoder=make_decoder(algorithm, **settings),
+            prefilters=prefilters,
+            keep=keep,
+            kbest_path=kbest,
+            diversity=diversity,
+        )
+        return MBRResult(read_lines(out), read_nbest(kbest) if kbest else None, summary)
+
+
+def generate(
+    model: str,
+    sources: Sequence[str],
+    nbest: int,
+    *,
+    beam: Optional[int] = None,
+    sampling: Optional[str] = None,
+    max_length: int = 256,
+    device: str = "auto",
+    dtype: str = "float32",
+) -> NBestList:
+    """The ``nbest`` candidates of every source sentence under ``model`` (``hf:DIR``,
+    ``ct2:DIR``, ``hf-lm:DIR,prompt=FILE``), scored, as ``rerank generate`` writes them (the
+    same code, :func:`rerank.features.generate.generate_file`, through a temporary
+    directory): beam search (``beam``, default ``nbest``) or a sampler (``sampling``:
+    ``epsilon=0.02,seed=1``, ``top_p=0.9``, ``top_k=10,temperature=0.7``, ``ancestral``).
+
+    Raises:
+        InputError: as ``rerank generate``.
+    """
+    drawn = None if sampling is None else Sampling.parse(sampling)
+    with tempfile.TemporaryDirectory(prefix="rerank-generate.") as tmp:
+        source, out = os.path.join(tmp, "sources.txt"), os.path.join(tmp, "candidates.nbest")
+        with open(source, "w", encoding="utf-8") as handle:
+            handle.writelines(line + "\n" for line in _texts(sources, "sources"))
+        generate_file(model, source, out, None, nbest, beam, drawn, DeviceSettings(device, dtype), max_length)
+        return read_nbest(out)

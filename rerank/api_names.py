@@ -17,4 +17,7 @@ API = (
     "Score",
     "significance",
     "format_table",
+    "mbr_decode",
+    "MBRResult",
+    "generate",
 )

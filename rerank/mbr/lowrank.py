@@ -133,9 +133,12 @@ def lowrank_expected(
         c0, c1 = int(candidates.offsets[s]), int(candidates.offsets[s + 1])
         r0, r1 = int(refs.offsets[s]), int(refs.offsets[s + 1])
         n, m = c1 - c0, r1 - r0
-        rng = np.random.default_rng([seed, first + s])
         budget = math.ceil(n * m / reduction)
-        cells = rng.permutation(n * m)[:budget] if draws == "numpy" else _torch_cells(n * m, budget, seed)
+        if draws == "numpy":  # the cells and the ALS start from segment s's own stream
+            rng = np.random.default_rng([seed, first + s])
+            cells = rng.permutation(n * m)[:budget]
+        else:  # mbrs' draws: torch's generator seeded by seed alone, for every segment
+            cells = _torch_cells(n * m, budget, seed)
         hyp, ref = cells // m, cells % m
         gather = engine.pair_utilities_of(
             list(candidates.hypotheses[c0:c1]) + list(refs.hypotheses[r0:r1]), every_pair=False, segment=s
