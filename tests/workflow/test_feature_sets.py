@@ -120,3 +120,22 @@ def test_a_new_feature_set_is_one_row(tmp_path):
             and f"--out {out}/nbest/{split}.toy.nbest" in plan.stdout
         )
     assert "--feature-sets beam,Toy" in plan.stdout
+
+
+def test_the_runs_own_rerank_directory_does_not_stand_in_for_the_library(tmp_path):
+    """A job that Snakemake's SLURM executor starts (``python -m snakemake``) runs in OUT with
+    OUT first on its path, and OUT holds the run's ``rerank/`` (its tuning runs): the settings
+    still import the library's rules, not that directory as an empty namespace package."""
+    pytest.importorskip("rerank.nmt.data")  # the rules are the library's: a python with rerank
+    for row in ("nmt", "mbr"):  # what OUT/rerank/ holds: a directory per tuned row
+        (tmp_path / "rerank" / row).mkdir(parents=True)
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import settings.library as rules; "
+        "print(rules.HAVE_RERANK, rules.SUBWORD_FILES['sentencepiece']); import rerank; print(rerank.__file__)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe, str(ROOT / "workflow")], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr
+    shown = run.stdout.split()
+    assert shown[:2] == ["True", "spm.model"] and shown[2].endswith(os.path.join("rerank", "__init__.py")), run.stdout

@@ -35,6 +35,7 @@ def raw_pairs(config: Mapping) -> Dict[str, List[str]]:
     :func:`rerank.nmt.data.raw_path`) of SRC and TGT. SettingsError: a file DATA lacks."""
     if config.get("train"):
         return {split: str(config[key]).split(",") for split, key in zip(JOB_SPLITS, CORPUS_SETTINGS)}
+    library.require("Multi30k's raw files")
     pairs = {}
     for split, ours in JOB_SPLITS.items():
         try:

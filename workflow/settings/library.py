@@ -11,9 +11,19 @@ rerank is installed in the project's ``.venv``, whose python the Snakefile and
 machine's, which ``run_pipeline.sh --help`` and ``--settings`` may use before anything is
 installed — :data:`HAVE_RERANK` is False and the checks that need these rules are skipped
 (model settings are shown as given): ``run_pipeline.sh`` resolves the settings again with
-``.venv``'s python before any work.
+``.venv``'s python before any work; what cannot do without them says so (:func:`require`).
+
+The current directory is not searched for rerank: a job that Snakemake (or its SLURM
+executor) starts as ``python -m snakemake`` runs in OUT with OUT first on its path, and OUT
+holds the run's ``rerank/`` directory (the tuning runs), which would stand in for the library
+as an empty namespace package.
 """
 
+import os
+import sys
+
+_SAVED_PATH = list(sys.path)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path.abspath(os.curdir)]
 try:
     from rerank.config import split_spec
     from rerank.errors import InputError
@@ -26,6 +36,17 @@ except ImportError:  # a python without rerank (or one that cannot import it)
     HAVE_RERANK = False
 else:
     HAVE_RERANK = True
+finally:
+    sys.path[:] = _SAVED_PATH
+
+
+def require(what: str) -> None:
+    """Raise ImportError (naming ``what``) on a python without rerank."""
+    if not HAVE_RERANK:
+        raise ImportError(
+            f"workflow/settings: {what} needs rerank installed (the project's .venv: bash scripts/setup_env.sh nmt)"
+        )
+
 
 __all__ = [
     "HAVE_RERANK",
@@ -36,5 +57,6 @@ __all__ = [
     "count_lines",
     "make_objective",
     "raw_path",
+    "require",
     "split_spec",
 ]

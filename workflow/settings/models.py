@@ -21,12 +21,14 @@ def subword_spec(config: Mapping, directory: str) -> str:
     """A scorer's ``bpe=`` value for a model trained here, in ``directory``: the prepared
     corpus' subword step (``SUBWORD``) and its file there (``rerank nmt prepare``'s layout),
     e.g. ``subword-nmt:DIR/bpe.codes``."""
+    library.require("the subword step's files")
     kind = config.get("subword", "subword-nmt")
     return f"{kind}:{directory}/{library.SUBWORD_FILES[kind]}"
 
 
 def model_options(value: str) -> Dict[str, str]:
     """{key: value} of a model setting's options ``KIND:PATH,KEY=VALUE,...`` (as written)."""
+    library.require("a model setting's options")
     return dict(item.partition("=")[::2] for item in library.split_spec(value)[1][1:])
 
 
@@ -248,6 +250,7 @@ def converted_generator(config: Mapping) -> Optional[Tuple[str, str]]:
     """(checkpoint, dictionary directory) of a GENERATOR=fairseq:CHECKPOINT, which the job
     converts to CTranslate2 once (``rerank nmt to-ct2``, into ``layout()["generator"]``);
     None for any other GENERATOR."""
+    library.require("GENERATOR's spec")
     kind, items = library.split_spec(config["generator"])
     if kind != "fairseq":
         return None
