@@ -143,8 +143,6 @@ class UnifiedMetric(CometModel):
     reference (:meth:`joint_scores`)."""
 
     kind = "unified_metric"
-    #: whether the kind tags error spans (xCOMET)
-    tags_errors = False
 
     @staticmethod
     def sentence_layer(hparams: Dict[str, Any]) -> Any:
@@ -248,7 +246,6 @@ class XCometMetric(UnifiedMetric):
     with the MQM score of the tags (:meth:`UnifiedMetric.joint_scores`)."""
 
     kind = "xcomet_metric"
-    tags_errors = True
 
     @staticmethod
     def input_segments(hparams: Dict[str, Any]) -> List[str]:
