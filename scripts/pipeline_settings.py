@@ -15,9 +15,11 @@ Exit status 1 with one line naming the file and the first differing setting; a
 ``settings.json`` that is not one of ours is refused the same way.
 """
 
+import importlib.util
 import json
 import os
 import sys
+from types import ModuleType
 from typing import Dict, List
 
 #: settings that may differ between sittings in one OUT: the number of processes, which
@@ -26,8 +28,22 @@ from typing import Dict, List
 ADDITIVE = ("JOBS", "TUNERS", "CHRF_TUNING", "REPLICAS")
 
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workflow"))
-from settings.feature_sets import LEGACY_SETS, NAMES, OPT_IN_SETS  # noqa: E402  (the feature sets' table)
+def _feature_sets() -> ModuleType:
+    """workflow/settings/feature_sets.py, the feature sets' table, loaded on its own: it is pure
+    Python, and this script runs on pythons without PyYAML (which the settings package needs)."""
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workflow", "settings", "feature_sets.py"
+    )
+    spec = importlib.util.spec_from_file_location("rerank_workflow_feature_sets", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_TABLE = _feature_sets()
+LEGACY_SETS, NAMES, OPT_IN_SETS = _TABLE.LEGACY_SETS, _TABLE.NAMES, _TABLE.OPT_IN_SETS
 
 #: run_pipeline.sh's feature sets (FEATURES), in the order of their columns
 ALL_FEATURES = NAMES
