@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rerank._version import __version__
 from rerank.errors import InputError
+from rerank.features.generate import GENERATORS
 from rerank.features.sampling import Sampling
 from rerank.features.spec_paths import candidate_paths, existing_files, scorer_settings
 from rerank.nmt.generate import GenerateConfig
@@ -166,7 +167,7 @@ def _decoder_config(manifest: Dict[str, Any], path: str) -> "GenerateConfig":
 
 
 def _generator_settings(decoder: Dict[str, Any], root: str, path: str, referenced: List[str]) -> Dict[str, Any]:
-    """A ``rerank generate`` decoder's settings, checked: the model spec (``hf:``/``ct2:``,
+    """A ``rerank generate`` decoder's settings, checked: the model spec (``hf:``/``ct2:``/``hf-lm:``,
     its paths confined to the system directory and resolved), the n-best size, beam,
     sampling and maximum length by type and range.
 
@@ -174,8 +175,8 @@ def _generator_settings(decoder: Dict[str, Any], root: str, path: str, reference
         InputError: naming the setting that is wrong.
     """
     model = decoder.get("model")
-    if not isinstance(model, str) or model.partition(":")[0] not in ("hf", "ct2"):
-        raise InputError(f"the generator model {model!r} is not an hf: or ct2: spec", path)
+    if not isinstance(model, str) or model.partition(":")[0] not in GENERATORS:
+        raise InputError(f"the generator model {model!r} is not a spec of {', '.join(GENERATORS)}", path)
 
     def count(key: str, optional: bool = False) -> Optional[int]:
         value = decoder.get(key)
@@ -231,7 +232,7 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
         raise InputError("the manifest's files are not {name: checksum} strings", path)
     referenced: List[str] = []
     decoder = manifest.get("decoder")
-    if isinstance(decoder, dict) and decoder.get("kind") == "generate":  # rerank generate's hf:/ct2: model
+    if isinstance(decoder, dict) and decoder.get("kind") == "generate":  # rerank generate's hf:/ct2:/hf-lm: model
         manifest["decoding"] = _generator_settings(decoder, system_dir, path, referenced)
         needed = []
     else:

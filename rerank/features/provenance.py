@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rerank.config import parse_settings
 from rerank.errors import InputError
+from rerank.features.generate import GENERATORS
 from rerank.features.manifest import PLACEHOLDER
 from rerank.features.scorer import SCORERS, given_settings
 from rerank.textio import read_json
@@ -142,7 +143,7 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
                 raise InputError("the signature names no input list", side)
             path = _recorded(recorded, relocation, side, "its input list")
             continue
-        if is_generated(record):  # rerank generate: an hf: or ct2: model, paths as recorded
+        if is_generated(record):  # rerank generate: an hf:, ct2: or hf-lm: model, paths as recorded
             return dict(record), steps
         if "checkpoint" in record and isinstance(record.get("config"), dict):
             record = dict(record)
@@ -158,9 +159,10 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
 
 
 def is_generated(record: Dict[str, Any]) -> bool:
-    """Whether a signature record is ``rerank generate``'s (an ``hf:``/``ct2:`` model's n-best list)."""
+    """Whether a signature record is ``rerank generate``'s (an n-best list of one of its
+    :data:`~rerank.features.generate.GENERATORS`: an ``hf:``, ``ct2:`` or ``hf-lm:`` model)."""
     model = record.get("model")
-    return isinstance(model, str) and model.partition(":")[0] in ("hf", "ct2") and "nbest" in record
+    return isinstance(model, str) and model.partition(":")[0] in GENERATORS and "nbest" in record
 
 
 def copy_path(source: str, target: str) -> None:

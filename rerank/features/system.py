@@ -8,8 +8,8 @@ back to the decoder run that started it:
 
 and writes ``DIR/`` with everything a translation needs, copied so that the directory can
 move: the generator (``generator/``: a fairseq decoder's checkpoint, ``train.json``, data
-dictionaries and subword model, ``bpe.codes`` or ``spm.model``; or the ``hf:``/``ct2:`` model directory of ``rerank generate``,
-with its settings), every file or directory a scorer reads (``models/``; the scorer chain kept
+dictionaries and subword model, ``bpe.codes`` or ``spm.model``; or the ``hf:``/``ct2:``/``hf-lm:`` model directory of
+``rerank generate``, with its settings and an ``hf-lm:`` model's prompt template), every file or directory a scorer reads (``models/``; the scorer chain kept
 exactly as tuned — names, options, order — with its paths pointing into ``DIR``; a scorer
 whose :meth:`~rerank.features.scorer.Scorer.pack` says so stores what it needs instead:
 IBM Model 1's trained tables, a model directory's scoring checkpoint without the others), the

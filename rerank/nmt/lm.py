@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from typing import List, Optional
 
 from rerank.errors import InputError
-from rerank.nmt import USER_DIR, fairseq_device
-from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
+from rerank.nmt import fairseq_device
+from rerank.nmt.checkpoints import check_checkpoint
 from rerank.nmt.data import fairseq_preprocess, preprocess_lines, resolve_data_dir
 from rerank.nmt.subword import make_bpe, subword_spec
-from rerank.nmt.train import check_settings, thread_env
+from rerank.nmt.train import (
+    check_settings,
+    fairseq_train,
+    inverse_sqrt_schedule,
+    run_fairseq_train,
+    run_options,
+    transformer_sizes,
+)
 from rerank.outputs import atomic_write, staged_directory
 from rerank.signature import write_signed
 from rerank.textio import read_lines
@@ -119,84 +124,16 @@ def train_lm_command(bin_dir: str, save_dir: str, config: LMConfig, progress: st
     """The fairseq-train command line of :func:`train_lm`."""
     if config.arch in TRANSFORMER_LM:
         a = TRANSFORMER_LM[config.arch]
-        model = [
-            "--arch",
-            "transformer_lm",
-            "--decoder-layers",
-            str(a["layers"]),
-            "--decoder-embed-dim",
-            str(a["dim"]),
-            "--decoder-ffn-embed-dim",
-            str(a["ffn"]),
-            "--decoder-attention-heads",
-            str(a["heads"]),
-            "--adam-betas",
-            "(0.9, 0.98)",
-            "--lr-scheduler",
-            "inverse_sqrt",
-            "--warmup-updates",
-            str(a["warmup"]),
-            "--warmup-init-lr",
-            "1e-07",
-        ]
+        model = ["--arch", "transformer_lm", *transformer_sizes(a, ("decoder",)), *inverse_sqrt_schedule(a["warmup"])]
     else:
-        model = [
-            "--arch",
-            "lstm_lm",
-            "--decoder-embed-dim",
-            str(config.embed_dim),
-            "--decoder-hidden-size",
-            str(config.hidden_size),
-            "--decoder-layers",
-            str(config.layers),
-            "--decoder-out-embed-dim",
-            str(config.embed_dim),
-        ]
-    return [
-        sys.executable,
-        "-m",
-        "fairseq_cli.train",
-        bin_dir,
-        "--user-dir",
-        USER_DIR,
-        "--task",
-        "language_modeling",
-        "--sample-break-mode",
-        "eos",
-        "--tokens-per-sample",
-        "512",
-        *model,
-        "--share-decoder-input-output-embed",
-        "--dropout",
-        str(config.dropout),
-        "--optimizer",
-        "adam",
-        "--lr",
-        str(config.lr),
-        "--clip-norm",
-        "1.0",
-        "--criterion",
-        "cross_entropy",
-        "--max-tokens",
-        str(config.max_tokens),
-        "--max-epoch",
-        str(config.max_epoch),
-        "--patience",
-        str(config.patience),
-        "--seed",
-        str(config.seed),
-        "--save-dir",
-        save_dir,
-        "--no-epoch-checkpoints",
-        "--num-workers",
-        "0",
-        "--required-batch-size-multiple",
-        "1",
-        "--log-format",
-        progress,
-        "--log-interval",
-        "100",
-    ] + fairseq_device(config.device, config.dtype)[0]
+        model = ["--arch", "lstm_lm", "--decoder-embed-dim", str(config.embed_dim)]
+        model += ["--decoder-hidden-size", str(config.hidden_size), "--decoder-layers", str(config.layers)]
+        model += ["--decoder-out-embed-dim", str(config.embed_dim)]
+    cmd = fairseq_train(bin_dir, "language_modeling", "--sample-break-mode", "eos", "--tokens-per-sample", "512")
+    cmd += [*model, "--share-decoder-input-output-embed", "--dropout", str(config.dropout), "--optimizer", "adam"]
+    cmd += ["--lr", str(config.lr), "--clip-norm", "1.0", "--criterion", "cross_entropy"]
+    cmd += ["--max-tokens", str(config.max_tokens), *run_options(config, save_dir, progress), "--no-epoch-checkpoints"]
+    return cmd + fairseq_device(config.device, config.dtype)[0]
 
 
 def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), data_dir: Optional[str] = None) -> str:
@@ -224,13 +161,6 @@ def train_lm(prepared_dir: str, save_dir: str, config: LMConfig = LMConfig(), da
         {"config": asdict(config), "kind": "lm", "prepared_dir": os.path.abspath(prepared_dir)},
         ["torch", "fairseq-fixed", "subword-nmt"],
     )
-    progress = "tqdm" if sys.stderr.isatty() else "simple"
-    subprocess.run(
-        train_lm_command(bin_dir, save_dir, config, progress),
-        check=True,
-        env=fairseq_environ({**thread_env(config.threads), **device_env}),
+    return run_fairseq_train(
+        lambda progress: train_lm_command(bin_dir, save_dir, config, progress), save_dir, config.threads, device_env
     )
-    best = os.path.join(save_dir, "checkpoint_best.pt")
-    if not os.path.exists(best):
-        raise InputError("fairseq-train ended without a best checkpoint", save_dir)
-    return best

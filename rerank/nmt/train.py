@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Union
 
 from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
@@ -216,82 +216,34 @@ def _languages(config: TrainConfig):
     return (config.tgt, config.src) if config.direction == "backward" else (config.src, config.tgt)
 
 
-def _transformer_args(config: TrainConfig) -> List[str]:
-    """fairseq-train's arguments of a transformer architecture (:data:`ARCHS`): its sizes, the
-    regularisation, label smoothing, the inverse-square-root schedule with its warm-up, the
-    last ``average`` epochs kept (to average), bf16 autocast where asked."""
-    a, reg = ARCHS[config.arch], TRANSFORMER_REGULARISATION
-    args = [
-        "--arch",
-        "transformer",
-        "--encoder-layers",
-        str(a["layers"]),
-        "--decoder-layers",
-        str(a["layers"]),
-        "--encoder-embed-dim",
-        str(a["dim"]),
-        "--decoder-embed-dim",
-        str(a["dim"]),
-        "--encoder-ffn-embed-dim",
-        str(a["ffn"]),
-        "--decoder-ffn-embed-dim",
-        str(a["ffn"]),
-        "--encoder-attention-heads",
-        str(a["heads"]),
-        "--decoder-attention-heads",
-        str(a["heads"]),
-        "--share-decoder-input-output-embed",
-        "--attention-dropout",
-        str(reg["attention_dropout"]),
-        "--activation-dropout",
-        str(reg["attention_dropout"]),
-        "--criterion",
-        "fused_label_smoothed_cross_entropy",
-        "--label-smoothing",
-        str(reg["label_smoothing"]),
-        "--adam-betas",
-        "(0.9, 0.98)",
-        "--lr-scheduler",
-        "inverse_sqrt",
-        "--warmup-updates",
-        str(config.warmup or a["warmup"]),
-        "--warmup-init-lr",
-        "1e-07",
-        "--keep-last-epochs",
-        str(config.average),
-    ]
-    return args + (["--bf16-autocast"] if config.bf16_autocast else [])
+#: a transformer's size options (fairseq's ``--{encoder,decoder}-OPTION``) -> their key in :data:`ARCHS`
+SIZE_OPTIONS = (("layers", "layers"), ("embed-dim", "dim"), ("ffn-embed-dim", "ffn"), ("attention-heads", "heads"))
 
 
-def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: str = "simple") -> List[str]:
-    """The fairseq-train command line for ``config`` (see :func:`train`); ``bin_dir`` is
-    the directory fairseq reads (for r2l, the reversed copy)."""
-    src, tgt = _languages(config)
-    cmd = [
-        sys.executable,
-        "-m",
-        "fairseq_cli.train",
-        bin_dir,
-        "--user-dir",
-        USER_DIR,
-        "--task",
-        "translation",
-        "--source-lang",
-        src,
-        "--target-lang",
-        tgt,
-        "--dropout",
-        str(config.dropout),
-        "--optimizer",
-        "adam",
-        "--lr",
-        str(config.lr),
-        "--weight-decay",
-        str(config.l2),
-        "--clip-norm",
-        str(config.clip_norm),
-        "--max-tokens",
-        str(config.max_tokens),
+def transformer_sizes(sizes: Dict[str, Any], sides=("encoder", "decoder")) -> List[str]:
+    """fairseq-train's size options of a transformer (``sizes``: a row of :data:`ARCHS`), for
+    the ``sides`` it has (a language model: ``("decoder",)``), each option for every side in turn."""
+    return [arg for option, key in SIZE_OPTIONS for side in sides for arg in (f"--{side}-{option}", str(sizes[key]))]
+
+
+def inverse_sqrt_schedule(warmup: Union[int, float]) -> List[str]:
+    """Adam's β (0.9, 0.98) and the inverse-square-root schedule warming up over ``warmup``
+    updates from 1e-7 (Vaswani et al. 2017), as fairseq-train options."""
+    schedule = ["--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(warmup), "--warmup-init-lr", "1e-07"]
+    return ["--adam-betas", "(0.9, 0.98)", *schedule]
+
+
+def fairseq_train(bin_dir: str, task: str, *options: str) -> List[str]:
+    """The fairseq-train command line (this python, rerank's fairseq user directory) for
+    ``task`` on the binarised ``bin_dir``, followed by ``options``."""
+    return [sys.executable, "-m", "fairseq_cli.train", bin_dir, "--user-dir", USER_DIR, "--task", task, *options]
+
+
+def run_options(config: Any, save_dir: str, progress: str) -> List[str]:
+    """fairseq-train's options of the run itself, shared by the translation models and the
+    language model: epochs, patience and seed of ``config``, the checkpoint directory, no
+    data workers, every sentence kept in a batch, the log format (``simple`` or ``tqdm``)."""
+    return [
         "--max-epoch",
         str(config.max_epoch),
         "--patience",
@@ -311,6 +263,57 @@ def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: st
         "--log-interval",
         "100",
     ]
+
+
+def run_fairseq_train(command, save_dir: str, threads: int, device_env: Dict[str, str]) -> str:
+    """Run fairseq-train, ``command(progress)`` (its log format: ``tqdm`` on a terminal, else
+    ``simple``), with ``threads`` CPU threads and the device's environment; returns
+    ``save_dir/checkpoint_best.pt``.
+
+    Raises:
+        subprocess.CalledProcessError: fairseq failed.
+        InputError: it ended without a best checkpoint.
+    """
+    progress = "tqdm" if sys.stderr.isatty() else "simple"
+    subprocess.run(command(progress), check=True, env=fairseq_environ({**thread_env(threads), **device_env}))
+    best = os.path.join(save_dir, "checkpoint_best.pt")
+    if not os.path.exists(best):
+        raise InputError("fairseq-train ended without a best checkpoint", save_dir)
+    return best
+
+
+def _transformer_args(config: TrainConfig) -> List[str]:
+    """fairseq-train's arguments of a transformer architecture (:data:`ARCHS`): its sizes, the
+    regularisation, label smoothing, the inverse-square-root schedule with its warm-up, the
+    last ``average`` epochs kept (to average), bf16 autocast where asked."""
+    a, reg = ARCHS[config.arch], TRANSFORMER_REGULARISATION
+    args = ["--arch", "transformer", *transformer_sizes(a), "--share-decoder-input-output-embed"]
+    args += [
+        "--attention-dropout",
+        str(reg["attention_dropout"]),
+        "--activation-dropout",
+        str(reg["attention_dropout"]),
+    ]
+    args += ["--criterion", "fused_label_smoothed_cross_entropy", "--label-smoothing", str(reg["label_smoothing"])]
+    args += inverse_sqrt_schedule(config.warmup or a["warmup"]) + ["--keep-last-epochs", str(config.average)]
+    return args + (["--bf16-autocast"] if config.bf16_autocast else [])
+
+
+def train_command(bin_dir: str, save_dir: str, config: TrainConfig, progress: str = "simple") -> List[str]:
+    """The fairseq-train command line for ``config`` (see :func:`train`); ``bin_dir`` is
+    the directory fairseq reads (for r2l, the reversed copy)."""
+    src, tgt = _languages(config)
+    cmd = fairseq_train(bin_dir, "translation", "--source-lang", src, "--target-lang", tgt)
+    cmd += ["--dropout", str(config.dropout), "--optimizer", "adam", "--lr", str(config.lr)]
+    cmd += [
+        "--weight-decay",
+        str(config.l2),
+        "--clip-norm",
+        str(config.clip_norm),
+        "--max-tokens",
+        str(config.max_tokens),
+    ]
+    cmd += run_options(config, save_dir, progress)
     if config.arch in ARCHS:
         cmd += _transformer_args(config)
     else:
@@ -385,15 +388,9 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
         {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir), "kind": "translation"},
         ["torch", "fairseq-fixed", "sacrebleu"],
     )
-    progress = "tqdm" if sys.stderr.isatty() else "simple"
-    subprocess.run(
-        train_command(data_dir, save_dir, config, progress),
-        check=True,
-        env=fairseq_environ({**thread_env(config.threads), **device_env}),
+    best = run_fairseq_train(
+        lambda progress: train_command(data_dir, save_dir, config, progress), save_dir, config.threads, device_env
     )
-    best = os.path.join(save_dir, "checkpoint_best.pt")
-    if not os.path.exists(best):
-        raise InputError("fairseq-train ended without a best checkpoint", save_dir)
     if config.average > 1:
         epochs = sorted(
             glob.glob(os.path.join(save_dir, "checkpoint[0-9]*.pt")),

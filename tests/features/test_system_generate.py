@@ -17,7 +17,7 @@ from rerank.errors import InputError  # noqa: E402
 from rerank.features.system import load_system  # noqa: E402
 from rerank.nbest import write_lines  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
-from tests.tiny_models import build_marian, convert_ct2  # noqa: E402
+from tests.tiny_models import build_llama, build_marian, convert_ct2  # noqa: E402
 
 VAL = [
     "a man in a blue shirt is standing on a ladder .",
@@ -65,10 +65,22 @@ def _corpus(d):
     return build_marian(str(d / "hf"))
 
 
-@pytest.mark.parametrize("kind", ["hf", "ct2"])
+def _model(tmp_path, kind: str, marian: str) -> str:
+    """The generator spec of ``kind``: the tiny Marian model, its CTranslate2 conversion, or a
+    tiny random Llama prompted as a decoder-only translator (its template a file of its own)."""
+    if kind == "hf":
+        return f"hf:{marian}"
+    if kind == "ct2":
+        return f"ct2:{convert_ct2(marian, str(tmp_path / 'ct2'))}"
+    (tmp_path / "prompt").mkdir()
+    prompt = tmp_path / "prompt" / "template.txt"
+    prompt.write_text("Translate from English to German.\nEnglish: {source}\nGerman:\n")
+    return f"hf-lm:{build_llama(str(tmp_path / 'hf'))},prompt={prompt}"
+
+
+@pytest.mark.parametrize("kind", ["hf", "ct2", "hf-lm"])
 def test_a_generated_system_packs_and_translates_as_the_step_by_step_commands(tmp_path, kind):
-    marian = _corpus(tmp_path)
-    model = f"hf:{marian}" if kind == "hf" else f"ct2:{convert_ct2(marian, str(tmp_path / 'ct2'))}"
+    model = _model(tmp_path, kind, _corpus(tmp_path))
     _pack(tmp_path, model, 3, "val.full.nbest")
     # the test set step by step: generate, the same scorers, the tuned weights
     _run(
@@ -85,10 +97,13 @@ def test_a_generated_system_packs_and_translates_as_the_step_by_step_commands(tm
     assert manifest["decoder"]["kind"] == "generate" and manifest["decoder"]["nbest"] == 3
     assert manifest["decoder"]["model"].startswith(f"{kind}:@SYSTEM@/generator/")
     assert any(name.startswith("generator/") for name in manifest["files"])  # the model travels with it
+    if kind == "hf-lm":  # and so does the prompt template
+        assert ",prompt=@SYSTEM@/generator/" in manifest["decoder"]["model"]
     moved = tmp_path / "elsewhere" / "system"
     shutil.copytree(system, moved)
     shutil.rmtree(tmp_path / "hf")  # the original model is gone: the system has its own copy
     shutil.rmtree(tmp_path / "ct2", ignore_errors=True)
+    shutil.rmtree(tmp_path / "prompt", ignore_errors=True)  # hf-lm's template travels too
     _run(tmp_path, "translate --system {d}/elsewhere/system --input {d}/test.en --out {d}/out.de")
     assert read_lines(str(tmp_path / "out.de")) == read_lines(str(tmp_path / "test.reranked"))
 
@@ -189,7 +204,7 @@ def test_a_generated_systems_model_cannot_point_outside(tmp_path):
     for model, message in (
         (f"hf:{marian}", "is a path outside the system directory"),
         ("hf:@SYSTEM@/../hf/marian", "points outside the system directory"),
-        ("fairseq:@SYSTEM@/x.pt", "is not an hf: or ct2: spec"),
+        ("fairseq:@SYSTEM@/x.pt", "is not a spec of hf, ct2, hf-lm"),
     ):
         manifest = json.loads((system / "system.json").read_text())
         manifest["decoder"]["model"] = model
