@@ -6,9 +6,19 @@ The list (``--nbest``, with ``--ref``) defaults to 100 Multi30k test_2016 senten
 candidates made by 1-5 random word edits of the reference (benchmarks/bench_mbr_lowrank.py's
 ``edit_lists``): MBR should pick the least-edited candidate, so quality is measurable without
 a trained model, but such lists are not a model's samples (their utility matrices are far from
-low rank).  Writes JSON (``--out``) and a Markdown table on standard output.
+low rank).  Writes JSON (``--out``) and a Markdown table on standard output, with the seconds of
+each stage of ``rerank mbr`` (for COMET: ``utilities`` holds the encoder and the estimator).
 
     .venv/bin/python benchmarks/bench_mbr_recipes.py --out out/bench/mbr_recipes.json
+
+A COMET utility (``--metric comet:DIR``) reads each segment's source: with the default lists,
+the English of the same test_2016 sentences (``--data``'s ``.en``), unless the spec names
+``source=``.  At wmt22-comet-da's size (benchmarks/bench_comet.py ``--build DIR --size large``:
+random weights, XLM-R large's shape), a few segments and the recipes that apply:
+
+    .venv/bin/python benchmarks/bench_comet.py --build out/comet-bench --size large
+    .venv/bin/python benchmarks/bench_mbr_recipes.py --metric comet:out/comet-bench/da-large --sentences 4 \
+        --recipes exact,aggregate,centroid,coarse-to-fine --out out/bench/mbr_recipes_comet22.json
 """
 
 from __future__ import annotations
@@ -23,14 +33,14 @@ import time
 
 import numpy as np
 
-#: (label, decoder name, its settings, pre-filters) in table order
+#: (key, label, decoder name, its settings, pre-filters) in table order
 RECIPES = [
-    ("exact", "exact", {}, []),
-    ("aggregate", "aggregate", {}, []),
-    ("centroid k=8", "centroid", {"clusters": 8}, []),
-    ("pruned α=0.99", "pruned", {"alpha": 0.99}, []),
-    ("lowrank 1/8", "lowrank", {"reduction": 8.0}, []),
-    ("chrF top 16 → exact (coarse-to-fine)", "exact", {}, ["mbr:chrf,top_k=16"]),
+    ("exact", "exact", "exact", {}, []),
+    ("aggregate", "aggregate", "aggregate", {}, []),
+    ("centroid", "centroid k=8", "centroid", {"clusters": 8}, []),
+    ("pruned", "pruned α=0.99", "pruned", {"alpha": 0.99}, []),
+    ("lowrank", "lowrank 1/8", "lowrank", {"reduction": 8.0}, []),
+    ("coarse-to-fine", "chrF top 16 → exact (coarse-to-fine)", "exact", {}, ["mbr:chrf,top_k=16"]),
 ]
 
 
@@ -42,15 +52,24 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=int, default=100)
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--metric", default="chrf", help="the MBR utility (default: chrf)")
+    parser.add_argument(
+        "--recipes",
+        default=",".join(r[0] for r in RECIPES),
+        help=f"which recipes, comma-separated, exact first (default: all: {','.join(r[0] for r in RECIPES)})",
+    )
     parser.add_argument("--out", help="the JSON record (default: none)")
     args = parser.parse_args(argv)
+    chosen = args.recipes.split(",")
+    unknown = sorted(set(chosen) - {r[0] for r in RECIPES})
+    if unknown or chosen[0] != "exact":
+        parser.error(f"--recipes: exact first, then any of {', '.join(r[0] for r in RECIPES)} (not {unknown})")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_mbr_lowrank import edit_lists
 
     from rerank.mbr import mbr_decode
     from rerank.mbr.decoders import make_decoder
     from rerank.metrics import make_metric
-    from rerank.nbest import write_nbest
+    from rerank.nbest import write_lines, write_nbest
     from rerank.textio import read_lines
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,15 +79,21 @@ def main(argv=None) -> int:
             write_nbest(edit_lists(args.data, args.sentences, args.candidates, 1), nbest_path)
             with gzip.open(args.data, "rt", encoding="utf-8") as handle:
                 refs = [line.strip() for line in handle][: args.sentences]
+        utility = args.metric
+        if utility.startswith("comet:") and "source=" not in utility and args.nbest is None:
+            sources = os.path.join(tmp, "sources.en")
+            with gzip.open(args.data.replace(".de.gz", ".en.gz"), "rt", encoding="utf-8") as handle:
+                write_lines([line.strip() for line in handle][: args.sentences], sources)
+            utility += f",source={sources}"
         metrics = {name: make_metric(name, "none") for name in ("bleu", "chrf")}
         rows, exact_picks = [], None
-        for label, name, settings, prefilters in RECIPES:
+        for _, label, name, settings, prefilters in [r for r in RECIPES if r[0] in chosen]:
             out = os.path.join(tmp, "picks.txt")
             began = time.perf_counter()
             result = mbr_decode(
                 nbest_path,
                 out,
-                utility=args.metric,
+                utility=utility,
                 weights_from="uniform",
                 decoder=make_decoder(name, **settings),
                 prefilters=prefilters,
@@ -80,17 +105,19 @@ def main(argv=None) -> int:
                 "recipe": label,
                 "seconds": round(seconds, 2),
                 "utilities": result["utilities"],
+                "stage_seconds": result.get("seconds"),
                 "same_as_exact": float(np.mean([a == b for a, b in zip(picks, exact_picks)])),
             }
             if refs is not None:
                 row.update({k: round(m.corpus_score(picks, refs), 2) for k, m in metrics.items()})
             rows.append(row)
-    header = "| recipe | seconds | utilities | same picks as exact | BLEU | chrF |"
-    print(header + "\n|---|---:|---:|---:|---:|---:|")
+    header = "| recipe | seconds | utilities | same picks as exact | BLEU | chrF | seconds by stage |"
+    print(header + "\n|---|---:|---:|---:|---:|---:|---|")
     for row in rows:
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in (row["stage_seconds"] or {}).items())
         print(
             f"| {row['recipe']} | {row['seconds']:.2f} | {row['utilities']:,} | {100 * row['same_as_exact']:.0f} % "
-            f"| {row.get('bleu', '')} | {row.get('chrf', '')} |"
+            f"| {row.get('bleu', '')} | {row.get('chrf', '')} | {stages} |"
         )
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -123,19 +123,23 @@ def progress_bar(
 class Stages:
     """Seconds spent per named stage of a long job (mbrs' ``timer``): :meth:`measure` a block,
     or :meth:`timed` the iteration of a stream (the reading of a list).  ``seconds``:
-    {stage: seconds}, in first-measured order."""
+    {stage: seconds}, in first-measured order; ``counts``: {stage: items}, of the stages
+    measured with a count (texts encoded, pairs estimated)."""
 
     def __init__(self) -> None:
         self.seconds: Dict[str, float] = {}
+        self.counts: Dict[str, int] = {}
 
     @contextlib.contextmanager
-    def measure(self, stage: str) -> Iterator[None]:
-        """Add the seconds of the ``with`` block to ``stage``."""
+    def measure(self, stage: str, count: Optional[int] = None) -> Iterator[None]:
+        """Add the seconds of the ``with`` block to ``stage`` (and ``count`` items, if given)."""
         began = time.perf_counter()
         try:
             yield
         finally:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - began
+            if count is not None:
+                self.counts[stage] = self.counts.get(stage, 0) + count
 
     def timed(self, items: Iterable, stage: str) -> Iterator:
         """``items`` as they come, the seconds of producing each added to ``stage``."""

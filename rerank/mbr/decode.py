@@ -64,7 +64,9 @@ def mbr_decode(
     "repeated" (of the exact algorithm's utilities, those of a (candidate, pseudo-reference)
     pair of texts that repeats within its segment: scored once, as a cache hit; other
     algorithms: None), "seconds" ({stage: seconds} of ``read``, ``weights``, ``utilities``
-    (with the selection) and ``write``: mbrs' timer)}, the ``stages`` of a shard's record too.
+    (with the selection) and ``write``: mbrs' timer), and with COMET "utility" (its encoder's and
+    estimator's rows and seconds, its load: :meth:`~rerank.metrics.comet.CometUtility.accounting`)},
+    the ``stages`` of a shard's record too.
 
     Raises:
         InputError: unreadable lists, lists of different segment counts, a missing column,
@@ -168,13 +170,17 @@ class _Run:
         return chosen if rows is None else rows[chosen]
 
     def counts(self) -> Dict[str, Any]:
-        """{"utilities", "repeated" (exact only, else None), "seconds" {stage: seconds}}."""
+        """{"utilities", "repeated" (exact only, else None), "seconds" {stage: seconds}, and for a
+        utility with parts of its own (COMET) "utility": its
+        :meth:`~rerank.metrics.utility.PairwiseUtility.accounting`}."""
         exact = self.scorer.decoder.name == "exact"
-        return {
+        counts = {
             "utilities": self.utilities,
             "repeated": self.repeated if exact else None,
             "seconds": self.stages.rounded(),
         }
+        accounting = self.scorer.utility.accounting()
+        return {**counts, "utility": accounting} if accounting else counts
 
 
 def _select(

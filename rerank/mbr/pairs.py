@@ -82,6 +82,22 @@ def bounds(nbest: NBestList, s: int) -> Tuple[int, int]:
     return int(nbest.offsets[s]), int(nbest.offsets[s + 1])
 
 
+def distinct_pairs(hyp: np.ndarray, ref: np.ndarray, distinct: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(keys int64[K], back int[P]): the distinct pairs among the pairs of text ids ``hyp[k]``,
+    ``ref[k]`` (each < ``distinct``), as keys ``hyp * distinct + ref`` in increasing order, and for
+    every pair the position of its key — so that ``scores(keys)[back]`` scores each pair of
+    distinct texts once.  A dense table where the distinct² keys are few, else a sort."""
+    pair = np.asarray(hyp, dtype=np.int64) * distinct + np.asarray(ref, dtype=np.int64)
+    if distinct * distinct <= 4 * len(pair):  # a dense table of the text pairs: no sort
+        table = np.zeros(distinct * distinct, dtype=np.int32)
+        table[pair] = 1
+        keys = np.flatnonzero(table)
+        table[keys] = np.arange(len(keys), dtype=np.int32)
+        return keys, table[pair]
+    keys, back = np.unique(pair, return_inverse=True)
+    return keys, back.reshape(-1)
+
+
 class PairUtilities:
     """Utilities of pairs of texts under one :class:`~rerank.metrics.utility.PairwiseUtility`,
     with memory bounded by :attr:`max_pairs` pairs and :attr:`max_matrix_texts` texts.
@@ -158,16 +174,8 @@ class PairUtilities:
         if len(index) == len(ids):
             return self.utility.pairs(hypotheses, hyp, ref)
         distinct = len(index)
-        pair = ids[hyp] * distinct + ids[ref]
-        if distinct * distinct <= 4 * len(pair):  # a dense table of the text pairs: no sort
-            table = np.zeros(distinct * distinct, dtype=np.int32)
-            table[pair] = 1
-            keys = np.flatnonzero(table)
-            table[keys] = np.arange(len(keys), dtype=np.int32)
-            back = table[pair]
-        else:
-            keys, back = np.unique(pair, return_inverse=True)
-        return self.utility.pairs(list(index), keys // distinct, keys % distinct)[back.reshape(-1)]
+        keys, back = distinct_pairs(ids[hyp], ids[ref], distinct)
+        return self.utility.pairs(list(index), keys // distinct, keys % distinct)[back]
 
     def _by_segment(self, hypotheses, hyp, ref, segment: np.ndarray, first: int = 0) -> np.ndarray:
         """:meth:`utilities` of the pairs of each segment, by its own matrix."""
@@ -201,13 +209,18 @@ class PairUtilities:
 
         Raises:
             InputError: a sourced utility without ``segment``."""
+        index: Dict[str, int] = {}
+        ids = np.fromiter((index.setdefault(t, len(index)) for t in texts), np.int64, len(texts))
         if isinstance(self.utility, SourcedUtility):
             if segment < 0:
                 raise InputError(f"mbr: {self.utility.column} needs the texts' segment (its source)")
-            sourced, listed = self.utility, list(texts)
-            return lambda hyp, ref: sourced.segment_pairs(segment, listed, hyp, ref)
-        index: Dict[str, int] = {}
-        ids = np.fromiter((index.setdefault(t, len(index)) for t in texts), np.int64, len(texts))
+            sourced, distinct = self.utility, list(index)
+
+            def scored_once(hyp, ref):  # each pair of distinct texts through the model once
+                keys, back = distinct_pairs(ids[hyp], ids[ref], len(distinct))
+                return sourced.segment_pairs(segment, distinct, keys // len(distinct), keys % len(distinct))[back]
+
+            return scored_once
         if isinstance(self.utility, NgramUtility) and len(index) <= self.max_matrix_texts:
             utility = self.utility
             tokens, lengths, vocab = utility.token_ids(list(index))

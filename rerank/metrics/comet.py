@@ -52,8 +52,9 @@ Needs the ``[comet]`` extra (torch, transformers, sentencepiece, PyYAML).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -102,13 +103,21 @@ class _CometMetric(MeanOfSegments):
         if not os.path.exists(self.model):
             raise InputError(f"{self.name}: no such checkpoint directory", self.model)
         self._model: Optional[CometModel] = None
+        self.load_seconds = 0.0
         self._sources: Optional[List[str]] = None
+
+    @property
+    def loaded(self) -> Optional[CometModel]:
+        """The checkpoint if :meth:`comet` has loaded it, else None."""
+        return self._model
 
     def comet(self) -> CometModel:
         """The checkpoint, loaded on first use as its kind's class (:func:`load_comet`)."""
         if self._model is None:
+            began = time.perf_counter()
             self._model = load_comet(self.model, self.encoder, self.batch, self.device, self.dtype)
             self.check_kind(self._model)
+            self.load_seconds = time.perf_counter() - began
         return self._model
 
     def check_kind(self, model: CometModel) -> None:
@@ -267,6 +276,22 @@ class CometUtility(SourcedUtility):
     def set_sources(self, sources: Sequence[str]) -> None:
         if not self.metric.has_sources:
             self.metric.with_sources(sources)
+
+    def accounting(self) -> Dict[str, Any]:
+        """The work of the COMET model so far: {"load_seconds", "seconds" {part: seconds},
+        "counts" {part: items}} of its parts — ``encoder`` (texts encoded, each distinct text of
+        a segment once), ``estimator`` (rows through the estimator: MBR's pairs, or one a
+        candidate with an aggregate reference) or ``joint`` (unified models: a pair's joint
+        sequence through both); {} before the model is loaded."""
+        model = self.metric.loaded
+        if model is None:
+            return {}
+        seconds = model.work.rounded()
+        return {
+            "load_seconds": round(self.metric.load_seconds, 3),
+            "seconds": seconds,
+            "counts": dict(model.work.counts),
+        }
 
     def prefetch(self, texts: Sequence[str], segments: Sequence[int]) -> None:
         """Encode the texts of several segments (and their sources) at once, sorted by length

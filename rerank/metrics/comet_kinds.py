@@ -72,7 +72,7 @@ class RegressionMetric(CometModel):
             todo = list(dict.fromkeys(texts))
         tokens = self.tokens(todo) if todo else []
         order = sorted(range(len(todo)), key=lambda k: len(tokens[k]))
-        with torch.inference_mode():
+        with torch.inference_mode(), self.work.measure("encoder", len(todo)):
             for start in range(0, len(order), self.batch):
                 rows = order[start : start + self.batch]
                 embeddings, ids, mask = self._mixed([tokens[k] for k in rows])
@@ -91,7 +91,7 @@ class RegressionMetric(CometModel):
             features = torch.cat((mt, src, mt * src, torch.abs(mt - src)), dim=1)
         else:
             features = torch.cat((mt, ref, mt * ref, torch.abs(mt - ref), mt * src, torch.abs(mt - src)), dim=1)
-        with torch.inference_mode():
+        with torch.inference_mode(), self.work.measure("estimator", len(features)):
             out = []
             for start in range(0, len(features), 65536):
                 out.append(self.estimator(features[start : start + 65536].to(self.device)).view(-1).double().cpu())
@@ -114,7 +114,7 @@ class RegressionMetric(CometModel):
         hyp_t = torch.as_tensor(hyp, dtype=torch.long, device=self.device)
         ref_t = torch.as_tensor(ref, dtype=torch.long, device=self.device)
         out = []
-        with torch.inference_mode():
+        with torch.inference_mode(), self.work.measure("estimator", len(hyp_t)):
             alone = emb @ w_h.T + (emb * src) @ w_hs.T + torch.abs(emb - src) @ w_ds.T + first.bias
             as_reference = emb @ w_r.T
             pairwise = torch.cat((w_hr, w_dr), dim=1).T
@@ -201,7 +201,7 @@ class UnifiedMetric(CometModel):
         order = sorted(range(len(sequences)), key=lambda k: len(sequences[k]))
         out = np.zeros(len(sequences))
         probs: List[Any] = [None] * len(sequences)
-        with torch.inference_mode():
+        with torch.inference_mode(), self.work.measure("joint", len(sequences)):
             for start in range(0, len(order), self.batch):
                 rows = order[start : start + self.batch]
                 embeddings, _, _ = self._mixed([sequences[k] for k in rows], [first[k] for k in rows])

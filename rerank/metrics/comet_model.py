@@ -34,6 +34,7 @@ from rerank.metrics.comet_encoders import (
     repaired_backend,
     sentencepiece_only,
 )
+from rerank.progress import Stages
 from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 
 
@@ -175,6 +176,9 @@ class CometModel:
         self._place_heads()
         self.inputs = self.input_segments(hparams)
         self._cache: Dict[str, Any] = {}
+        #: the work done: texts through the encoder (``encoder``), rows through the estimator
+        #: (``estimator``) or joint sequences through both (``joint``), with their seconds
+        self.work = Stages()
 
     # --- what a kind may change ---
 

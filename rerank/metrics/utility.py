@@ -17,7 +17,7 @@ metrics does).
 from __future__ import annotations
 
 import abc
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,6 +36,12 @@ class PairwiseUtility(abc.ABC):
     def pairs(self, texts: Sequence[str], hyp: np.ndarray, ref: np.ndarray) -> np.ndarray:
         """float64[P] utility of ``texts[hyp[k]]`` against ``texts[ref[k]]`` for every pair k."""
         raise NotImplementedError
+
+    def accounting(self) -> Dict[str, Any]:
+        """What the utility's own parts did, for MBR's record (a neural utility's encoder and
+        estimator: rows and seconds); {} for one that is computed in one piece (n-gram
+        utilities: their utilities are what MBR counts)."""
+        return {}
 
 
 class SourcedUtility(PairwiseUtility):

@@ -375,3 +375,31 @@ def test_centroid_mbr_clusters_comets_sentence_embeddings(checkpoints, tmp_path,
     unite = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['unite']},source={src}"]
     assert main([*unite, "--algorithm", "centroid", "--out", str(tmp_path / "u.txt")]) == 1
     assert "mbr: centroid averages sentence embeddings" in capsys.readouterr().err
+
+
+def test_comet_mbr_records_its_encoders_and_estimators_work(checkpoints, tmp_path, capsys):
+    """MBR's record (--json) and closing line say what COMET did inside "utilities" (issue 80's
+    per-stage counters): every distinct text and source encoded once; the estimator on every
+    (candidate, pseudo-reference) pair in exact MBR, on one row a candidate with the aggregate."""
+    import json
+
+    from tests.comet_tiny import MBR_LIST, SOURCES
+
+    first = ["zwei hunde .", "hunde im schnee .", "zwei hunde ."]  # a repeated text: encoded once
+    lines = [f"0 ||| {h} ||| NMT= -{k + 1} ||| 0" for k, h in enumerate(first)]
+    _write(tmp_path / "l.nbest", lines + [f"1 ||| {h} ||| NMT= -{k + 1} ||| 0" for k, h in enumerate(MBR_LIST)])
+    src = _write(tmp_path / "src.en", [SOURCES[1], SOURCES[0]])
+    argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"comet:{checkpoints['da']},source={src}"]
+    argv += ["--feature", "uniform", "--out", str(tmp_path / "best.txt"), "--json"]
+    encoded = len(set(first)) + len(set(MBR_LIST)) + 2  # the distinct texts and the two sources
+    for algorithm, rows in (("exact", 2 * 2 + len(MBR_LIST) ** 2), ("aggregate", len(first) + len(MBR_LIST))):
+        capsys.readouterr()
+        assert main([*argv, "--algorithm", algorithm]) == 0
+        captured = capsys.readouterr()
+        work = json.loads(captured.out)["utility"]
+        assert work["counts"] == {"encoder": encoded, "estimator": rows}, algorithm
+        assert set(work["seconds"]) == {"encoder", "estimator"} and work["load_seconds"] > 0
+        assert f"encoder {encoded:,} in " in captured.err and f"estimator {rows:,} in " in captured.err
+    # an n-gram utility has no parts of its own: no "utility" in its record
+    assert main([*argv[:4], "chrf", *argv[5:]]) == 0
+    assert "utility" not in json.loads(capsys.readouterr().out)
