@@ -106,6 +106,7 @@ def main(argv=None) -> int:
                 "seconds": round(seconds, 2),
                 "utilities": result["utilities"],
                 "stage_seconds": result.get("seconds"),
+                "utility_work": result.get("utility"),
                 "same_as_exact": float(np.mean([a == b for a, b in zip(picks, exact_picks)])),
             }
             if refs is not None:
@@ -115,6 +116,10 @@ def main(argv=None) -> int:
     print(header + "\n|---|---:|---:|---:|---:|---:|---|")
     for row in rows:
         stages = ", ".join(f"{k} {v:.2f}" for k, v in (row["stage_seconds"] or {}).items())
+        work = row["utility_work"]
+        if work:  # a neural utility: its load, encoder and estimator inside "utilities"
+            parts = ", ".join(f"{k} {work['counts'].get(k, 0):,} in {v:.2f}" for k, v in work["seconds"].items())
+            stages += f" (load {work['load_seconds']:.2f}, {parts})"
         print(
             f"| {row['recipe']} | {row['seconds']:.2f} | {row['utilities']:,} | {100 * row['same_as_exact']:.0f} % "
             f"| {row.get('bleu', '')} | {row.get('chrf', '')} | {stages} |"
