@@ -273,14 +273,9 @@ def _add_nmt_prepare(nsub) -> None:
     q.add_argument("--workers", type=int, default=2, help="fairseq-preprocess workers")
 
 
-def _add_nmt_train(nsub) -> None:
-    """``rerank nmt train``: its parser and options."""
-    q = nsub.add_parser(
-        "train",
-        help="train the Bahdanau GRU model (resumable)",
-        epilog="example: rerank nmt train --data-bin out/data/bin --save-dir out/model --preset cpu --max-epoch 12",
-    )
-    q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
+def _model_directory_options(q) -> None:
+    """A training's model directory (``--save-dir``) and ``--check`` (whether it holds a model
+    trained with these settings): ``nmt train``'s and ``nmt train-lm``'s."""
     q.add_argument(
         "--save-dir",
         required=True,
@@ -293,6 +288,17 @@ def _add_nmt_train(nsub) -> None:
         help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
         "(epochs and patience included), else 0; e.g. before reusing a finished model",
     )
+
+
+def _add_nmt_train(nsub) -> None:
+    """``rerank nmt train``: its parser and options."""
+    q = nsub.add_parser(
+        "train",
+        help="train the Bahdanau GRU model (resumable)",
+        epilog="example: rerank nmt train --data-bin out/data/bin --save-dir out/model --preset cpu --max-epoch 12",
+    )
+    q.add_argument("--data-bin", required=True, help="binarised data directory (rerank nmt prepare's OUT/bin)")
+    _model_directory_options(q)
     q.add_argument(
         "--arch",
         default=TrainConfig.arch,
@@ -380,18 +386,7 @@ def _add_nmt_train_lm(nsub) -> None:
     )
     q.add_argument("--prepared", required=True, help="output directory of 'rerank nmt prepare'")
     q.add_argument("--data", default=None, help="a local Multi30k copy for task 2 (default: downloaded, as prepare)")
-    q.add_argument(
-        "--save-dir",
-        required=True,
-        help="model directory: checkpoints, dictionaries, BPE codes, train.json (training "
-        "resumes in it; refused when its train.json has other settings, but for the epochs and patience)",
-    )
-    q.add_argument(
-        "--check",
-        action="store_true",
-        help="train nothing: exit 1 with one line when the model in --save-dir was trained with other settings "
-        "(epochs and patience included), else 0; e.g. before reusing a finished model",
-    )
+    _model_directory_options(q)
     q.add_argument("--embed-dim", type=positive_int, default=LMConfig.embed_dim, help="word embedding size")
     q.add_argument("--hidden-size", type=positive_int, default=LMConfig.hidden_size, help="LSTM hidden size")
     q.add_argument("--layers", type=positive_int, default=LMConfig.layers, help="LSTM layers")
