@@ -58,15 +58,27 @@ def read_segments(path: str) -> List[List[str]]:
 
 
 def run_mbrs(
-    segments, metric: str, algorithm: str = "exact", fastchrf: bool = False, checkpoint="", sources=None, batch=64
+    segments,
+    metric: str,
+    algorithm: str = "exact",
+    fastchrf: bool = False,
+    checkpoint="",
+    sources=None,
+    batch=64,
+    keep: int = 1,
+    diversity: float = 0.0,
 ):
     """mbrs' selections (0-based within each segment): ``DecoderMBR`` (exact),
     ``DecoderAggregateMBR``, ``DecoderPruningMBR`` (alpha 0.99, its default schedule) or
     ``DecoderProbabilisticMBR`` (low rank, its defaults), the
     candidates as their own uniformly weighted pseudo-references; chrF with
-    ``fastchrf=True`` is mbrs' Rust chrF (its fastest setting for chrF)."""
+    ``fastchrf=True`` is mbrs' Rust chrF (its fastest setting for chrF).  With ``keep`` > 1
+    the ``keep`` choices of every segment (a list each, best expected utility first): its
+    ``nbest`` selector, or with ``diversity`` λ > 0 its ``diverse`` selector (the utility as
+    the diversity metric, its local search at its defaults: 20 rounds, 1 neighbour, seed 0)."""
     from mbrs.decoders import DecoderAggregateMBR, DecoderMBR, DecoderProbabilisticMBR, DecoderPruningMBR
     from mbrs.metrics import MetricBLEU, MetricChrF
+    from mbrs.selectors import SelectorDiverse
 
     if metric == "comet":  # a local checkpoint directory: comet's download_model would ask the hub
         import mbrs.metrics.comet as comet_module
@@ -83,25 +95,52 @@ def run_mbrs(
         "pruned": DecoderPruningMBR,
         "lowrank": DecoderProbabilisticMBR,  # reduction_factor 8, rank 8, as rerank's lowrank defaults
     }[algorithm]
-    decoder = decoder(decoder.Config(), scorer)
+    if diversity > 0:
+        selector = SelectorDiverse(
+            SelectorDiverse.Config(
+                diversity_metric=metric, diversity_metric_config=scorer.cfg, diversity_lambda=diversity
+            )
+        )
+        decoder = decoder(decoder.Config(), scorer, selector=selector)
+    else:
+        decoder = decoder(decoder.Config(), scorer)
     chosen = []
     for k, hyps in enumerate(segments):
         source = sources[k] if sources is not None else None
-        chosen.append(int(decoder.decode(hyps, hyps, source=source, nbest=1).idx[0]))
+        idx = [int(i) for i in decoder.decode(hyps, hyps, source=source, nbest=keep).idx]
+        chosen.append(idx if keep > 1 else idx[0])
     return chosen
 
 
-def run_rerank(nbest, metric: str, algorithm: str = "exact", checkpoint="", sources=None, batch=64):
+def run_rerank(
+    nbest, metric: str, algorithm: str = "exact", checkpoint="", sources=None, batch=64, keep=1, diversity=0.0
+):
     """rerank's selections (0-based within each segment) of the list ``nbest`` (read before the
     clock starts, as mbrs gets its lists) by ``rerank mbr``'s engine
-    (:func:`rerank.mbr.mbr_decode`'s algorithms), uniform weights."""
+    (:func:`rerank.mbr.mbr_decode`'s algorithms), uniform weights; with ``keep`` > 1 its
+    ``--keep`` choices (``--diversity`` λ, the local search with mbrs' draws), as ``run_mbrs``."""
     from rerank.mbr import MBR
+    from rerank.mbr.kbest import LocalSearch, keep_best
 
     utility = f"comet:{checkpoint},device=cpu,batch={batch}" if metric == "comet" else metric
     scorer = MBR(utility, "uniform", 1.0, algorithm)
     scorer.begin_list(0, sources)  # COMET: the list's sources
-    chosen, _, _ = scorer.select(nbest, nbest, scorer.distribution(nbest))
-    return [int(i - o) for i, o in zip(chosen, nbest.offsets[:-1])]
+    p = scorer.distribution(nbest)
+    if keep == 1:
+        chosen, _, _ = scorer.select(nbest, nbest, p)
+        return [int(i - o) for i, o in zip(chosen, nbest.offsets[:-1])]
+    expected, _ = scorer.decoder.estimates(scorer, nbest, nbest, p)
+    listed, _ = keep_best(scorer, nbest, expected, keep, diversity, LocalSearch(draws="mbrs"))
+    picks = []
+    for s in range(nbest.num_segments):
+        texts = list(nbest.hypotheses[nbest.offsets[s] : nbest.offsets[s + 1]])
+        picks.append([texts.index(t) for t in listed.hypotheses[listed.offsets[s] : listed.offsets[s + 1]]])
+    return picks
+
+
+def _texts(segment: List[str], chosen):
+    """The text of a choice, or the set of texts of K choices."""
+    return segment[chosen] if isinstance(chosen, int) else {segment[i] for i in chosen}
 
 
 def main(argv=None) -> int:
@@ -118,6 +157,15 @@ def main(argv=None) -> int:
         choices=["exact", "aggregate", "pruned", "centroid", "lowrank"],
         help="the decoder (default: exact; centroid: rerank only; lowrank: mbrs' probabilistic_mbr, the cells "
         "drawn by each library's own generator, so the picks agree only in part), e.g. aggregate",
+    )
+    parser.add_argument(
+        "--keep", type=int, default=1, help="choices per segment: mbrs' nbest selector (default: 1, the MBR pick)"
+    )
+    parser.add_argument(
+        "--diversity",
+        type=float,
+        default=0.0,
+        help="with --keep: λ of mbrs' diverse selector, rerank mbr --diversity (default: 0), e.g. 0.1",
     )
     parser.add_argument("--fastchrf", action="store_true", help="mbrs: its Rust chrF (MetricChrF fastchrf=True)")
     parser.add_argument("--checkpoint", default="", help="--metrics comet: a COMET checkpoint directory")
@@ -141,10 +189,14 @@ def main(argv=None) -> int:
         a, b = (json.load(open(p, encoding="utf-8")) for p in args.compare)
         segments = read_segments(a["nbest"])
         for metric in [m for m in ("chrf", "bleu", "comet") if m in a and m in b]:
-            pairs = list(zip(a[metric]["chosen"], b[metric]["chosen"]))
+            # K choices: as sets of texts (mbrs orders ties of expected utility its own way)
+            pairs = [
+                (x, y) if isinstance(x, int) else (sorted(x), sorted(y))
+                for x, y in zip(a[metric]["chosen"], b[metric]["chosen"])
+            ]
             same = sum(x == y for x, y in pairs) / len(pairs)
             # ties between identical hypotheses: rerank takes the earlier (Moses), mbrs may not
-            text = sum(segments[s][x] == segments[s][y] for s, (x, y) in enumerate(pairs)) / len(pairs)
+            text = sum(_texts(segments[s], x) == _texts(segments[s], y) for s, (x, y) in enumerate(pairs)) / len(pairs)
             print(
                 f"{metric}: {a['engine']} {a.get('algorithm', 'exact')} {a[metric]['seconds']:.1f} s, "
                 f"{b['engine']} {b.get('algorithm', 'exact')} {b[metric]['seconds']:.1f} s "
@@ -171,6 +223,8 @@ def main(argv=None) -> int:
         "nbest": path,
         "segments": len(segments),
         "batch": args.batch,
+        "keep": args.keep,
+        "diversity": args.diversity,
     }
     if args.engine == "rerank":
         from rerank.nbest import read_nbest
@@ -188,9 +242,21 @@ def main(argv=None) -> int:
     for metric in args.metrics.split(","):
         start = time.perf_counter()
         if args.engine == "mbrs":
-            chosen = run_mbrs(segments, metric, args.algorithm, args.fastchrf, args.checkpoint, sources, args.batch)
+            chosen = run_mbrs(
+                segments,
+                metric,
+                args.algorithm,
+                args.fastchrf,
+                args.checkpoint,
+                sources,
+                args.batch,
+                args.keep,
+                args.diversity,
+            )
         else:
-            chosen = run_rerank(nbest, metric, args.algorithm, args.checkpoint, sources, args.batch)
+            chosen = run_rerank(
+                nbest, metric, args.algorithm, args.checkpoint, sources, args.batch, args.keep, args.diversity
+            )
         result[metric] = {"seconds": round(time.perf_counter() - start, 3), "chosen": chosen}
         print(f"{args.engine} {args.algorithm} {metric}: {result[metric]['seconds']} s", file=sys.stderr)
     with open(args.out, "w", encoding="utf-8") as handle:

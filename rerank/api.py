@@ -32,6 +32,7 @@ from rerank.features.generate import generate_file
 from rerank.features.sampling import Sampling
 from rerank.mbr.decode import mbr_decode as decode_files
 from rerank.mbr.decoders import DECODERS, make_decoder
+from rerank.mbr.kbest import LocalSearch
 from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
@@ -363,6 +364,7 @@ def mbr_decode(
     prefilters: Sequence[str] = (),
     keep: int = 1,
     diversity: float = 0.0,
+    local_search: Optional[LocalSearch] = None,
     **settings: Any,
 ) -> MBRResult:
     """Minimum Bayes-risk decoding of an n-best list held in memory, as ``rerank mbr`` (the
@@ -380,6 +382,8 @@ def mbr_decode(
         prefilters: stages keeping each segment's top K first (``mbr:chrf,top_k=16``,
             ``column:CometKiwi,top_k=8``).
         keep, diversity: with ``keep`` > 1 also the ``keep`` best (diverse with λ > 0) per segment.
+        local_search: the diverse set's local search after the greedy choice
+            (:class:`rerank.mbr.kbest.LocalSearch`; default: mbrs' 20 rounds, 1 neighbour, seed 0).
     Raises:
         InputError: as ``rerank mbr``; TypeError: a setting the algorithm does not have.
     """
@@ -410,6 +414,7 @@ def mbr_decode(
             keep=keep,
             kbest_path=kbest,
             diversity=diversity,
+            local_search=local_search,
         )
         return MBRResult(read_lines(out), read_nbest(kbest) if kbest else None, summary)
 

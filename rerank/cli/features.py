@@ -13,6 +13,8 @@ from rerank.argtypes import non_negative_float, positive_float, positive_int
 from rerank.cli.options import (
     FORMATS_HELP,
     OLD_SPELLING,
+    add_config_options,
+    config_from_args,
     device_options,
     device_settings,
     shard_option_value,
@@ -26,6 +28,7 @@ from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import scorer_summaries
 from rerank.mbr import mbr_decode
 from rerank.mbr.decoders import DECODERS, make_decoder, setting_fields
+from rerank.mbr.kbest import LocalSearch
 from rerank.metrics import make_metric
 from rerank.nbest import BLOCK_HYPOTHESES
 from rerank.outputs import atomic_write, signature_path
@@ -226,8 +229,10 @@ def _add_mbr(sub) -> None:
         type=non_negative_float,
         default=0.0,
         help="--out-kbest: λ of the diverse choice, mean expected utility + λ · mean dissimilarity (minus the "
-        "utility) of the set, chosen greedily (Jinnai et al. 2024; default: 0, the K best), e.g. --diversity 0.5",
+        "utility) of the set, chosen greedily, then by --local-search-iterations rounds of local search (Jinnai et al. "
+        "2024; mbrs' diverse selector) (default: 0, the K best), e.g. --diversity 0.5",
     )
+    add_config_options(p, "local-search", LocalSearch)
     p.add_argument(
         "--matrix",
         help="also write every utility: segment<TAB>candidate<TAB>pseudo-reference<TAB>utility (the segment's id "
@@ -290,6 +295,7 @@ def cmd_mbr(args) -> None:
         keep=args.keep,
         kbest_path=args.out_kbest,
         diversity=args.diversity,
+        local_search=config_from_args(args, "local-search", LocalSearch),
     )
     if args.json:  # the record on standard output, the closing line on stderr as always
         print(json.dumps({"algorithm": args.algorithm, "metric": args.metric, "out": args.out, **result}))

@@ -12,7 +12,7 @@ from rerank.errors import InputError
 from rerank.mbr.decoders import Decoder
 from rerank.mbr.engine import MBR
 from rerank.mbr.exact import cross_expected
-from rerank.mbr.kbest import keep_best
+from rerank.mbr.kbest import LocalSearch, keep_best
 from rerank.mbr.prefilter import Prefilter, prefilter
 from rerank.nbest import NBestWriter, count_segments, iter_nbest, iter_nbest_pair
 from rerank.outputs import StagedOutputs
@@ -37,6 +37,7 @@ def mbr_decode(
     keep: int = 1,
     kbest_path: Optional[str] = None,
     diversity: float = 0.0,
+    local_search: Optional[LocalSearch] = None,
 ) -> Dict[str, Any]:
     """Minimum Bayes-risk decoding (Kumar & Byrne 2004): for every segment, the candidate the
     algorithm ``decoder`` selects (a registered name or a :class:`~rerank.mbr.decoders.Decoder`
@@ -58,7 +59,8 @@ def mbr_decode(
     segment's top K candidates, in order, before the algorithm chooses among what is left
     (their utilities are counted, their seconds are the stage ``prefilter``).  ``kbest_path``:
     also the ``keep`` best distinct candidates of every segment (with ``diversity`` λ > 0, the
-    diverse set: :mod:`rerank.mbr.kbest`) as an n-best list whose column is the expected
+    diverse set: :mod:`rerank.mbr.kbest`, greedy then ``local_search``, default
+    :class:`~rerank.mbr.kbest.LocalSearch` ()) as an n-best list whose column is the expected
     utility, best first (an algorithm that gives every candidate an expected utility only).  Returns {"segments", "expected" (the mean expected, aggregate or centroid
     utility of the selections; pruned: nan), "utilities" (how many were computed),
     "repeated" (of the exact algorithm's utilities, those of a (candidate, pseudo-reference)
@@ -82,7 +84,10 @@ def mbr_decode(
         raise InputError("--matrix writes every candidate's utilities: not with --prefilter")
     if kbest_path is not None:
         _check_kbest(scorer, keep, diversity, shard)
-    run = _Run(scorer, [(stage, stage.engine(weights_from, temperature)) for stage in stages_given], keep, diversity)
+    search = local_search or LocalSearch()
+    search.check()
+    filters = [(stage, stage.engine(weights_from, temperature)) for stage in stages_given]
+    run = _Run(scorer, filters, keep, diversity, search)
     blocks, total = _blocks(candidates_path, pseudo_refs_path, shard, out)
     with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
@@ -138,8 +143,8 @@ class _Run:
     """One run of :func:`mbr_decode`: its engine, pre-filters and K-best settings, and what it
     has done (segments, utilities, repeated pairs, the selections' expected utilities, seconds)."""
 
-    def __init__(self, scorer: MBR, filters, keep: int, diversity: float):
-        self.scorer, self.filters, self.keep, self.diversity = scorer, filters, keep, diversity
+    def __init__(self, scorer: MBR, filters, keep: int, diversity: float, search: LocalSearch):
+        self.scorer, self.filters, self.keep, self.diversity, self.search = scorer, filters, keep, diversity, search
         self.stages = Stages()
         self.segments, self.utilities, self.repeated, self.expected_sum = 0, 0, 0, 0.0
 
@@ -160,7 +165,7 @@ class _Run:
             chosen, computed, chosen_sum, expected = _select(scorer, kept, refs, p, first, handle, kbest is not None)
         if kbest is not None and expected is not None:
             with stages.measure("kbest"):
-                listed, diverse = keep_best(scorer, kept, expected, self.keep, self.diversity)
+                listed, diverse = keep_best(scorer, kept, expected, self.keep, self.diversity, self.search, first)
             with stages.measure("write"):
                 kbest.write(listed, first)
             computed += diverse

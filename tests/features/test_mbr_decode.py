@@ -568,8 +568,9 @@ def test_low_rank_mbr_completes_a_planted_matrix_and_is_exact_at_reduction_1(tmp
 
 def test_k_best_and_diverse_mbr_choices(tmp_path, capsys):
     """rerank mbr --keep K --out-kbest FILE (mbrs' nbest selector) and --diversity λ (its diverse
-    selector's objective, greedy): the K distinct best by the mbr: column, best first; with λ the
-    second choice maximises mean expected chrF + λ · mean(−chrF) between the two, by hand."""
+    selector's objective): the K distinct best by the mbr: column, best first; with λ, greedy
+    only, the second choice maximises mean expected chrF + λ · mean(−chrF) between the two, by
+    hand; with the local search, the pair of the highest objective of all, by hand."""
     from tests.conftest import one_line_error
 
     write_split(tmp_path, "test", 6, seed=5)
@@ -616,11 +617,20 @@ def test_k_best_and_diverse_mbr_choices(tmp_path, capsys):
         ]
         second = int(np.argmax(objective))
         one_argv = ["mbr", "--nbest", str(tmp_path / "one.nbest"), "--feature", "uniform", "--out", str(tmp_path / "x")]
-        assert main(one_argv + ["--keep", "2", "--diversity", str(lam), "--out-kbest", str(tmp_path / "v.nbest")]) == 0
+        one_argv += ["--keep", "2", "--diversity", str(lam), "--out-kbest", str(tmp_path / "v.nbest")]
+        assert main(one_argv + ["--local-search-iterations", "0"]) == 0  # greedy only
         got = read_nbest(str(tmp_path / "v.nbest")).hypotheses
         assert set(got) == {texts[first], texts[second]}
         if lam == 3.0:
             assert texts[second] == "two dogs play in the snow"  # far from the first: chosen for diversity
+        # with the local search (20 rounds, 1 neighbour): here the best pair of all six
+        pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+        value = [(expected[i] + expected[j]) / 2 - lam * (u[i, j] + u[j, i]) / 2 for i, j in pairs]
+        assert main(one_argv) == 0
+        got = read_nbest(str(tmp_path / "v.nbest")).hypotheses
+        assert set(got) == {texts[k] for k in pairs[int(np.argmax(value))]}
+        if lam == 3.0:  # the MBR choice itself gives way to two far-apart candidates
+            assert texts[first] not in got and "two dogs play in the snow" in got
     capsys.readouterr()
     for extra, message in (
         (["--algorithm", "pruned"], "the pruned algorithm only selects"),
@@ -654,3 +664,48 @@ def test_low_rank_mbr_with_mbrs_draws_makes_mbrs_picks():
         assert computed == sum(-(-n * n // 8) for n in sizes)
     assert picks["mbrs"] == peer["chosen"] and len(set(peer["chosen"])) > 8
     assert picks["numpy"] != peer["chosen"]
+
+
+def test_diverse_mbr_with_mbrs_draws_makes_mbrs_diverse_picks(tmp_path, capsys):
+    """--keep 4 --diversity λ with --local-search-draws mbrs reproduces mbrs 0.1.8's diverse
+    selector (greedy best-first, then its seeded local search; tests/data/mbrs_diverse.json,
+    computed in its own venv) set for set on 16 segments: at λ = 1 every segment, where the
+    local search changes every greedy set; at λ = 0.1 every segment but the one where mbrs keeps
+    two copies of one text (rerank keeps K distinct texts)."""
+    import json
+    import os
+
+    pytest.importorskip("torch")
+    data = os.path.join(os.path.dirname(__file__), "..", "data")
+    segments = json.load(open(os.path.join(data, "mbrs_lowrank.json"), encoding="utf-8"))["segments"]
+    peer = json.load(open(os.path.join(data, "mbrs_diverse.json"), encoding="utf-8"))["chosen"]
+    sizes = [len(s) for s in segments]
+    texts = [t for s in segments for t in s]
+    nbest = NBestList(np.concatenate([[0], np.cumsum(sizes)]), texts, np.zeros((len(texts), 1)), ["NMT"])
+    write_nbest(nbest, str(tmp_path / "c.nbest"))
+    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--feature", "uniform", "--out", str(tmp_path / "o.txt")]
+
+    def sets(lam, *extra):
+        assert main(argv + ["--keep", "4", "--diversity", lam, "--out-kbest", str(tmp_path / "k.nbest"), *extra]) == 0
+        kbest = read_nbest(str(tmp_path / "k.nbest"))
+        return [set(kbest.hypotheses[kbest.offsets[s] : kbest.offsets[s + 1]]) for s in range(len(segments))]
+
+    for lam in ("1.0", "0.1"):
+        theirs = [{segments[s][i] for i in chosen} for s, chosen in enumerate(peer[lam])]
+        ours = sets(lam, "--local-search-draws", "mbrs")
+        repeated = [s for s, chosen in enumerate(peer[lam]) if len(theirs[s]) < len(chosen)]
+        assert repeated == ([] if lam == "1.0" else [1])
+        assert all(ours[s] == theirs[s] for s in range(len(segments)) if s not in repeated)
+        assert all(len(ours[s]) == 4 for s in range(len(segments)))
+        greedy = sets(lam, "--local-search-iterations", "0")
+        changed = sum(greedy[s] != ours[s] for s in range(len(segments)))
+        assert changed == (16 if lam == "1.0" else 0)
+    capsys.readouterr()
+    assert (
+        main(
+            argv + ["--keep", "2", "--diversity", "1", "--out-kbest", str(tmp_path / "z"), "--local-search-draws", "x"]
+        )
+        == 1
+    )
+    assert "--local-search-draws must be numpy or mbrs, not 'x'" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
