@@ -48,14 +48,23 @@ def als_complete(
     ridge = regularization * np.eye(rank)
     previous = np.inf  # mbrs starts at 1e5: on 0-100 utilities (chrF, BLEU) it stops after one round
     for _ in range(iterations):
-        # each row's normal equations (Yᵀ diag(mask_i) Y + λI) x_i = Yᵀ (mask_i ⊙ u_i), all rows at once
-        x = np.linalg.solve(np.einsum("ij,jk,jl->ikl", weight, y, y) + ridge, (values @ y)[:, :, None])[:, :, 0]
-        y = np.linalg.solve(np.einsum("ij,ik,il->jkl", weight, x, x) + ridge, (values.T @ x)[:, :, None])[:, :, 0]
+        # each row's normal equations (Yᵀ diag(mask_i) Y + λI) x_i = Yᵀ (mask_i ⊙ u_i), all rows at once:
+        # the Gram matrices as one product of the mask with every row's outer product y_j y_jᵀ
+        x = np.linalg.solve(_grams(weight, y) + ridge, (values @ y)[:, :, None])[:, :, 0]
+        y = np.linalg.solve(_grams(weight.T, x) + ridge, (values.T @ x)[:, :, None])[:, :, 0]
         loss = float(((weight * (values - x @ y.T)) ** 2).sum() + regularization * ((x**2).sum() + (y**2).sum()))
         if previous - loss <= tolerance:
             break
         previous = loss
     return x @ y.T
+
+
+def _grams(weight: np.ndarray, factors: np.ndarray) -> np.ndarray:
+    """float64[n, r, r]: Σ_j weight[i, j] · factors[j] factors[j]ᵀ for every row i of ``weight``
+    (float[n, m]; ``factors`` float[m, r]), by one matrix product."""
+    m, rank = factors.shape
+    outer = (factors[:, :, None] * factors[:, None, :]).reshape(m, rank * rank)
+    return (weight @ outer).reshape(len(weight), rank, rank)
 
 
 def _torch_cells(cells: int, budget: int, seed: int) -> np.ndarray:
