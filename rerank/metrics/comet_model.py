@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -86,8 +87,8 @@ def read_checkpoint(directory: str) -> Checkpoint:
         raise InputError("comet: needs torch, transformers and PyYAML: pip install 'nbest-rerank[comet]'") from None
     checkpoint, hparams_file = checkpoint_files(directory)
     hparams = read_hparams(hparams_file)
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    try:  # a zip checkpoint (torch.save's format since 1.6) memory-mapped: no second copy of the weights
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(checkpoint))
     except Exception as error:  # an unpickling refusal, a truncated or foreign file
         raise InputError(
             f"comet: not a plain weights checkpoint (refused to unpickle: {one_line(error)[:120]})", checkpoint
