@@ -155,8 +155,9 @@ class CometModel:
         self.separator = SEPARATORS.get(encoder_model, 2)
         self.token_types = encoder_model in TOKEN_TYPES
         self.directory, self.checkpoint, self.hparams = loaded.directory, checkpoint, hparams
-        config = self._load_encoder(encoder or str(hparams.get("pretrained_model", "")), encoder_model, encoder_class)
-        self._load_encoder_weights(weights, checkpoint, encoder or str(hparams.get("pretrained_model", "")))
+        source = encoder or str(hparams.get("pretrained_model", ""))
+        config = self._load_encoder(source, encoder_model)
+        self._load_encoder_weights(weights, checkpoint, source, config, encoder_class)
         self.num_layers = int(config.num_hidden_layers) + 1
         self.max_positions = int(config.max_position_embeddings) - 2
         self.pad = int(self.tokenizer.pad_token_id)
@@ -233,13 +234,12 @@ class CometModel:
 
     # --- building ---
 
-    def _load_encoder(self, source: str, encoder_model: str, encoder_class: str):
-        """The encoder's config, tokenizer and (untrained) model from ``source``; its config.
+    def _load_encoder(self, source: str, encoder_model: str):
+        """The encoder's config and tokenizer from ``source``; its config.
 
         Raises:
             InputError: no such encoder locally, a tokenizer that needs protobuf, an encoder of
-                another kind than ``encoder_model``, one transformers cannot build."""
-        import transformers
+                another kind than ``encoder_model``."""
         from transformers import AutoConfig, AutoTokenizer
         from transformers.utils import logging as transformers_logging
 
@@ -263,28 +263,43 @@ class CometModel:
             ) from None
         check_encoder_type(config, encoder_model, source)
         self.backend = repaired_backend(self.tokenizer, mask_lstrip=encoder_model != "BERT")
-        try:
-            self.encoder = getattr(transformers, encoder_class)(config, add_pooling_layer=False)
-        except (ValueError, TypeError, AttributeError, RuntimeError) as error:
-            raise InputError(f"comet: cannot build the encoder: {one_line(error)[:160]}", source) from None
         return config
 
-    def _load_encoder_weights(self, weights: dict, checkpoint: str, source: str) -> None:
-        """The checkpoint's ``encoder.model.*`` weights into the encoder.
+    def _load_encoder_weights(self, weights: dict, checkpoint: str, source: str, config, encoder_class: str) -> None:
+        """The encoder (``encoder_class`` of ``config``) built with the checkpoint's
+        ``encoder.model.*`` weights by ``from_pretrained`` from that state dict: no random
+        initialisation of weights that are then overwritten (a second or more at XLM-R large's size).
 
         Raises:
-            InputError: weights that do not fit, or missing ones."""
-        prefix = "encoder.model."
-        encoder_weights = {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+            InputError: an encoder transformers cannot build, weights that do not fit, or missing ones."""
+        import torch
+        import transformers
+
+        model_class = getattr(transformers, encoder_class)
         try:
-            missing, _ = self.encoder.load_state_dict(encoder_weights, strict=False)
-        except RuntimeError as error:
-            raise InputError(
-                f"comet: the encoder does not fit the checkpoint: {one_line(error)[:160]}", source
-            ) from None
-        missing = [k for k in missing if not k.endswith("position_ids")]
+            with torch.device("meta"):  # the encoder's tensors named and shaped, none allocated
+                expected = model_class(config, add_pooling_layer=False).state_dict()
+        except (ValueError, TypeError, AttributeError, RuntimeError) as error:
+            raise InputError(f"comet: cannot build the encoder: {one_line(error)[:160]}", source) from None
+        prefix = "encoder.model."
+        # what the encoder does not hold (a pooler, older buffers) is left out, as unbabel-comet does
+        encoder_weights = {k[len(prefix) :]: v for k, v in weights.items() if k[len(prefix) :] in expected}
+        missing = [k for k in expected if k not in encoder_weights and not k.endswith("position_ids")]
         if missing:
             raise InputError(f"comet: the checkpoint lacks encoder weights ({missing[0]} …)", checkpoint)
+        for name, tensor in encoder_weights.items():
+            if tuple(tensor.shape) != tuple(expected[name].shape):
+                raise InputError(
+                    f"comet: the encoder does not fit the checkpoint: {name} has shape {tuple(tensor.shape)} in the "
+                    f"checkpoint, {tuple(expected[name].shape)} in the encoder",
+                    source,
+                )
+        try:
+            self.encoder = model_class.from_pretrained(
+                None, config=config, state_dict=encoder_weights, add_pooling_layer=False, dtype=torch.float32
+            )
+        except (ValueError, TypeError, AttributeError, RuntimeError) as error:
+            raise InputError(f"comet: cannot build the encoder: {one_line(error)[:160]}", source) from None
 
     def _layer_mix(self, weights: dict, loaded: Checkpoint) -> None:
         """``layer: mix``: the layer-wise attention's weights (sparsemax or softmax of the
