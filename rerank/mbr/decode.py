@@ -82,10 +82,10 @@ def mbr_decode(
     stages_given = [stage if isinstance(stage, Prefilter) else Prefilter.parse(stage) for stage in prefilters]
     if stages_given and matrix_path:
         raise InputError("--matrix writes every candidate's utilities: not with --prefilter")
+    search = local_search or LocalSearch()
     if kbest_path is not None:
         _check_kbest(scorer, keep, diversity, shard)
-    search = local_search or LocalSearch()
-    search.check()
+        search.check()
     filters = [(stage, stage.engine(weights_from, temperature)) for stage in stages_given]
     run = _Run(scorer, filters, keep, diversity, search)
     blocks, total = _blocks(candidates_path, pseudo_refs_path, shard, out)

@@ -283,7 +283,9 @@ class CometModel:
             raise InputError(f"comet: cannot build the encoder: {one_line(error)[:160]}", source) from None
         prefix = "encoder.model."
         # what the encoder does not hold (a pooler, older buffers) is left out, as unbabel-comet does
-        encoder_weights = {k[len(prefix) :]: v for k, v in weights.items() if k[len(prefix) :] in expected}
+        encoder_weights = {
+            k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix) and k[len(prefix) :] in expected
+        }
         missing = [k for k in expected if k not in encoder_weights and not k.endswith("position_ids")]
         if missing:
             raise InputError(f"comet: the checkpoint lacks encoder weights ({missing[0]} …)", checkpoint)
