@@ -40,6 +40,7 @@ RECIPES = [
     ("centroid", "centroid k=8", "centroid", {"clusters": 8}, []),
     ("pruned", "pruned α=0.99", "pruned", {"alpha": 0.99}, []),
     ("lowrank", "lowrank 1/8", "lowrank", {"reduction": 8.0}, []),
+    ("halving", "halving 1/8", "halving", {"reduction": 8.0}, []),
     ("coarse-to-fine", "chrF top 16 → exact (coarse-to-fine)", "exact", {}, ["mbr:chrf,top_k=16"]),
 ]
 
@@ -52,6 +53,11 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=int, default=100)
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--metric", default="chrf", help="the MBR utility (default: chrf)")
+    parser.add_argument(
+        "--feature",
+        default="uniform",
+        help="the pseudo-references' weights: uniform, or the softmax of a column of the list (default: uniform)",
+    )
     parser.add_argument(
         "--recipes",
         default=",".join(r[0] for r in RECIPES),
@@ -94,7 +100,7 @@ def main(argv=None) -> int:
                 nbest_path,
                 out,
                 utility=utility,
-                weights_from="uniform",
+                weights_from=args.feature,
                 decoder=make_decoder(name, **settings),
                 prefilters=prefilters,
             )

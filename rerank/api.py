@@ -375,7 +375,7 @@ def mbr_decode(
         nbest: the candidates (:func:`read_nbest`).
         utility: the utility's metric spec (``chrf``, ``bleu``, ``comet:DIR,source=FILE``…).
         algorithm: a registered MBR algorithm (``exact``, ``aggregate``, ``centroid``,
-            ``pruned``, ``lowrank``); ``settings``: its ``Config`` fields (``clusters=8``…).
+            ``pruned``, ``lowrank``, ``halving``); ``settings``: its ``Config`` fields (``clusters=8``…).
         pseudo_refs: another list of the same segments to take the expectation over (samples).
         weights_from: the column whose softmax at ``temperature`` weighs the pseudo-references
             (absent: uniform).

@@ -1,7 +1,8 @@
 """MBR algorithms as components (as mbrs registers its decoders, each with its own Config):
 every algorithm is a class registered in :data:`DECODERS` by its module — exact
 (:mod:`~rerank.mbr.exact`), reference aggregation (:mod:`~rerank.mbr.aggregate`), centroid
-(:mod:`~rerank.mbr.centroid`), confidence-based pruning (:mod:`~rerank.mbr.pruned`) — with a
+(:mod:`~rerank.mbr.centroid`), confidence-based pruning (:mod:`~rerank.mbr.pruned`), low rank
+(:mod:`~rerank.mbr.lowrank`), sequential halving (:mod:`~rerank.mbr.halving`) — with a
 ``Config`` of its settings and one signature, :meth:`Decoder.select` (and, for one that
 gives every candidate a number, :meth:`Decoder.expected`: the ``mbr:`` feature's column).
 ``rerank mbr``'s options and the ``mbr:`` spec's settings are generated from the Configs;
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -106,6 +107,20 @@ class Decoder:
     def settings(self) -> Dict[str, Any]:
         """{setting: value} of its Config (recorded in a shard's record)."""
         return dataclasses.asdict(self.config)
+
+
+class SelectingDecoder(Decoder):
+    """An algorithm that selects one candidate per segment and scores no column (pruning,
+    halving): ``choose`` (a function ``(engine, candidates, refs, p_refs, first=, **settings)``
+    → (rows int64[N], utilities computed), as a ``staticmethod``) run with its Config's
+    settings; the selections' expected utility is not estimated (nan)."""
+
+    gives_column = False
+    choose: Callable[..., Tuple[np.ndarray, int]]
+
+    def select(self, engine, candidates, refs, p_refs, first=0):
+        chosen, computed = self.choose(engine, candidates, refs, p_refs, first=first, **self.settings())
+        return chosen, computed, float("nan")
 
 
 def make_decoder(name: str, **settings: Any) -> Decoder:

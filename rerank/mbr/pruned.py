@@ -15,7 +15,7 @@ from rerank.argtypes import positive_float
 from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
-from rerank.mbr.decoders import DECODERS, Decoder
+from rerank.mbr.decoders import DECODERS, SelectingDecoder
 from rerank.mbr.pairs import PairUtilities, same_segments
 from rerank.nbest import NBestList
 
@@ -113,13 +113,13 @@ def _means(utilities: np.ndarray, w, drawn: int) -> np.ndarray:
 
 
 @DECODERS.register("pruned")
-class PrunedDecoder(Decoder):
+class PrunedDecoder(SelectingDecoder):
     """Confidence-based pruning (Cheng & Vlachos 2023): :func:`pruned_select` at ``alpha`` and
     ``seed``; it selects and gives no column."""
 
     name = "pruned"
     summary = "confidence-based pruning on growing samples of pseudo-references (Cheng & Vlachos 2023)"
-    gives_column = False
+    choose = staticmethod(pruned_select)
 
     @dataclass
     class Config:
@@ -130,9 +130,3 @@ class PrunedDecoder(Decoder):
             type=positive_float,
         )
         seed: int = option(DEFAULT_SEED, "seed of the draws and the bootstrap (rerank's seed of every draw)")
-
-    def select(self, engine, candidates, refs, p_refs, first=0):
-        chosen, computed = pruned_select(
-            engine, candidates, refs, p_refs, alpha=self.config.alpha, seed=self.config.seed, first=first
-        )
-        return chosen, computed, float("nan")

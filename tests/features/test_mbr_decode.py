@@ -273,7 +273,7 @@ def test_two_lists_stream_in_step_whatever_their_blocks(tmp_path):
         list(iter_nbest_pair(str(tmp_path / "b.nbest"), str(tmp_path / "short.nbest"), block_size=5))
 
 
-@pytest.mark.parametrize("algorithm", ["exact", "centroid", "pruned"])
+@pytest.mark.parametrize("algorithm", ["exact", "centroid", "pruned", "halving"])
 def test_mbr_shards_merged_equal_one_process(tmp_path, algorithm, capsys):
     if algorithm == "centroid":
         pytest.importorskip("sklearn")  # k-means: scikit-learn (nbest-rerank[mbr])
@@ -709,3 +709,95 @@ def test_diverse_mbr_with_mbrs_draws_makes_mbrs_diverse_picks(tmp_path, capsys):
     )
     assert "--local-search-draws must be numpy or mbrs, not 'x'" in capsys.readouterr().err
     assert not (tmp_path / "z").exists()
+
+
+class _PlantedUtilities:
+    """A pair-utility engine over a planted matrix: ``u(text_i, text_j) = matrix[i][j]`` for the
+    texts named ``names`` (each text's index); counts the utilities asked."""
+
+    def __init__(self, names, matrix):
+        self.index, self.matrix, self.asked = {t: i for i, t in enumerate(names)}, np.asarray(matrix), 0
+
+    def pair_utilities_of(self, texts, every_pair=True, segment=None):
+        ids = np.array([self.index[t] for t in texts])
+
+        def gather(hyp, ref):
+            self.asked += len(hyp)
+            return self.matrix[ids[hyp], ids[ref]]
+
+        return gather
+
+
+def test_sequential_halving_by_hand_within_its_budget():
+    """--algorithm halving (Baharav & Tse 2019; Jinnai & Ariu 2024) traced by hand on a planted
+    4 × 4 matrix: the pseudo-references visited in descending weight, the better half kept each
+    round, the survivors completed once they fit in the budget; reduction 1 is exact MBR."""
+    from rerank.mbr.halving import halving_select
+
+    names = ["a", "b", "c", "d"]
+    # weights 0.4, 0.3, 0.2, 0.1: the visiting order a, b, c, d
+    matrix = [
+        [1.0, 0.2, 0.2, 1.0],  # E(a) = 0.40 + 0.06 + 0.04 + 0.10 = 0.60
+        [0.3, 1.0, 0.9, 0.9],  # E(b) = 0.12 + 0.30 + 0.18 + 0.09 = 0.69: exact MBR's choice
+        [0.6, 0.5, 1.0, 0.0],  # E(c) = 0.24 + 0.15 + 0.20 + 0.00 = 0.59
+        [0.5, 0.6, 0.6, 1.0],  # E(d) = 0.20 + 0.18 + 0.12 + 0.10 = 0.60
+    ]
+    nbest = NBestList(np.array([0, 4]), names, np.zeros((4, 1)), ["NMT"])
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    # budget 8 (16 / 2): round 1, 8 // (4 survivors · 2 rounds) = 1 reference (a): a 1.0, c 0.6
+    # survive; round 2, 4 // (2 · 1) = 2 more (b, c): a (0.4 + 0.06 + 0.04) / 0.9 = 0.556, c
+    # (0.24 + 0.15 + 0.2) / 0.9 = 0.656: c alone survives, 4 + 4 utilities
+    engine = _PlantedUtilities(names, matrix)
+    chosen, computed = halving_select(engine, nbest, nbest, p, 2)
+    assert list(chosen) == [2] and computed == engine.asked == 8
+    # budget 10: after round 1 (4 utilities) the two survivors' 2 × 3 others fit in the 6 left:
+    # exact between them, E(a) 0.60 > E(c) 0.59
+    chosen, computed = halving_select(_PlantedUtilities(names, matrix), nbest, nbest, p, 1.6)
+    assert list(chosen) == [0] and computed == 10
+    chosen, computed = halving_select(_PlantedUtilities(names, matrix), nbest, nbest, p, 1)
+    assert list(chosen) == [1] and computed == 16
+    # repeated texts are scored once, a pseudo-reference weighing its copies' summed weight: "b"
+    # twice at 0.15 is "b" at 0.3 (the same choices), and the choice is a text's first row
+    twice = NBestList(np.array([0, 5]), ["a", "b", "c", "d", "b"], np.zeros((5, 1)), ["NMT"])
+    p5 = np.array([0.4, 0.15, 0.2, 0.1, 0.15])
+    for reduction, pick, utilities in ((2, 2, 8), (1.6, 0, 10), (1, 1, 16)):
+        assert halving_select(_PlantedUtilities(names, matrix), twice, twice, p5, reduction)[0][0] == pick
+        assert halving_select(_PlantedUtilities(names, matrix), twice, twice, p5, reduction)[1] == utilities
+
+
+def test_sequential_halving_on_chrf_lists_exact_at_reduction_1_and_shardable(tmp_path, capsys):
+    import json
+
+    from rerank.features.consensus import ConsensusScorer
+    from rerank.mbr.halving import halving_select
+
+    write_split(tmp_path, "test", 12, seed=5)
+    nbest = read_nbest(str(tmp_path / "test.nbest"))
+    for feature in ("uniform", "NMT"):
+        scorer = ConsensusScorer(ConsensusScorer.Config("chrf", feature))
+        p = scorer.distribution(nbest)
+        exact = nbest.select(scorer.expected(nbest, nbest, p))
+        chosen, computed = halving_select(scorer, nbest, nbest, p, reduction=1)
+        assert list(chosen) == list(exact)
+        chosen, computed = halving_select(scorer, nbest, nbest, p, reduction=4, seed=3)
+        sizes = np.diff(nbest.offsets)
+        assert computed <= sum(max(int(n), -(-int(n * n) // 4)) for n in sizes)
+        tail = nbest.subset(np.arange(5, nbest.num_segments))
+        part, _ = halving_select(scorer, tail, tail, scorer.distribution(tail), reduction=4, seed=3, first=5)
+        assert list(part + nbest.offsets[5]) == list(chosen[5:])
+    argv = ["mbr", "--nbest", str(tmp_path / "test.nbest"), "--feature", "uniform", "--json"]
+    assert main(argv + ["--algorithm", "halving", "--reduction", "1", "--out", str(tmp_path / "h.txt")]) == 0
+    assert main(argv + ["--out", str(tmp_path / "e.txt")]) == 0
+    assert (tmp_path / "h.txt").read_text() == (tmp_path / "e.txt").read_text()
+    capsys.readouterr()
+    argv += ["--algorithm", "halving", "--seed", "3", "--reduction", "4", "--out", str(tmp_path / "q.txt")]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    scorer = ConsensusScorer(ConsensusScorer.Config("chrf", "uniform"))
+    chosen, computed = halving_select(scorer, nbest, nbest, scorer.distribution(nbest), reduction=4, seed=3)
+    assert record["utilities"] == computed
+    assert (tmp_path / "q.txt").read_text().splitlines() == [nbest.hypotheses[i] for i in chosen]
+    import rerank
+
+    result = rerank.mbr_decode(nbest, "chrf", algorithm="halving", weights_from="uniform", reduction=4, seed=3)
+    assert result.picks == [nbest.hypotheses[i] for i in chosen] and result.summary["utilities"] == computed
