@@ -346,7 +346,7 @@ class MBRResult:
     """What :func:`mbr_decode` returns: ``picks`` (the selected hypothesis of every segment),
     ``kbest`` (with ``keep`` > 1: the ``keep`` best distinct candidates of every segment, best
     first, their expected utility the column ``MBR``; else None) and ``summary`` (what ``rerank
-    mbr --json`` records: ``segments``, ``expected``, ``utilities``, ``repeated``, ``seconds``)."""
+    mbr --json`` records: ``segments``, ``expected``, ``settings``, ``utilities``, ``repeated``, ``seconds``)."""
 
     picks: List[str]
     kbest: Optional[NBestList]

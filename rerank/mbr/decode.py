@@ -61,8 +61,10 @@ def mbr_decode(
     also the ``keep`` best distinct candidates of every segment (with ``diversity`` λ > 0, the
     diverse set: :mod:`rerank.mbr.kbest`, greedy then ``local_search``, default
     :class:`~rerank.mbr.kbest.LocalSearch` ()) as an n-best list whose column is the expected
-    utility, best first (an algorithm that gives every candidate an expected utility only).  Returns {"segments", "expected" (the mean expected, aggregate or centroid
-    utility of the selections; pruned: nan), "utilities" (how many were computed),
+    utility, best first (an algorithm that gives every candidate an expected utility only).
+    Returns {"segments", "expected" (the mean expected, aggregate or centroid utility of the
+    selections; None for an algorithm that only selects: pruned, halving), "settings" (the
+    algorithm's Config), "utilities" (how many were computed),
     "repeated" (of the exact algorithm's utilities, those of a (candidate, pseudo-reference)
     pair of texts that repeats within its segment: scored once, as a cache hit; other
     algorithms: None), "seconds" ({stage: seconds} of ``read``, ``weights``, ``utilities``
@@ -114,7 +116,9 @@ def mbr_decode(
                 "stages": run.counts(),
             }
             write_signed(outputs.signature(out), record)
-    return {"segments": run.segments, "expected": run.expected_sum / max(run.segments, 1), **run.counts()}
+    # an algorithm that only selects estimates no expected utility: null, not NaN (valid JSON)
+    expected = run.expected_sum / max(run.segments, 1) if scorer.decoder.gives_column else None
+    return {"segments": run.segments, "expected": expected, "settings": scorer.decoder.settings(), **run.counts()}
 
 
 def _blocks(candidates_path: str, pseudo_refs_path: Optional[str], shard: Optional[Shard], out: str):

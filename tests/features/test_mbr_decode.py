@@ -796,6 +796,8 @@ def test_sequential_halving_on_chrf_lists_exact_at_reduction_1_and_shardable(tmp
     scorer = ConsensusScorer(ConsensusScorer.Config("chrf", "uniform"))
     chosen, computed = halving_select(scorer, nbest, nbest, scorer.distribution(nbest), reduction=4, seed=3)
     assert record["utilities"] == computed
+    # it selects: no expected utility (null, not NaN), and the record names its settings
+    assert record["expected"] is None and record["settings"] == {"reduction": 4.0, "seed": 3}
     assert (tmp_path / "q.txt").read_text().splitlines() == [nbest.hypotheses[i] for i in chosen]
     import rerank
 
