@@ -34,15 +34,23 @@ class NgramCounts:
         self.lengths = np.asarray(lengths, dtype=np.int64)
         codes = ngram_codes(ids, self.lengths, vocab_size, order)
         owner = np.repeat(np.arange(len(self.lengths)), self.lengths)
+        #: per order (text int64[P], n-gram int64[P], count int64[P], n-grams), ordered by
+        #: (n-gram, text); n-grams numbered in the order of their codes; None: no n-gram
         self.triplets: List[Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, int]]] = []
         for k in range(order):
-            valid = codes[k] >= 0
-            if not valid.any():
+            valid = np.flatnonzero(codes[k] >= 0)
+            if not len(valid):
                 self.triplets.append(None)
                 continue
-            grams, gram = np.unique(codes[k][valid], return_inverse=True)
-            key, count = np.unique(owner[valid] * len(grams) + gram.reshape(-1), return_counts=True)
-            self.triplets.append((key // len(grams), key % len(grams), count, len(grams)))
+            # one stable sort by code: the positions of an n-gram stay in text order, so its
+            # runs of one (n-gram, text) are its counts (np.unique sorted twice)
+            by_code = valid[np.argsort(codes[k][valid], kind="stable")]
+            code, text = codes[k][by_code], owner[by_code]
+            new_gram = np.concatenate([[True], code[1:] != code[:-1]])
+            gram = np.cumsum(new_gram) - 1
+            starts = np.flatnonzero(new_gram | np.concatenate([[True], text[1:] != text[:-1]]))
+            count = np.diff(np.append(starts, len(code)))
+            self.triplets.append((text[starts], gram[starts], count, int(gram[-1]) + 1))
         self._indicator: Optional[list] = None
 
     def _indicators(self) -> Optional[list]:
