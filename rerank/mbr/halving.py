@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Tuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from rerank.argtypes import positive_float
 from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
 from rerank.mbr.decoders import DECODERS, SelectingDecoder
-from rerank.mbr.pairs import PairUtilities, bounds, same_segments
+from rerank.mbr.pairs import PairUtilities, same_segments, segment_texts
 from rerank.nbest import NBestList
 
 
@@ -71,22 +71,20 @@ def halving_select(
     chosen = np.zeros(candidates.num_segments, dtype=np.int64)
     computed = 0
     for s in range(candidates.num_segments):
-        (c0, c1), (r0, r1) = bounds(candidates, s), bounds(refs, s)
-        cand_rows = _distinct(candidates.hypotheses[c0:c1])[0]
-        ref_rows, ref_of = _distinct(refs.hypotheses[r0:r1])
-        weight = np.bincount(ref_of, weights=p_refs[r0:r1], minlength=len(ref_rows))
-        n, m = len(cand_rows), len(ref_rows)
+        c0, r0 = int(candidates.offsets[s]), int(refs.offsets[s])
+        # every distinct text once (a list's own pseudo-references are its candidates)
+        texts, cand, ref = segment_texts(candidates, refs, s)
+        cand_ids, cand_rows = np.unique(cand, return_index=True)  # in order of first appearance
+        ref_ids, ref_of = np.unique(ref, return_inverse=True)
+        weight = np.bincount(ref_of.reshape(-1), weights=p_refs[r0 : r0 + len(ref)], minlength=len(ref_ids))
+        n, m = len(cand_ids), len(ref_ids)
         if n <= 1:  # nothing to choose (an empty segment: its offset, as select_best)
             chosen[s] = c0
             continue
         budget = n * m if reduction <= 1 else max(n, math.ceil(n * m / reduction))
         ties = np.random.default_rng([seed, first + s]).permutation(m)
         order = np.lexsort((ties, -weight))  # descending weight, ties in the seeded order
-        # every distinct text once (a list's own pseudo-references are its candidates)
-        union: Dict[str, int] = {}
-        cand_ids = np.array([union.setdefault(candidates.hypotheses[c0 + i], len(union)) for i in cand_rows])
-        ref_ids = np.array([union.setdefault(refs.hypotheses[r0 + j], len(union)) for j in ref_rows])
-        gather = engine.pair_utilities_of(list(union), every_pair=False, segment=s)
+        gather = engine.pair_utilities_of(texts, every_pair=False, segment=s)
         pick, spent = _halve(gather, cand_ids, ref_ids, order, weight, budget)
         chosen[s] = c0 + cand_rows[pick]
         computed += spent
@@ -124,19 +122,6 @@ def _halve(
         seen = order[:visited]
         means = table[np.ix_(alive, seen)] @ weight[seen] / weight[seen].sum()
         alive = alive[np.argsort(-means, kind="stable")[: math.ceil(len(alive) / 2)]]
-
-
-def _distinct(texts) -> Tuple[List[int], np.ndarray]:
-    """([the first row of each distinct text, in order], int64[len(texts)] each row's text)."""
-    index: Dict[str, int] = {}
-    rows: List[int] = []
-    of = np.zeros(len(texts), dtype=np.int64)
-    for row, text in enumerate(texts):
-        if text not in index:
-            index[text] = len(rows)
-            rows.append(row)
-        of[row] = index[text]
-    return rows, of
 
 
 @DECODERS.register("halving")

@@ -82,6 +82,17 @@ def bounds(nbest: NBestList, s: int) -> Tuple[int, int]:
     return int(nbest.offsets[s]), int(nbest.offsets[s + 1])
 
 
+def segment_texts(candidates: NBestList, refs: NBestList, s: int) -> Tuple[List[str], np.ndarray, np.ndarray]:
+    """Segment ``s``'s distinct texts of both lists, each once, numbered in order of first
+    appearance (the candidates' first): (texts, the text id of every candidate int64[n], of
+    every pseudo-reference int64[m])."""
+    (c0, c1), (r0, r1) = bounds(candidates, s), bounds(refs, s)
+    index: Dict[str, int] = {}
+    cand = np.array([index.setdefault(t, len(index)) for t in candidates.hypotheses[c0:c1]], dtype=np.int64)
+    ref = np.array([index.setdefault(t, len(index)) for t in refs.hypotheses[r0:r1]], dtype=np.int64)
+    return list(index), cand, ref
+
+
 def distinct_pairs(hyp: np.ndarray, ref: np.ndarray, distinct: int) -> Tuple[np.ndarray, np.ndarray]:
     """(keys int64[K], back int[P]): the distinct pairs among the pairs of text ids ``hyp[k]``,
     ``ref[k]`` (each < ``distinct``), as keys ``hyp * distinct + ref`` in increasing order, and for
@@ -246,11 +257,7 @@ class PairUtilities:
     def segment_counts(self, candidates: NBestList, refs: NBestList, s: int):
         """One segment's distinct texts of both lists, counted: (NgramCounts, lengths, candidate
         text ids int[n], pseudo-reference text ids int[m]).  For n-gram utilities only."""
-        c0, c1 = bounds(candidates, s)
-        r0, r1 = bounds(refs, s)
-        index: Dict[str, int] = {}
-        cand = np.array([index.setdefault(t, len(index)) for t in candidates.hypotheses[c0:c1]], dtype=np.int64)
-        ref = np.array([index.setdefault(t, len(index)) for t in refs.hypotheses[r0:r1]], dtype=np.int64)
+        texts, cand, ref = segment_texts(candidates, refs, s)
         utility = self.ngram_utility
-        tokens, lengths, vocab = utility.token_ids(list(index))
+        tokens, lengths, vocab = utility.token_ids(texts)
         return NgramCounts(tokens, lengths, vocab, utility.order), lengths, cand, ref
