@@ -154,8 +154,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--algorithm",
         default="exact",
-        choices=["exact", "aggregate", "pruned", "centroid", "lowrank"],
-        help="the decoder (default: exact; centroid: rerank only; lowrank: mbrs' probabilistic_mbr, the cells "
+        choices=["exact", "aggregate", "pruned", "centroid", "lowrank", "halving"],
+        help="the decoder (default: exact; centroid, halving: rerank only; lowrank: mbrs' probabilistic_mbr, the cells "
         "drawn by each library's own generator, so the picks agree only in part), e.g. aggregate",
     )
     parser.add_argument(

@@ -128,6 +128,42 @@ def _bpe_tokenizer(directory: str, vocab_size: int, **specials: str):
     return import_transformers().PreTrainedTokenizerFast(tokenizer_object=bpe, **specials)
 
 
+def build_nllb(directory: str, seed: int = 0) -> str:
+    """A tiny random M2M-100 model in NLLB's shape (its ``NllbTokenizer``: a Metaspace BPE of
+    600 tokens trained on :func:`training_text`, then NLLB's language codes) in
+    ``directory/nllb``: a target starts with its language's token (``tgt_lang``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    transformers = import_transformers()
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    bpe.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], show_progress=False)
+    bpe.train([training_text(directory)], trainer)
+    trained = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+    tokenizer = transformers.NllbTokenizer(
+        vocab=trained["vocab"], merges=merges, src_lang="eng_Latn", tgt_lang="deu_Latn"
+    )
+    config = transformers.M2M100Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=256,
+        scale_embedding=True,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+    )
+    return _save(transformers.M2M100ForConditionalGeneration, config, tokenizer, os.path.join(directory, "nllb"), seed)
+
+
 def build_gpt2(directory: str, seed: int = 0) -> str:
     """A tiny random GPT-2 language model with a BPE tokenizer in ``directory/gpt2``."""
     transformers = import_transformers()

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
-import os
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -40,7 +38,7 @@ import numpy as np
 
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
-from rerank.features.hf_scorer import CT2Scorer, HFCausalLMScorer, HFSeq2SeqScorer
+from rerank.features.hf_scorer import CT2Scorer, HFCausalLMScorer, HFSeq2SeqScorer, ct2_vocabulary
 from rerank.features.sampling import Sampling, truncate
 from rerank.features.scorer import make_scorer
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
@@ -63,6 +61,17 @@ def _search(beam: int, sampling: Optional[Sampling], sentence: int) -> Dict[str,
     return {**sampling.hf_settings(), "num_beams": 1}
 
 
+def _forced_start(scorer: HFSeq2SeqScorer) -> Dict[str, Any]:
+    """``generate``'s setting that starts every hypothesis with the target language's token
+    (``tgt_lang=``): ``forced_bos_token_id``. InputError: a tokenizer that forces more than one token."""
+    if len(scorer.forced) != 1:
+        raise InputError(
+            f"{scorer.spec}: its tokenizer starts a target with {len(scorer.forced)} tokens; "
+            "rerank generate can force one (a language code)"
+        )
+    return {"forced_bos_token_id": scorer.forced[0]}
+
+
 def _hf_candidates(
     scorer: HFSeq2SeqScorer,
     sources: List[str],
@@ -78,11 +87,15 @@ def _hf_candidates(
     out: List[List[str]] = []
     # sampling: one sentence per call, sentence i seeded by (seed, i), so the samples do not
     # depend on chunks or shards
-    step = scorer.batch if sampling is None else 1
+    # beam search: sentences per call within the logits budget (beam × vocabulary scores a step)
+    vocabulary = model.get_output_embeddings().weight.shape[0]
+    step = scorer.rows_within(max(beam, nbest), vocabulary) if sampling is None else 1
     with torch.inference_mode():
         for start in progress_bar(range(0, len(sources), step), desc="generate", unit="batch", enabled=scorer.progress):
             enc = tok(sources[start : start + step], return_tensors="pt", padding=True).to(scorer.device)
             how = _search(beam, sampling, first + start)
+            if scorer.forced:  # NLLB, M2M100, mBART: the target language's token first
+                how.update(_forced_start(scorer))
             ids = model.generate(**enc, **how, num_return_sequences=nbest, max_new_tokens=max_length)
             texts = tok.batch_decode(ids, skip_special_tokens=True)
             out += [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
@@ -123,14 +136,6 @@ def _lm_candidates(
     return out
 
 
-def _ct2_vocabulary(path: str) -> List[str]:
-    for name in ("target_vocabulary.json", "shared_vocabulary.json"):
-        if os.path.exists(os.path.join(path, name)):
-            with open(os.path.join(path, name), encoding="utf-8") as handle:
-                return json.load(handle)
-    raise InputError("no target_vocabulary.json or shared_vocabulary.json in the CTranslate2 model", path)
-
-
 def _ct2_candidates(
     scorer: CT2Scorer,
     sources: List[str],
@@ -141,23 +146,25 @@ def _ct2_candidates(
     first: int = 0,
 ) -> List[List[str]]:
     source_tokens = scorer.source_tokens(sources)
+    start = scorer.target_prefix  # NLLB, M2M100: the target language's token, fed first
     if sampling is None:
         results = scorer.model.translate_batch(
             source_tokens,
+            target_prefix=[start] * len(source_tokens) if start else None,
             beam_size=beam,
             num_hypotheses=nbest,
             max_decoding_length=max_length,
             length_penalty=1.0,
             max_batch_size=scorer.batch,
         )
-        return [[scorer.detokenize(h) for h in r.hypotheses] for r in results]
-    vocabulary = _ct2_vocabulary(scorer.path)
+        return [[scorer.detokenize(h[len(start) :]) for h in r.hypotheses] for r in results]
+    vocabulary = ct2_vocabulary(scorer.path)
     eos = scorer.eos_token
     # sentence i (``first`` + its index here) draws from a stream of its own, seeded by
     # (seed, i): the samples do not depend on chunks or shards
     streams = [np.random.default_rng([sampling.seed, first + s]) for s in range(len(sources))]
     rows = [s for s in range(len(sources)) for _ in range(nbest)]
-    prefixes: List[List[str]] = [[] for _ in rows]
+    prefixes: List[List[str]] = [list(start) for _ in rows]
     done = np.zeros(len(rows), dtype=bool)
     for step in progress_bar(range(max_length), desc="sampling steps", unit="step", enabled=scorer.progress):
         live = np.flatnonzero(~done)
@@ -174,7 +181,7 @@ def _ct2_candidates(
             results = scorer.model.translate_batch(
                 [source_tokens[rows[i]] for i in part],
                 target_prefix=[prefixes[i] for i in part],
-                max_decoding_length=step + 1,
+                max_decoding_length=len(start) + step + 1,
                 beam_size=1,
                 return_logits_vocab=True,
                 max_batch_size=scorer.batch,
@@ -189,7 +196,7 @@ def _ct2_candidates(
                 done[i] = True
             else:
                 prefixes[i].append(token)
-    texts = [scorer.detokenize(p) for p in prefixes]
+    texts = [scorer.detokenize(p[len(start) :]) for p in prefixes]
     return [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
 
 

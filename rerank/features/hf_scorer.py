@@ -6,7 +6,9 @@
   log P(hypothesis | source), ``backward`` log P(source | hypothesis), the channel model of
   noisy-channel re-ranking (Yee et al. 2019).  ``src_lang``/``tgt_lang`` set the
   tokenizer's language codes (M2M100, NLLB, mBART): the target's language token that the
-  tokenizer puts before the text (the forced BOS) is fed to the decoder but not scored.
+  tokenizer puts before the text (the forced BOS) is fed to the decoder but not scored, and
+  ``rerank generate`` starts every search with it (without it NLLB translates into whatever
+  language its first step prefers).
 * ``hf-lm:PATH[,name=NAME][,detok=…][,batch=N][,prompt=FILE]`` — an ``AutoModelForCausalLM``:
   log P(hypothesis), the text preceded by the model's BOS (or EOS, as GPT-2 uses it) and
   followed by EOS; with ``prompt=FILE`` (a template holding ``{source}``: a decoder-only
@@ -14,7 +16,7 @@
   prompt's tokens fed but not scored — the scorer of ``rerank generate --model hf-lm:…``'s
   candidates.
 * ``ct2:DIR[,direction=…][,name=NAME][,compute_type=TYPE][,bpe=…][,detok=…][,source_detok=…][,batch=N]
-  [,threads=N]`` —
+  [,threads=N][,src_lang=CODE][,tgt_lang=CODE]`` —
   the same with a CTranslate2 translation model (``ct2-transformers-converter``,
   ``ct2-fairseq-converter``) and its ``Translator.score_batch``: the Hugging Face
   tokenizer read from DIR (saved there by the converter's ``--copy_files`` or by hand),
@@ -61,6 +63,12 @@ from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 from rerank.textio import read_text
 
 DIRECTIONS = ("forward", "backward")
+
+#: the most output-layer cells (rows × positions × vocabulary floats) one batch computes: the
+#: logits (and their log-softmax) over a large vocabulary — NLLB's 256,206 tokens, Marian's
+#: 58,101 — are most of a batch's memory; 2^26 floats are 256 MB (issue 91: NLLB-600M's
+#: forced decoding in batches of 64 rows held 3 GB of logits)
+LOGIT_CELLS = 2**26
 
 
 def import_transformers():
@@ -111,6 +119,14 @@ class _PairConfig:
     detok: str = option("", "detokenise hypotheses first: moses:LANG")
     source_detok: str = option("", "detokenise sources first: moses:LANG")
     batch: Optional[int] = option(None, "hypotheses per batch (default: hf 64, ct2 32)", type=positive_int)
+
+
+@dataclass
+class _LanguageConfig(_PairConfig):
+    """The pair settings plus the tokenizer's language codes (M2M100, NLLB, mBART)."""
+
+    src_lang: str = option("", "the tokenizer's source language code (M2M100, NLLB, mBART)")
+    tgt_lang: str = option("", "the tokenizer's target language code")
 
 
 class _PairScorer(Scorer):
@@ -169,6 +185,26 @@ class _PairScorer(Scorer):
             raise InputError(f"not a Hugging Face {what} with its tokenizer: {one_line(err)}", self.path) from None
         self.model.to(self.device).eval()
 
+    def set_languages(self) -> None:
+        """The tokenizer's ``src_lang``/``tgt_lang`` from the settings, and ``self.forced``:
+        the target-language token ids the tokenizer puts before a target's text (M2M100,
+        NLLB, mBART; none for Marian), which a decoder is given, not scored, and which a
+        search must start with (transformers' ``forced_bos_token_id``, CTranslate2's
+        ``target_prefix``).
+
+        Raises:
+            InputError: a language setting this tokenizer does not have.
+        """
+        for key in ("src_lang", "tgt_lang"):
+            if key in self.settings:
+                if not hasattr(self.tokenizer, key):
+                    raise InputError(f"{self.spec}: this tokenizer ({type(self.tokenizer).__name__}) has no {key}")
+                setattr(self.tokenizer, key, self.settings[key])
+        empty = self.tokenizer(text_target="")["input_ids"]
+        eos = self.tokenizer.eos_token_id
+        self.forced: List[int] = empty[: len(empty) - (1 if empty and empty[-1] == eos else 0)]
+        self.prefix = len(self.forced)  # forced language token(s), not scored
+
     def score(self, nbest: NBestList, sources: Optional[Sequence[str]], images) -> Dict[str, np.ndarray]:
         hyps = list(nbest.hypotheses)
         if self.detok is not None:
@@ -198,6 +234,18 @@ class _PairScorer(Scorer):
     def score_unique(self, inputs: List[str], outputs: List[str]) -> Tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
+    def rows_within(self, positions: int, vocabulary: int) -> int:
+        """Rows per batch of ``positions`` output positions each over ``vocabulary`` tokens:
+        at most ``batch``, and at most :data:`LOGIT_CELLS` logits (at least one row)."""
+        return max(1, min(self.batch, LOGIT_CELLS // max(1, positions * vocabulary)))
+
+    def rows_fitting(self, widths: np.ndarray, vocabulary: int) -> int:
+        """How many of the next rows, of non-decreasing ``widths`` (positions), make one batch:
+        as many as keep (rows × the widest) × ``vocabulary`` within :data:`LOGIT_CELLS`, at
+        most ``batch``, at least one."""
+        count = np.arange(1, min(len(widths), self.batch) + 1)
+        return max(1, int(np.sum(count * widths[: len(count)] * vocabulary <= LOGIT_CELLS)))
+
     def batches(self, lengths: Sequence[int]):
         """Index batches of at most ``batch`` items, sorted by length (little padding)."""
         order = np.argsort(np.asarray(lengths), kind="stable")
@@ -214,21 +262,13 @@ class HFSeq2SeqScorer(_PairScorer):
     summary = "HF, HFNorm: a Hugging Face seq2seq model"
 
     @dataclass
-    class Config(_PairConfig):
-        src_lang: str = option("", "the tokenizer's source language code (M2M100, NLLB, mBART)")
-        tgt_lang: str = option("", "the tokenizer's target language code")
+    class Config(_LanguageConfig):
+        pass
 
     def __init__(self, config: "HFSeq2SeqScorer.Config", devices: DeviceSettings = DeviceSettings()):
         super().__init__(config, devices)
         self.load_model("AutoModelForSeq2SeqLM", "sequence-to-sequence model")
-        for key in ("src_lang", "tgt_lang"):
-            if key in self.settings:
-                if not hasattr(self.tokenizer, key):
-                    raise InputError(f"{self.spec}: this tokenizer ({type(self.tokenizer).__name__}) has no {key}")
-                setattr(self.tokenizer, key, self.settings[key])
-        empty = self.tokenizer(text_target="")["input_ids"]
-        eos = self.tokenizer.eos_token_id
-        self.prefix = len(empty) - (1 if empty and empty[-1] == eos else 0)  # forced language token(s), not scored
+        self.set_languages()
 
     def score_unique(self, inputs, outputs):
         """Rows sorted by target length into batches; each distinct source is tokenised
@@ -246,9 +286,12 @@ class HFSeq2SeqScorer(_PairScorer):
         pad = self.tokenizer.pad_token_id
         encoder = self.model.get_encoder()
         order = sorted(range(len(outputs)), key=lambda r: (len(target_ids[r]), len(distinct_ids[source_of[r]])))
+        vocabulary = self.model.get_output_embeddings().weight.shape[0]
+        start, widths = 0, np.array([len(target_ids[r]) for r in order])
         with torch.inference_mode():
-            for start in range(0, len(order), self.batch):
-                rows = order[start : start + self.batch]
+            while start < len(order):
+                rows = order[start : start + self.rows_fitting(widths[start : start + self.batch], vocabulary)]
+                start += len(rows)
                 sources = sorted({source_of[r] for r in rows})
                 slot = {s: i for i, s in enumerate(sources)}
                 src = [distinct_ids[s] for s in sources]
@@ -380,7 +423,7 @@ class CT2Scorer(_PairScorer):
     summary = "CT2, CT2Norm: a CTranslate2 translation model"
 
     @dataclass
-    class Config(_PairConfig):
+    class Config(_LanguageConfig):
         compute_type: str = option(
             "",
             "CTranslate2's compute type (default int8 on the CPU, float16 on CUDA; the device may support fewer)",
@@ -429,6 +472,11 @@ class CT2Scorer(_PairScorer):
                     f"model converted from fairseq): {one_line(err)}",
                     self.path,
                 ) from None
+            self.set_languages()
+        elif "src_lang" in self.settings or "tgt_lang" in self.settings:
+            raise InputError(f"{self.spec}: src_lang/tgt_lang are for models with a Hugging Face tokenizer, not bpe=")
+        else:
+            self.forced, self.prefix = [], 0
         try:
             self.model = ctranslate2.Translator(
                 self.path, device=self.ct2_device, device_index=index, compute_type=compute, **threads
@@ -436,6 +484,19 @@ class CT2Scorer(_PairScorer):
         except (RuntimeError, ValueError) as err:
             raise InputError(f"not a CTranslate2 translation model: {one_line(err)}", self.path) from None
         self.compute_type = compute
+
+    @property
+    def vocabulary_size(self) -> int:
+        """The target vocabulary's size (the CTranslate2 model's vocabulary file)."""
+        if not hasattr(self, "_vocabulary_size"):
+            self._vocabulary_size = len(ct2_vocabulary(self.path))
+        return self._vocabulary_size
+
+    @property
+    def target_prefix(self) -> List[str]:
+        """The tokens every target starts with (the target language's, NLLB and M2M100): a
+        search's ``target_prefix``, fed but not scored; empty for other models."""
+        return self.tokenizer.convert_ids_to_tokens(self.forced) if self.forced else []
 
     def source_tokens(self, inputs: Sequence[str]) -> List[List[str]]:
         """The sources as CTranslate2 takes them (:meth:`tokens`'s first half): the Hugging
@@ -476,14 +537,17 @@ class CT2Scorer(_PairScorer):
     def score_unique(self, inputs, outputs):
         source, target = self.tokens(inputs, outputs)
         sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
-        # CTranslate2 sorts by length and splits into batches of ``batch`` itself; handing it
-        # many at once lets its ``threads`` workers run them side by side.
+        # CTranslate2 sorts by length and splits into batches itself; handing it many at once
+        # lets its ``threads`` workers run them side by side.  A batch's rows: ``batch``, fewer
+        # where the full-vocabulary scores of its longest hypothesis pass LOGIT_CELLS
         order, chunk = np.argsort([len(t) for t in target], kind="stable"), self.batch * self.threads * 8
+        vocabulary = self.vocabulary_size
         for start in range(0, len(order), chunk):
             rows = order[start : start + chunk]
+            per_batch = self.rows_within(len(target[rows[-1]]) + 1, vocabulary)
             try:
                 results = self.model.score_batch(
-                    [source[r] for r in rows], [target[r] for r in rows], max_batch_size=self.batch
+                    [source[r] for r in rows], [target[r] for r in rows], max_batch_size=per_batch
                 )
             except RuntimeError as err:  # a hypothesis longer than the model's positions
                 if "position" not in str(err):
@@ -493,7 +557,25 @@ class CT2Scorer(_PairScorer):
                     f"ct2:{self.path}: a hypothesis of {longest} tokens is too long for the model ({err}); "
                     "shorter hypotheses (rerank generate --max-length) or a model of more positions"
                 ) from None
-            for r, result in zip(rows, results):
-                sums[r] = float(np.sum(result.log_probs))
-                lengths[r] = len(result.log_probs)
+            for r, result in zip(rows, results):  # the forced language token is not scored
+                sums[r] = float(np.sum(result.log_probs[self.prefix :]))
+                lengths[r] = len(result.log_probs) - self.prefix
         return sums, lengths
+
+
+def ct2_vocabulary(path: str) -> List[str]:
+    """The target vocabulary of the CTranslate2 model ``path`` (its ``target_vocabulary.json``
+    or ``shared_vocabulary.json``; a fairseq conversion's ``.txt``).
+
+    Raises:
+        InputError: none of them in the directory."""
+    import json
+
+    for name in ("target_vocabulary", "shared_vocabulary"):
+        if os.path.exists(os.path.join(path, name + ".json")):
+            with open(os.path.join(path, name + ".json"), encoding="utf-8") as handle:
+                return json.load(handle)
+        if os.path.exists(os.path.join(path, name + ".txt")):
+            with open(os.path.join(path, name + ".txt"), encoding="utf-8") as handle:
+                return [line.rstrip("\n") for line in handle]
+    raise InputError("no target_vocabulary.json or shared_vocabulary.json in the CTranslate2 model", path)

@@ -96,6 +96,33 @@ def test_scores_do_not_depend_on_the_batch(models):
     assert np.allclose(scores[10:15], ct2_alone.score_pairs(inputs, outputs)[0], atol=1e-4)
 
 
+def test_batches_hold_at_most_the_logit_budget_and_score_the_same(models, monkeypatch):
+    """A large vocabulary's logits bound a batch (LOGIT_CELLS, issue 91): each forward call of
+    hf: holds at most that many rows × positions × vocabulary floats (one row at least), and the
+    scores are those of plain batches."""
+    from rerank.features import hf_scorer
+
+    inputs = [SOURCES[0]] * 3 + [SOURCES[1]] * 2
+    outputs = [h for seg in HYPS for h in seg]
+    scorer = make_scorer(f"hf:{models['marian']},batch=64", CPU)
+    plain, _ = scorer.score_pairs(inputs, outputs)
+    vocabulary = scorer.model.get_output_embeddings().weight.shape[0]
+    monkeypatch.setattr(hf_scorer, "LOGIT_CELLS", 2 * 20 * vocabulary)  # two rows of 20 positions
+    shapes = []
+    hook = scorer.model.get_output_embeddings().register_forward_hook(lambda m, i, out: shapes.append(out.shape))
+    budgeted, _ = scorer.score_pairs(inputs, outputs)
+    hook.remove()
+    assert np.allclose(budgeted, plain, atol=1e-5)
+    assert len(shapes) > 1 and sum(rows for rows, _, _ in shapes) == 5
+    assert all(rows * width <= 40 or rows == 1 for rows, width, _ in shapes)
+    assert any(rows > 1 for rows, _, _ in shapes)  # short rows share a batch
+    assert scorer.rows_within(10**6, vocabulary) == 1 and scorer.rows_within(1, 1) == 64
+    ct2 = make_scorer(f"ct2:{models['ct2']},compute_type=float32", CPU)
+    with open(f"{models['ct2']}/shared_vocabulary.json", encoding="utf-8") as handle:
+        assert ct2.vocabulary_size == len(json.load(handle))  # Marian's pad row left out by the converter
+    assert np.allclose(ct2.score_pairs(inputs, outputs)[0], plain, atol=0.05)
+
+
 def test_hf_lm_equals_transformers_cross_entropy(models):
     from rerank.features.hf_scorer import import_transformers
 
@@ -535,3 +562,56 @@ def test_a_prompted_causal_lm_translates_and_scores_its_candidates(tmp_path, cap
     bad[2] = f"hf-lm:{llama},prompt={tmp_path / 'bad.txt'}"
     assert main(bad) == 1
     one_line_error(capsys, "the prompt template holds no {source}")
+
+
+def test_nllb_targets_start_with_the_target_language_in_search_and_scoring(tmp_path):
+    """``tgt_lang=``: transformers' beam search started with the language token (what a user of
+    NLLB calls, ``forced_bos_token_id``) is what ``rerank generate hf:`` finds, and ``ct2:``
+    feeds the same token without scoring it (within 0.05 nats of ``hf:``); issue 91."""
+    from rerank.features.hf_scorer import import_transformers
+    from tests.tiny_models import build_nllb
+
+    nllb = build_nllb(str(tmp_path))
+    ct2 = convert_ct2(nllb, str(tmp_path / "nllb-ct2"))
+    langs = "src_lang=eng_Latn,tgt_lang=deu_Latn"
+    tf = import_transformers()
+    tok = tf.AutoTokenizer.from_pretrained(nllb, src_lang="eng_Latn", tgt_lang="deu_Latn")
+    model = tf.AutoModelForSeq2SeqLM.from_pretrained(nllb).eval()
+    deu = tok.convert_tokens_to_ids("deu_Latn")
+    enc = tok(SOURCES, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        ids = model.generate(
+            **enc, num_beams=3, num_return_sequences=3, max_new_tokens=12, forced_bos_token_id=deu, do_sample=False
+        )
+    assert (ids[:, 1] == deu).all()
+    expected = tok.batch_decode(ids, skip_special_tokens=True)
+    src = str(tmp_path / "src.en")
+    write_lines(SOURCES, src)
+    lists = {}
+    for kind, path in (("hf", nllb), ("ct2", ct2 + ",compute_type=float32")):
+        out = str(tmp_path / f"{kind}.nbest")
+        argv = ["generate", "--model", f"{kind}:{path},{langs}", "--input", src, "--nbest", "3", "--max-length", "12"]
+        assert main(argv + ["--device", "cpu", "--out-nbest", out, "--out-1best", out + ".1best"]) == 0
+        lists[kind] = read_nbest(out)
+    hf = lists["hf"]
+    for s in range(2):  # the same candidates (rerank orders them by their per-token score)
+        assert set(hf.hypotheses[hf.offsets[s] : hf.offsets[s + 1]]) == set(expected[3 * s : 3 * s + 3])
+    # forced decoding: the language token is fed, never scored, by either scorer
+    hyps = [h for seg in HYPS for h in seg]
+    inputs = [SOURCES[s] for s, seg in enumerate(HYPS) for _ in seg]
+    sums, lengths = make_scorer(f"hf:{nllb},{langs}", CPU).score_pairs(inputs, hyps)
+    ct2_sums, ct2_lengths = make_scorer(f"ct2:{ct2},compute_type=float32,{langs}", CPU).score_pairs(inputs, hyps)
+    assert list(ct2_lengths) == list(lengths)
+    assert np.abs(ct2_sums - sums).max() < 0.05
+    labels = tok(text_target=hyps[0], return_tensors="pt").input_ids
+    assert labels[0, 0] == deu and lengths[0] == labels.shape[1] - 1
+    with torch.no_grad():
+        logits = model(**tok([inputs[0]], return_tensors="pt"), labels=labels).logits
+    token = torch.log_softmax(logits, -1).gather(-1, labels[..., None])[0, 1:, 0]
+    assert abs(float(token.sum()) - sums[0]) < 1e-4
+    # the ct2 list's candidates were searched from the language token too: its scores are hf's
+    ct = lists["ct2"]
+    rescored = make_scorer(f"hf:{nllb},{langs}", CPU).score(ct, SOURCES, None)
+    assert np.abs(rescored["HF"] - ct.features[:, 0]).max() < 0.05
+    with pytest.raises(InputError, match="src_lang/tgt_lang"):
+        make_scorer(f"ct2:{ct2},bpe=none,{langs}", CPU)
