@@ -38,7 +38,8 @@ import numpy as np
 
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
-from rerank.features.hf_scorer import CT2Scorer, HFCausalLMScorer, HFSeq2SeqScorer, ct2_vocabulary
+from rerank.features.ct2_scorer import CT2Scorer, ct2_vocabulary
+from rerank.features.hf_scorer import HFCausalLMScorer, HFSeq2SeqScorer
 from rerank.features.sampling import Sampling, truncate
 from rerank.features.scorer import make_scorer
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
