@@ -53,10 +53,10 @@ A case whose peer python is missing is skipped with the reason in the table.  Re
 ``WORK/runs/CASE-SIZE-ENGINE-rK.json``: a run already recorded is not run again (delete it, or
 ``--again``), so an interrupted sitting resumes.  The table (``WORK/real_sizes.md``, and
 ``real_sizes.json``) gives per case and size the minimum and median seconds of the work (the
-model loaded before the clock starts; loading is a column of its own), hypotheses per second,
+model's loading included, in both engines), hypotheses per second,
 the ratio rerank/peer of the medians, each engine's peak resident memory, and the largest
-difference of the scores (or the share of the same selections).  ``--device cuda`` runs
-both engines on a GPU (not measured here).
+difference of the scores (or the share of the same selections).  Everything runs on the
+CPU (a GPU path is not written yet).
 """
 
 from __future__ import annotations
@@ -576,7 +576,7 @@ def job_score(job: Dict[str, Any]) -> Dict[str, Any]:
         from rerank.devices import DeviceSettings
         from rerank.features.scorer import make_scorer
 
-        scorer = make_scorer(_spec(s["kind"], path, job["model"], s.get("ct", "")), DeviceSettings())
+        scorer = make_scorer(_spec(s["kind"], path, job["model"], s.get("ct", "")), DeviceSettings("cpu"))
         sums, _ = scorer.score_pairs(sources, hyps)
     elif s["kind"] == "hf":
         import torch
@@ -692,8 +692,6 @@ def run_job(path: str) -> None:
     """The child: one job (its JSON at ``path``), its result beside it (``.result``)."""
     job = json.load(open(path, encoding="utf-8"))
     sys.path.insert(0, ROOT)
-    if job["device"] != "cpu":
-        os.environ["RERANK_DEVICE"] = job["device"]
     if job["engine"] == "rerank" or job["what"] in ("generate", "score", "bertscore"):
         from rerank.features.hf_scorer import import_transformers
 
@@ -770,7 +768,6 @@ def sitting(args) -> None:
                         "sentences": n,
                         "candidates": k,
                         "run": r,
-                        "device": args.device,
                         "models": os.path.abspath(models),
                     }
                     if not os.path.exists(python):
@@ -907,7 +904,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         default=os.path.join(ROOT, ".venv-peers", "bin", "python"),
         help="the python of unbabel-comet and mbrs (default: .venv-peers/bin/python)",
     )
-    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: both engines")
     parser.add_argument("--build-only", action="store_true", help="build the models, nothing else")
     parser.add_argument("--table", action="store_true", help="the table of the records so far, nothing run")
     parser.add_argument("--list", action="store_true", help="the cases and their sizes")

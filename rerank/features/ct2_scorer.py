@@ -6,6 +6,7 @@ model converted from fairseq; ``src_lang``/``tgt_lang`` as ``hf:``'s; batches bo
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
@@ -99,11 +100,16 @@ class CT2Scorer(PairScorer):
         self.compute_type = compute
 
     @property
+    def vocabulary(self) -> List[str]:
+        """The target vocabulary (:func:`ct2_vocabulary`), read once."""
+        if not hasattr(self, "_vocabulary"):
+            self._vocabulary = ct2_vocabulary(self.path)
+        return self._vocabulary
+
+    @property
     def vocabulary_size(self) -> int:
-        """The target vocabulary's size (the CTranslate2 model's vocabulary file)."""
-        if not hasattr(self, "_vocabulary_size"):
-            self._vocabulary_size = len(ct2_vocabulary(self.path))
-        return self._vocabulary_size
+        """The target vocabulary's size."""
+        return len(self.vocabulary)
 
     @property
     def target_prefix(self) -> List[str]:
@@ -182,8 +188,6 @@ def ct2_vocabulary(path: str) -> List[str]:
 
     Raises:
         InputError: none of them in the directory."""
-    import json
-
     for name in ("target_vocabulary", "shared_vocabulary"):
         if os.path.exists(os.path.join(path, name + ".json")):
             with open(os.path.join(path, name + ".json"), encoding="utf-8") as handle:

@@ -38,7 +38,7 @@ import numpy as np
 
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
-from rerank.features.ct2_scorer import CT2Scorer, ct2_vocabulary
+from rerank.features.ct2_scorer import CT2Scorer
 from rerank.features.hf_scorer import HFCausalLMScorer, HFSeq2SeqScorer
 from rerank.features.sampling import Sampling, truncate
 from rerank.features.scorer import make_scorer
@@ -91,12 +91,11 @@ def _hf_candidates(
     # beam search: sentences per call within the logits budget (beam × vocabulary scores a step)
     vocabulary = model.get_output_embeddings().weight.shape[0]
     step = scorer.rows_within(max(beam, nbest), vocabulary) if sampling is None else 1
+    forced = _forced_start(scorer) if scorer.forced else {}  # NLLB, M2M100, mBART: the target language first
     with torch.inference_mode():
         for start in progress_bar(range(0, len(sources), step), desc="generate", unit="batch", enabled=scorer.progress):
             enc = tok(sources[start : start + step], return_tensors="pt", padding=True).to(scorer.device)
-            how = _search(beam, sampling, first + start)
-            if scorer.forced:  # NLLB, M2M100, mBART: the target language's token first
-                how.update(_forced_start(scorer))
+            how = {**_search(beam, sampling, first + start), **forced}
             ids = model.generate(**enc, **how, num_return_sequences=nbest, max_new_tokens=max_length)
             texts = tok.batch_decode(ids, skip_special_tokens=True)
             out += [texts[k : k + nbest] for k in range(0, len(texts), nbest)]
@@ -159,7 +158,7 @@ def _ct2_candidates(
             max_batch_size=scorer.batch,
         )
         return [[scorer.detokenize(h[len(start) :]) for h in r.hypotheses] for r in results]
-    vocabulary = ct2_vocabulary(scorer.path)
+    vocabulary = scorer.vocabulary
     eos = scorer.eos_token
     # sentence i (``first`` + its index here) draws from a stream of its own, seeded by
     # (seed, i): the samples do not depend on chunks or shards

@@ -237,7 +237,7 @@ class PairScorer(Scorer):
     def rows_within(self, positions: int, vocabulary: int) -> int:
         """Rows per batch of ``positions`` output positions each over ``vocabulary`` tokens:
         at most ``batch``, and at most :data:`LOGIT_CELLS` logits (at least one row)."""
-        return max(1, min(self.batch, LOGIT_CELLS // max(1, positions * vocabulary)))
+        return self.rows_fitting(np.full(self.batch, positions), vocabulary)
 
     def rows_fitting(self, widths: np.ndarray, vocabulary: int) -> int:
         """How many of the next rows, of non-decreasing ``widths`` (positions), make one batch:
