@@ -177,6 +177,20 @@ def run(engine: str, checkpoint: str, count: int, batch: int) -> dict:
     }
 
 
+def guard_script(prog: str, inputs: dict, outputs: dict) -> None:
+    """rerank's output guard (:func:`rerank.cli.guard_script`) where rerank is importable; the peer's
+    python (unbabel-comet's, mbrs' venv, without rerank) checks that the inputs exist."""
+    try:
+        from rerank.cli import guard_script as guard
+    except ImportError:
+        for option, value in inputs.items():
+            for path in [value] if isinstance(value, str) or value is None else value:
+                if path and not os.path.exists(path):
+                    sys.exit(f"{prog}: error: {path}: {option}: no such file or directory")
+        return
+    guard(prog, inputs, outputs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", metavar="DIR", help="build the checkpoint in DIR (rerank's python)")
@@ -195,6 +209,11 @@ def main() -> None:
     parser.add_argument("--out", help="the engine's JSON")
     parser.add_argument("--compare", nargs=2, metavar=("RERANK", "COMET"), help="two engines' JSON")
     args = parser.parse_args()
+    guard_script(
+        parser.prog,
+        {"--checkpoint": args.checkpoint, "--compare": args.compare},
+        {"--out": args.out},
+    )
     if args.build:
         print(build(args.build, args.size, args.pieces))
     elif args.engine:

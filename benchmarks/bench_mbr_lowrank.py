@@ -54,6 +54,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the edits (default: 1)")
     parser.add_argument("--out", help="the JSON record (default: none)")
     args = parser.parse_args(argv)
+    from rerank.cli import guard_script
+
+    guard_script(parser.prog, {"--data": args.data}, {"--out": args.out})
     from rerank.mbr import MBR
     from rerank.mbr.lowrank import lowrank_expected
 

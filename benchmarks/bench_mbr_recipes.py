@@ -69,6 +69,14 @@ def main(argv=None) -> int:
     unknown = sorted(set(chosen) - {r[0] for r in RECIPES})
     if unknown or chosen[0] != "exact":
         parser.error(f"--recipes: exact first, then any of {', '.join(r[0] for r in RECIPES)} (not {unknown})")
+    from rerank.cli import guard_script
+
+    guard_script(
+        parser.prog,
+        {"--nbest": args.nbest, "--ref": args.ref, "--data": None if args.nbest else args.data},
+        {"--out": args.out},
+        [args.metric],
+    )
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_mbr_lowrank import edit_lists
 

@@ -143,6 +143,20 @@ def _texts(segment: List[str], chosen):
     return segment[chosen] if isinstance(chosen, int) else {segment[i] for i in chosen}
 
 
+def guard_script(prog: str, inputs: dict, outputs: dict) -> None:
+    """rerank's output guard (:func:`rerank.cli.guard_script`) where rerank is importable; the peer's
+    python (unbabel-comet's, mbrs' venv, without rerank) checks that the inputs exist."""
+    try:
+        from rerank.cli import guard_script as guard
+    except ImportError:
+        for option, value in inputs.items():
+            for path in [value] if isinstance(value, str) or value is None else value:
+                if path and not os.path.exists(path):
+                    sys.exit(f"{prog}: error: {path}: {option}: no such file or directory")
+        return
+    guard(prog, inputs, outputs)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", choices=["rerank", "mbrs"], help="which library decodes")
@@ -179,6 +193,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="the selections and times as JSON")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two --out files")
     args = parser.parse_args(argv)
+    guard_script(
+        parser.prog,
+        {"--nbest": args.nbest, "--checkpoint": args.checkpoint, "--source": args.source, "--compare": args.compare},
+        {"--out": args.out},
+    )
     if args.build_checkpoint:
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from tests.comet_tiny import build_checkpoint

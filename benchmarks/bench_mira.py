@@ -132,6 +132,11 @@ def main() -> None:
     parser.add_argument("--test-ref", help="its references")
     parser.add_argument("--metrics", default="chrf,ter", help="metrics besides BLEU timed for MIRA and MERT")
     args = parser.parse_args()
+    from rerank.cli import guard_script
+
+    given = {"--tune-nbest": args.tune_nbest, "--tune-ref": args.tune_ref}
+    given.update({"--test-nbest": args.test_nbest, "--test-ref": args.test_ref})
+    guard_script(parser.prog, given, {"--json": args.json})
 
     from rerank.metrics import make_objective
     from rerank.metrics.bleu import BleuMetric

@@ -177,6 +177,9 @@ def main() -> None:
     parser.add_argument("--repo", default=ROOT, help="checkout whose rerank runs (default: this one)")
     parser.add_argument("--out", help="JSON results (e.g. out/bench_scale.json)")
     args = parser.parse_args()
+    from rerank.cli import guard_script
+
+    guard_script(parser.prog, {"--repo": args.repo}, {"--out": args.out})
     wanted = [v.strip() for v in args.verbs.split(",")]
     results = []
     print("| list | hypotheses | verb | seconds | peak RSS (MB) | bytes/hyp |")

@@ -83,6 +83,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    from rerank.cli import guard_script
+
+    guard_script(parser.prog, {"--job": args.job}, {"--json": args.json})
+    if not os.path.isdir(os.path.join(args.job, "models")):
+        print(f"{parser.prog}: error: {args.job}: --job: not a finished main job (no models/)", file=sys.stderr)
+        return 1
     job, shards = os.path.abspath(args.job), args.shards
     cores = os.cpu_count() or 1
     model = next(os.path.join(job, d) for d in sorted(os.listdir(job)) if d.startswith("model"))

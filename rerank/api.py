@@ -131,17 +131,23 @@ def _with_scores(metric, scores: Optional[Mapping[str, Sequence[float]]], count:
 
 
 def _texts(texts, what: str) -> List[str]:
-    """``texts`` as a list of strings.
+    """``texts`` as a list of strings, each one segment's line.
 
     Raises:
         TypeError: a string (it would be read character by character) or items that are
             not strings, naming ``what``.
+        InputError: an item holding a line break (written to the line-aligned files the verbs
+            read, it would shift every later segment), naming ``what`` and the item.
     """
     if isinstance(texts, str):
         raise TypeError(f"{what}: expected a list of strings, not a string")
     if texts is None or not hasattr(texts, "__iter__"):
         raise TypeError(f"{what}: expected a list of strings, not {type(texts).__name__}")
-    return strings(list(texts), what)
+    items = strings(list(texts), what)
+    for k, text in enumerate(items):
+        if "\n" in text or "\r" in text:
+            raise InputError(f"{what}[{k}] holds a line break: one segment is one line ({text[:40]!r})")
+    return items
 
 
 def _references(references) -> List[List[str]]:

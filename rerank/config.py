@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import numbers
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rerank.errors import InputError
 
@@ -24,7 +25,8 @@ def option(
     type: Optional[Callable[[str], Any]] = None,
     choices: Optional[Sequence[str]] = None,
     positional: bool = False,
-    path: bool = False,
+    path: Union[bool, str] = False,
+    check: Optional[Callable[[str], Any]] = None,
 ) -> Any:
     """A ``Config`` field with its help text, an older spelling of its command-line flag
     (``alias``, still accepted with a one-line note; the tuners' flags are ``--TUNER-FIELD``),
@@ -34,9 +36,42 @@ def option(
     (``positional``: ``mbr:bleu`` for ``utility=bleu``, ``len:DIR`` for ``corpus=DIR``), and
     whether its value names a file or directory the component reads (``path``: what the
     output guard protects and a system directory confines, :mod:`rerank.features.spec_paths`;
-    ``KIND:FILE`` values such as ``bpe=subword-nmt:CODES`` name the part after the colon)."""
+    ``KIND:FILE`` values such as ``bpe=subword-nmt:CODES`` name the part after the colon).  A
+    path's reader's rule, which ``pack-system`` applies to whatever it copies
+    (:func:`check_path_setting`): ``path=True`` a file or a directory, ``"file"`` one regular
+    file, ``"dir:MARKER"`` a directory holding the file ``MARKER`` (``dir:config.json``: a
+    ``save_pretrained`` directory); ``check``: the reader's own validation of the path (raises
+    :class:`~rerank.errors.InputError`), e.g. the prompt template's ``read_prompt``."""
     metadata = {"help": help, "alias": alias, "type": type, "choices": tuple(choices) if choices else None}
-    return dataclasses.field(default=default, metadata={**metadata, "positional": positional, "path": path})
+    return dataclasses.field(
+        default=default, metadata={**metadata, "positional": positional, "path": path, "check": check}
+    )
+
+
+def check_path_setting(owner: str, field: dataclasses.Field, path: str) -> None:
+    """Refuse ``path`` as the value of the path setting ``field`` of component ``owner`` unless
+    it is what the component reads (:func:`option`'s ``path`` rule and ``check``): what a
+    packed system may carry.
+
+    Raises:
+        InputError: a setting that names no file the component reads (not declared a path), a
+            directory where one file is read, a file where a directory is, a directory without
+            its marker file, or a path the reader's ``check`` refuses."""
+    rule = field.metadata.get("path")
+    where = f"{owner}: its {field.name}"
+    if not rule:
+        raise InputError(f"{where} is not a file the scorer reads: a packed system does not carry it", path)
+    if rule == "file" and not os.path.isfile(path):
+        raise InputError(f"{where} must be one file (a packed system carries nothing else)", path)
+    if isinstance(rule, str) and rule.startswith("dir"):
+        marker = rule.partition(":")[2]
+        if not os.path.isdir(path):
+            raise InputError(f"{where} must be a directory", path)
+        if marker and not os.path.isfile(os.path.join(path, marker)):
+            raise InputError(f"{where} is a directory without {marker}: not the model it names", path)
+    check = field.metadata.get("check")
+    if check is not None:
+        check(path)
 
 
 def setting_parser(field: dataclasses.Field) -> Callable[[str], Any]:
@@ -81,6 +116,30 @@ def check_setting_types(config_class: type, values: Mapping[str, Any], owner: st
         wanted = _KINDS.get(kind)
         if wanted is not None and not wanted[1](value):
             raise InputError(f"{owner}: {key}={value!r} is not {wanted[0]}")
+
+
+def check_config(config: Any, owner: str) -> Any:
+    """``config`` (a Config dataclass built in Python: the API's settings) when every field holds
+    what the command line would accept: its annotated type (:func:`check_setting_types`), its
+    choices and its parser's range (``positive_int``, ``seed``… applied to the value's text),
+    so that the API and the command line share one validation path.
+
+    Raises:
+        InputError: ``owner: key=value: why`` for the first field out of type or range."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    check_setting_types(type(config), values, owner)
+    for f in dataclasses.fields(config):
+        value, parser, choices = values[f.name], f.metadata.get("type"), f.metadata.get("choices")
+        if value is None:
+            continue
+        if choices and value not in choices:
+            raise InputError(f"{owner}: {f.name} must be one of {', '.join(choices)} (not {value!r})")
+        if parser is not None:
+            try:
+                parser(repr(value) if isinstance(value, float) else str(value))
+            except (ValueError, TypeError, argparse.ArgumentTypeError) as err:
+                raise InputError(f"{owner}: {f.name}={value!r}: {err}") from None
+    return config
 
 
 def _boolean(text: str) -> bool:

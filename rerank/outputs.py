@@ -46,6 +46,9 @@ from typing import IO, Dict, Iterator, List, Optional
 from rerank.errors import InputError
 
 PARTIAL_SUFFIX = ".rerank-partial"
+#: the suffix of a directory moved aside while :func:`staged_directory` puts the new one in its
+#: place: never swept as a stale temporary (it may be the only copy), restored by the next write
+PREVIOUS_SUFFIX = ".rerank-previous"
 #: write errors that are the user's environment, not our bug: named with the user's path
 _WRITE_ERRNOS = {
     errno.ENOSPC,
@@ -110,6 +113,20 @@ def _temp_prefix(target: str) -> str:
     if len(prefix.encode("utf-8")) + 8 + len(PARTIAL_SUFFIX) > limit:
         prefix = "." + hashlib.sha1(name.encode("utf-8")).hexdigest()[:20] + "."
     return prefix
+
+
+def _restore_previous(target: str) -> None:
+    """A directory moved aside by a :func:`staged_directory` commit that died before the new one
+    was in place (``.NAME.XXXXXXXX.previous``): put back at ``target`` when nothing is there (it
+    is the only copy), removed when the new directory made it."""
+    pattern = os.path.join(
+        glob.escape(os.path.dirname(target)), glob.escape(_temp_prefix(target)) + "*" + PREVIOUS_SUFFIX
+    )
+    for previous in sorted(glob.glob(pattern)):
+        if not os.path.lexists(target):
+            os.replace(previous, target)
+        else:
+            shutil.rmtree(previous, ignore_errors=True)
 
 
 def _remove_stale(target: str) -> None:
@@ -200,6 +217,13 @@ class _Target:
 _LIVE: Dict[str, _Target] = {}
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it, then put back)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def _user_error(err: OSError, path: str) -> InputError:
     """A write error named with the user's ``path`` and its reason, never the temporary's name."""
     return InputError(f"cannot write: {err.strerror or err}", path)
@@ -286,23 +310,26 @@ class StagedOutputs:
     def __enter__(self) -> "StagedOutputs":
         return self
 
+    def _commit(self) -> None:
+        umask = _umask()
+        for side in self._removals:  # before the new list appears: never beside it
+            try:
+                os.unlink(side)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise _user_error(err, side) from None
+        for target in self._targets:
+            try:
+                target.commit(umask)
+            except OSError as err:
+                raise _user_error(err, target.path) from None
+
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None:
-                umask = os.umask(0)
-                os.umask(umask)
-                for side in self._removals:  # before the new list appears: never beside it
-                    try:
-                        os.unlink(side)
-                    except FileNotFoundError:
-                        pass
-                    except OSError as err:
-                        raise _user_error(err, side) from None
-                for target in self._targets:
-                    try:
-                        target.commit(umask)
-                    except OSError as err:
-                        raise _user_error(err, target.path) from None
+                with _signals_deferred():  # the outputs appear together: Ctrl-C waits for the last rename
+                    self._commit()
             elif isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
                 failed = next((t for t in self._targets if exc.filename in (t.tmp, t.real)), None)
                 if failed is not None or exc.filename is None:
@@ -386,6 +413,7 @@ def staged_directory(path: str, replace: bool = True, fresh: bool = False) -> It
     try:
         os.makedirs(parent, exist_ok=True)
         _remove_stale(real)
+        _restore_previous(real)
         with _signals_deferred():  # the temporary is locked before a signal can leave it unrecorded
             tmp = tempfile.mkdtemp(prefix=_temp_prefix(real), suffix=PARTIAL_SUFFIX, dir=parent)
             fd = os.open(tmp, os.O_RDONLY)
@@ -402,19 +430,24 @@ def staged_directory(path: str, replace: bool = True, fresh: bool = False) -> It
         os.close(fd)
         raise
     try:
-        old = None
-        if os.path.isdir(real) and not os.path.islink(real) and os.listdir(real):
-            if not replace:
-                raise InputError("exists and is not an empty directory: refusing to replace it", path)
-            old = tempfile.mkdtemp(prefix=_temp_prefix(real), suffix=PARTIAL_SUFFIX, dir=parent)
-            os.replace(real, old)  # the old directory aside (swept as stale if this run dies now)
-        elif os.path.isdir(real) and not os.path.islink(real):
-            os.rmdir(real)
-        os.replace(written, real)
-        if fresh:
-            os.rmdir(tmp)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with _signals_deferred():  # Ctrl-C waits until the new directory is in place
+            _restore_previous(real)
+            old, mode = None, 0o777 & ~_umask()  # a new directory: what mkdir makes (mkdtemp's is 0700)
+            if os.path.isdir(real) and not os.path.islink(real):
+                mode = stat.S_IMODE(os.stat(real).st_mode)  # a replaced one keeps its mode
+            if os.path.isdir(real) and not os.path.islink(real) and os.listdir(real):
+                if not replace:
+                    raise InputError("exists and is not an empty directory: refusing to replace it", path)
+                old = tempfile.mkdtemp(prefix=_temp_prefix(real), suffix=PREVIOUS_SUFFIX, dir=parent)
+                os.replace(real, old)  # the old directory aside: never swept while it is the only copy
+            elif os.path.isdir(real) and not os.path.islink(real):
+                os.rmdir(real)
+            os.chmod(written, mode)
+            os.replace(written, real)
+            if fresh:
+                os.rmdir(tmp)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _user_error(err, path) from None

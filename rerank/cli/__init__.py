@@ -25,7 +25,7 @@ import errno
 import os
 import signal
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from rerank._version import __version__
 from rerank.cli import core, embed, features, generate, nmt, system, tune
@@ -33,6 +33,7 @@ from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
 from rerank.features.scorer import scorer_summaries
 from rerank.features.spec_paths import existing_files, spec_inputs
+from rerank.mbr.prefilter import Prefilter
 from rerank.metrics.spec import split_metrics
 from rerank.nmt.checkpoints import trusting
 from rerank.output_guard import check_paths
@@ -100,17 +101,52 @@ def _strings(value) -> List[str]:
     return [v for v in value or [] if isinstance(v, str) and v]
 
 
+#: the options whose values are specs, by the kind of spec: every verb's option of that name is
+#: read as one (``generate --model hf-lm:DIR,prompt=FILE`` is a scorer spec; ``mbr --prefilter
+#: mbr:UTILITY,top_k=K`` holds a metric spec)
+SPEC_OPTIONS = {
+    "scorer": "scorer",
+    "model": "scorer",
+    "metric": "metric",
+    "metrics": "metrics",
+    "prefilter": "prefilter",
+}
+
+
+def option_specs(args) -> Tuple[List[str], List[str]]:
+    """(scorer specs, metric specs) that the options of :data:`SPEC_OPTIONS` hold in ``args``:
+    what :func:`guarded_paths` looks into for the files a verb reads.  A value that does not
+    parse adds nothing (the verb refuses it in its own words)."""
+    scorers: List[str] = []
+    metrics: List[str] = []
+    for dest, kind in SPEC_OPTIONS.items():
+        for value in _strings(getattr(args, dest, None)):
+            if kind == "scorer":
+                scorers.append(value)
+            elif kind == "metric":
+                metrics.append(value)
+            elif kind == "metrics":
+                metrics.extend(split_metrics(value))
+            else:
+                try:
+                    stage = Prefilter.parse(value)
+                except InputError:
+                    continue
+                if stage.kind == "mbr":
+                    metrics.append(stage.what)
+    return scorers, metrics
+
+
 def guarded_paths(args):
     """(inputs, outputs) a verb declares (``paths=``) with what it also reads and writes beyond
-    its file options: every file named inside its scorer and metric specs (``--scorer
-    len:src=train.en``, ``--metric comet:DIR``, ``--metrics bleu,comet:DIR``), every file of
+    its file options: every file named inside its specs (:data:`SPEC_OPTIONS`: ``--scorer
+    len:src=train.en``, ``--metric comet:DIR``, ``--metrics bleu,comet:DIR``, ``--prefilter
+    mbr:comet:DIR,source=S,top_k=8``, ``generate --model hf-lm:DIR,prompt=FILE``), every file of
     ``--system`` (a system directory), and, for a shard (``--num-shards``), the record beside
     each output (``OUT.json``)."""
     inputs, outputs = args.paths(args)
     inputs, outputs = dict(inputs), dict(outputs)
-    metrics = _strings(getattr(args, "metric", None))
-    metrics += [m for text in _strings(getattr(args, "metrics", None)) for m in split_metrics(text)]
-    named = spec_inputs(_strings(getattr(args, "scorer", None)), metrics)
+    named = spec_inputs(*option_specs(args))
     if named:
         inputs["(a file a spec names)"] = named
     for system_dir in _strings(getattr(args, "system", None)):
@@ -123,6 +159,26 @@ def guarded_paths(args):
             if record is not None and record not in declared:
                 outputs[f"{option} (its shard record)"] = record
     return inputs, outputs
+
+
+def guard_script(prog: str, inputs: dict, outputs: dict, metrics: Optional[List[str]] = None) -> None:
+    """The command line's output guard for a script or benchmark (``benchmarks/*.py``): every
+    input given exists, every file the ``metrics`` specs name counts as an input, and
+    :func:`rerank.output_guard.check_paths` refuses an output that is an input or another
+    output.  ``inputs``/``outputs``: ``{option: path or [paths]}`` (None skipped).
+
+    Raises:
+        SystemExit: 1, after one line ``PROG: error: PATH: …`` on standard error."""
+    try:
+        for option, value in inputs.items():
+            for path in [value] if isinstance(value, str) or value is None else value:
+                if path and path != "-" and not os.path.exists(path):
+                    raise InputError(f"{option}: no such file or directory", path)
+        named = spec_inputs([], list(metrics or []))
+        check_paths({**inputs, "(a file a spec names)": named}, outputs)
+    except InputError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _utf8_streams() -> None:

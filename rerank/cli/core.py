@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from rerank.argtypes import positive_int
+from rerank.argtypes import positive_int, seed
 from rerank.cli import scoring
 from rerank.cli.options import (
     shard_option_value,
@@ -136,7 +136,7 @@ def _add_folds(sub) -> None:
     )
     p.add_argument("--segment-images", required=True, help="image file name of each segment, one per line")
     p.add_argument("--k", type=positive_int, default=5, help="number of folds (≥ 2)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the fold assignment")
+    p.add_argument("--seed", type=seed, default=1, help="seed of the fold assignment")
     p.add_argument("--out", required=True, help="folds file: image<TAB>fold per segment")
     p.set_defaults(func=cmd_folds, paths=lambda a: ({"--segment-images": a.segment_images}, {"--out": a.out}))
 

@@ -32,6 +32,7 @@ from rerank.argtypes import (
     non_negative_int,
     positive_float,
     positive_int,
+    seed,
 )
 from rerank.cli.options import device_options, device_settings
 from rerank.embed.config import (
@@ -407,7 +408,7 @@ def _embed_schedule_options(q) -> None:
         default=EmbedTrainConfig.threads,
         help="torch CPU threads (0: torch's default)",
     )
-    q.add_argument("--seed", type=int, default=EmbedTrainConfig.seed, help="seed of initialisation and batch order")
+    q.add_argument("--seed", type=seed, default=EmbedTrainConfig.seed, help="seed of initialisation and batch order")
 
 
 def _add_embed_isr(esub) -> None:

@@ -9,7 +9,8 @@ import sys
 
 import numpy as np
 
-from rerank.argtypes import non_negative_float, positive_float, positive_int
+from rerank.argtypes import non_negative_float, positive_int
+from rerank.argtypes import temperature as temperature_type
 from rerank.cli.options import (
     FORMATS_HELP,
     OLD_SPELLING,
@@ -202,7 +203,7 @@ def _add_mbr(sub) -> None:
         "as the mbr: scorer's feature= (default: NMT; --weights-from is its old spelling), e.g. --feature uniform",
     )
     p.add_argument(
-        "--temperature", type=positive_float, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
+        "--temperature", type=temperature_type, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"
     )
     algorithm_options(p)
     p.add_argument(
@@ -250,7 +251,12 @@ def _add_mbr(sub) -> None:
         func=cmd_mbr,
         paths=lambda a: (
             {"--candidates": a.candidates, "--pseudo-refs": a.pseudo_refs},
-            {"--out": a.out, "--matrix": a.matrix, "--out-kbest": a.out_kbest},
+            {
+                "--out": a.out,
+                "--matrix": a.matrix,
+                "--out-kbest": a.out_kbest,
+                "--json": "-" if a.json else None,  # the record goes to standard output
+            },
         ),
     )
 

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import List
 
-from rerank.argtypes import non_negative_int, positive_int
+from rerank.argtypes import non_negative_int, positive_int, seed
 from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option, trust_option
 from rerank.errors import InputError
 from rerank.nmt.ct2 import QUANTIZATIONS, convert
@@ -344,7 +344,7 @@ def _add_nmt_train(nsub) -> None:
         help="transformers: updates of linear warm-up before the inverse-square-root decay (default: 0, "
         "the architecture's: 1000); e.g. --warmup 400 for a short training",
     )
-    q.add_argument("--seed", type=int, default=TrainConfig.seed, help="training seed")
+    q.add_argument("--seed", type=seed, default=TrainConfig.seed, help="training seed")
     q.add_argument(
         "--direction",
         default=TrainConfig.direction,
@@ -398,7 +398,7 @@ def _add_nmt_train_lm(nsub) -> None:
         default=LMConfig.patience,
         help="epochs without a better validation score before stopping",
     )
-    q.add_argument("--seed", type=int, default=LMConfig.seed, help="training seed")
+    q.add_argument("--seed", type=seed, default=LMConfig.seed, help="training seed")
     q.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (0: torch's default)")
     q.add_argument("--no-task2", action="store_true", help="task 1's German only")
     q.add_argument(

@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 
-from rerank.argtypes import non_negative_int, positive_int
+from rerank.argtypes import non_negative_int, positive_int, seed
 from rerank.cli.options import (
     bleu_options,
     bleu_settings,
@@ -274,7 +274,7 @@ def signif_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resamples", type=non_negative_int, default=10000, help="bootstrap resamples for s_sel (0: none)")
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed,
         default=DEFAULT_SEED,
         help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
     )

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from rerank.argtypes import seed
 from rerank.cli.options import (
     add_config_options,
     bleu_options,
@@ -162,7 +163,7 @@ def tuning_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed,
         default=DEFAULT_SEED,
         help=f"seed of the tuner's random choices (default: {DEFAULT_SEED}), e.g. --seed 2 for a replica",
     )

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, List
 
-from rerank.argtypes import positive_float
+from rerank.argtypes import temperature as temperature_type
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer
@@ -67,7 +67,7 @@ def _config() -> Any:
             ),
         ),
         ("feature", str, option("NMT", "the log-probability column of the distribution, or uniform (samples)")),
-        ("temperature", float, option(1.0, "softmax temperature", type=positive_float)),
+        ("temperature", float, option(1.0, "softmax temperature", type=temperature_type)),
         (
             "algorithm",
             str,

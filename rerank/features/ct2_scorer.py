@@ -38,6 +38,7 @@ class CT2Scorer(PairScorer):
 
     @dataclass
     class Config(LanguageConfig):
+        path: str = option("", "the converted model's directory", positional=True, path="dir:model.bin")
         compute_type: str = option(
             "",
             "CTranslate2's compute type (default int8 on the CPU, float16 on CUDA; the device may support fewer)",

@@ -37,8 +37,8 @@ class FairseqScorer(ForcedDecodingScorer):
 
     @dataclass
     class Config:
-        checkpoint: str = option("", "the checkpoint file", positional=True, path=True)
-        dict: str = option("", "the directory of its dictionaries (default: the checkpoint's)", path=True)
+        checkpoint: str = option("", "the checkpoint file", positional=True, path="file")
+        dict: str = option("", "the directory of its dictionaries (default: the checkpoint's)", path="dir")
         bpe: str = option(
             "", "how text becomes its subwords: subword-nmt:CODES, sentencepiece:MODEL or none", path=True
         )

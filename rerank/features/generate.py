@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -42,12 +43,13 @@ from rerank.features.ct2_scorer import CT2Scorer
 from rerank.features.hf_scorer import HFCausalLMScorer, HFSeq2SeqScorer
 from rerank.features.sampling import Sampling, truncate
 from rerank.features.scorer import make_scorer
+from rerank.features.spec_paths import file_digests
 from rerank.nbest import ListInfo, NBestList, NBestWriter, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.shards import Shard
 from rerank.signature import write_signed
-from rerank.textio import read_lines
+from rerank.textio import file_digest, read_lines
 
 
 def _search(beam: int, sampling: Optional[Sampling], sentence: int) -> Dict[str, Any]:
@@ -308,7 +310,9 @@ def generate_file(
                 hypotheses += len(block.hypotheses)
         record = {
             "model": model,
+            "model_files": file_digests(model),
             "input": input_path,
+            "input_sha256": file_digest(input_path) if os.path.isfile(input_path) else None,
             "nbest": nbest,
             "beam": None if sampling else beam,
             "sampling": None if sampling is None else sampling.to_json(),

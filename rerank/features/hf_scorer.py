@@ -113,7 +113,7 @@ def detokenizer(value: Optional[str], spec: str):
 class PairConfig:
     """The settings every pair scorer (``hf:``, ``ct2:``) has."""
 
-    path: str = option("", "the model's directory", positional=True, path=True)
+    path: str = option("", "the model's directory", positional=True, path="dir:config.json")
     direction: str = option("", "forward (default), backward (the channel model), r2l (ct2: of fairseq exports)")
     name: str = option("", "the column (default by scorer and direction: HF, HFChannel, CT2, CT2R2L…)")
     detok: str = option("", "detokenise hypotheses first: moses:LANG")
@@ -330,7 +330,7 @@ class HFCausalLMScorer(PairScorer):
 
     @dataclass
     class Config:
-        path: str = option("", "the model's directory (save_pretrained)", positional=True, path=True)
+        path: str = option("", "the model's directory (save_pretrained)", positional=True, path="dir:config.json")
         name: str = option("", "the column (default HFLM)")
         detok: str = option("", "detokenise hypotheses first: moses:LANG")
         batch: Optional[int] = option(None, "hypotheses per batch (default 64)", type=positive_int)
@@ -338,7 +338,8 @@ class HFCausalLMScorer(PairScorer):
             "",
             "a prompt template file holding {source}: log P(hypothesis | prompt) of a decoder-only translator "
             "(default: none, log P(hypothesis))",
-            path=True,
+            path="file",
+            check=lambda path: read_prompt(path),
         )
 
     default_name = "HFLM"

@@ -47,9 +47,9 @@ class LengthScorer(Scorer):
     class Config:
         corpus: str = option("", "a rerank nmt prepare directory, or the mean ratio itself", positional=True, path=True)
         src: str = option(
-            "", "or the ratio estimated from two parallel files: the source side (plain or .gz)", path=True
+            "", "or the ratio estimated from two parallel files: the source side (plain or .gz)", path="file"
         )
-        tgt: str = option("", "… and the target side, line-aligned with src", path=True)
+        tgt: str = option("", "… and the target side, line-aligned with src", path="file")
 
     set_name = "Len"
 

@@ -257,12 +257,14 @@ class Model1Scorer(Scorer):
     @dataclass
     class Config:
         corpus: str = option("", "the rerank nmt prepare directory of the training pairs", positional=True, path=True)
-        src: str = option("", "or the training pairs as two parallel files: the source side (plain or .gz)", path=True)
-        tgt: str = option("", "… and the target side, line-aligned with src", path=True)
+        src: str = option(
+            "", "or the training pairs as two parallel files: the source side (plain or .gz)", path="file"
+        )
+        tgt: str = option("", "… and the target side, line-aligned with src", path="file")
         form: str = option("word", "the columns: per word, sums or both", choices=("word", "sum", "both"))
         iterations: int = option(5, "EM passes from uniform", type=positive_int)
         floor: float = option(1e-7, "the probability of a word pair never seen", type=open_unit_interval)
-        tables: str = option("", "or the tables trained already (.npz of pack-system) instead of a corpus", path=True)
+        tables: str = option("", "or the tables trained already (.npz of pack-system) instead of a corpus", path="file")
 
     set_name = "IBM1"
     #: the tables of both directions (trained, or read from ``tables=``)

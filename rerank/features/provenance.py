@@ -13,12 +13,12 @@ import os
 import shutil
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from rerank.config import parse_settings
+from rerank.config import check_path_setting, parse_settings
 from rerank.errors import InputError
 from rerank.features.generate import GENERATORS
 from rerank.features.manifest import PLACEHOLDER
 from rerank.features.scorer import SCORERS, given_settings
-from rerank.textio import read_json
+from rerank.textio import file_digest, read_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,8 +165,42 @@ def is_generated(record: Dict[str, Any]) -> bool:
     return isinstance(model, str) and model.partition(":")[0] in GENERATORS and "nbest" in record
 
 
+def check_model_files(generation: Dict[str, Any], relocation: Relocation) -> None:
+    """Refuse to pack a ``rerank generate`` model whose one-file settings (its prompt template)
+    changed since the list was generated: their SHA-256 now against the signature's
+    ``model_files`` (read where ``relocation`` moved them).
+
+    Raises:
+        InputError: a recorded file that is missing or differs, naming the setting and the list's
+            signature's digest."""
+    recorded = generation.get("model_files") or {}
+    if not isinstance(recorded, dict):
+        raise InputError("the list's signature: model_files is not a {setting: digest} record")
+    name, _, arg = str(generation["model"]).partition(":")
+    config = parse_settings(SCORERS.get(name).Config, arg, generation["model"], {})
+    for field, digest in recorded.items():
+        path = relocation(str(getattr(config, field, "") or ""))
+        if not os.path.isfile(path):
+            raise InputError(f"the generator's {field} is missing (the list was generated with it)", path)
+        if file_digest(path) != digest:
+            raise InputError(
+                f"the generator's {field} changed after the list was generated (sha256 {digest[:12]}… recorded): "
+                "generate and tune again, or restore it",
+                path,
+            )
+
+
 def copy_path(source: str, target: str) -> None:
-    """Copy the file or directory ``source`` to ``target``, its parent directories made."""
+    """Copy the file or directory ``source`` to ``target``, its parent directories made.
+
+    Raises:
+        InputError: ``target`` inside the directory ``source`` (a system packed into the folder
+            of a model it copies would copy itself until the disk fills)."""
+    inside = os.path.realpath(source)
+    if os.path.isdir(source) and os.path.commonpath([inside, os.path.realpath(target)]) == inside:
+        raise InputError(
+            "the output is being written inside this directory, which it copies: write it elsewhere", source
+        )
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if os.path.isdir(source):
         shutil.copytree(source, target)
@@ -214,19 +248,23 @@ def relocate_spec(
 
 
 def _local_paths(name: str, config: Any, relocation: Relocation) -> Dict[str, Tuple[str, str]]:
-    """{setting: (prefix, path)} of a scorer's settings that name an existing file or
-    directory where ``relocation`` puts it (a value ``KIND:PATH`` such as
-    ``bpe=subword-nmt:codes`` gives prefix ``KIND:``, any other prefix ``""``).
+    """{setting: (prefix, path)} of a scorer's path settings (declared by its Config,
+    :func:`rerank.config.option`) that name an existing file or directory where ``relocation``
+    puts it (a value ``KIND:PATH`` such as ``bpe=subword-nmt:codes`` gives prefix ``KIND:``, any
+    other prefix ``""``), each checked by its reader's rule
+    (:func:`rerank.config.check_path_setting`): what a packed system may carry.
 
     Raises:
+        InputError: a path its reader's rule refuses (a directory as a prompt template, a model
+            directory without its marker file);
         InputError: an absolute path that does not exist (the job directory moved: the
             message names ``--relocate``).
     """
     found = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        if not isinstance(value, str) or not value:
-            continue
+        if not isinstance(value, str) or not value or not f.metadata.get("path"):
+            continue  # only a setting its Config declares a path is ever copied
         kind, sep, rest = value.partition(":")
         if sep and os.path.isabs(rest) and not os.path.isabs(value):
             value, rest = kind + sep + relocation(rest), relocation(rest)
@@ -241,5 +279,6 @@ def _local_paths(name: str, config: Any, relocation: Relocation) -> Dict[str, Tu
                         "(the job directory moved? give --relocate OLD=NEW)"
                     )
             continue
+        check_path_setting(f"scorer {name}", f, path)
         found[f.name] = (prefix, path)
     return found

@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from rerank.argtypes import MAX_SEED, MIN_TEMPERATURE
 from rerank.errors import InputError
 
 #: the settings of ``--sampling`` (``ancestral`` is a word without a value)
@@ -52,8 +53,8 @@ class Sampling:
             ("epsilon", self.epsilon is None or 0 < self.epsilon < 1, "in (0, 1)"),
             ("top_p", self.top_p is None or 0 < self.top_p < 1, "in (0, 1)"),
             ("top_k", self.top_k is None or self.top_k >= 1, "a positive integer"),
-            ("temperature", self.temperature > 0 and np.isfinite(self.temperature), "a positive number"),
-            ("seed", self.seed >= 0, "a non-negative integer"),
+            ("temperature", MIN_TEMPERATURE <= self.temperature < np.inf, f"a finite number ≥ {MIN_TEMPERATURE}"),
+            ("seed", 0 <= self.seed <= MAX_SEED, f"an integer from 0 to {MAX_SEED}"),
         )
         for key, good, what in checks:
             if not good:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Iterator, List, NamedTuple
+from typing import Dict, Iterator, List, NamedTuple, Union
 
 from rerank.config import parse_settings
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS
 from rerank.metrics.base import METRICS
 from rerank.metrics.spec import parse_terms, sacrebleu_names
+from rerank.textio import file_digest
 
 #: how deep specs may nest (``mbr:comet:…`` is 2); deeper is refused rather than followed
 MAX_DEPTH = 4
@@ -32,12 +33,13 @@ MAX_DEPTH = 4
 
 class Setting(NamedTuple):
     """One string setting of a (nested) spec: the component's name, the field, its value, and
-    whether the field names a file or directory the component reads."""
+    whether the field names a file or directory the component reads (its rule,
+    :func:`rerank.config.option`'s ``path``: True, ``"file"``, ``"dir:MARKER"``)."""
 
     owner: str
     field: str
     value: str
-    path: bool = False
+    path: Union[bool, str] = False
 
 
 def _component_settings(registry, name: str, arg: str, spec: str, depth: int) -> Iterator[Setting]:
@@ -54,7 +56,7 @@ def _component_settings(registry, name: str, arg: str, spec: str, depth: int) ->
         if nested is not None:
             yield from _settings(nested, value, depth + 1)
         else:
-            yield Setting(name, f.name, value, bool(f.metadata.get("path")))
+            yield Setting(name, f.name, value, f.metadata.get("path") or False)
 
 
 def _nested_registry(value: str):
@@ -129,6 +131,16 @@ def settings_inputs(settings: List[Setting]) -> List[str]:
             if os.path.exists(path):
                 files.extend(existing_files(path))
     return files
+
+
+def file_digests(spec: str) -> Dict[str, str]:
+    """``{setting: SHA-256 hex}`` of the one-file settings (``path="file"``) of the scorer
+    ``spec`` that exist: what ``rerank generate`` records of its prompt template, and
+    ``pack-system`` compares before it packs the template (a template edited after the list
+    was generated is not the system that was tuned)."""
+    return {
+        s.field: file_digest(s.value) for s in scorer_settings(spec) if s.path == "file" and os.path.isfile(s.value)
+    }
 
 
 def spec_inputs(scorers: List[str], metrics: List[str]) -> List[str]:

@@ -42,7 +42,7 @@ from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScorerCache, ScoringInputs, add_features
 from rerank.features.manifest import MANIFEST, load_system, manifest_digest
-from rerank.features.provenance import Relocation, copy_path, is_generated, relocate_spec, trace
+from rerank.features.provenance import Relocation, check_model_files, copy_path, is_generated, relocate_spec, trace
 from rerank.features.scorer import make_scorer
 from rerank.features.system_decode import decode_fairseq, generate_block
 from rerank.nbest import BLOCK_HYPOTHESES, NBestWriter, iter_nbest
@@ -105,6 +105,7 @@ def pack_system(
         raise InputError("exists and is not an empty directory: a system is written into a new one", out_dir)
     with staged_directory(out_dir, replace=False) as tmp:  # the directory appears whole or not at all
         if needed is None:  # rerank generate's model, copied with its paths (as a scorer's)
+            check_model_files(generation, relocation)
             decoder = {key: generation.get(key) for key in ("nbest", "beam", "sampling", "max_length")}
             decoder.update(kind="generate", model=relocate_spec(generation["model"], 0, tmp, relocation, "generator"))
         else:

@@ -4,6 +4,7 @@ pseudo-references, e.g. samples), streamed a block of segments at a time, sharde
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -15,11 +16,11 @@ from rerank.mbr.exact import cross_expected
 from rerank.mbr.kbest import LocalSearch, keep_best
 from rerank.mbr.prefilter import Prefilter, prefilter
 from rerank.nbest import NBestWriter, count_segments, iter_nbest, iter_nbest_pair
-from rerank.outputs import StagedOutputs
+from rerank.outputs import StagedOutputs, signature_path
 from rerank.progress import Stages
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
-from rerank.textio import file_digest
+from rerank.textio import file_digest, read_json
 
 
 def mbr_decode(
@@ -99,23 +100,27 @@ def mbr_decode(
             chosen = run.block(first, candidates, refs, handle, kbest)
             with run.stages.measure("write"):
                 best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
+        record = {
+            "input": candidates_path,
+            "segments": run.segments,
+            "mbr": {
+                "metric": utility,
+                "algorithm": algorithm,
+                "weights_from": weights_from,
+                "temperature": temperature,
+                "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path not in (None, "-") else None,
+                "prefilters": [str(stage) for stage in stages_given],
+                **scorer.decoder.settings(),
+            },
+            "stages": run.counts(),
+        }
         if shard is not None:
-            record = {
-                "shard": shard.record(total, candidates_path, "text"),
-                "input": candidates_path,
-                "segments": run.segments,
-                "mbr": {
-                    "metric": utility,
-                    "algorithm": algorithm,
-                    "weights_from": weights_from,
-                    "temperature": temperature,
-                    "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path else None,
-                    "prefilters": [str(stage) for stage in stages_given],
-                    **scorer.decoder.settings(),
-                },
-                "stages": run.counts(),
-            }
-            write_signed(outputs.signature(out), record)
+            write_signed(outputs.signature(out), {"shard": shard.record(total, candidates_path, "text"), **record})
+        else:  # the selections are plain text: a signature of an earlier run beside them goes
+            outputs.drop_signature(out)
+        if kbest_path is not None:  # the K-best list is signed as every list rerank writes
+            kbest_info = {"keep": keep, "diversity": diversity}
+            write_signed(outputs.signature(kbest_path), {**record, "kbest": kbest_info})
     # an algorithm that only selects estimates no expected utility: null, not NaN (valid JSON)
     expected = run.expected_sum / max(run.segments, 1) if scorer.decoder.gives_column else None
     return {"segments": run.segments, "expected": expected, "settings": scorer.decoder.settings(), **run.counts()}
@@ -135,12 +140,34 @@ def _blocks(candidates_path: str, pseudo_refs_path: Optional[str], shard: Option
             raise InputError(
                 f"{counts[1]} segments in the pseudo-references but {counts[0]} in the candidates", pseudo_refs_path
             )
+        _check_same_source(candidates_path, pseudo_refs_path)
         blocks: Iterator = iter_nbest_pair(candidates_path, pseudo_refs_path)
     else:
         blocks = ((first, block, block) for first, block in iter_nbest(candidates_path))
     if shard is not None:
         blocks = shard_blocks(blocks, lo, hi)
     return blocks, total
+
+
+def _check_same_source(candidates_path: str, pseudo_refs_path: str) -> None:
+    """Refuse pseudo-references generated from other sentences than the candidates: both lists'
+    signatures (``rerank generate``'s ``input_sha256``), where both record one, must name the
+    same input.
+
+    Raises:
+        InputError: the two inputs differ, naming the pseudo-references' list and both inputs."""
+    digests = []
+    for path in (candidates_path, pseudo_refs_path):
+        side = signature_path(path) if path != "-" else None
+        record = read_json(side) if side and os.path.isfile(side) else {}
+        digests.append((record.get("input_sha256"), record.get("input")) if isinstance(record, dict) else (None, None))
+    (ours, our_input), (theirs, their_input) = digests
+    if isinstance(ours, str) and isinstance(theirs, str) and ours != theirs:
+        raise InputError(
+            f"the pseudo-references were generated from other sentences ({their_input}) than the candidates "
+            f"({our_input}): their inputs' SHA-256 differ",
+            pseudo_refs_path,
+        )
 
 
 class _Run:
@@ -210,6 +237,7 @@ def _select(
         expected, computed = scorer.decoder.estimates(scorer, candidates, refs, p, first)
     else:
         return (*scorer.select(candidates, refs, p, first), None)
+    scorer.check_finite(expected, candidates, first)
     return (*scorer.decoder.selection(candidates, expected, computed), expected)
 
 

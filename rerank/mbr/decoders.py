@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
+from rerank.config import check_config, check_setting_types
 from rerank.errors import InputError
 from rerank.nbest import NBestList
 from rerank.registry import Registry
@@ -85,8 +86,11 @@ class Decoder:
         self, engine, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0
     ) -> Tuple[np.ndarray, int]:
         """(float64[M] :meth:`expected`, the utilities it computed: each candidate against
-        :meth:`references_per_segment` references; an algorithm that draws its cells says its own)."""
-        expected = self.expected(engine, candidates, refs, p_refs, first)
+        :meth:`references_per_segment` references; an algorithm that draws its cells says its own).
+
+        Raises:
+            InputError: a non-finite expected utility (the engine's ``check_finite``)."""
+        expected = engine.check_finite(self.expected(engine, candidates, refs, p_refs, first), candidates, first)
         return expected, int((np.diff(candidates.offsets) * self.references_per_segment(refs)).sum())
 
     def select(
@@ -131,7 +135,9 @@ def make_decoder(name: str, **settings: Any) -> Decoder:
     """
     cls = DECODERS.get(name)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
-    return cls(cls.Config(**{k: v for k, v in settings.items() if k in fields}))
+    given = {k: v for k, v in settings.items() if k in fields}
+    check_setting_types(cls.Config, given, f"mbr {name}")
+    return cls(check_config(cls.Config(**given), f"mbr {name}"))
 
 
 def setting_fields(column_only: bool = False) -> List[Tuple[str, dataclasses.Field, List[str]]]:

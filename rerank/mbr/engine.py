@@ -5,13 +5,16 @@ one object, which the ``mbr:`` scorer and ``rerank mbr`` share."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import List, Tuple, Union
 
 import numpy as np
 
+from rerank.argtypes import MIN_TEMPERATURE
 from rerank.errors import InputError
 from rerank.mbr.decoders import Decoder, make_decoder
-from rerank.mbr.pairs import PairUtilities, list_softmax
+from rerank.mbr.pairs import PairUtilities, finite_utilities, list_softmax
 from rerank.metrics import METRICS, Metric, make_metric
 from rerank.metrics.utility import PairwiseUtility
 from rerank.nbest import NBestList
@@ -65,6 +68,12 @@ class MBR(PairUtilities):
     def __init__(
         self, utility: str, feature: str = "NMT", temperature: float = 1.0, decoder: Union[str, Decoder] = "exact"
     ):
+        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not math.isfinite(temperature):
+            raise InputError(f"mbr: temperature must be a finite number, not {temperature!r}")
+        if temperature < MIN_TEMPERATURE:
+            raise InputError(f"mbr: temperature must be at least {MIN_TEMPERATURE}, not {temperature!r}")
+        if not isinstance(feature or "", str):
+            raise InputError(f"mbr: the weights' column must be a column name or uniform, not {feature!r}")
         super().__init__(make_utility(utility))
         self.metric, self.feature, self.temperature = utility, feature or "NMT", temperature
         self.decoder = decoder if isinstance(decoder, Decoder) else make_decoder(decoder or "exact")
@@ -96,8 +105,24 @@ class MBR(PairUtilities):
     def expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0) -> np.ndarray:
         """float64[M] every candidate's expected utility against the pseudo-references of its
         segment in ``refs`` (``candidates`` itself: its own list) weighed by ``p_refs``, by the
-        algorithm (:meth:`Decoder.expected <rerank.mbr.decoders.Decoder.expected>`)."""
-        return self.decoder.expected(self, candidates, refs, p_refs, first)
+        algorithm (:meth:`Decoder.expected <rerank.mbr.decoders.Decoder.expected>`).
+
+        Raises:
+            InputError: an expected utility that is not finite (:meth:`check_finite`)."""
+        return self.check_finite(self.decoder.expected(self, candidates, refs, p_refs, first), candidates, first)
+
+    def check_finite(self, expected: np.ndarray, candidates: NBestList, first: int = 0) -> np.ndarray:
+        """``expected`` (float64[M], one per candidate) when every value is finite.
+
+        Raises:
+            InputError: a NaN or infinite expected utility (a metric model with a broken weight
+                would make every segment pick its first candidate), naming the utility and the
+                first such segment (its id in the whole list)."""
+        bad = np.flatnonzero(~np.isfinite(expected))
+        if len(bad):
+            segment = first + int(np.searchsorted(candidates.offsets, bad[0], side="right")) - 1
+            finite_utilities(expected, self.column, segment)
+        return expected
 
     def select(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0) -> Tuple:
         """(selected rows int[N], utilities computed, sum of the selections' expected

@@ -23,6 +23,7 @@ from typing import Tuple
 import numpy as np
 
 from rerank.argtypes import positive_float
+from rerank.argtypes import seed as seed_type
 from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
 from rerank.mbr.decoders import DECODERS, SelectingDecoder
@@ -142,4 +143,4 @@ class HalvingDecoder(SelectingDecoder):
             "compute 1/reduction of each segment's utilities (halving: at most; lowrank: mbrs' reduction_factor); 1: all",
             type=positive_float,
         )
-        seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)")
+        seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)", type=seed_type)

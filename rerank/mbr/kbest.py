@@ -20,7 +20,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 
 from rerank.argtypes import non_negative_int, positive_int
-from rerank.config import option
+from rerank.argtypes import seed as seed_type
+from rerank.config import check_config, option
 from rerank.errors import InputError
 from rerank.nbest import NBestList
 
@@ -39,13 +40,15 @@ class LocalSearch:
         20, "rounds of the local search after the greedy set (0: greedy only)", type=non_negative_int
     )
     neighbors: int = option(1, "members taken out and put back each round", type=positive_int)
-    seed: int = option(0, "seed of the draws")
+    seed: int = option(0, "seed of the draws", type=seed_type)
     draws: str = option(
         "numpy", "numpy (rerank's stream per segment) or mbrs (torch's randperm from seed for every segment, as mbrs)"
     )
 
     def check(self) -> None:
-        """Raises InputError: ``draws`` other than numpy or mbrs, or mbrs without torch."""
+        """Raises InputError: a setting out of its type or range (as the command line's
+        ``--local-search-*``), ``draws`` other than numpy or mbrs, or mbrs without torch."""
+        check_config(self, "local search")
         if self.draws not in ("numpy", "mbrs"):
             raise InputError(f"--local-search-draws must be numpy or mbrs, not {self.draws!r}")
         if self.draws == "mbrs":

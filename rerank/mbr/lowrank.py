@@ -15,7 +15,8 @@ from typing import Tuple
 
 import numpy as np
 
-from rerank.argtypes import positive_float, positive_int
+from rerank.argtypes import positive_float, positive_int, ranged
+from rerank.argtypes import seed as seed_type
 from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
@@ -23,6 +24,13 @@ from rerank.mbr.decoders import DECODERS, Decoder
 from rerank.mbr.exact import ExactDecoder
 from rerank.mbr.pairs import same_segments
 from rerank.nbest import NBestList
+
+#: the smallest L2 weight of the factors: a row of no observed cell solves ``ridge`` alone, which
+#: must stay invertible in float32 (mbrs' precision); 1e-300 was a singular-matrix traceback
+MIN_REGULARIZATION = 1e-6
+regularization_type = ranged(
+    float, lambda v: math.isfinite(v) and v >= MIN_REGULARIZATION, f"a finite number ≥ {MIN_REGULARIZATION}"
+)
 
 
 def als_complete(
@@ -182,9 +190,9 @@ class LowRankDecoder(Decoder):
             type=positive_float,
         )
         rank: int = option(8, "rank of the completed matrix's factors", type=positive_int)
-        regularization: float = option(0.1, "L2 weight of the factors", type=positive_float)
+        regularization: float = option(0.1, "L2 weight of the factors (at least 1e-6)", type=regularization_type)
         iterations: int = option(10, "alternating least-squares rounds at most", type=positive_int)
-        seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)")
+        seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)", type=seed_type)
         draws: str = option(
             "numpy",
             "numpy (rerank's stream per segment) or mbrs (its probabilistic_mbr exactly: torch's draws from seed for "

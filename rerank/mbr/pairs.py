@@ -109,6 +109,22 @@ def distinct_pairs(hyp: np.ndarray, ref: np.ndarray, distinct: int) -> Tuple[np.
     return keys, back.reshape(-1)
 
 
+def finite_utilities(values: np.ndarray, column: str, segment: Optional[int] = None) -> np.ndarray:
+    """``values`` (float64[P] utilities) when every one is finite.
+
+    Raises:
+        InputError: a NaN or infinite utility (a model with a broken weight: a NaN would make
+            every segment pick its first candidate), naming the utility and the segment."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        where = f" in segment {segment} (0-based, as the list's ids)" if segment is not None else ""
+        raise InputError(
+            f"mbr: {int(bad.sum())} of {len(values)} {column} utilities are not finite (NaN or infinite){where}: "
+            "the metric's model or its inputs are broken, no selection is made"
+        )
+    return values
+
+
 class PairUtilities:
     """Utilities of pairs of texts under one :class:`~rerank.metrics.utility.PairwiseUtility`,
     with memory bounded by :attr:`max_pairs` pairs and :attr:`max_matrix_texts` texts.
@@ -183,10 +199,12 @@ class PairUtilities:
         index: Dict[str, int] = {}
         ids = np.fromiter((index.setdefault(t, len(index)) for t in hypotheses), np.int64, len(hypotheses))
         if len(index) == len(ids):
-            return self.utility.pairs(hypotheses, hyp, ref)
+            return finite_utilities(self.utility.pairs(hypotheses, hyp, ref), self.utility.column)
         distinct = len(index)
         keys, back = distinct_pairs(ids[hyp], ids[ref], distinct)
-        return self.utility.pairs(list(index), keys // distinct, keys % distinct)[back]
+        return finite_utilities(
+            self.utility.pairs(list(index), keys // distinct, keys % distinct), self.utility.column
+        )[back]
 
     def _by_segment(self, hypotheses, hyp, ref, segment: np.ndarray, first: int = 0) -> np.ndarray:
         """:meth:`utilities` of the pairs of each segment, by its own matrix."""
@@ -229,7 +247,8 @@ class PairUtilities:
 
             def scored_once(hyp, ref):  # each pair of distinct texts through the model once
                 keys, back = distinct_pairs(ids[hyp], ids[ref], len(distinct))
-                return sourced.segment_pairs(segment, distinct, keys // len(distinct), keys % len(distinct))[back]
+                values = sourced.segment_pairs(segment, distinct, keys // len(distinct), keys % len(distinct))
+                return finite_utilities(values, sourced.column, segment)[back]
 
             return scored_once
         if isinstance(self.utility, NgramUtility) and len(index) <= self.max_matrix_texts:

@@ -12,6 +12,7 @@ from typing import Sequence, Tuple
 import numpy as np
 
 from rerank.argtypes import positive_float
+from rerank.argtypes import seed as seed_type
 from rerank.config import option
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
@@ -129,4 +130,6 @@ class PrunedDecoder(SelectingDecoder):
             "1 prunes nothing",
             type=positive_float,
         )
-        seed: int = option(DEFAULT_SEED, "seed of the draws and the bootstrap (rerank's seed of every draw)")
+        seed: int = option(
+            DEFAULT_SEED, "seed of the draws and the bootstrap (rerank's seed of every draw)", type=seed_type
+        )

@@ -89,7 +89,7 @@ class _CometMetric(MeanOfSegments):
         model: str = option(
             "", "a COMET checkpoint directory (checkpoints/model.ckpt + hparams.yaml)", positional=True, path=True
         )
-        source: str = option("", "the source sentences, one per segment (plain text)", path=True)
+        source: str = option("", "the source sentences, one per segment (plain text)", path="file")
         encoder: str = option(
             "", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model", path=True
         )

@@ -151,3 +151,23 @@ def test_a_checkpoint_file_is_named_as_given(good, tmp_path):
     assert message.startswith(f"{copy}: comet: no hparams.yaml beside checkpoints/"), message
     assert os.path.join(str(tmp_path), "hparams.yaml") in message  # where it looked
     assert load_comet(os.path.join(good["da"], "checkpoints", "model.ckpt")).kind == "regression_metric"
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "aggregate", "pruned"])
+def test_a_nan_weight_is_refused_by_mbr_naming_the_utility_and_segment(good, tmp_path, capsys, algorithm):
+    """Issue 92, class 5: a COMET checkpoint with a NaN weight made every segment pick its first
+    candidate, rc 0; every MBR algorithm now refuses a non-finite utility in one line."""
+
+    def poison(state):
+        state["estimator.ff.6.bias"][0] = float("nan")
+
+    checkpoint = crafted(good["da"], tmp_path, state=poison)
+    (tmp_path / "src.en").write_text("a man\na dog\n")
+    lines = ["0 ||| ein mann ||| NMT= -1 ||| 0", "0 ||| ein hund ||| NMT= -2 ||| 0", "0 ||| mann ||| NMT= -3 ||| 0"]
+    lines += ["1 ||| ein hund ||| NMT= -1 ||| 0", "1 ||| hund ||| NMT= -2 ||| 0", "1 ||| ein ||| NMT= -3 ||| 0"]
+    (tmp_path / "c.nbest").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "picks"
+    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", f"comet:{checkpoint},source={tmp_path}/src.en"]
+    assert main(argv + ["--algorithm", algorithm, "--out", str(out)]) == 1
+    one_line_error(capsys, "utilities are not finite (NaN or infinite) in segment 0", "no selection is made")
+    assert not out.exists()

@@ -215,3 +215,73 @@ def test_a_generated_systems_model_cannot_point_outside(tmp_path):
         (tmp_path / "crafted" / "system.json").write_text(json.dumps(manifest))
         with pytest.raises(InputError, match=message):
             load_system(str(tmp_path / "crafted"))
+
+
+def _edit_signature(path, **changes) -> None:
+    """A list's signature with ``changes`` made to its record (re-signed where it is signed)."""
+    from rerank.signature import write_signed
+
+    record = json.loads(open(path).read())
+    record.update(changes)
+    record.pop("digest", None)
+    write_signed(path, record) if "digest" in json.loads(open(path).read()) else open(path, "w").write(
+        json.dumps(record)
+    )
+
+
+def test_a_packed_system_carries_only_what_its_readers_read(tmp_path, capsys):
+    """Issue 92, class 1: whatever a list's signature names is checked by its reader's rule
+    before pack-system copies it (a template is one UTF-8 file holding {source}, a model a
+    directory with its config.json), and a template changed after generation is refused."""
+    model = _model(tmp_path, "hf-lm", _corpus(tmp_path))
+    _pack(tmp_path, model, 2, "val.nbest")
+    capsys.readouterr()
+    record = json.loads((tmp_path / "val.nbest.json").read_text())
+    prompt = str(tmp_path / "prompt" / "template.txt")
+    assert list(record["model_files"]) == ["prompt"]
+    secrets = tmp_path / "keys"
+    secrets.mkdir()
+    (secrets / "id_rsa").write_text("secret")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "notes.txt").write_text("x")
+    llama = model.split(":", 1)[1].split(",")[0]
+    for spec, needle in (
+        (model.replace(prompt, str(secrets)), "its prompt must be one file"),
+        (model.replace(prompt, str(tmp_path / "val.de")), "holds no {source}"),
+        (model.replace(llama, str(bare)), "a directory without config.json"),
+        (model.replace(llama, str(tmp_path / "val.de")), "its path must be a directory"),
+    ):
+        shutil.copy(tmp_path / "val.nbest.json", tmp_path / "saved.json")
+        _edit_signature(tmp_path / "val.nbest.json", model=spec, model_files={})
+        shutil.rmtree(tmp_path / "system2", ignore_errors=True)
+        argv = f"pack-system --nbest {tmp_path}/val.nbest --weights {tmp_path}/w.json --out {tmp_path}/system2"
+        assert main(argv.split()) == 1, spec
+        err = capsys.readouterr().err
+        assert needle in err and err.strip().count("\n") == 0, err
+        assert not (tmp_path / "system2").exists()
+        shutil.copy(tmp_path / "saved.json", tmp_path / "val.nbest.json")
+    with open(prompt, "a") as handle:  # the template edited after the list was generated and tuned
+        handle.write("Answer:\n")
+    argv = f"pack-system --nbest {tmp_path}/val.nbest --weights {tmp_path}/w.json --out {tmp_path}/system3"
+    assert main(argv.split()) == 1
+    assert "generator's prompt changed after the list was generated" in capsys.readouterr().err
+    assert not (tmp_path / "system3").exists()
+
+
+def test_a_system_packed_into_its_generators_folder_is_refused(tmp_path, capsys):
+    """Issue 92, class 4: the output inside a directory the system copies (no copy of itself)."""
+    marian = _corpus(tmp_path)
+    _run(
+        tmp_path,
+        f"generate --model hf:{marian} --nbest 2 --max-length 12 --device cpu --input {{d}}/val.en "
+        "--out-nbest {d}/val.nbest --out-1best {d}/val.1best",
+    )
+    _run(tmp_path, "tune --nbest {d}/val.nbest --ref {d}/val.de --tokenize none --out {d}/w.json")
+    capsys.readouterr()
+    before = sorted(p.name for p in (tmp_path / "hf").rglob("*"))
+    argv = f"pack-system --nbest {tmp_path}/val.nbest --weights {tmp_path}/w.json --out {marian}/system"
+    assert main(argv.split()) == 1
+    err = capsys.readouterr().err
+    assert "the output is being written inside this directory, which it copies" in err and marian in err, err
+    assert sorted(p.name for p in (tmp_path / "hf").rglob("*")) == before
