@@ -415,4 +415,8 @@ _SHARD_SETTINGS = (
     "config",
     "weights",
     "mbr",
+    "system",  # translate: the packed system's digest, and whether its output is tokenised
+    "tokenized",
+    "model_files",  # generate: its prompt template's digest
+    "pseudo_refs_sha256",
 )

@@ -124,11 +124,12 @@ def _lm_candidates(
         for k in progress_bar(range(len(sources)), desc="generate", unit="sent", enabled=scorer.progress):
             prompt = torch.tensor([scorer.prompt_ids(sources[k])], device=scorer.device)
             how = _search(beam, sampling, first + k)
-            ids = model.generate(
+            room = max_length if scorer.positions is None else min(max_length, scorer.positions - prompt.shape[1])
+            ids = model.generate(  # never past the model's positions (a candidate is cut there, as at max_length)
                 input_ids=prompt,
                 attention_mask=torch.ones_like(prompt),
                 num_return_sequences=nbest,
-                max_new_tokens=max_length,
+                max_new_tokens=room,
                 eos_token_id=scorer.end,
                 pad_token_id=scorer.end,
                 **how,

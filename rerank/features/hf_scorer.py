@@ -349,6 +349,7 @@ class HFCausalLMScorer(PairScorer):
     def __init__(self, config: "HFCausalLMScorer.Config", devices: DeviceSettings = DeviceSettings()):
         super().__init__(config, devices)
         self.template: Optional[str] = None
+        self.prompt_path: Optional[str] = config.prompt or None
         if config.prompt:
             self.template = read_prompt(config.prompt)
             self.needs_source = True  # the prompt holds the source
@@ -364,14 +365,45 @@ class HFCausalLMScorer(PairScorer):
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return [self.start] + ids + [self.end]
 
+    @property
+    def positions(self) -> Optional[int]:
+        """The longest sequence the model takes (its config's ``max_position_embeddings`` or
+        GPT-2's ``n_positions``), or None where it declares none (rotary models may)."""
+        config = self.model.config
+        for key in ("max_position_embeddings", "n_positions"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def prompt_ids(self, source: str) -> List[int]:
         """[start] + the tokens of the prompt of ``source`` (the template with ``{source}``
-        filled), what the model continues with a translation; [start] without a template."""
+        filled), what the model continues with a translation; [start] without a template.
+
+        Raises:
+            InputError: a prompt that leaves the model no position to continue in (longer than
+                its :attr:`positions` less one), naming the template and the source's length."""
         if self.template is None:
             return [self.start]
-        return [self.start] + self.tokenizer(self.template.replace("{source}", source), add_special_tokens=False)[
+        ids = [self.start] + self.tokenizer(self.template.replace("{source}", source), add_special_tokens=False)[
             "input_ids"
         ]
+        self.check_positions(len(ids) + 1, f"the prompt of a source of {len(source)} characters")
+        return ids
+
+    def check_positions(self, length: int, what: str) -> None:
+        """Refuse a sequence of ``length`` tokens over the model's :attr:`positions` (transformers
+        only warns, then indexes past its position table: a traceback or garbage).
+
+        Raises:
+            InputError: naming ``what``, the lengths and the template."""
+        limit = self.positions
+        if limit is not None and length > limit:
+            raise InputError(
+                f"{self.spec}: {what} needs {length} tokens, over the model's {limit} positions "
+                "(shorten the prompt template or the sentence)",
+                self.prompt_path,
+            )
 
     def score_unique(self, inputs, outputs):
         import torch
@@ -379,6 +411,9 @@ class HFCausalLMScorer(PairScorer):
         sums, lengths = np.zeros(len(outputs)), np.zeros(len(outputs), dtype=np.int64)
         prompts = [self.prompt_ids(source) for source in inputs]
         ids = [p + self.token_ids(text)[1:] for p, text in zip(prompts, outputs)]
+        longest = max(range(len(ids)), key=lambda r: len(ids[r]), default=None)
+        if longest is not None:
+            self.check_positions(len(ids[longest]), f"hypothesis {longest + 1} with its prompt")
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end
         with torch.inference_mode():
             for rows in self.batches([len(i) for i in ids]):

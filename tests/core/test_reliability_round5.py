@@ -322,3 +322,57 @@ def test_sampling_seeds_and_temperatures_are_bounded(text, needle):
 
     with pytest.raises(InputError, match=needle):
         Sampling.parse(text)
+
+
+# -- class 10: shard merges trust nothing their side files say ------------------------------------
+
+
+def _mbr_shards(tmp_path):
+    import json
+
+    nbest = _list(tmp_path / "c.nbest", [["a b", "a c"], ["d e", "d"], ["x", "x y"]])
+    for k in (0, 1):
+        argv = ["mbr", "--nbest", nbest, "--metric", "chrf", "--num-shards", "2", "--shard-id", str(k)]
+        assert main(argv + ["--out", str(tmp_path / f"o.{k}")]) == 0
+    return [json.loads((tmp_path / f"o.{k}.json").read_text()) for k in (0, 1)]
+
+
+@pytest.mark.parametrize(
+    "tamper, needle",
+    [
+        (lambda r: r.update(system="sha256:" + "1" * 64), "other system than"),
+        (lambda r: r.update(tokenized=True), "other tokenized than"),
+        (lambda r: r["mbr"].update(metric="bleu"), "other mbr than"),
+        (lambda r: r["shard"].update(id=True), "'id' must be a whole number"),
+        (lambda r: r["shard"].update(first=0), "starts at segment 0"),
+        (lambda r: r["shard"].update(input_sha256="0" * 64), "another input than"),
+        (lambda r: r["shard"].update(of=3), "another number of shards"),
+        (lambda r: r["shard"].pop("last"), "shard record is incomplete"),
+        ("segments-5000-digits", "not a JSON rerank reads"),
+        ("nested-100000", "nested too deeply"),
+        ("not-utf8", "not UTF-8"),
+    ],
+)
+def test_a_merge_refuses_every_shard_its_side_file_does_not_vouch_for(tmp_path, capsys, tamper, needle):
+    import json
+
+    records = _mbr_shards(tmp_path)
+    side = tmp_path / "o.1.json"
+    if callable(tamper):
+        for record in records:  # the setting present in both shards, different in the second
+            if needle.startswith("other system") or needle.startswith("other tokenized"):
+                record.setdefault("system", "sha256:" + "0" * 64)
+                record.setdefault("tokenized", False)
+        (tmp_path / "o.0.json").write_text(json.dumps(records[0]))
+        tamper(records[1])
+        side.write_text(json.dumps(records[1]))
+    elif tamper == "segments-5000-digits":
+        side.write_text(json.dumps(records[1]).replace('"segments": 3', '"segments": ' + "9" * 5000, 1))
+    elif tamper == "nested-100000":
+        side.write_text(json.dumps({**records[1], "stages": None}).replace("null", "[" * 100000 + "]" * 100000))
+    else:
+        side.write_bytes(json.dumps(records[1]).encode().replace(b'"chrf"', b'"chr\xff"'))
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "o.0"), str(tmp_path / "o.1"), "--out", str(tmp_path / "merged")]) == 1
+    one_line_error(capsys, needle)
+    assert not (tmp_path / "merged").exists()

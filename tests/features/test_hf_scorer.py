@@ -615,3 +615,30 @@ def test_nllb_targets_start_with_the_target_language_in_search_and_scoring(tmp_p
     assert np.abs(rescored["HF"] - ct.features[:, 0]).max() < 0.05
     with pytest.raises(InputError, match="src_lang/tgt_lang"):
         make_scorer(f"ct2:{ct2},bpe=none,{langs}", CPU)
+
+
+@pytest.mark.parametrize("builder", ["gpt2", "llama"])
+@pytest.mark.parametrize("verb", ["generate", "features add"])
+def test_a_prompt_over_the_models_positions_is_refused_in_one_line(tmp_path, capsys, builder, verb):
+    """Issue 92, classes 7 and 8: a prompt longer than the model's context gave only a
+    transformers warning (Llama) or an index-error traceback (GPT-2); it is refused naming the
+    template, and generation never runs past the model's positions."""
+    from tests.tiny_models import build_llama
+
+    model = build_gpt2(str(tmp_path)) if builder == "gpt2" else build_llama(str(tmp_path))
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Translate. " + "a man is walking . " * 200 + "English: {source}\nGerman:")
+    (tmp_path / "src.en").write_text("a man\n")
+    (tmp_path / "c.nbest").write_text("0 ||| ein mann ||| F= 0 ||| 0\n")
+    spec = f"hf-lm:{model},prompt={prompt}"
+    if verb == "generate":
+        argv = ["generate", "--model", spec, "--input", str(tmp_path / "src.en"), "--nbest", "2", "--device", "cpu"]
+        argv += ["--out-nbest", str(tmp_path / "o.nbest"), "--out-1best", str(tmp_path / "o.1best")]
+    else:
+        argv = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
+        argv += ["--scorer", spec, "--device", "cpu", "--out", str(tmp_path / "o.nbest")]
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Traceback" not in err and str(prompt) in err and "over the model's 256 positions" in err, err
+    assert not (tmp_path / "o.nbest").exists()

@@ -169,3 +169,29 @@ def test_a_report_that_cannot_compute_meteor_keeps_its_table(tmp_path, capsys, m
     assert {row["metric"] for row in table["rows"]} == {"bleu", "chrf"}
     assert "modules the jar cannot run" in table["meta"]["unavailable"]["meteor"]
     assert "METEOR jar failed" in capsys.readouterr().err
+
+
+def test_every_numeric_setting_has_a_sensible_bound():
+    """Issue 92, class 7: NBEST=10**23 passed --settings; every integer and number of the schema
+    declares its maximum (a seed's is 2^32 − 1, what every generator takes)."""
+    schema = settings.load_schema()
+    unbounded = [
+        name
+        for name, spec in schema["properties"].items()
+        if spec.get("type") in ("integer", "number") and "enum" not in spec and "maximum" not in spec
+    ]
+    assert unbounded == []
+    assert schema["properties"]["seed"]["maximum"] == 2**32 - 1
+
+
+@pytest.mark.parametrize(
+    "name, value, needle",
+    [
+        ("NBEST", "1" + "0" * 23, "NBEST: 100000000000000000000000 is greater than the maximum of 10000"),
+        ("SEED", str(2**32), "SEED: 4294967296 is greater than the maximum of 4294967295"),
+        ("LR", "1e400", "LR: inf is greater than the maximum"),
+        ("JOBS", "99999999", "JOBS: 99999999 is greater than the maximum"),
+    ],
+)
+def test_a_number_beyond_its_bound_is_refused_naming_the_setting(tmp_path, name, value, needle):
+    assert needle in _error({"OUT": str(tmp_path / "out"), name: value})
