@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from rerank.errors import InputError
 
@@ -78,3 +78,33 @@ def no_prompt() -> None:
         return
     if hasattr(dynamic_module_utils, "TIME_OUT_REMOTE_CODE"):
         dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
+
+
+def load_errors() -> Tuple[type, ...]:
+    """What ``from_pretrained`` raises on a directory that is not a loadable model (a damaged or
+    crafted one): its own errors plus the weight readers' (safetensors' ``SafetensorError`` for a
+    ``model.safetensors`` that is no safetensors file — a symbolic link to a text file —, pickle's
+    ``UnpicklingError`` for a ``pytorch_model.bin`` that weights-only loading refuses)."""
+    import pickle
+
+    errors: Tuple[type, ...] = (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, RuntimeError)
+    errors += (EOFError, pickle.UnpicklingError)
+    try:
+        from safetensors import SafetensorError
+    except ImportError:
+        return errors
+    return errors + (SafetensorError,)
+
+
+def load_failure(error: BaseException) -> str:
+    """The reason of a failed ``from_pretrained`` on one line: a pickle that weights-only loading
+    refuses is said as such (no code from a model directory runs), else the library's message."""
+    import pickle
+
+    if isinstance(error, pickle.UnpicklingError):
+        return (
+            "its pytorch_model.bin holds objects beyond tensors, which rerank never unpickles (weights only): "
+            "save the model with safetensors (save_pretrained writes model.safetensors)"
+        )
+    text = " ".join(str(error).split())
+    return text if len(text) <= 300 else text[:300] + "…"

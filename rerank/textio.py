@@ -18,7 +18,7 @@ import math
 import os
 import sys
 import zlib
-from typing import Any, Iterator, List, TextIO, Union
+from typing import Any, Iterator, List, Optional, TextIO, Union
 
 from rerank.errors import InputError, path_argument
 
@@ -127,19 +127,40 @@ def count_lines(path: str) -> int:
         InputError: as :func:`open_text` (naming the line of bytes that are not UTF-8), and
             naming the line of a carriage return inside it.
     """
-    with open_text(path) as handle:
-        count = sum(1 for _ in handle)
+    count, last = 0, "\n"
+    with open_text(path) as handle:  # in chunks: a 1 GB line is never held whole
+        for chunk in iter(lambda: handle.read(1 << 20), ""):
+            count, last = count + chunk.count("\n"), chunk[-1]
+    count += last != "\n"
     opener: Any = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as raw_handle:
-        for lineno, raw in enumerate(raw_handle, start=1):
-            text = raw[:-1] if raw.endswith(b"\n") else raw
-            if b"\r" in (text[:-1] if text.endswith(b"\r") else text):
-                raise InputError(
-                    "a carriage return inside the line, which is read as a line break: remove it (e.g. tr '\\r' ' ')",
-                    path,
-                    lineno,
-                )
+        lineno = _inner_carriage_return(raw_handle)
+    if lineno is not None:
+        raise InputError(
+            "a carriage return inside the line, which is read as a line break: remove it (e.g. tr '\\r' ' ')",
+            path,
+            lineno,
+        )
     return count
+
+
+def _inner_carriage_return(raw_handle) -> Optional[int]:
+    """The 1-based line of the first carriage return that neither ends a line (before
+    ``\\n``) nor the file, read in chunks; None where there is none."""
+    lineno, pending = 1, False
+    for chunk in iter(lambda: raw_handle.read(1 << 20), b""):
+        if pending and chunk[:1] != b"\n":
+            return lineno
+        pending = False
+        at = chunk.find(b"\r")
+        while at != -1:
+            if at == len(chunk) - 1:
+                pending = True
+            elif chunk[at + 1] != 0x0A:
+                return lineno + chunk.count(b"\n", 0, at)
+            at = chunk.find(b"\r", at + 1)
+        lineno += chunk.count(b"\n")
+    return None
 
 
 def read_text(path: str) -> str:

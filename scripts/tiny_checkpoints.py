@@ -50,7 +50,14 @@ def main(argv=None) -> int:
     from tests.tiny_models import build_bert
 
     assert set(KINDS[:-1]) == set(CHECKPOINTS), "KINDS is tests/comet_tiny.py's CHECKPOINTS and bert"
-    os.makedirs(args.out, exist_ok=True)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"tiny_checkpoints: error: {args.out}: OUT is a file; give a directory (made if missing)", file=sys.stderr)
+        return 1
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as err:
+        print(f"tiny_checkpoints: error: {args.out}: cannot make the directory: {err.strerror or err}", file=sys.stderr)
+        return 1
     for kind in kinds:
         built = build_bert(args.out, "bert") if kind == "bert" else build_checkpoint(args.out, kind)
         print(f"tiny_checkpoints: {kind} -> {built}", file=sys.stderr)

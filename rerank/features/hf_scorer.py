@@ -56,10 +56,10 @@ import numpy as np
 from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.devices import DeviceSettings
-from rerank.errors import InputError, one_line
+from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
-from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
+from rerank.remote_code import NO_REMOTE_CODE, load_errors, load_failure, no_prompt, refuse_remote_code
 from rerank.textio import read_text
 
 DIRECTIONS = ("forward", "backward")
@@ -181,8 +181,8 @@ class PairScorer(Scorer):
             self.model = getattr(transformers, auto_class).from_pretrained(
                 self.path, dtype=self.dtype, **NO_REMOTE_CODE
             )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, RuntimeError) as err:
-            raise InputError(f"not a Hugging Face {what} with its tokenizer: {one_line(err)}", self.path) from None
+        except load_errors() as err:
+            raise InputError(f"not a Hugging Face {what} with its tokenizer: {load_failure(err)}", self.path) from None
         self.model.to(self.device).eval()
 
     def set_languages(self) -> None:

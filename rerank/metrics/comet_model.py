@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import zipfile
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
@@ -36,7 +37,7 @@ from rerank.metrics.comet_encoders import (
     sentencepiece_only,
 )
 from rerank.progress import Stages
-from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
+from rerank.remote_code import NO_REMOTE_CODE, load_errors, no_prompt, refuse_remote_code
 
 
 def one_line(error: BaseException) -> str:
@@ -250,7 +251,7 @@ class CometModel:
         try:
             config = AutoConfig.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as error:
+        except load_errors() as error:
             if local and sentencepiece_only(source) and not has_protobuf():
                 raise InputError(
                     "comet: the encoder's tokenizer is a SentencePiece model without tokenizer.json: converting it "
@@ -262,6 +263,13 @@ class CometModel:
                 f"comet: cannot load the encoder {shown(source)}{where}: {one_line(error)[:120]}"
             ) from None
         check_encoder_type(config, encoder_model, source)
+        for role in ("pad", "cls", "sep"):  # every segment is padded and framed with them
+            if not isinstance(getattr(self.tokenizer, f"{role}_token_id", None), int):
+                raise InputError(
+                    f"comet: the encoder's tokenizer has no {role} token (its tokenizer_config.json sets none or "
+                    "null): COMET pads and frames every segment with it",
+                    source,
+                )
         self.backend = repaired_backend(self.tokenizer, mask_lstrip=encoder_model != "BERT")
         return config
 
@@ -343,10 +351,16 @@ class CometModel:
         def activation(name: str) -> nn.Module:  # names checked by check_hparams
             return getattr(nn, name.title())()
 
+        layers = {
+            k: re.fullmatch(r"estimator\.ff\.(\d+)\.(weight|bias)", k) for k in weights if k.startswith("estimator.")
+        }
+        odd = sorted(k for k, match in layers.items() if match is None)
+        if odd:
+            raise InputError(
+                f"comet: an estimator weight that is not estimator.ff.N.weight or .bias: {odd[0]}", checkpoint
+            )
         linear = sorted(
-            (int(k.split(".")[2]), v)
-            for k, v in weights.items()
-            if k.startswith("estimator.ff.") and k.endswith(".weight")
+            (int(match.group(1)), weights[k]) for k, match in layers.items() if match and match.group(2) == "weight"
         )
         if not linear:
             raise InputError("comet: the checkpoint holds no estimator (estimator.ff.*)", checkpoint)

@@ -26,6 +26,8 @@ import contextlib
 import os
 import pickle
 import re
+import signal
+import subprocess
 from typing import Any, ContextManager, Dict, Iterator, List, Optional
 
 from rerank.errors import InputError
@@ -166,6 +168,23 @@ def trusting(trust: bool) -> ContextManager[None]:
     """A block in which every checkpoint is trusted (:data:`TRUST_ENV` set) when ``trust``;
     the environment is restored after it (``--trust-checkpoint`` of the command line)."""
     return _environment(TRUST_ENV, "1") if trust else contextlib.nullcontext()
+
+
+def run_fairseq(command: List[str], env: Dict[str, str], **streams: Any) -> "subprocess.CompletedProcess":
+    """Run a fairseq process (``command``, ``env``: :func:`fairseq_environ`; ``streams``:
+    ``stdout``/``stderr``/``text`` as :func:`subprocess.run` takes them) to its end and return it.
+    It runs in a session of its own, so a Ctrl-C at the terminal reaches this process only, which
+    kills the child's whole group (its data workers included) and raises KeyboardInterrupt: one
+    line from rerank, never fairseq's own traceback.  The caller checks ``returncode``."""
+    process = subprocess.Popen(command, env=env, start_new_session=True, **streams)
+    try:
+        out, err = process.communicate()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def fairseq_environ(extra: Optional[Dict[str, str]] = None, trust: Optional[bool] = None) -> Dict[str, str]:

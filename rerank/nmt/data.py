@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rerank.errors import InputError
-from rerank.nmt.checkpoints import fairseq_environ
+from rerank.nmt.checkpoints import fairseq_environ, run_fairseq
 from rerank.nmt.subword import SUBWORD_FILES, learn_subwords, make_bpe, require
 from rerank.outputs import atomic_write, staged_directory
 from rerank.progress import progress_bar
@@ -271,7 +271,9 @@ def fairseq_preprocess(destdir: str, options: List[str], workers: int = 1, quiet
         str(workers),
     ]
     output = subprocess.DEVNULL if quiet else None
-    subprocess.run(command, check=True, stdout=output, stderr=output, env=fairseq_environ())
+    done = run_fairseq(command, fairseq_environ(), stdout=output, stderr=output)
+    if done.returncode:
+        raise subprocess.CalledProcessError(done.returncode, command)
 
 
 def prepare(data_dir: Optional[str], out_dir: str, config: PrepareConfig = PrepareConfig(), workers: int = 2) -> str:

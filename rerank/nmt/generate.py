@@ -40,7 +40,7 @@ from rerank.convert import read_fairseq, read_fairseq_shard
 from rerank.errors import InputError
 from rerank.nbest import ListInfo, NBestList, write_lines, write_list_info, write_nbest
 from rerank.nmt import USER_DIR, fairseq_device
-from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ
+from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, run_fairseq
 from rerank.nmt.data import fairseq_preprocess, preprocess_lines
 from rerank.nmt.subword import join_subwords, make_bpe, subword_spec
 from rerank.outputs import StagedOutputs
@@ -297,9 +297,7 @@ def generate_nbest(
         log = subprocess.PIPE if quiet else None  # fairseq's INFO lines and torch's warnings: kept back when quiet
         if shard is None or expected:
             with open(raw, "w", encoding="utf-8") as out:
-                done = subprocess.run(
-                    cmd + device_args, stdout=out, stderr=log, text=True, env=fairseq_environ(device_env)
-                )
+                done = run_fairseq(cmd + device_args, fairseq_environ(device_env), stdout=out, stderr=log, text=True)
             if done.returncode:
                 if quiet and done.stderr:
                     sys.stderr.write(done.stderr[-4000:])

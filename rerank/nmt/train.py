@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Union
 from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.bindata import own_target_vocabulary, reverse_targets
-from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, load_state
+from rerank.nmt.checkpoints import check_checkpoint, fairseq_environ, load_state, run_fairseq
 from rerank.nmt.subword import subword_spec
 from rerank.outputs import atomic_write
 from rerank.signature import write_signed
@@ -275,7 +275,9 @@ def run_fairseq_train(command, save_dir: str, threads: int, device_env: Dict[str
         InputError: it ended without a best checkpoint.
     """
     progress = "tqdm" if sys.stderr.isatty() else "simple"
-    subprocess.run(command(progress), check=True, env=fairseq_environ({**thread_env(threads), **device_env}))
+    done = run_fairseq(command(progress), fairseq_environ({**thread_env(threads), **device_env}))
+    if done.returncode:
+        raise subprocess.CalledProcessError(done.returncode, command(progress))
     best = os.path.join(save_dir, "checkpoint_best.pt")
     if not os.path.exists(best):
         raise InputError("fairseq-train ended without a best checkpoint", save_dir)

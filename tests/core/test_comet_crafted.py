@@ -171,3 +171,28 @@ def test_a_nan_weight_is_refused_by_mbr_naming_the_utility_and_segment(good, tmp
     assert main(argv + ["--algorithm", algorithm, "--out", str(out)]) == 1
     one_line_error(capsys, "utilities are not finite (NaN or infinite) in segment 0", "no selection is made")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("role", ["pad", "cls", "sep"])
+def test_an_encoder_tokenizer_without_a_special_token_is_refused(good, tmp_path, capsys, role):
+    """Issue 92, class 8: a null pad or cls token in the encoder's tokenizer_config.json was an
+    int(None) traceback; it is one line naming the encoder directory and the token."""
+    import json
+
+    checkpoint = crafted(good["da"], tmp_path)
+    encoder = tmp_path / "encoder"
+    shutil.copytree(os.path.join(os.path.dirname(good["da"]), "encoder"), encoder)
+    config = json.loads((encoder / "tokenizer_config.json").read_text())
+    config[f"{role}_token"] = None
+    (encoder / "tokenizer_config.json").write_text(json.dumps(config))
+    (tmp_path / "src.en").write_text("a man\n")
+    (tmp_path / "hyp.de").write_text("ein mann\n")
+    spec = f"comet:{checkpoint},source={tmp_path}/src.en,encoder={encoder}"
+    assert main(["eval", "--ref", str(tmp_path / "hyp.de"), "--hyp", str(tmp_path / "hyp.de"), "--metrics", spec]) == 1
+    one_line_error(capsys, str(encoder), f"has no {role} token")
+
+
+def test_an_estimator_key_out_of_comets_pattern_is_refused(good, tmp_path, capsys):
+    checkpoint = crafted(good["da"], tmp_path, state=_put("estimator.ff.x.weight", torch.zeros(2)))
+    with pytest.raises(InputError, match="an estimator weight that is not estimator.ff.N.weight or .bias: estimator.ff.x"):
+        load_comet(checkpoint)

@@ -376,3 +376,112 @@ def test_a_merge_refuses_every_shard_its_side_file_does_not_vouch_for(tmp_path, 
     assert main(["merge", str(tmp_path / "o.0"), str(tmp_path / "o.1"), "--out", str(tmp_path / "merged")]) == 1
     one_line_error(capsys, needle)
     assert not (tmp_path / "merged").exists()
+
+
+# -- class 8: counting a corpus never holds a line whole -------------------------------------------
+
+
+def test_counting_a_one_line_gigabyte_corpus_holds_chunks_not_the_line(tmp_path):
+    """A 1 GB one-line gzip was a MemoryError; the count streams chunks: on a 24 MB one-line
+    gzip the peak of Python's allocations stays a few chunks (tracemalloc), not the line."""
+    import gzip
+    import tracemalloc
+
+    from rerank.textio import count_lines
+
+    path = tmp_path / "one-line.gz"
+    with gzip.open(path, "wb", compresslevel=1) as handle:
+        for _ in range(24):
+            handle.write(b"ab " * (1 << 18) + b"c" * (1 << 18))  # 1 MiB, no newline
+    tracemalloc.start()
+    try:
+        assert count_lines(str(path)) == 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 << 20, peak
+
+
+@pytest.mark.parametrize(
+    "data, lines, bad_line",
+    [
+        (b"a\nb\n", 2, None),
+        (b"a\nb", 2, None),
+        (b"", 0, None),
+        (b"a\r\nb\r", 2, None),
+        (b"a\rb\n", None, 1),
+        (b"a\n\r\nx\rq", None, 3),
+        (b"a" * ((1 << 20) - 1) + b"\r\nrest\n", 2, None),  # CR LF across the chunk boundary
+        (b"a" * ((1 << 20) - 1) + b"\rxrest\n", None, 1),
+    ],
+)
+def test_line_counts_and_inner_carriage_returns_across_chunks(tmp_path, data, lines, bad_line):
+    from rerank.errors import InputError
+    from rerank.textio import count_lines
+
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(data)
+    if bad_line is None:
+        assert count_lines(str(path)) == lines
+    else:
+        with pytest.raises(InputError, match="a carriage return inside the line") as raised:
+            count_lines(str(path))
+        assert raised.value.line == bad_line
+
+
+def test_a_ctrl_c_reaches_rerank_not_the_fairseq_child(tmp_path):
+    """fairseq-preprocess printed its own KeyboardInterrupt traceback on a Ctrl-C during ``nmt
+    prepare``: a fairseq child runs in a session of its own (:func:`run_fairseq`), the terminal's
+    SIGINT reaches rerank only, which kills the child's group and reports one line."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    parent = (
+        "import os, sys\n"
+        "from rerank.nmt.checkpoints import run_fairseq\n"
+        "try:\n"
+        f"    run_fairseq([sys.executable, '-c', {child!r}, sys.argv[1]], dict(os.environ))\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted; no output was written', file=sys.stderr)\n"
+        "    sys.exit(130)\n"
+    )
+    pid_file = tmp_path / "child.pid"
+    run = subprocess.Popen(
+        [sys.executable, "-c", parent, str(pid_file)], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    for _ in range(300):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGINT)  # what the terminal does: the foreground group
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and err.strip() == "interrupted; no output was written", err
+    child_pid = int(pid_file.read_text())
+    for _ in range(100):
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the fairseq child outlived the interrupt")
+
+
+@pytest.mark.parametrize("out", ["afile", "afile/sub"])
+def test_tiny_checkpoints_given_a_file_as_out_says_so(tmp_path, out):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "afile").write_text("keep me\n")
+    run = subprocess.run(
+        [sys.executable, os.path.join(root, "scripts", "tiny_checkpoints.py"), str(tmp_path / out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and "tiny_checkpoints: error: " in run.stderr
+    assert (tmp_path / "afile").read_text() == "keep me\n"

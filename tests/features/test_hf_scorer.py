@@ -642,3 +642,38 @@ def test_a_prompt_over_the_models_positions_is_refused_in_one_line(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "Traceback" not in err and str(prompt) in err and "over the model's 256 positions" in err, err
     assert not (tmp_path / "o.nbest").exists()
+
+
+@pytest.mark.parametrize("damage", ["symlink-to-text", "pickle-only", "truncated"])
+@pytest.mark.parametrize("scorer", ["hf", "hf-lm"])
+def test_damaged_weight_files_are_refused_in_one_line(models, tmp_path, capsys, damage, scorer):
+    """Issue 92, class 8: a model.safetensors that is a symbolic link to a text file and a
+    pickle-only pytorch_model.bin were tracebacks; both are one line naming the directory."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    model = tmp_path / "model"
+    shutil.copytree(models["marian" if scorer == "hf" else "gpt2"], model)
+    weights = model / "model.safetensors"
+    if damage == "symlink-to-text":
+        (tmp_path / "notes.txt").write_text("not weights\n")
+        weights.unlink()
+        weights.symlink_to(tmp_path / "notes.txt")
+    elif damage == "pickle-only":
+        torch.save({**load_file(str(weights)), "extra": object}, str(model / "pytorch_model.bin"))
+        weights.unlink()
+    else:
+        weights.write_bytes(weights.read_bytes()[:100])
+    (tmp_path / "src.en").write_text("a man\na dog\n")
+    (tmp_path / "c.nbest").write_text("0 ||| ein mann ||| F= 0 ||| 0\n1 ||| ein hund ||| F= 0 ||| 0\n")
+    argv = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
+    argv += ["--scorer", f"{scorer}:{model}", "--device", "cpu", "--out", str(tmp_path / "o.nbest")]
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Traceback" not in err and f"{model}: not a Hugging Face" in err, err
+    if damage == "pickle-only":
+        assert "never unpickles" in err
+    assert not (tmp_path / "o.nbest").exists()
