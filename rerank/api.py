@@ -16,10 +16,11 @@ attribute lookup.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -359,6 +360,18 @@ class MBRResult:
     summary: Dict[str, Any]
 
 
+@contextlib.contextmanager
+def _caller_names(names: Dict[Optional[str], str]) -> Iterator[None]:
+    """Errors about the temporary files the API writes what it was given to name the argument
+    instead (``nbest (the candidates given):3``, not ``/tmp/…/candidates.nbest:3``)."""
+    try:
+        yield
+    except InputError as err:
+        if err.path in names and err.path is not None:
+            raise InputError(err.message, names[err.path], err.line) from None
+        raise
+
+
 def mbr_decode(
     nbest: NBestList,
     utility: str = "chrf",
@@ -408,20 +421,22 @@ def mbr_decode(
             refs = os.path.join(tmp, "pseudo-refs.nbest")
             write_nbest(_nbest(pseudo_refs, "pseudo_refs"), refs)
         kbest = os.path.join(tmp, "kbest.nbest") if keep > 1 else None
-        summary = decode_files(
-            candidates,
-            out,
-            utility=utility,
-            pseudo_refs_path=refs,
-            weights_from=weights_from,
-            temperature=temperature,
-            decoder=make_decoder(algorithm, **settings),
-            prefilters=prefilters,
-            keep=keep,
-            kbest_path=kbest,
-            diversity=diversity,
-            local_search=local_search,
-        )
+        names = {candidates: "nbest (the candidates given)", refs: "pseudo_refs (the list given)"}
+        with _caller_names(names):
+            summary = decode_files(
+                candidates,
+                out,
+                utility=utility,
+                pseudo_refs_path=refs,
+                weights_from=weights_from,
+                temperature=temperature,
+                decoder=make_decoder(algorithm, **settings),
+                prefilters=prefilters,
+                keep=keep,
+                kbest_path=kbest,
+                diversity=diversity,
+                local_search=local_search,
+            )
         return MBRResult(read_lines(out), read_nbest(kbest) if kbest else None, summary)
 
 
@@ -450,5 +465,6 @@ def generate(
         source, out = os.path.join(tmp, "sources.txt"), os.path.join(tmp, "candidates.nbest")
         with open(source, "w", encoding="utf-8") as handle:
             handle.writelines(line + "\n" for line in _texts(sources, "sources"))
-        generate_file(model, source, out, None, nbest, beam, drawn, DeviceSettings(device, dtype), max_length)
+        with _caller_names({source: "sources (the list given)"}):
+            generate_file(model, source, out, None, nbest, beam, drawn, DeviceSettings(device, dtype), max_length)
         return read_nbest(out)

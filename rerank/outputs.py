@@ -224,6 +224,26 @@ def _umask() -> int:
     return umask
 
 
+def _error_inside(err: OSError, directory: str) -> Optional[str]:
+    """The reason of ``err`` when it concerns a file inside ``directory`` (a staged directory's
+    temporary): its ``strerror`` — for :class:`shutil.Error` (``copytree``'s list of failed
+    copies), the first copy's reason — else None."""
+    root = os.path.realpath(directory)
+
+    def inside(name) -> bool:
+        return isinstance(name, str) and os.path.commonpath([root, os.path.realpath(name)]) == root
+
+    if isinstance(err, shutil.Error):
+        failures = err.args[0] if err.args and isinstance(err.args[0], list) else []
+        for failure in failures:
+            if len(failure) == 3 and (inside(failure[0]) or inside(failure[1])):
+                return str(failure[2]).split("] ", 1)[-1].split(":", 1)[0]
+        return None
+    if inside(err.filename) or inside(err.filename2):
+        return err.strerror or str(err)
+    return None
+
+
 def _user_error(err: OSError, path: str) -> InputError:
     """A write error named with the user's ``path`` and its reason, never the temporary's name."""
     return InputError(f"cannot write: {err.strerror or err}", path)
@@ -425,6 +445,13 @@ def staged_directory(path: str, replace: bool = True, fresh: bool = False) -> It
         yield written
         if fresh and not os.path.isdir(written):
             raise InputError("the directory was not written", path)
+    except OSError as err:  # a full disk while writing inside: the user's path, never the temporary's
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(fd)
+        inside = _error_inside(err, tmp)
+        if inside is not None:
+            raise InputError(f"cannot write: {inside}", path) from None
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         os.close(fd)

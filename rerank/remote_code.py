@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from rerank.errors import InputError
 
@@ -96,11 +96,36 @@ def load_errors() -> Tuple[type, ...]:
     return errors + (SafetensorError,)
 
 
-def load_failure(error: BaseException) -> str:
-    """The reason of a failed ``from_pretrained`` on one line: a pickle that weights-only loading
-    refuses is said as such (no code from a model directory runs), else the library's message."""
+def broken_sentencepiece(directory: str) -> Optional[str]:
+    """The first SentencePiece model of ``directory`` (``*.model``, ``*.spm``) that sentencepiece
+    cannot load (empty, cut short, another file renamed), or None: what a failed tokenizer load
+    is really about (transformers then tries other converters and names tiktoken)."""
+    try:
+        import sentencepiece
+    except ImportError:
+        return None
+    if not os.path.isdir(directory):
+        return None
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.endswith((".model", ".spm")) and os.path.isfile(path):
+            try:
+                sentencepiece.SentencePieceProcessor(model_file=path)
+            except (OSError, RuntimeError, ValueError):
+                return path
+    return None
+
+
+def load_failure(error: BaseException, directory: Optional[str] = None) -> str:
+    """The reason of a failed ``from_pretrained`` of ``directory`` on one line: a corrupt
+    SentencePiece model in it named (:func:`broken_sentencepiece`), a pickle that weights-only
+    loading refuses said as such (no code from a model directory runs), else the library's
+    message."""
     import pickle
 
+    broken = broken_sentencepiece(directory) if directory else None
+    if broken is not None:
+        return f"{os.path.basename(broken)} is not a SentencePiece model sentencepiece can load (empty or corrupt)"
     if isinstance(error, pickle.UnpicklingError):
         return (
             "its pytorch_model.bin holds objects beyond tensors, which rerank never unpickles (weights only): "

@@ -21,7 +21,7 @@ from rerank.errors import InputError, one_line
 from rerank.features.hf_scorer import LanguageConfig, PairScorer, import_transformers
 from rerank.features.scorer import SCORERS
 from rerank.nmt.subword import make_bpe
-from rerank.remote_code import NO_REMOTE_CODE, load_errors, refuse_remote_code
+from rerank.remote_code import NO_REMOTE_CODE, load_errors, load_failure, refuse_remote_code
 
 #: CTranslate2's compute types (``ctranslate2.Translator(compute_type=…)``); unset: int8 on the CPU, float16 on CUDA
 CT2_COMPUTE_TYPES = "default auto int8 int8_float32 int8_float16 int8_bfloat16 int16 float16 bfloat16 float32".split()
@@ -84,7 +84,7 @@ class CT2Scorer(PairScorer):
             except load_errors() as err:
                 raise InputError(
                     f"no tokenizer beside the CTranslate2 model (save it there, or give bpe= for a "
-                    f"model converted from fairseq): {one_line(err)}",
+                    f"model converted from fairseq): {load_failure(err, self.path)}",
                     self.path,
                 ) from None
             self.set_languages()

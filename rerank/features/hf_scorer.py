@@ -182,7 +182,9 @@ class PairScorer(Scorer):
                 self.path, dtype=self.dtype, **NO_REMOTE_CODE
             )
         except load_errors() as err:
-            raise InputError(f"not a Hugging Face {what} with its tokenizer: {load_failure(err)}", self.path) from None
+            raise InputError(
+                f"not a Hugging Face {what} with its tokenizer: {load_failure(err, self.path)}", self.path
+            ) from None
         self.model.to(self.device).eval()
 
     def set_languages(self) -> None:
@@ -433,12 +435,21 @@ class HFCausalLMScorer(PairScorer):
         return sums, lengths
 
 
+#: the largest prompt template read (a few-shot prompt is a few KB; a model's context far less than this)
+MAX_PROMPT_BYTES = 1 << 20
+
+
 def read_prompt(path: str) -> str:
     """The prompt template of ``path``: its UTF-8 text, which may span lines (``Translate from
     English to German.\\nEnglish: {source}\\nGerman:``), the file's final newline removed.
 
     Raises:
-        InputError: an unreadable file or a template without ``{source}``."""
+        InputError: not a regular file (a directory, ``/dev/zero``), over
+            :data:`MAX_PROMPT_BYTES`, unreadable, or a template without ``{source}``."""
+    if not os.path.isfile(path):
+        raise InputError("the prompt template must be a regular file (not a directory or device)", path)
+    if os.path.getsize(path) > MAX_PROMPT_BYTES:
+        raise InputError(f"the prompt template is over {MAX_PROMPT_BYTES >> 10} KB: not a prompt", path)
     text = read_text(path).removesuffix("\n")
     if "{source}" not in text:
         raise InputError("the prompt template holds no {source}", path)

@@ -91,6 +91,7 @@ def mbr_decode(
         search.check()
     filters = [(stage, stage.engine(weights_from, temperature)) for stage in stages_given]
     run = _Run(scorer, filters, keep, diversity, search)
+    run.refs_path = pseudo_refs_path or candidates_path
     blocks, total = _blocks(candidates_path, pseudo_refs_path, shard, out)
     with StagedOutputs() as outputs, contextlib.ExitStack() as stack:
         handle = stack.enter_context(outputs.open(matrix_path)) if matrix_path else None
@@ -178,13 +179,14 @@ class _Run:
         self.scorer, self.filters, self.keep, self.diversity, self.search = scorer, filters, keep, diversity, search
         self.stages = Stages()
         self.segments, self.utilities, self.repeated, self.expected_sum = 0, 0, 0, 0.0
+        self.refs_path: Optional[str] = None  # the file of the pseudo-references, for messages
 
     def block(self, first: int, candidates, refs, handle, kbest: Optional[NBestWriter]) -> np.ndarray:
         """The selected rows int64[N] of one block (pre-filters, the algorithm, the K best)."""
         stages, scorer = self.stages, self.scorer
         with stages.measure("weights"):
             scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
-            p = scorer.distribution(refs)
+            p = scorer.distribution(refs, self.refs_path)
         kept, rows = candidates, None
         if self.filters:
             with stages.measure("prefilter"):

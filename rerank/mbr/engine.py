@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import List, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -84,20 +84,23 @@ class MBR(PairUtilities):
         """The feature column of the expected utility (``MBRBLEU``, ``MBRchrF``, ``MBRTER``)."""
         return self.utility.column
 
-    def distribution(self, nbest: NBestList) -> np.ndarray:
+    def distribution(self, nbest: NBestList, path: Optional[str] = None) -> np.ndarray:
         """float64[M] the weight of every hypothesis within its segment: the softmax of the
-        ``feature`` column at ``temperature``, or uniform.
+        ``feature`` column at ``temperature``, or uniform.  ``path``: the file ``nbest`` was read
+        from (the pseudo-references' list or the candidates'), named in the message.
 
         Raises:
-            InputError: the list has no such column.
+            InputError: the list has no such column (naming ``path``).
         """
         if self.feature == "uniform":
             counts = np.diff(nbest.offsets)
             return np.repeat(1.0 / counts, counts)
         if self.feature not in nbest.feature_names:
             raise InputError(
-                f"mbr: the n-best list has no {self.feature!r} column for the distribution "
-                f"(its features: {' '.join(dict.fromkeys(nbest.feature_names))})"
+                f"mbr: the list of pseudo-references has no {self.feature!r} column for their weights "
+                f"(its features: {' '.join(dict.fromkeys(nbest.feature_names)) or 'none'}; --feature COLUMN, "
+                "or uniform for samples)",
+                path,
             )
         column = nbest.feature_names.index(self.feature)
         return list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)

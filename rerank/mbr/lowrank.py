@@ -28,6 +28,10 @@ from rerank.nbest import NBestList
 #: the smallest L2 weight of the factors: a row of no observed cell solves ``ridge`` alone, which
 #: must stay invertible in float32 (mbrs' precision); 1e-300 was a singular-matrix traceback
 MIN_REGULARIZATION = 1e-6
+#: the largest rank of the factors: each row's ALS solve holds a rank × rank Gram matrix per
+#: candidate (100,000 ran out of memory); an n-best matrix of a few hundred rows needs far less
+MAX_RANK = 256
+rank_type = ranged(int, lambda v: 1 <= v <= MAX_RANK, f"a rank from 1 to {MAX_RANK}")
 regularization_type = ranged(
     float, lambda v: math.isfinite(v) and v >= MIN_REGULARIZATION, f"a finite number ≥ {MIN_REGULARIZATION}"
 )
@@ -189,7 +193,7 @@ class LowRankDecoder(Decoder):
             "compute 1/reduction of each segment's utilities (mbrs' reduction_factor); 1: all, exact",
             type=positive_float,
         )
-        rank: int = option(8, "rank of the completed matrix's factors", type=positive_int)
+        rank: int = option(8, f"rank of the completed matrix's factors (1..{MAX_RANK})", type=rank_type)
         regularization: float = option(0.1, "L2 weight of the factors (at least 1e-6)", type=regularization_type)
         iterations: int = option(10, "alternating least-squares rounds at most", type=positive_int)
         seed: int = option(DEFAULT_SEED, "seed of the draws (rerank's seed of every draw)", type=seed_type)

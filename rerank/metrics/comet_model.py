@@ -37,7 +37,7 @@ from rerank.metrics.comet_encoders import (
     sentencepiece_only,
 )
 from rerank.progress import Stages
-from rerank.remote_code import NO_REMOTE_CODE, load_errors, no_prompt, refuse_remote_code
+from rerank.remote_code import NO_REMOTE_CODE, broken_sentencepiece, load_errors, no_prompt, refuse_remote_code
 
 
 def one_line(error: BaseException) -> str:
@@ -248,6 +248,9 @@ class CometModel:
         local = os.path.isdir(source)
         refuse_remote_code(source, "comet: the encoder")
         no_prompt()
+        broken = broken_sentencepiece(source) if local else None
+        if broken is not None:  # transformers may build some other tokenizer without it, silently
+            raise InputError("comet: the encoder's SentencePiece model is empty or corrupt", broken)
         try:
             config = AutoConfig.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)
             self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, **NO_REMOTE_CODE)

@@ -194,5 +194,22 @@ def test_an_encoder_tokenizer_without_a_special_token_is_refused(good, tmp_path,
 
 def test_an_estimator_key_out_of_comets_pattern_is_refused(good, tmp_path, capsys):
     checkpoint = crafted(good["da"], tmp_path, state=_put("estimator.ff.x.weight", torch.zeros(2)))
-    with pytest.raises(InputError, match="an estimator weight that is not estimator.ff.N.weight or .bias: estimator.ff.x"):
+    with pytest.raises(
+        InputError, match="an estimator weight that is not estimator.ff.N.weight or .bias: estimator.ff.x"
+    ):
         load_comet(checkpoint)
+
+
+def test_an_empty_sentencepiece_model_in_the_encoder_is_refused_not_replaced(good, tmp_path, capsys):
+    """Issue 92, class 8: with tokenizer.json gone and an empty sentencepiece.bpe.model, COMET
+    scored through some other tokenizer transformers built, silently; it is refused naming the file."""
+    checkpoint = crafted(good["da"], tmp_path)
+    encoder = tmp_path / "encoder"
+    shutil.copytree(os.path.join(os.path.dirname(good["da"]), "encoder"), encoder)
+    (encoder / "tokenizer.json").unlink()
+    (encoder / "sentencepiece.bpe.model").write_bytes(b"")
+    (tmp_path / "src.en").write_text("a man\n")
+    (tmp_path / "hyp.de").write_text("ein mann\n")
+    spec = f"comet:{checkpoint},source={tmp_path}/src.en,encoder={encoder}"
+    assert main(["eval", "--ref", str(tmp_path / "hyp.de"), "--hyp", str(tmp_path / "hyp.de"), "--metrics", spec]) == 1
+    one_line_error(capsys, str(encoder / "sentencepiece.bpe.model"), "empty or corrupt")

@@ -485,3 +485,73 @@ def test_tiny_checkpoints_given_a_file_as_out_says_so(tmp_path, out):
     )
     assert run.returncode == 1 and run.stderr.count("\n") == 1 and "tiny_checkpoints: error: " in run.stderr
     assert (tmp_path / "afile").read_text() == "keep me\n"
+
+
+# -- class 9: messages name the right thing --------------------------------------------------------
+
+
+def test_missing_weights_column_names_the_pseudo_references_list(tmp_path, capsys):
+    nbest = _list(tmp_path / "c.nbest", [["a b", "a c"]])
+    refs = _write(tmp_path / "r.nbest", "0 ||| a b ||| Other= -1 ||| 0\n0 ||| a ||| Other= -2 ||| 0\n")
+    assert main(["mbr", "--nbest", nbest, "--pseudo-refs", refs, "--out", str(tmp_path / "o")]) == 1
+    one_line_error(capsys, f"{refs}: mbr: the list of pseudo-references has no 'NMT' column", "--feature COLUMN")
+
+
+def test_the_api_names_its_argument_not_a_temporary_file(tmp_path):
+    import rerank
+    from rerank.errors import InputError
+
+    nbest = rerank.read_nbest(_list(tmp_path / "c.nbest", [["a b", "a c"]]))
+    refs = rerank.read_nbest(_write(tmp_path / "r.nbest", "0 ||| a b ||| Other= -1 ||| 0\n"))
+    with pytest.raises(InputError) as raised:
+        rerank.mbr_decode(nbest, pseudo_refs=refs)
+    assert str(raised.value).startswith("pseudo_refs (the list given): ") and "/tmp" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "argv, needle", [(["--algorithm", "lowrank", "--rank", "100000"], "is not a rank from 1 to 256")]
+)
+def test_a_huge_rank_is_named_not_blamed_on_the_input(tmp_path, capsys, argv, needle):
+    nbest = _list(tmp_path / "c.nbest", [["a b", "a c"]])
+    with pytest.raises(SystemExit):
+        main(["mbr", "--nbest", nbest, "--out", str(tmp_path / "o")] + argv)
+    assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prompt", ["/dev/zero", "DIR", "BIG"])
+def test_a_prompt_that_is_no_file_is_named_before_it_is_read(tmp_path, prompt):
+    from rerank.errors import InputError
+    from rerank.features.hf_scorer import read_prompt
+
+    path = {"/dev/zero": "/dev/zero", "DIR": str(tmp_path), "BIG": str(tmp_path / "big.txt")}[prompt]
+    if prompt == "BIG":
+        (tmp_path / "big.txt").write_text("{source} " + "x" * (2 << 20))
+    with pytest.raises(InputError, match="regular file|over 1024 KB"):
+        read_prompt(path)
+
+
+@pytest.mark.parametrize("how", ["copyfile", "copytree"])
+def test_a_full_disk_inside_a_staged_directory_names_the_users_path(tmp_path, monkeypatch, how):
+    import errno
+    import shutil
+
+    from rerank.errors import InputError
+    from rerank.outputs import staged_directory
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "w.bin").write_text("w")
+    target = tmp_path / "system"
+    with pytest.raises(InputError) as raised:
+        with staged_directory(str(target)) as tmp:
+            if how == "copyfile":
+                raise OSError(errno.ENOSPC, "No space left on device", os.path.join(tmp, "generator", "w.bin"))
+            failure = (
+                str(tmp_path / "model" / "w.bin"),
+                os.path.join(tmp, "m", "w.bin"),
+                "[Errno 28] No space left on device: 'x'",
+            )
+            raise shutil.Error([failure])
+    message = str(raised.value)
+    assert message.startswith(f"{target}: cannot write: No space left on device"), message
+    assert ".rerank-partial" not in message
+    assert sorted(os.listdir(tmp_path)) == ["model"]

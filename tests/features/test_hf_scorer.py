@@ -677,3 +677,21 @@ def test_damaged_weight_files_are_refused_in_one_line(models, tmp_path, capsys, 
     if damage == "pickle-only":
         assert "never unpickles" in err
     assert not (tmp_path / "o.nbest").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"not a model\n"])
+def test_a_corrupt_sentencepiece_model_is_named_not_tiktoken(models, tmp_path, capsys, content):
+    """Issue 92, class 9: a corrupt SentencePiece model was reported as "tiktoken is required"."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(models["marian"], model)
+    (model / "source.spm").write_bytes(content)
+    (tmp_path / "src.en").write_text("a man\n")
+    (tmp_path / "c.nbest").write_text("0 ||| ein mann ||| F= 0 ||| 0\n")
+    argv = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
+    argv += ["--scorer", f"hf:{model}", "--device", "cpu", "--out", str(tmp_path / "o.nbest")]
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "source.spm is not a SentencePiece model" in err and "tiktoken" not in err, err

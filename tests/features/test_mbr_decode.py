@@ -101,7 +101,7 @@ def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
     assert main(argv + ["--pseudo-refs", str(tmp_path / "other.nbest")]) == 1
     assert "other.nbest" in capsys.readouterr().err
     assert main(argv + ["--feature", "Bogus"]) == 1
-    assert "has no 'Bogus' column for the distribution" in capsys.readouterr().err
+    assert "has no 'Bogus' column for their weights" in capsys.readouterr().err
     assert not (tmp_path / "o.txt").exists()
 
 
