@@ -201,10 +201,12 @@ def tune(
     Returns:
         :class:`Tuning`.
     Raises:
-        InputError: references of another count, an unknown tuner, metric, setting or
-            column, a ``beam`` start on a list that declares no beam feature.
+        InputError: an empty list, references of another count, an unknown tuner, metric,
+            setting or column, a ``beam`` start on a list that declares no beam feature.
     """
     nbest = _nbest(nbest)
+    if nbest.num_segments == 0 or not len(nbest.hypotheses):
+        raise InputError("the n-best list is empty: nothing to tune")
     references = _references(references)
     if len(references[0]) != nbest.num_segments:
         raise InputError(f"{len(references[0])} references but the n-best list has {nbest.num_segments} segments")

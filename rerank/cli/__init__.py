@@ -181,6 +181,36 @@ def guard_script(prog: str, inputs: dict, outputs: dict, metrics: Optional[List[
         raise SystemExit(1) from None
 
 
+def _missing_directories(args) -> List[str]:
+    """The directories that do not exist yet on the way to every output a verb names (each
+    option whose name begins with ``out``: ``--out``, ``--out-dir``, ``--out-nbest``…; an output
+    that is a directory counts itself), deepest first: what a failed run removes again when it
+    leaves them empty (:func:`_remove_if_empty`)."""
+    missing: List[str] = []
+    for dest, value in vars(args).items():
+        if not dest.startswith("out") or not isinstance(value, (str, list, tuple)):
+            continue
+        for path in [v for v in _strings(value) if v != "-"]:
+            current = os.path.abspath(path)
+            while current and not os.path.lexists(current) and os.path.dirname(current) != current:
+                missing.append(current)
+                current = os.path.dirname(current)
+    return sorted(set(missing), key=lambda p: -p.count(os.sep))
+
+
+def _remove_if_empty(directories: List[str]) -> None:
+    """Remove each of ``directories`` (deepest first) that holds no file, with the empty folders
+    the run made inside it: a failed run leaves no folder it made (files are never removed)."""
+    for directory in directories:
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            continue
+        for folder, _, _ in sorted(os.walk(directory), key=lambda walked: -walked[0].count(os.sep)):
+            try:
+                os.rmdir(folder)  # only succeeds when empty
+            except OSError:
+                pass
+
+
 def _utf8_streams() -> None:
     """Standard output carries data, UTF-8 as every file of the project, whatever the
     locale says (``PYTHONIOENCODING=ascii`` gave a traceback on ``--out -``); messages on
@@ -254,6 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unknown:
         _unrecognised(parser, args, unknown)
     previous = signal.signal(signal.SIGTERM, _terminate) if argv is None else None
+    made, succeeded = _missing_directories(args), False
     try:
         with stdout_signature(getattr(args, "signature", None)), trusting(getattr(args, "trust_checkpoint", False)):
             if getattr(args, "paths", None) is not None:
@@ -266,6 +297,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         )
                 check_paths(inputs, outputs)
             args.func(args)
+            succeeded = True
     except InputError as err:
         print(f"rerank {args.verb}: error: {err}", file=sys.stderr)
         return 1
@@ -301,6 +333,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if not succeeded:
+            _remove_if_empty(made)
     return 0
 
 

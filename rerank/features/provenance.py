@@ -81,19 +81,52 @@ def _moved_hint(recorded: str, beside: str) -> str:
     return f" (the job directory moved? give --relocate {old}={new})"
 
 
-def _recorded(path: str, relocation: "Relocation", side: str, what: str) -> str:
-    """The recorded ``path`` of ``what`` (relocated), checked to exist.
+def _recorded(path: str, relocation: "Relocation", side: str, what: str, base: Any = None) -> str:
+    """The recorded ``path`` of ``what`` (relative: read from ``base``, the working directory
+    the signature records; then relocated), checked to exist.
 
     Raises:
         InputError: it does not exist, naming the signature ``side`` that records it and,
             where a move explains it, the ``--relocate`` that would find it.
     """
+    path = anchored(path, base)
     moved = relocation(path)
     if os.path.exists(moved):
         return moved
     shown = path if moved == path else f"{path} (relocated: {moved})"
     hint = _moved_hint(path, side) if moved == path else ""
     raise InputError(f"{what} {shown} does not exist{hint}", side)
+
+
+def anchored(path: str, base: Any) -> str:
+    """A recorded ``path`` read from the working directory ``base`` its signature records (a
+    relative path as given on the command line; absolute ones, and records older than ``cwd``,
+    as they are)."""
+    if isinstance(base, str) and os.path.isabs(base) and not os.path.isabs(path):
+        return os.path.normpath(os.path.join(base, path))
+    return path
+
+
+def anchored_spec(spec: str, base: Any) -> str:
+    """``spec`` with every relative path setting its Config declares (``len:src=train.en``,
+    ``bpe=subword-nmt:codes``) read from ``base``, the working directory of the run that
+    recorded it (:func:`anchored`), where the path exists there; other settings as they are."""
+    name, _, arg = spec.partition(":")
+    cls = SCORERS.get(name)
+    if cls.Config is None or not isinstance(base, str):
+        return spec
+    config = parse_settings(cls.Config, arg, spec, {})
+    changed = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if not f.metadata.get("path") or not isinstance(value, str) or not value or os.path.isabs(value):
+            continue
+        kind, sep, rest = value.partition(":")
+        if os.path.exists(anchored(value, base)):
+            changed[f.name] = anchored(value, base)
+        elif sep and rest and not os.path.isabs(rest) and os.path.exists(anchored(rest, base)):
+            changed[f.name] = kind + sep + anchored(rest, base)
+    return f"{name}:{given_settings(dataclasses.replace(config, **changed))[2]}" if changed else spec
 
 
 def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dict[str, Any], List[List[str]]]:
@@ -130,27 +163,32 @@ def trace(nbest_path: str, relocation: Optional[Relocation] = None) -> Tuple[Dic
                     raise InputError(f"a step scored with {what}: a system cannot replay it on new text", side)
             if record.get("beam"):
                 raise InputError("a step declared a beam feature (a rescored union): not replayable yet", side)
-            steps.insert(0, list(record["scorers"]))
+            base = record.get("cwd")
+            steps.insert(0, [anchored_spec(spec, base) for spec in record["scorers"]])
             recorded = record.get("input")
             shards = record.get("merged_from")
             if recorded is None and isinstance(shards, list) and shards and isinstance(shards[0], str):
                 # shards joined by rerank merge: they share the input list, which each records
-                first = _recorded(shards[0], relocation, side, "its first shard")
+                first = _recorded(shards[0], relocation, side, "its first shard", base)
                 side = first + ".json"
                 shard = read_json(side) if os.path.isfile(side) else None
                 recorded = shard.get("input") if isinstance(shard, dict) else None
+                base = shard.get("cwd") if isinstance(shard, dict) else None
             if not isinstance(recorded, str):
                 raise InputError("the signature names no input list", side)
-            path = _recorded(recorded, relocation, side, "its input list")
+            path = _recorded(recorded, relocation, side, "its input list", base)
             continue
-        if is_generated(record):  # rerank generate: an hf:, ct2: or hf-lm: model, paths as recorded
-            return dict(record), steps
+        if is_generated(record):  # rerank generate: an hf:, ct2: or hf-lm: model, read from its run's directory
+            return {**record, "model": anchored_spec(record["model"], record.get("cwd"))}, steps
         if "checkpoint" in record and isinstance(record.get("config"), dict):
             record = dict(record)
             if isinstance(record.get("checkpoint"), str):
-                record["checkpoint"] = _recorded(record["checkpoint"], relocation, side, "the decoder's checkpoint")
+                checkpoint = record["checkpoint"]
+                record["checkpoint"] = _recorded(
+                    checkpoint, relocation, side, "the decoder's checkpoint", record.get("cwd")
+                )
             if isinstance(record.get("data_bin"), str):  # checked by pack_system (--data-bin may replace it)
-                record["data_bin"] = relocation(record["data_bin"])
+                record["data_bin"] = relocation(anchored(record["data_bin"], record.get("cwd")))
             return record, steps
         what = "a union of lists" if "inputs" in record else "no decoder run"
         raise InputError(

@@ -126,14 +126,20 @@ def given_settings(config) -> Tuple[str, Dict[str, Any], str]:
 def make_scorer(spec: str, devices: Optional[DeviceSettings] = None) -> Scorer:
     """``NAME:ARG`` -> the scorer registered as NAME, built from ARG (model scorers on
     ``devices``, default :class:`DeviceSettings`: auto device, float32).  Raises
-    :class:`InputError` for an unknown name or an ARG the scorer refuses."""
+    :class:`InputError` for an unknown name or an ARG the scorer refuses, naming ``spec``
+    where the scorer's own message does not (``mbr:foo: unknown metric 'foo'``)."""
     name, _, arg = spec.partition(":")
     cls = SCORERS.get(name)
-    if cls.Config is not None:
-        arg = config_settings(cls.Config, arg, spec)
-    if cls.uses_device:
-        return cls(arg, devices=devices or DeviceSettings())
-    return cls(arg)
+    try:
+        if cls.Config is not None:
+            arg = config_settings(cls.Config, arg, spec)
+        if cls.uses_device:
+            return cls(arg, devices=devices or DeviceSettings())
+        return cls(arg)
+    except InputError as err:
+        if err.path is not None or spec in err.message or err.message.startswith(f"{name}:"):
+            raise
+        raise InputError(f"scorer {spec}: {err.message}") from None
 
 
 def training_pairs(name: str, corpus: str, src: str, tgt: str) -> Tuple[List[str], List[str]]:

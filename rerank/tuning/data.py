@@ -89,7 +89,8 @@ def _entry_digest(arrays: dict) -> str:
 def _consistent(entry: dict) -> bool:
     """Whether a cache entry's arrays fit together: each of its dtype kind and rank, one
     row of features, totals and statistics per hypothesis, offsets that rise from 0 to the
-    hypothesis count, a column name per feature."""
+    hypothesis count, a column name per feature, features and totals finite (as the list's
+    reader requires: a NaN would be tuned on silently)."""
     if any(
         name not in entry or entry[name].dtype.kind != kind or entry[name].ndim != ndim
         for name, (kind, ndim) in _ENTRY.items()
@@ -107,6 +108,8 @@ def _consistent(entry: dict) -> bool:
         and text_offsets[0] == 0
         and text_offsets[-1] == len(entry["text"])
         and np.all(np.diff(text_offsets) >= 0)
+        and bool(np.isfinite(entry["features"]).all())
+        and bool(np.isfinite(entry["totals"]).all())
     )
 
 

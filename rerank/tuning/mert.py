@@ -136,6 +136,9 @@ def line_search(problem: Problem, a: np.ndarray, b: np.ndarray) -> Tuple[float, 
 #: the most memory one MERT iteration may hold for its directions' slopes (hypotheses ×
 #: directions × 8 bytes); more is refused before the search starts
 MAX_SLOPE_BYTES = 4 * 2**30
+#: the most columns MERT tunes: each iteration line-searches every axis (10,000 columns ran for
+#: hours without an answer); sparse features are MIRA's and PRO's (Moses: kbmira, pro)
+MAX_MERT_COLUMNS = 1000
 
 
 @TUNERS.register("mert")
@@ -182,6 +185,12 @@ class Mert(Tuner):
         randoms_per_iteration = config.random_directions if F >= config.random_min_features else 0
         directions_per_iteration = F + randoms_per_iteration
         slope_bytes = features.shape[0] * directions_per_iteration * 8
+        if F > MAX_MERT_COLUMNS:  # each iteration line-searches every axis: hours per restart, no answer
+            raise InputError(
+                f"mert: {F} columns: MERT line-searches each of them every iteration of each of {config.restarts} "
+                f"runs (at most {MAX_MERT_COLUMNS}, as Moses' mert is for dense features): tune fewer columns "
+                "(--features, --feature-sets) or use --algorithm mira or pro, which scale to many features"
+            )
         if slope_bytes > MAX_SLOPE_BYTES:  # refused before any work: an iteration holds every direction's slopes
             raise InputError(
                 f"mert: {F} columns and {features.shape[0]} hypotheses need {slope_bytes / 2**30:.1f} GiB per "

@@ -555,3 +555,66 @@ def test_a_full_disk_inside_a_staged_directory_names_the_users_path(tmp_path, mo
     assert message.startswith(f"{target}: cannot write: No space left on device"), message
     assert ".rerank-partial" not in message
     assert sorted(os.listdir(tmp_path)) == ["model"]
+
+
+# -- class 11: older edges -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fails", [True, False])
+def test_a_failed_run_leaves_no_directory_it_made(tmp_path, monkeypatch, capsys, fails):
+    import rerank.cli.core
+    from rerank.errors import InputError
+
+    nbest = _list(tmp_path / "c.nbest", [["a b", "a c"]])
+    (tmp_path / "existing").mkdir()
+
+    def verb(args):  # a verb that makes its output's folders, then fails (nmt prepare, report)
+        os.makedirs(os.path.join(os.path.dirname(args.out), "tok"), exist_ok=True)
+        if fails:
+            raise InputError("failed after making the folders")
+        with open(args.out, "w") as handle:
+            handle.write("done\n")
+
+    monkeypatch.setattr(rerank.cli.core, "cmd_truncate", verb)
+    out = tmp_path / "existing" / "new" / "deeper" / "o.nbest"
+    status = main(["truncate", "--nbest", nbest, "--size", "1", "--out", str(out)])
+    assert status == (1 if fails else 0)
+    if fails:
+        assert os.listdir(tmp_path / "existing") == []  # new/deeper/tok removed, existing kept
+    else:
+        assert out.read_text() == "done\n" and (out.parent / "tok").is_dir()
+
+
+def test_a_scorer_spec_error_names_the_spec(tmp_path, capsys):
+    nbest = _list(tmp_path / "c.nbest", [["a b", "a c"]])
+    assert main(["features", "add", "--nbest", nbest, "--scorer", "mbr:foo", "--out", str(tmp_path / "o")]) == 1
+    one_line_error(capsys, "scorer mbr:foo: unknown metric 'foo'")
+
+
+def test_e5_threads_zero_is_refused():
+    from rerank.errors import InputError
+    from rerank.features.spec_paths import scorer_settings
+
+    with pytest.raises(InputError, match="threads=0: '0' is not a positive integer"):
+        scorer_settings("e5:threads=0")
+
+
+def test_mert_refuses_more_columns_than_it_can_search_in_one_line(tmp_path):
+    import numpy as np
+
+    import rerank
+    from rerank.errors import InputError
+    from rerank.nbest import NBestList
+
+    columns = 1001
+    rng = np.random.default_rng(0)
+    nbest = NBestList(
+        np.array([0, 3, 6]),
+        ["a b", "a", "b", "c d", "c", "d"],
+        rng.normal(size=(6, columns)),
+        [f"F{k}" for k in range(columns)],
+    )
+    with pytest.raises(InputError, match=r"mert: 1001 columns: .* \(at most 1000, .* --algorithm mira or pro"):
+        rerank.tune(nbest, ["a b", "c d"], algorithm="mert", init="zeros")
+    tuned = rerank.tune(nbest, ["a b", "c d"], algorithm="mira", init="zeros", iterations=2)  # MIRA takes them
+    assert len(tuned.weights) == columns

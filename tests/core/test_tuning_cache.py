@@ -110,3 +110,36 @@ def test_a_crafted_or_truncated_entry_under_the_right_key_is_rebuilt(tmp_path, m
     assert np.array_equal(again[2], first[2])
     with np.load(path) as data:  # the rebuilt entry is whole again
         assert str(data["check"]) == tuning_data._entry_digest({name: data[name] for name in data.files})
+
+
+def test_an_entry_with_a_valid_checksum_but_nan_features_is_rebuilt(tmp_path, monkeypatch):
+    """Issue 92, class 11: an entry re-signed with its checksum over NaN features was used (60
+    epochs on NaN, no word): entries must hold finite features and totals, as the reader does."""
+    cache, nbest, ref, first = _first_load(tmp_path, monkeypatch, 20, 5)
+    (entry,) = _entries(cache)
+    path = cache / entry
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files if name not in ("key", "check")}
+        key = str(data["key"])
+    for column in ("features", "totals"):
+        poisoned = {
+            **arrays,
+            column: np.where(np.arange(arrays[column].size).reshape(arrays[column].shape) == 3, np.nan, arrays[column]),
+        }
+        np.savez(path, key=np.array(key), check=np.array(tuning_data._entry_digest(poisoned)), **poisoned)
+        again = load_tuning_data(nbest, ref, BleuMetric("none"))
+        assert np.isfinite(again[0].features).all(), column
+        assert np.array_equal(again[0].features, first[0].features), column
+
+
+def test_the_api_refuses_an_empty_list_in_words():
+    import pytest
+
+    import rerank
+    from rerank.errors import InputError
+    from rerank.nbest import NBestList
+
+    empty = NBestList(np.array([0]), [], np.zeros((0, 1)), ["F"])
+    for settings in ({"init": "zeros"}, {"beam_feature": "F"}, {"algorithm": "mert", "init": "zeros"}):
+        with pytest.raises(InputError, match="the n-best list is empty"):
+            rerank.tune(empty, [], **settings)

@@ -4,6 +4,7 @@ system directory, and ``rerank translate`` replays generate → features add →
 text, equal to the step-by-step commands line for line, from wherever the directory moved."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -285,3 +286,37 @@ def test_a_system_packed_into_its_generators_folder_is_refused(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "the output is being written inside this directory, which it copies" in err and marian in err, err
     assert sorted(p.name for p in (tmp_path / "hf").rglob("*")) == before
+
+
+def test_a_system_packs_from_another_directory_than_its_lists_were_made_in(tmp_path, monkeypatch):
+    """Issue 92, class 11: signatures recorded relative inputs and specs (``len:src=…``) as given,
+    so pack-system run elsewhere could not find them; every signature records its working
+    directory, against which relative paths are read."""
+    marian = _corpus(tmp_path)
+    (tmp_path / "train.en").write_text("a man walks .\ntwo dogs run .\n")
+    (tmp_path / "train.de").write_text("ein mann geht .\nzwei hunde rennen .\n")
+    monkeypatch.chdir(tmp_path)
+    model = f"hf:{os.path.relpath(marian, tmp_path)}"
+    assert (
+        main(
+            f"generate --model {model} --nbest 2 --max-length 12 --device cpu --input val.en "
+            "--out-nbest val.nbest --out-1best val.1best".split()
+        )
+        == 0
+    )
+    assert (
+        main(
+            "features add --nbest val.nbest --source val.en --scorer len:src=train.en,tgt=train.de "
+            "--out val.full.nbest".split()
+        )
+        == 0
+    )
+    assert main("tune --nbest val.full.nbest --ref val.de --tokenize none --out w.json".split()) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    argv = ["pack-system", "--nbest", str(tmp_path / "val.full.nbest"), "--weights", str(tmp_path / "w.json")]
+    assert main(argv + ["--out", "system"]) == 0
+    manifest = json.loads((elsewhere / "system" / "system.json").read_text())
+    assert manifest["decoder"]["model"].startswith("hf:@SYSTEM@/generator/")
+    assert any("len" in spec and "@SYSTEM@" in spec for step in manifest["steps"] for spec in step)
