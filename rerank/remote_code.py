@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Type
 
 from rerank.errors import InputError
 
@@ -80,14 +80,22 @@ def no_prompt() -> None:
         dynamic_module_utils.TIME_OUT_REMOTE_CODE = 0
 
 
-def load_errors() -> Tuple[type, ...]:
+def load_errors() -> Tuple[Type[BaseException], ...]:
     """What ``from_pretrained`` raises on a directory that is not a loadable model (a damaged or
     crafted one): its own errors plus the weight readers' (safetensors' ``SafetensorError`` for a
     ``model.safetensors`` that is no safetensors file — a symbolic link to a text file —, pickle's
     ``UnpicklingError`` for a ``pytorch_model.bin`` that weights-only loading refuses)."""
     import pickle
 
-    errors: Tuple[type, ...] = (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, RuntimeError)
+    errors: Tuple[Type[BaseException], ...] = (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        ImportError,
+        RuntimeError,
+    )
     errors += (EOFError, pickle.UnpicklingError)
     try:
         from safetensors import SafetensorError

@@ -51,7 +51,9 @@ def main(argv=None) -> int:
 
     assert set(KINDS[:-1]) == set(CHECKPOINTS), "KINDS is tests/comet_tiny.py's CHECKPOINTS and bert"
     if os.path.exists(args.out) and not os.path.isdir(args.out):
-        print(f"tiny_checkpoints: error: {args.out}: OUT is a file; give a directory (made if missing)", file=sys.stderr)
+        print(
+            f"tiny_checkpoints: error: {args.out}: OUT is a file; give a directory (made if missing)", file=sys.stderr
+        )
         return 1
     try:
         os.makedirs(args.out, exist_ok=True)

@@ -215,7 +215,10 @@ def check_model_files(generation: Dict[str, Any], relocation: Relocation) -> Non
     if not isinstance(recorded, dict):
         raise InputError("the list's signature: model_files is not a {setting: digest} record")
     name, _, arg = str(generation["model"]).partition(":")
-    config = parse_settings(SCORERS.get(name).Config, arg, generation["model"], {})
+    config_class = SCORERS.get(name).Config
+    if config_class is None:
+        return
+    config = parse_settings(config_class, arg, generation["model"], {})
     for field, digest in recorded.items():
         path = relocation(str(getattr(config, field, "") or ""))
         if not os.path.isfile(path):

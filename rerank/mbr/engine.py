@@ -75,8 +75,10 @@ class MBR(PairUtilities):
         if not isinstance(feature or "", str):
             raise InputError(f"mbr: the weights' column must be a column name or uniform, not {feature!r}")
         super().__init__(make_utility(utility))
-        self.metric, self.feature, self.temperature = utility, feature or "NMT", temperature
-        self.decoder = decoder if isinstance(decoder, Decoder) else make_decoder(decoder or "exact")
+        self.metric: str = utility
+        self.feature: str = feature or "NMT"
+        self.temperature: float = float(temperature)
+        self.decoder: Decoder = decoder if isinstance(decoder, Decoder) else make_decoder(decoder or "exact")
         self.decoder.check(self)
 
     @property
