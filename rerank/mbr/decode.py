@@ -101,20 +101,11 @@ def mbr_decode(
             chosen = run.block(first, candidates, refs, handle, kbest)
             with run.stages.measure("write"):
                 best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
-        record = {
-            "input": candidates_path,
-            "segments": run.segments,
-            "mbr": {
-                "metric": utility,
-                "algorithm": algorithm,
-                "weights_from": weights_from,
-                "temperature": temperature,
-                "pseudo_refs_sha256": file_digest(pseudo_refs_path) if pseudo_refs_path not in (None, "-") else None,
-                "prefilters": [str(stage) for stage in stages_given],
-                **scorer.decoder.settings(),
-            },
-            "stages": run.counts(),
-        }
+        settings = {"metric": utility, "algorithm": algorithm, "weights_from": weights_from, "temperature": temperature}
+        settings["pseudo_refs_sha256"] = file_digest(pseudo_refs_path) if pseudo_refs_path not in (None, "-") else None
+        settings["prefilters"] = [str(stage) for stage in stages_given]
+        record = {"input": candidates_path, "segments": run.segments, "mbr": {**settings, **scorer.decoder.settings()}}
+        record["stages"] = run.counts()
         if shard is not None:
             write_signed(outputs.signature(out), {"shard": shard.record(total, candidates_path, "text"), **record})
         else:  # the selections are plain text: a signature of an earlier run beside them goes
