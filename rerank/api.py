@@ -27,7 +27,7 @@ import numpy as np
 from rerank.api_names import API
 from rerank.config import check_setting_types, spec_of
 from rerank.devices import DeviceSettings
-from rerank.errors import InputError, expect
+from rerank.errors import InputError, expect, path_argument
 from rerank.features.add import add_columns
 from rerank.features.generate import generate_file
 from rerank.features.sampling import Sampling
@@ -44,7 +44,8 @@ from rerank.textio import read_lines  # noqa: F401
 from rerank.tuning.base import TUNERS, TuneResult
 from rerank.tuning.files import TuningSetup, tune_list
 from rerank.tuning.start import start_vector
-from rerank.tuning.weights import check_weights, weights_dict, weights_vector
+from rerank.tuning.weights import MISSING, check_weights, read_weights, weights_dict, weights_vector
+from rerank.tuning.weights import write_weights as write_weights_file
 
 #: the public names: rerank.api_names.API, the one list (``import rerank`` loads them from here on first use)
 __all__ = list(API)
@@ -262,16 +263,66 @@ def decoder_1best(nbest: NBestList) -> List[str]:
     return [nbest.hypotheses[i] for i in nbest.offsets[:-1]]
 
 
-def apply(nbest: NBestList, weights: Union[Tuning, Mapping[str, float]]) -> List[str]:
+def write_weights(weights: Union[Tuning, Mapping[str, Any]], path: str, format: str = "json") -> None:
+    """Write tuned weights to ``path``: ``json`` (rerank's weights file, with the tuning's
+    scores for a :class:`Tuning`), ``moses`` (``name= value`` lines, kbmira's ``--dense-init``)
+    or ``moses-ini`` (a moses.ini ``[weight]`` section); :func:`read_weights` reads all three.
+
+    Raises:
+        InputError: a weight that is not a finite number, an unknown format."""
+    path = path_argument(path)
+    if isinstance(weights, Tuning):
+        summary = {"metric": weights.metric, "score": weights.score, "initial_score": weights.initial_score}
+        write_weights_file(weights.weights, path, format, {"tuning": {**summary, "improved": weights.improved}})
+        return
+    expect(weights, Mapping, "weights", "rerank.tune()'s result or {column: weight}")
+    write_weights_file(dict(weights), path, format)
+
+
+def apply(
+    nbest: NBestList,
+    weights: Union[Tuning, Mapping[str, Any], str, None] = None,
+    *,
+    column: Optional[str] = None,
+    missing: str = "error",
+) -> List[str]:
     """The re-ranked 1-best of every segment: the hypothesis of highest weighted score
-    (the first on ties, as Moses).  ``weights``: a :class:`Tuning` or {column: weight}
-    naming every column of the list (``rerank apply``'s rule).  Raises
-    :class:`InputError` for a column without a weight or a weight without a column."""
+    (the first on ties, as Moses), as ``rerank apply``.
+
+    Args:
+        weights: a :class:`Tuning`, {column: weight}, a weights file's content as
+            ``json.load`` gives it (``{"weights": {...}, ...}``) or its path (JSON or Moses
+            ``name= value`` lines: :func:`read_weights`).
+        column: instead of weights, re-rank by this one column (QE re-ranking by ``CometKiwi``).
+        missing: ``error`` (every column of the list needs a weight) or ``zero`` (columns the
+            weights leave out weigh 0).
+    Raises:
+        InputError: a column without a weight (``missing="error"``), a weight without a column,
+            a ``column`` the list does not have, both or neither of ``weights`` and ``column``.
+    """
     nbest = _nbest(nbest)
-    if not isinstance(weights, Tuning):
-        expect(weights, Mapping, "weights", "rerank.tune()'s result or {column: weight}")
-    mapping = weights.weights if isinstance(weights, Tuning) else dict(weights)
-    vector = weights_vector(check_weights(mapping, "weights"), nbest, "weights")
+    if (weights is None) == (column is None):
+        raise InputError("apply(): give weights or column=NAME (re-rank by one column), one of them")
+    expect(missing, str, "missing", " or ".join(MISSING))
+    if missing not in MISSING:
+        raise InputError(f"apply(): missing must be {' or '.join(MISSING)}, not {missing!r}")
+    if column is not None:
+        if column not in nbest.feature_names:
+            raise InputError(
+                f"apply(): the list has no column {column!r} (its columns: {' '.join(nbest.feature_names)})"
+            )
+        mapping: Dict[str, Any] = {column: 1.0}
+        missing = "zero"
+    elif isinstance(weights, Tuning):
+        mapping = weights.weights
+    elif isinstance(weights, str):
+        mapping = read_weights(weights)
+    else:
+        expect(weights, Mapping, "weights", "rerank.tune()'s result, {column: weight}, a weights file's dict or path")
+        mapping = dict(weights)
+        if isinstance(mapping.get("weights"), Mapping):  # a weights file as json.load gives it
+            mapping = dict(mapping["weights"])
+    vector = weights_vector(check_weights(mapping, "weights"), nbest, "weights", missing)
     with np.errstate(over="ignore", invalid="ignore"):
         scores = finite_scores(nbest.features @ vector, "the n-best list", "weights")
     return [nbest.hypotheses[i] for i in nbest.select(scores)]

@@ -12,6 +12,8 @@ API = (
     "tune",
     "Tuning",
     "apply",
+    "read_weights",
+    "write_weights",
     "decoder_1best",
     "evaluate",
     "Score",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -26,31 +26,44 @@ from rerank.outputs import StagedOutputs
 from rerank.shards import Shard, shard_blocks
 from rerank.signature import write_signed
 from rerank.textio import read_json
-from rerank.tuning.weights import read_weights, weights_vector
+from rerank.tuning.weights import missing_columns, read_weights, weights_vector
 
 
 def apply_file(
     nbest_path: str,
-    weights_path: str,
+    weights_path: Optional[str],
     out: str,
     out_nbest: Optional[str] = None,
     folds_path: Optional[str] = None,
     shard: Optional[Shard] = None,
+    missing: str = "error",
+    column: Optional[str] = None,
+    say: Callable[[str], None] = lambda text: None,
 ) -> int:
     """Write the best hypothesis of every segment of ``nbest_path`` under the weights of
     ``weights_path`` to ``out`` (and, with ``out_nbest``, the list with totals = weighted
     scores).  With ``folds_path`` (:mod:`rerank.folds`), fold k's segments use the weights
-    file whose path has ``{fold}`` replaced by k.  ``shard``: only that block of segments
-    (:mod:`rerank.shards`), each output with a signature recording the shard, for
+    file whose path has ``{fold}`` replaced by k.  ``missing``: ``error`` (every column needs a
+    weight) or ``zero`` (a column the weights leave out weighs 0, said through ``say``).
+    ``column`` instead of weights: the argmax of that one column (fixed re-ranking by a QE
+    column such as ``CometKiwi``, Fernandes et al. 2022).  ``shard``: only that block of
+    segments (:mod:`rerank.shards`), each output with a signature recording the shard, for
     :func:`merge_shards`.  Outputs appear together or not at all.  Returns the number of
     segments written.
 
     Raises:
-        InputError: unreadable files, weights that name no column or overflow, a folds
+        InputError: unreadable files, weights that name no column or overflow, a column the
+            list does not have, both or neither of ``weights_path`` and ``column``, a folds
             file of another segment count, ``folds_path`` without ``{fold}`` in ``weights_path``,
             a shard of standard input, to standard output or holding no segment.
     """
+    if (weights_path is None) == (column is None):
+        raise InputError("give --weights FILE or --column NAME (re-rank by one column), one of them")
     folds = None
+    if column is not None:
+        _check_column(nbest_path, column)
+        say(f"apply: re-ranked by the column {column} alone (every other column weighs 0)")
+        weights_path, missing = nbest_path, "zero"  # named in messages: the list holds the "weights"
     if folds_path:
         if "{fold}" not in weights_path:
             raise InputError("--folds needs {fold} in the --weights path (one weights file per fold)")
@@ -63,7 +76,10 @@ def apply_file(
         sources = [weights_path.replace("{fold}", str(k)) for k in range(folds.k)]
     else:
         sources = [weights_path]
-    weights = [read_weights(path) for path in sources]  # every weights file checked before the list is read
+    if column is not None:
+        weights: List[Dict[str, Any]] = [{column: 1.0}]
+    else:
+        weights = [read_weights(path) for path in sources]  # every weights file checked before the list is read
     lo, hi, total = 0, 0, 0  # the whole list (set for a shard)
     if shard is not None:
         lo, hi, total = shard.list_bounds(nbest_path)
@@ -76,7 +92,12 @@ def apply_file(
             blocks = iter_nbest(nbest_path)
             for first, block in blocks if shard is None else shard_blocks(blocks, lo, hi):
                 if vectors is None:
-                    vectors = np.stack([weights_vector(w, block, path) for w, path in zip(weights, sources)])
+                    vectors = np.stack([weights_vector(w, block, path, missing) for w, path in zip(weights, sources)])
+                    absent = sorted({name for w in weights for name in missing_columns(w, block)})
+                    if absent and column is None:
+                        say(
+                            f"apply: {len(absent)} column(s) without a weight weigh 0 (--missing zero): {' '.join(absent)}"
+                        )
                 with np.errstate(over="ignore", invalid="ignore"):
                     table = block.features @ vectors.T  # float[M, folds]
                 if folds is None:
@@ -100,12 +121,28 @@ def apply_file(
                 f"{len(folds.fold)} segments in the folds file but {segments} in the n-best list", folds_path
             )
         if shard is not None:  # each output says which shard it holds
-            run = {"input": nbest_path, "weights": [read_json(path) for path in sources], "segments": segments}
+            recorded = [{"column": column}] if column is not None else [read_json(path) for path in sources]
+            run = {"input": nbest_path, "weights": recorded, "segments": segments}
             write_signed(outputs.signature(out), {"shard": shard.record(total, nbest_path, "text"), **run})
             if out_nbest:
                 record = {"shard": shard.record(total, nbest_path), **run, "features": names}
                 write_list_info(outputs.signature(out_nbest), info, record)
     return segments
+
+
+def _check_column(nbest_path: str, column: str) -> None:
+    """Refuse ``--column NAME`` before any work unless the list's first block has that column
+    once (a name of several values needs weights).
+
+    Raises:
+        InputError: naming the list and its columns."""
+    for _, block in iter_nbest(nbest_path):
+        columns = " ".join(dict.fromkeys(block.feature_names)) or "none"
+        if column not in block.feature_names:
+            raise InputError(f"--column {column}: the list has no such column (its columns: {columns})", nbest_path)
+        if block.feature_names.count(column) > 1:
+            raise InputError(f"--column {column}: a name of several values: give weights instead", nbest_path)
+        return
 
 
 def truncate_file(nbest_path: str, size: Optional[int], out: Optional[str], out_1best: Optional[str] = None) -> int:

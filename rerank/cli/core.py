@@ -25,12 +25,27 @@ from rerank.outputs import atomic_write, signature_path
 from rerank.reranking import apply_file, average_weights, truncate_file, union_files
 from rerank.shards import merge_shards
 from rerank.textio import read_lines
+from rerank.tuning.weights import MISSING
 
 
 def cmd_apply(args) -> None:
-    segments = apply_file(args.nbest, args.weights, args.out, args.out_nbest, args.folds, shard_option_value(args))
+    def say(text: str) -> None:
+        print(text, file=sys.stderr)
+
+    segments = apply_file(
+        args.nbest,
+        args.weights,
+        args.out,
+        args.out_nbest,
+        args.folds,
+        shard_option_value(args),
+        missing=args.missing,
+        column=args.column,
+        say=say,
+    )
     also = f" (and the list with weighted totals -> {args.out_nbest})" if args.out_nbest else ""
-    print(f"apply: {segments} segments re-ranked with {args.weights} -> {args.out}{also}", file=sys.stderr)
+    used = args.weights if args.column is None else f"the column {args.column}"
+    print(f"apply: {segments} segments re-ranked with {used} -> {args.out}{also}", file=sys.stderr)
 
 
 def cmd_folds(args) -> None:
@@ -102,11 +117,27 @@ def _add_apply(sub) -> None:
     """``rerank apply``: its parser and options."""
     p = sub.add_parser(
         "apply",
-        help="select the best hypothesis per segment under given weights",
-        epilog="example: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked",
+        help="select the best hypothesis per segment under given weights, or by one column (QE re-ranking)",
+        epilog="examples: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked; "
+        "rerank apply --nbest test.kiwi.nbest --column CometKiwi --out test.qe (QE re-ranking)",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list to re-rank")
-    p.add_argument("--weights", required=True, help="weights JSON (rerank tune --out): one weight per column")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument(
+        "--weights", help="weights JSON (rerank tune --out): one weight per column (see --missing), e.g. w.json"
+    )
+    how.add_argument(
+        "--column",
+        metavar="NAME",
+        help="re-rank by this one column, every other weighing 0: the argmax of a QE column such as CometKiwi "
+        "(Fernandes et al. 2022's fixed re-ranking), e.g. --column CometKiwi",
+    )
+    p.add_argument(
+        "--missing",
+        choices=MISSING,
+        default="error",
+        help="a column the weights leave out: error (refused), or zero (weighs 0, said in one line) (default: error)",
+    )
     p.add_argument("--out", required=True, help="1-best output, one line per segment ('-' for stdout)")
     p.add_argument("--out-nbest", help="also write the n-best list with totals = weighted scores")
     p.add_argument(
@@ -119,7 +150,7 @@ def _add_apply(sub) -> None:
         paths=lambda a: (
             {
                 "--nbest": a.nbest,
-                "--weights": [a.weights.replace("{fold}", "0")] if a.folds else a.weights,
+                "--weights": [a.weights.replace("{fold}", "0")] if a.folds and a.weights else a.weights,
                 "--folds": a.folds,
             },
             {"--out": a.out, "--out-nbest": a.out_nbest},

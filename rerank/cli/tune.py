@@ -20,9 +20,10 @@ from rerank.cli.options import (
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.nbest import write_lines
-from rerank.outputs import StagedOutputs, atomic_write
+from rerank.outputs import StagedOutputs
 from rerank.tuning.base import TUNERS
 from rerank.tuning.files import TuningSetup, crossfit_file, describe, tune_file
+from rerank.tuning.weights import moses_weights_text
 
 
 def _names(text):
@@ -69,9 +70,15 @@ def extra_data(args):
 def cmd_tune(args) -> None:
     record, result = tune_file(args.nbest, references(args), setup_from_args(args), _say(args), extra_data(args))
     print(f"{args.algorithm}: {describe(result, record['tuning']['init'])}", file=sys.stderr)
-    with atomic_write(args.out) as handle:
-        json.dump(record, handle, indent=2, allow_nan=False)
-        handle.write("\n")
+    with StagedOutputs() as outputs:  # the JSON and the Moses weights appear together
+        with outputs.open(args.out) as handle:
+            json.dump(record, handle, indent=2, allow_nan=False)
+            handle.write("\n")
+        if args.out_moses:
+            with outputs.open(args.out_moses) as handle:
+                handle.write(
+                    moses_weights_text(record["weights"], "moses-ini" if args.out_moses.endswith(".ini") else "moses")
+                )
 
 
 def cmd_crossfit(args) -> None:
@@ -106,6 +113,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nbest", required=True, help="Moses n-best list of the tuning set")
     ref_option(p)
     p.add_argument("--out", required=True, help="weights JSON to write")
+    p.add_argument(
+        "--out-moses",
+        metavar="FILE",
+        help="also the weights as Moses writes them: 'name= value' lines (kbmira --dense-init, mert's output), "
+        "or a moses.ini [weight] section when FILE ends in .ini; apply --weights and tune --init read both "
+        "(default: none), e.g. --out-moses weights.moses",
+    )
     tuning_options(p)
     p.set_defaults(
         func=cmd_tune,
@@ -118,7 +132,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--extra-nbest": a.extra_nbest or [],
                 "--extra-ref": a.extra_ref or [],
             },
-            {"--out": a.out},
+            {"--out": a.out, "--out-moses": a.out_moses},
         ),
     )
 

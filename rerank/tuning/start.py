@@ -29,33 +29,19 @@ def read_start(path: str) -> Dict[str, Any] | List[float]:
             that is neither form, a value that is not a finite number, a name twice.
     """
     text = "\n".join(read_lines(path))
-    if text.lstrip().startswith("{"):
-        return read_weights(path)
     lines = [(k, line.split()) for k, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
         raise InputError("no start weights in the file", path)
-
-    def numbers(values, lineno):
-        try:
-            out = [float(v) for v in values]
-        except ValueError:
-            raise InputError("a weight is not a number", path, lineno) from None
-        if not out or not all(math.isfinite(v) for v in out):
-            raise InputError("a weight is missing or not finite", path, lineno)
-        return out
-
-    if not lines[0][1][0].endswith("="):  # mert's init.opt: the first line holds the weights
-        return numbers(lines[0][1], lines[0][0])
-    weights: Dict[str, Any] = {}
-    for lineno, words in lines:
-        if not words[0].endswith("=") or len(words[0]) < 2:
-            raise InputError(f"expected 'name= value …' (Moses weights), found {words[0]!r}", path, lineno)
-        name = words[0][:-1]
-        if name in weights:
-            raise InputError(f"the feature {name!r} has a second line", path, lineno)
-        values = numbers(words[1:], lineno)
-        weights[name] = values[0] if len(values) == 1 else values
-    return weights
+    first = lines[0][1][0]
+    if text.lstrip().startswith("{") or first.endswith("=") or first.startswith(("[", "#")):
+        return read_weights(path)  # JSON, Moses' name= lines or a moses.ini: one reader
+    try:  # mert's init.opt: the first line holds the weights
+        values = [float(v) for v in lines[0][1]]
+    except ValueError:
+        raise InputError(f"expected 'name= value …' (Moses weights), found {first!r}", path, lines[0][0]) from None
+    if not all(math.isfinite(v) for v in values):
+        raise InputError("a weight is missing or not finite", path, lines[0][0])
+    return values
 
 
 def start_vector(start: Dict[str, Any] | List[float], nbest: NBestList, source: str) -> Tuple[np.ndarray, List[str]]:

@@ -5,23 +5,98 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
 from rerank.errors import InputError
 from rerank.nbest import NBestList
-from rerank.textio import read_json
+from rerank.textio import read_json, read_text
+
+#: the formats :func:`write_weights` writes: rerank's JSON, Moses' ``name= value`` lines
+#: (kbmira ``--dense-init``, mert's output), and a moses.ini ``[weight]`` section
+WEIGHT_FORMATS = ("json", "moses", "moses-ini")
 
 
 def read_weights(path: str) -> Dict[str, Any]:
-    """The ``weights`` object of a weights JSON file: names -> finite numbers or lists of
-    them.  Raises :class:`InputError` naming the file (and line for JSON syntax)."""
-    data = read_json(path)
-    weights = data.get("weights") if isinstance(data, dict) else None
-    if not isinstance(weights, dict):
-        raise InputError('no "weights" object', path)
-    return check_weights(weights, path)
+    """The weights of a file: names -> finite numbers or lists of them, from a weights JSON
+    (``{"weights": {...}}``, what ``rerank tune`` writes), Moses' ``name= v1 … vk`` lines (k
+    values for a name of k columns), or a moses.ini's ``[weight]`` section (other sections
+    skipped).  Raises :class:`InputError` naming the file (and line)."""
+    text = read_text(path)
+    if text.lstrip().startswith("{"):
+        data = read_json(path)
+        weights = data.get("weights") if isinstance(data, dict) else None
+        if not isinstance(weights, dict):
+            raise InputError('no "weights" object', path)
+        return check_weights(weights, path)
+    return check_weights(_moses_weights(text, path), path)
+
+
+def _moses_weights(text: str, path: str) -> Dict[str, Any]:
+    """Moses' ``name= v1 …`` lines, or the ``[weight]`` section of a moses.ini."""
+    lines = [(k, line.split()) for k, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    lines = [(k, words) for k, words in lines if not words[0].startswith("#")]
+    if any(words[0].startswith("[") for _, words in lines):  # a moses.ini: its [weight] section only
+        section, kept = None, []
+        for lineno, words in lines:
+            if words[0].startswith("["):
+                section = words[0]
+            elif section == "[weight]":
+                kept.append((lineno, words))
+        if section is None or not kept:
+            raise InputError("a moses.ini without a [weight] section (or an empty one)", path)
+        lines = kept
+    if not lines:
+        raise InputError("no weights in the file", path)
+    weights: Dict[str, Any] = {}
+    for lineno, words in lines:
+        if not words[0].endswith("=") or len(words[0]) < 2:
+            raise InputError(f"expected 'name= value …' (Moses weights), found {words[0]!r}", path, lineno)
+        name = words[0][:-1]
+        if name in weights:
+            raise InputError(f"the feature {name!r} has a second line", path, lineno)
+        try:
+            values = [float(v) for v in words[1:]]
+        except ValueError:
+            raise InputError("a weight is not a number", path, lineno) from None
+        if not values or not all(math.isfinite(v) for v in values):
+            raise InputError("a weight is missing or not finite", path, lineno)
+        weights[name] = values[0] if len(values) == 1 else values
+    return weights
+
+
+def moses_weights_text(weights: Mapping[str, Any], fmt: str = "moses") -> str:
+    """``weights`` as Moses writes them: one ``name= v1 … vk`` line per name (``moses``), under
+    a ``[weight]`` header for a moses.ini (``moses-ini``); values as Python's shortest repr
+    (read back exactly)."""
+    lines = [
+        f"{name}= " + " ".join(repr(float(v)) for v in (w if isinstance(w, (list, tuple)) else [w]))
+        for name, w in weights.items()
+    ]
+    return ("[weight]\n" if fmt == "moses-ini" else "") + "".join(line + "\n" for line in lines)
+
+
+def write_weights(
+    weights: Mapping[str, Any], path: str, fmt: str = "json", record: Optional[Mapping[str, Any]] = None
+) -> None:
+    """Write ``weights`` ({name: value or [values]}, checked finite) to ``path`` atomically in
+    ``fmt`` (:data:`WEIGHT_FORMATS`): rerank's JSON (``{"weights": …}`` plus ``record``, the
+    tuning's provenance), Moses' ``name= value`` lines or a moses.ini ``[weight]`` section.
+
+    Raises:
+        InputError: a weight that is not a finite number, an unknown format."""
+    from rerank.outputs import atomic_write
+
+    if fmt not in WEIGHT_FORMATS:
+        raise InputError(f"weights format must be one of {', '.join(WEIGHT_FORMATS)}, not {fmt!r}")
+    check_weights(dict(weights), "weights")
+    with atomic_write(path) as handle:
+        if fmt == "json":
+            json.dump({**(record or {}), "weights": dict(weights)}, handle, indent=2, allow_nan=False)
+            handle.write("\n")
+        else:
+            handle.write(moses_weights_text(weights, fmt))
 
 
 def check_weights(weights: Dict[str, Any], source: str) -> Dict[str, Any]:
@@ -47,19 +122,39 @@ def check_weights(weights: Dict[str, Any], source: str) -> Dict[str, Any]:
     return weights
 
 
-def weights_vector(weights: Mapping[str, Any], nbest: NBestList, source: str = "weights") -> np.ndarray:
-    """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns.
+#: what a column without a weight does (``rerank apply --missing``): refused, or weighs 0
+MISSING = ("error", "zero")
+
+
+def missing_columns(weights: Mapping[str, Any], nbest: NBestList) -> List[str]:
+    """The column names of ``nbest`` that ``weights`` gives no weight, in the list's order."""
+    return [name for name, _ in nbest.groups() if name not in weights]
+
+
+def weights_vector(
+    weights: Mapping[str, Any], nbest: NBestList, source: str = "weights", missing: str = "error"
+) -> np.ndarray:
+    """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns; with
+    ``missing="zero"`` a column without a weight weighs 0 (QE re-ranking by one column,
+    ``rerank apply --missing zero``).
 
     Raises:
-        InputError: a name in the n-best list has no weight, a weight has no column, or
-            a name's number of values differs.
+        InputError: a name in the n-best list has no weight (``missing="error"``: the message
+            says how to give it 0), a weight has no column, or a name's number of values differs.
     """
-    missing = [name for name, _ in nbest.groups() if name not in weights]
+    absent = missing_columns(weights, nbest)
+    if missing == "zero":
+        weights = {**{name: [0.0] * count for name, count in nbest.groups() if name in absent}, **weights}
+        weights = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in weights.items()}
+        absent = []
     unknown = [name for name in weights if name not in nbest.feature_names]
-    if missing or unknown:
+    if absent or unknown:
         parts = []
-        if missing:
-            parts.append("no weight for n-best feature(s) " + ", ".join(missing))
+        if absent:
+            parts.append(
+                "no weight for n-best feature(s) " + ", ".join(absent) + " (--missing zero gives them 0; "
+                "--column NAME re-ranks by one column)"
+            )
         if unknown:
             parts.append("weight(s) for feature(s) not in the n-best list: " + ", ".join(unknown))
         raise InputError("; ".join(parts), source)

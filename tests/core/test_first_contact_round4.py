@@ -1,0 +1,91 @@
+"""First contact, round 4 (issue 93): what a researcher coming from Moses, sacreBLEU, mbrs and
+unbabel-comet expects, each item against hand-computed values."""
+
+import json
+
+import pytest
+from conftest import one_line_error
+
+import rerank
+from rerank.cli import main
+from rerank.errors import InputError
+
+# two segments; G ranks the other way from F in both
+NBEST = (
+    "0 ||| a b ||| F= -1 G= 2 ||| 0\n0 ||| a c ||| F= -2 G= 3 ||| 0\n"
+    "1 ||| x ||| F= -1 G= 0 ||| 0\n1 ||| y ||| F= -3 G= 1 ||| 0\n"
+)
+
+
+@pytest.fixture
+def listed(tmp_path):
+    (tmp_path / "q.nbest").write_text(NBEST)
+    (tmp_path / "q.ref").write_text("a c\ny\n")
+    return tmp_path
+
+
+# -- item 5: QE re-ranking by one column, and weights that leave columns out --------------------
+
+
+def test_apply_by_one_column_is_its_argmax(listed, capsys):
+    out = listed / "qe.txt"
+    assert main(["apply", "--nbest", str(listed / "q.nbest"), "--column", "G", "--out", str(out)]) == 0
+    assert out.read_text() == "a c\ny\n"  # G's argmax: 3 > 2, 1 > 0
+    assert "re-ranked by the column G alone" in capsys.readouterr().err
+    assert main(["apply", "--nbest", str(listed / "q.nbest"), "--column", "CometKiwi", "--out", str(out)]) == 1
+    one_line_error(capsys, "--column CometKiwi: the list has no such column (its columns: F G)")
+
+
+def test_weights_that_leave_columns_out_are_refused_with_the_fix_or_weigh_zero(listed, capsys):
+    (listed / "w.json").write_text(json.dumps({"weights": {"F": 1.0}}))
+    argv = ["apply", "--nbest", str(listed / "q.nbest"), "--weights", str(listed / "w.json")]
+    assert main(argv + ["--out", str(listed / "o")]) == 1
+    one_line_error(capsys, "no weight for n-best feature(s) G (--missing zero gives them 0")
+    assert main(argv + ["--missing", "zero", "--out", str(listed / "o")]) == 0
+    assert (listed / "o").read_text() == "a b\nx\n"  # F's argmax: -1 > -2, -1 > -3
+    assert "1 column(s) without a weight weigh 0 (--missing zero): G" in capsys.readouterr().err
+
+
+def test_the_api_applies_a_column_a_path_or_the_files_dict(listed):
+    nbest = rerank.read_nbest(str(listed / "q.nbest"))
+    assert rerank.apply(nbest, column="G") == ["a c", "y"]
+    assert rerank.apply(nbest, {"F": 1.0}, missing="zero") == ["a b", "x"]
+    (listed / "w.json").write_text(json.dumps({"weights": {"F": 0.0, "G": 1.0}, "tuning": {"metric": "bleu"}}))
+    assert rerank.apply(nbest, json.loads((listed / "w.json").read_text())) == ["a c", "y"]
+    assert rerank.apply(nbest, str(listed / "w.json")) == ["a c", "y"]
+    with pytest.raises(InputError, match="give weights or column=NAME"):
+        rerank.apply(nbest)
+
+
+# -- items 11 and 12: weights in Moses' formats, written and read ---------------------------------
+
+
+@pytest.mark.parametrize("name, header", [("w.moses", ""), ("moses.ini", "[weight]\n")])
+def test_tune_writes_moses_weights_that_apply_and_tune_read_back(listed, capsys, name, header):
+    moses = listed / name
+    argv = ["tune", "--nbest", str(listed / "q.nbest"), "--ref", str(listed / "q.ref"), "--init", "zeros"]
+    assert main(argv + ["--quiet", "--out", str(listed / "w.json"), "--out-moses", str(moses)]) == 0
+    weights = json.loads((listed / "w.json").read_text())["weights"]
+    assert moses.read_text() == header + "".join(f"{k}= {float(v)!r}\n" for k, v in weights.items())
+    assert rerank.read_weights(str(moses)) == weights
+    for via in (str(listed / "w.json"), str(moses)):
+        assert main(["apply", "--nbest", str(listed / "q.nbest"), "--weights", via, "--out", str(listed / "o")]) == 0
+    assert main(argv[:-2] + ["--init", str(moses), "--quiet", "--out", str(listed / "w2.json")]) == 0
+
+
+def test_a_moses_ini_is_read_for_its_weight_section_only(tmp_path):
+    ini = tmp_path / "moses.ini"
+    ini.write_text("# tuned\n[feature]\nDistortion\n\n[weight]\nF= 0.5\nLM0= 0.25 -0.125\n\n[threads]\n4\n")
+    assert rerank.read_weights(str(ini)) == {"F": 0.5, "LM0": [0.25, -0.125]}
+    (tmp_path / "bad.ini").write_text("[feature]\nDistortion\n")
+    with pytest.raises(InputError, match="without a \\[weight\\] section"):
+        rerank.read_weights(str(tmp_path / "bad.ini"))
+
+
+@pytest.mark.parametrize("fmt", ["json", "moses", "moses-ini"])
+def test_the_api_writes_and_reads_weights_in_every_format(tmp_path, fmt):
+    weights = {"F": 0.1, "LM": [0.2, -0.30000000000000004]}
+    rerank.write_weights(weights, str(tmp_path / "w"), fmt)
+    assert rerank.read_weights(str(tmp_path / "w")) == weights
+    with pytest.raises(InputError, match="must be a finite number"):
+        rerank.write_weights({"F": float("nan")}, str(tmp_path / "x"), fmt)
