@@ -68,7 +68,8 @@ def extra_data(args):
 
 
 def cmd_tune(args) -> None:
-    record, result = tune_file(args.nbest, references(args), setup_from_args(args), _say(args), extra_data(args))
+    warn = lambda text: print(text, file=sys.stderr)  # noqa: E731  (warnings: also with --quiet)
+    record, result = tune_file(args.nbest, references(args), setup_from_args(args), _say(args), extra_data(args), warn)
     print(f"{args.algorithm}: {describe(result, record['tuning']['init'])}", file=sys.stderr)
     with StagedOutputs() as outputs:  # the JSON and the Moses weights appear together
         with outputs.open(args.out) as handle:
@@ -202,7 +203,12 @@ def tuning_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated feature sets of the list's signature, e.g. beam,R2L,MBR "
         "(added to --features; default: none)",
     )
-    p.add_argument("--quiet", action="store_true", help="do not print per-epoch / per-run scores")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="do not print per-epoch / per-run scores and progress (warnings about the list and the start are "
+        "always printed)",
+    )
     p.add_argument(
         "--extra-nbest",
         action="append",

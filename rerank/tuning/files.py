@@ -191,6 +191,7 @@ def tune_list(
     progress: Optional[Callable[[str], None]] = None,
     tuner=None,
     metric: Optional[Metric] = None,
+    warn: Optional[Callable[[str], None]] = None,
 ) -> Tuple[np.ndarray, TuneResult, str, NBestList]:
     """Tune on a list held in memory: the one path of ``rerank tune`` (:func:`tune_file`) and
     of the Python API (:func:`rerank.api.tune`).
@@ -202,6 +203,9 @@ def tune_list(
         where: the list's name in messages (its path, or ``the n-best list``).
         start: float64[F] start weights over every column (instead of ``setup.init``).
         tuner, metric: the setup's tuner and objective, where the caller made them already.
+        progress: the tuner's per-epoch / per-run lines (None: quiet); warn: what the start
+            says about the list (an inferred beam column, columns that start at 0), shown even
+            when progress is not (``tune --quiet``).
     Returns:
         (weights float64[F] over every column, the tuner's result, where it started, the
         list restricted to the tuned columns).
@@ -209,7 +213,7 @@ def tune_list(
         InputError: a bad start or column choice.
     """
     if start is None:
-        init, init_from = start_weights(full, setup.init, where, setup.beam_feature, progress)
+        init, init_from = start_weights(full, setup.init, where, setup.beam_feature, warn or progress)
     else:
         init, init_from = start, "weights"
     nbest, init, init_from, columns = restrict(full, init, init_from, setup, where)
@@ -264,9 +268,11 @@ def tune_file(
     setup: TuningSetup = TuningSetup(),
     progress: Optional[Callable[[str], None]] = None,
     extra: Extra = (),
+    warn: Optional[Callable[[str], None]] = None,
 ) -> Tuple[Dict[str, Any], TuneResult]:
     """Tune on an n-best list and its references (and on ``extra`` lists of other segments
-    with the same columns: :func:`load_with_extra`).  Returns (the weights record that
+    with the same columns: :func:`load_with_extra`).  ``progress``: per-epoch lines (None:
+    quiet); ``warn``: warnings about the list and the start, shown also when quiet.  Returns (the weights record that
     ``rerank tune`` writes: ``weights``, ``tuning``, ``config``, ``metric_settings``,
     signatures; the :class:`~rerank.tuning.base.TuneResult`).
 
@@ -276,7 +282,7 @@ def tune_file(
     start = time.perf_counter()
     tuner, metric = setup.tuner(), setup.objective()
     full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric, progress is not None)
-    weights, result, init_from, nbest = tune_list(full, stats, setup, nbest_path, None, progress, tuner, metric)
+    weights, result, init_from, nbest = tune_list(full, stats, setup, nbest_path, None, progress, tuner, metric, warn)
     record = {
         "weights": weights_dict(weights, full),
         "tuning": {
@@ -326,7 +332,7 @@ def crossfit_file(
     full, stats, own, extra_records = load_with_extra(nbest_path, ref_path, extra, metric, progress is not None)
     folds = read_folds(folds_path, own)
     always = np.arange(own, full.num_segments)  # the extra lists' segments: tuned on in every fold
-    init, init_from = start_weights(full, setup.init, nbest_path, setup.beam_feature, progress)
+    init, init_from = start_weights(full, setup.init, nbest_path, setup.beam_feature, report or progress)
     restricted, init, init_from, columns = restrict(full, init, init_from, setup, nbest_path)
     chosen = np.zeros(own, dtype=np.int64)
     per_fold = []

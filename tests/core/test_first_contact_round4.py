@@ -89,3 +89,17 @@ def test_the_api_writes_and_reads_weights_in_every_format(tmp_path, fmt):
     assert rerank.read_weights(str(tmp_path / "w")) == weights
     with pytest.raises(InputError, match="must be a finite number"):
         rerank.write_weights({"F": float("nan")}, str(tmp_path / "x"), fmt)
+
+
+# -- item 6: --quiet hides progress, never a warning -----------------------------------------------
+
+
+def test_tune_quiet_still_says_which_beam_column_it_inferred(listed, capsys):
+    argv = ["tune", "--nbest", str(listed / "q.nbest"), "--ref", str(listed / "q.ref"), "--quiet"]
+    assert main(argv + ["--out", str(listed / "w.json")]) == 0
+    err = capsys.readouterr().err
+    assert "no signature: the beam's column is F" in err  # the warning, though quiet
+    assert "epoch" not in err.split("mira:")[0]  # and no per-epoch lines
+    (listed / "part.json").write_text(json.dumps({"weights": {"F": 1.0}}))
+    assert main(argv + ["--init", str(listed / "part.json"), "--out", str(listed / "w.json")]) == 0
+    assert "no weight for G: they start at 0" in capsys.readouterr().err
