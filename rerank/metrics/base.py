@@ -129,6 +129,11 @@ class Metric(abc.ABC):
     lowercase: bool = False
     #: decimals a score is printed with in significance tables (4 for 0-1 scales: COMET)
     decimals: int = 2
+    #: the factor that puts the score on the 0-100 scale sacreBLEU reports BLEU, chrF and TER
+    #: on (METEOR too), applied to the metric's term in an interpolation
+    #: (:class:`~rerank.metrics.interpolated.InterpolatedMetric`): 100 for a 0-1 metric (COMET,
+    #: CometKiwi, BERTScore), so that ``0.5*bleu+0.5*comet:…`` weighs both alike
+    interpolation_scale: float = 1.0
     #: the name of a compiled kernel the tuners have for this metric's statistics and gain
     #: (``"bleu"``: MIRA's epoch and MERT's line search in C, :mod:`rerank.tuning._native`),
     #: or None: the tuners run on :meth:`gain` in numpy.  A metric says it; nothing tests its type.

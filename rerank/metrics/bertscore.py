@@ -59,6 +59,7 @@ class BertScoreMetric(MeanOfSegments):
 
     name = "bertscore"
     decimals = 4
+    interpolation_scale = 100.0  # 0-1 scores: ×100 beside BLEU and chrF in an interpolation
     # the settings' types, for the type checker (declared, with defaults and help, in Config)
     model: str
     layers: int

@@ -83,6 +83,7 @@ class _CometMetric(MeanOfSegments):
     reference_based = True
     reads_source = True
     decimals = 4
+    interpolation_scale = 100.0  # 0-1 scores: ×100 beside BLEU and chrF in an interpolation
 
     @dataclass
     class Config:

@@ -1,9 +1,13 @@
-"""Interpolated metrics: ``0.5*bleu+0.5*chrf``, ``bleu-ter``, ``bleu+0.2*seg:comet``.
+"""Interpolated metrics: ``0.5*bleu+0.5*chrf``, ``bleu-ter``, ``0.5*bleu+0.5*comet:DIR``.
 
 A weighted sum of metrics, each computed from its own columns of one concatenated
 statistics row, so that every tuner, the oracle and significance handle it as any other
-metric.  Each term's sign must agree with its metric's direction (``+bleu``, ``-ter``):
-the expression is the value that is maximised, in the metrics' own units.
+metric.  Each term's sign must agree with its metric's direction (``+bleu``, ``-ter``).
+Every term is on the 0-100 scale sacreBLEU reports BLEU, chrF and TER on: a 0-1 metric
+(COMET, CometKiwi, BERTScore) enters ×100 (:attr:`Metric.interpolation_scale`), so that
+``0.5*bleu+0.5*comet:DIR`` gives COMET half of the weight (on its own 0-1 scale it got ~1 %).
+``seg:NAME`` scores enter as written in their sidecar: scores on 0-1 need a coefficient ×100
+(``bleu+20*seg:comet`` gives COMET the weight 0.2 has beside BLEU).
 
 Moses ``mert --sctype BLEU,TER --scconfig weights:0.5+0.5`` (``InterpolatedScorer``)
 maximises 0.5·BLEU + 0.5·(1 − TER) on a 0-1 scale (its ``TerScorer`` returns 1 − TER).
@@ -82,11 +86,11 @@ class InterpolatedMetric(Metric):
     # scores -----------------------------------------------------------------
 
     def score(self, stats):
-        return sum(c * metric.gain(part) for c, metric, part in self._parts(stats))
+        return sum(c * metric.interpolation_scale * metric.gain(part) for c, metric, part in self._parts(stats))
 
     def background_gain(self, rows, background):
         return sum(
-            c * metric.background_gain(part, bg)
+            c * metric.interpolation_scale * metric.background_gain(part, bg)
             for (c, metric, part), (_, _, bg) in zip(self._parts(rows), self._parts(background))
         )
 
@@ -101,7 +105,13 @@ class InterpolatedMetric(Metric):
         return None
 
     def signature(self):
-        return self.name + " with " + " + ".join(metric.signature() for _, metric in self.terms)
+        scaled = [
+            f"{metric.name}×{metric.interpolation_scale:g}"
+            for _, metric in self.terms
+            if metric.interpolation_scale != 1
+        ]
+        on = f" (0-100 scale: {', '.join(scaled)})" if scaled else ""
+        return self.name + on + " with " + " + ".join(metric.signature() for _, metric in self.terms)
 
 
 def format_terms(terms: Sequence[Tuple[float, Metric]]) -> str:

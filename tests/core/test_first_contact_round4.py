@@ -103,3 +103,40 @@ def test_tune_quiet_still_says_which_beam_column_it_inferred(listed, capsys):
     (listed / "part.json").write_text(json.dumps({"weights": {"F": 1.0}}))
     assert main(argv + ["--init", str(listed / "part.json"), "--out", str(listed / "w.json")]) == 0
     assert "no weight for G: they start at 0" in capsys.readouterr().err
+
+
+# -- item 1: an interpolation weighs its terms on one 0-100 scale ----------------------------------
+
+
+def test_a_0_1_metric_enters_an_interpolation_on_the_0_100_scale():
+    import numpy as np
+
+    from rerank.metrics import make_objective
+    from rerank.metrics.base import Metric
+    from rerank.metrics.interpolated import InterpolatedMetric
+    from rerank.metrics.segment import MeanOfSegments
+
+    class Unit(MeanOfSegments):  # a 0-1 metric as COMET is
+        name, higher_is_better, interpolation_scale = "unit", True, 100.0
+
+        def stats(self, hypotheses, references):
+            raise NotImplementedError
+
+        def signature(self):
+            return "unit"
+
+    bleu = make_objective("bleu", "none")
+    mixed = InterpolatedMetric([(0.5, bleu), (0.5, Unit())])
+    hyps, refs = ["a b c d", "e f g h"], ["a b c d", "e f x h"]
+    bleu_stats = bleu.stats(hyps, refs).sum(axis=0)
+    unit_stats = np.array([0.8 + 0.6, 2.0])  # mean 0.7
+    value = mixed.score(np.concatenate([bleu_stats, unit_stats]))
+    assert value == pytest.approx(0.5 * bleu.score(bleu_stats) + 0.5 * 70.0)
+    assert "unit×100" in mixed.signature()
+    assert Metric.interpolation_scale == 1.0
+    for name in ("comet", "cometkiwi", "bertscore"):
+        from rerank.metrics.base import METRICS
+
+        assert METRICS.get(name).interpolation_scale == 100.0, name
+    for name in ("bleu", "chrf", "ter", "meteor"):
+        assert METRICS.get(name).interpolation_scale == 1.0, name
