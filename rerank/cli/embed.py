@@ -265,7 +265,7 @@ def _add_embed_train(esub) -> None:
     _embed_model_options(q)
     _embed_image_options(q)
     _embed_schedule_options(q)
-    device_options(q)
+    device_options(q, threads=False)
     q.add_argument(
         "--out", required=True, help="model directory to write (checkpoints, vocabularies, config, heldout.json)"
     )

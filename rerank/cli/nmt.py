@@ -367,7 +367,7 @@ def _add_nmt_train(nsub) -> None:
         "Adam and the loss stay float32); on a CPU with AVX-512 BF16 or AMX about 1.25x faster per "
         "update (default: off, float32); e.g. --arch transformer-tiny --bf16-autocast",
     )
-    device_options(q)
+    device_options(q, threads=False)
     q.add_argument(
         "--distributed-world-size",
         type=positive_int,
@@ -408,7 +408,7 @@ def _add_nmt_train_lm(nsub) -> None:
         help="lstm: fairseq's lstm_lm at --embed-dim/--hidden-size/--layers; transformer-tiny: fairseq's "
         "transformer_lm, 4 layers, 128 dimensions, 4 heads",
     )
-    device_options(q)
+    device_options(q, threads=False)
 
 
 def _add_nmt_nbest(nsub) -> None:

@@ -9,7 +9,7 @@ import sys
 from typing import Any, Dict, Iterable, Optional
 
 from rerank.argtypes import non_negative_int, positive_int
-from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, DeviceSettings, device_name
+from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, THREADS_HELP, DeviceSettings, device_name
 from rerank.errors import InputError
 from rerank.metrics import METRIC_HELP, make_metric
 from rerank.metrics.bleu import BleuMetric
@@ -110,12 +110,14 @@ def shard_option_value(args) -> Optional[Shard]:
     return Shard.from_args(args.num_shards, args.shard_id)
 
 
-def device_options(p: argparse.ArgumentParser) -> None:
-    """``--device`` and ``--dtype`` of every verb that runs a neural model
-    (:class:`rerank.devices.DeviceSettings`), and ``--trust-checkpoint``
-    (:mod:`rerank.nmt.checkpoints`)."""
+def device_options(p: argparse.ArgumentParser, threads: bool = True) -> None:
+    """``--device``, ``--dtype`` and ``--threads`` of every verb that runs a neural model
+    (:class:`rerank.devices.DeviceSettings`; ``threads=False`` for a trainer whose own
+    ``--threads`` goes to fairseq), and ``--trust-checkpoint`` (:mod:`rerank.nmt.checkpoints`)."""
     p.add_argument("--device", default="auto", type=device_name, help=DEVICE_HELP)
     p.add_argument("--dtype", default="float32", choices=DTYPES, help=DTYPE_HELP)
+    if threads:
+        p.add_argument("--threads", type=positive_int, help=THREADS_HELP)
     trust_option(p)
 
 
@@ -130,8 +132,8 @@ def trust_option(p: argparse.ArgumentParser) -> None:
 
 
 def device_settings(args) -> DeviceSettings:
-    """The :class:`DeviceSettings` of ``--device`` / ``--dtype``."""
-    return DeviceSettings(args.device, args.dtype)
+    """The :class:`DeviceSettings` of ``--device`` / ``--dtype`` / ``--threads``."""
+    return DeviceSettings(args.device, args.dtype, getattr(args, "threads", None) or None)
 
 
 def oracle_metric_option(p: argparse.ArgumentParser) -> None:

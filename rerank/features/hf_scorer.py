@@ -45,6 +45,7 @@ and in a padded batch score the same), on ``features add --device/--dtype``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -114,6 +115,9 @@ class PairConfig:
     """The settings every pair scorer (``hf:``, ``ct2:``) has."""
 
     path: str = option("", "the model's directory", positional=True, path="dir:config.json")
+    threads: Optional[int] = option(
+        None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
+    )
     direction: str = option("", "forward (default), backward (the channel model), r2l (ct2: of fairseq exports)")
     name: str = option("", "the column (default by scorer and direction: HF, HFChannel, CT2, CT2R2L…)")
     detok: str = option("", "detokenise hypotheses first: moses:LANG")
@@ -154,6 +158,9 @@ class PairScorer(Scorer):
                 "so do CTranslate2's converters)",
                 path,
             )
+        threads = getattr(config, "threads", None)
+        if threads and self.kind != "ct2":  # torch's threads (ct2's threads= are CTranslate2's own)
+            devices = dataclasses.replace(devices, threads=threads)
         self.path, self.spec, self.devices = path, spec, devices
         self.direction = settings.get("direction", "forward")
         if self.direction not in self.directions:
@@ -333,6 +340,9 @@ class HFCausalLMScorer(PairScorer):
     @dataclass
     class Config:
         path: str = option("", "the model's directory (save_pretrained)", positional=True, path="dir:config.json")
+        threads: Optional[int] = option(
+            None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
+        )
         name: str = option("", "the column (default HFLM)")
         detok: str = option("", "detokenise hypotheses first: moses:LANG")
         batch: Optional[int] = option(None, "hypotheses per batch (default 64)", type=positive_int)

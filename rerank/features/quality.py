@@ -11,7 +11,7 @@ utility, ``mbr:comet:DIR``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -44,12 +44,20 @@ class CometKiwiScorer(Scorer):
             "", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model", path=True
         )
         batch: int = option(64, "sentences per encoder call", type=positive_int)
+        threads: Optional[int] = option(
+            None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
+        )
 
     def __init__(self, config: "CometKiwiScorer.Config", devices: DeviceSettings = DeviceSettings()):
         if not config.model:
             raise InputError("cometkiwi: give the checkpoint: cometkiwi:DIR")
         self.metric = CometKiwiMetric(
-            config.model, encoder=config.encoder, batch=config.batch, device=devices.device, dtype=devices.dtype
+            config.model,
+            encoder=config.encoder,
+            batch=config.batch,
+            device=devices.device,
+            dtype=devices.dtype,
+            threads=config.threads or devices.threads,
         )
         self.metric.comet()  # refuses a bad checkpoint before any list is read
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from dataclasses import dataclass
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.config import option
+from rerank.devices import set_torch_threads
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Signature
 from rerank.metrics.segment import MeanOfSegments
@@ -64,6 +65,7 @@ class BertScoreMetric(MeanOfSegments):
     model: str
     layers: int
     batch: int
+    threads: Optional[int]
 
     @dataclass
     class Config:
@@ -71,6 +73,9 @@ class BertScoreMetric(MeanOfSegments):
         layers: int = option(0, "the layer of the matched embeddings (0: the model's last)", type=non_negative_int)
         batch: int = option(64, "sentences per batch", type=positive_int)
         lowercase: bool = option(False, "lowercase before scoring")
+        threads: Optional[int] = option(
+            None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
+        )
 
     @property
     def label(self) -> str:
@@ -97,6 +102,7 @@ class BertScoreMetric(MeanOfSegments):
             except ImportError:
                 raise InputError("bertscore: needs bert-score: pip install 'nbest-rerank[bertscore]'") from None
             transformers_logging.disable_progress_bar()  # rerank's own lines, not a bar per load
+            set_torch_threads(self.threads)
             refuse_remote_code(self.model, "bertscore")  # bert-score's own from_pretrained takes no trust setting
             no_prompt()
             try:

@@ -60,6 +60,7 @@ import numpy as np
 
 from rerank.argtypes import positive_int
 from rerank.config import option
+from rerank.devices import set_torch_threads
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Signature
 from rerank.metrics.comet_kinds import RegressionMetric, load_comet
@@ -79,6 +80,7 @@ class _CometMetric(MeanOfSegments):
     batch: int
     device: str
     dtype: str
+    threads: Optional[int]
     #: whether the metric scores against references
     reference_based = True
     reads_source = True
@@ -97,6 +99,9 @@ class _CometMetric(MeanOfSegments):
         batch: int = option(64, "sentences per encoder call (sorted by length: little padding)", type=positive_int)
         device: str = option("auto", "torch device (auto: CUDA where there is one; cpu, cuda, cuda:1)")
         dtype: str = option("float32", "the encoder's dtype (float32, float16, bfloat16)")
+        threads: Optional[int] = option(
+            None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
+        )
 
     def setup(self) -> None:
         if not self.model:
@@ -117,6 +122,8 @@ class _CometMetric(MeanOfSegments):
         if self._model is None:
             began = time.perf_counter()
             self._model = load_comet(self.model, self.encoder, self.batch, self.device, self.dtype)
+            if self.threads:
+                set_torch_threads(self.threads)
             self.check_kind(self._model)
             self.load_seconds = time.perf_counter() - began
         return self._model
