@@ -4,12 +4,16 @@ silent for more than :data:`LINE_INTERVAL` seconds between updates off a termina
 logs do not fill with carriage returns.
 
 Every bar of the project comes from :func:`progress_bar`; ``enabled=False`` (a library
-caller that asked for no progress) gives a silent one.
+caller that asked for no progress) gives a silent one.  Work deep inside a library call (a
+COMET model encoding the texts of an MBR run or of the tuner's first pass) shows its bar when
+:func:`showing` is on: the command line turns it on for every verb, the Python API stays quiet
+unless the caller turns it on (``with rerank.progress.showing(): …``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 import time
 from typing import Any, Dict, Iterable, Iterator, Optional
@@ -18,6 +22,24 @@ from tqdm import tqdm
 
 #: seconds between two progress lines off a terminal
 LINE_INTERVAL = 10.0
+
+_SHOWING: contextvars.ContextVar[bool] = contextvars.ContextVar("rerank_progress_showing", default=False)
+
+
+def showing_progress() -> bool:
+    """Whether work deep inside a call shows its progress (:func:`showing`)."""
+    return _SHOWING.get()
+
+
+@contextlib.contextmanager
+def showing(on: bool = True) -> Iterator[None]:
+    """A block in which long work deep inside library calls shows progress bars (the command
+    line's verbs run in one; the API's calls are quiet outside one)."""
+    token = _SHOWING.set(on)
+    try:
+        yield
+    finally:
+        _SHOWING.reset(token)
 
 
 class LineProgress:

@@ -38,6 +38,7 @@ from rerank.metrics.spec import split_metrics
 from rerank.nmt.checkpoints import trusting
 from rerank.output_guard import check_paths
 from rerank.outputs import signature_path, stdout_signature
+from rerank.progress import showing
 
 
 def scorers_help() -> str:
@@ -296,7 +297,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                             "file has its signature beside it (FILE.json)"
                         )
                 check_paths(inputs, outputs)
-            args.func(args)
+            with showing(not getattr(args, "quiet", False)):  # long work inside library calls says so
+                args.func(args)
             succeeded = True
     except InputError as err:
         print(f"rerank {args.verb}: error: {err}", file=sys.stderr)

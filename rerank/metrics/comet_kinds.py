@@ -15,6 +15,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.metrics.comet_checks import shown
 from rerank.metrics.comet_model import Checkpoint, CometModel, read_checkpoint
+from rerank.progress import progress_bar, showing_progress
 
 #: xCOMET's MQM penalty per error span of each severity (and the cap of a sentence's sum)
 MQM_PENALTY, MQM_CAP = {"minor": 1, "major": 5, "critical": 10}, 25
@@ -72,8 +73,9 @@ class RegressionMetric(CometModel):
             todo = list(dict.fromkeys(texts))
         tokens = self.tokens(todo) if todo else []
         order = sorted(range(len(todo)), key=lambda k: len(tokens[k]))
+        batches = range(0, len(order), self.batch)
         with torch.inference_mode(), self.work.measure("encoder", len(todo)):
-            for start in range(0, len(order), self.batch):
+            for start in progress_bar(batches, desc="comet: encoder", unit="batch", enabled=showing_progress()):
                 rows = order[start : start + self.batch]
                 embeddings, ids, mask = self._mixed([tokens[k] for k in rows])
                 pooled = (self._top[:, 0, :] if self.pool == "default" else self._pool(embeddings, ids, mask)).cpu()
@@ -201,8 +203,9 @@ class UnifiedMetric(CometModel):
         order = sorted(range(len(sequences)), key=lambda k: len(sequences[k]))
         out = np.zeros(len(sequences))
         probs: List[Any] = [None] * len(sequences)
+        batches = range(0, len(order), self.batch)
         with torch.inference_mode(), self.work.measure("joint", len(sequences)):
-            for start in range(0, len(order), self.batch):
+            for start in progress_bar(batches, desc="comet: encoder", unit="batch", enabled=showing_progress()):
                 rows = order[start : start + self.batch]
                 embeddings, _, _ = self._mixed([sequences[k] for k in rows], [first[k] for k in rows])
                 out[rows] = self.estimator(embeddings[:, 0, :]).view(-1).double().cpu().numpy()

@@ -213,3 +213,32 @@ def test_an_empty_sentencepiece_model_in_the_encoder_is_refused_not_replaced(goo
     spec = f"comet:{checkpoint},source={tmp_path}/src.en,encoder={encoder}"
     assert main(["eval", "--ref", str(tmp_path / "hyp.de"), "--hyp", str(tmp_path / "hyp.de"), "--metrics", spec]) == 1
     one_line_error(capsys, str(encoder / "sentencepiece.bpe.model"), "empty or corrupt")
+
+
+@pytest.mark.parametrize("verb", ["mbr", "eval"])
+def test_comet_work_inside_a_verb_says_how_far_it_is(good, tmp_path, capsys, monkeypatch, verb):
+    """Issue 93, item 3: rerank mbr --metric comet: printed nothing for minutes; the encoder's
+    batches now show the progress line every verb shows (here every 0 s), the API none."""
+    import rerank.progress
+
+    monkeypatch.setattr(rerank.progress.LineProgress.__init__, "__defaults__", (None, None, "", "it", 0.0, None))
+    (tmp_path / "src.en").write_text("a man\na dog\n")
+    (tmp_path / "hyp.de").write_text("ein mann\nein hund\n")
+    lines = [
+        f"{s} ||| {h} ||| NMT= -{k} ||| 0"
+        for s, hyps in enumerate([["ein mann", "mann"], ["ein hund", "hund"]])
+        for k, h in enumerate(hyps)
+    ]
+    (tmp_path / "c.nbest").write_text("\n".join(lines) + "\n")
+    spec = f"comet:{good['da']},source={tmp_path}/src.en"
+    if verb == "mbr":
+        argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", spec, "--out", str(tmp_path / "o")]
+    else:
+        argv = ["eval", "--ref", str(tmp_path / "hyp.de"), "--hyp", str(tmp_path / "hyp.de"), "--metrics", spec]
+    assert main(argv) == 0
+    assert "comet: encoder: " in capsys.readouterr().err
+    from rerank.metrics import make_metric
+
+    metric = make_metric(spec)
+    metric.stats(["ein mann", "ein hund"], ["ein mann", "ein hund"])  # the API: quiet
+    assert "comet: encoder" not in capsys.readouterr().err
