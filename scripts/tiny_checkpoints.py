@@ -11,8 +11,9 @@ not how well: no accuracy claim is possible with them.
     .venv/bin/python scripts/tiny_checkpoints.py models/tiny --kinds da,qe,kiwi,unite,xcomet
 
 Then ``comet:models/tiny/da``, ``cometkiwi:models/tiny/kiwi``, ``bertscore:models/tiny/bert``
-(docs/usage/neural-metrics.md). Needs the ``[comet]`` extra and ../shared/data (Multi30k)
-beside the repository, as the tests do; run from the repository root.
+(docs/usage/neural-metrics.md). Needs the ``[comet]`` extra, and text to train the tokenizer
+on: ``--text FILE`` (any text, one sentence per line, plain or .gz; its first 2,000 lines), by
+default Multi30k's training text in ../shared/data beside the repository, as the tests use.
 """
 
 from __future__ import annotations
@@ -41,13 +42,23 @@ def main(argv=None) -> int:
         help=f"comma-separated: {', '.join(KINDS[:-1])} (COMET-family classes and layer settings) and bert "
         "(BERTScore's encoder) (default: da,kiwi,bert)",
     )
+    parser.add_argument(
+        "--text",
+        metavar="FILE",
+        help="train the tokenizers on this text (one sentence per line, plain or .gz) instead of Multi30k's "
+        "training text in ../shared/data (default: that), e.g. --text my_corpus.en",
+    )
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         parser.error(f"unknown kind {unknown[0]!r} (choose from {', '.join(KINDS)})")
+    from rerank.errors import InputError
+    from tests import tiny_models
     from tests.comet_tiny import CHECKPOINTS, build_checkpoint
     from tests.tiny_models import build_bert
+
+    tiny_models.TEXT_FILE = args.text
 
     assert set(KINDS[:-1]) == set(CHECKPOINTS), "KINDS is tests/comet_tiny.py's CHECKPOINTS and bert"
     if os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -61,7 +72,11 @@ def main(argv=None) -> int:
         print(f"tiny_checkpoints: error: {args.out}: cannot make the directory: {err.strerror or err}", file=sys.stderr)
         return 1
     for kind in kinds:
-        built = build_bert(args.out, "bert") if kind == "bert" else build_checkpoint(args.out, kind)
+        try:
+            built = build_bert(args.out, "bert") if kind == "bert" else build_checkpoint(args.out, kind)
+        except InputError as err:
+            print(f"tiny_checkpoints: error: {err}", file=sys.stderr)
+            return 1
         print(f"tiny_checkpoints: {kind} -> {built}", file=sys.stderr)
     return 0
 

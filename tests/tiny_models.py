@@ -14,12 +14,34 @@ DATA = os.path.join(
 )
 
 
+#: a text file of one's own to train the tiny tokenizers on (``scripts/tiny_checkpoints.py
+#: --text``); None: Multi30k's training text in ``DATA``
+TEXT_FILE = None
+
+
 def training_text(directory: str, lines: int = 2000) -> str:
     """``text.txt``: the first ``lines`` English and German training sentences (lowercased:
-    our lists' text)."""
+    our lists' text), or the first ``2 × lines`` lines of :data:`TEXT_FILE` (plain or .gz).
+
+    Raises:
+        InputError: no :data:`TEXT_FILE` and no Multi30k text beside the repository."""
+    from rerank.errors import InputError
+    from rerank.textio import open_text
+
     path = os.path.join(directory, "text.txt")
     out = []
-    for lang in ("en", "de"):
+    if TEXT_FILE is not None:
+        with open_text(TEXT_FILE) as handle:
+            out = [line.strip().lower() for _, line in zip(range(2 * lines), handle) if line.strip()]
+        if not out:
+            raise InputError("no text to train the tokenizer on", TEXT_FILE)
+    elif not os.path.isfile(os.path.join(DATA, "train.en.gz")):
+        raise InputError(
+            "no Multi30k training text here to train the tiny tokenizers on: give --text FILE (any text, one "
+            "sentence per line)",
+            os.path.normpath(DATA),
+        )
+    for lang in ("en", "de") if TEXT_FILE is None else ():
         with gzip.open(os.path.join(DATA, f"train.{lang}.gz"), "rt", encoding="utf-8") as handle:
             out += [next(handle).strip().lower() for _ in range(lines)]
     with open(path, "w", encoding="utf-8") as handle:
@@ -39,6 +61,7 @@ def train_sentencepiece(directory: str, name: str, **settings) -> str:
             input=training_text(directory, 1000),
             model_prefix=prefix,
             vocab_size=300,
+            hard_vocab_limit=TEXT_FILE is None,  # a small text of one's own: as many pieces as it has
             character_coverage=1.0,
             minloglevel=2,
             num_threads=1,

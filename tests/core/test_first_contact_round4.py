@@ -140,3 +140,63 @@ def test_a_0_1_metric_enters_an_interpolation_on_the_0_100_scale():
         assert METRICS.get(name).interpolation_scale == 100.0, name
     for name in ("bleu", "chrf", "ter", "meteor"):
         assert METRICS.get(name).interpolation_scale == 1.0, name
+
+
+# -- item 4: the offline route to neural metrics on one's own text ------------------------------
+
+
+def test_tiny_checkpoints_without_multi30k_says_give_text(tmp_path, monkeypatch, capsys):
+    import importlib.util
+    import os
+
+    from tests import tiny_models
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(
+        "tiny_checkpoints", os.path.join(root, "scripts", "tiny_checkpoints.py")
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(tiny_models, "DATA", str(tmp_path / "no-shared-data"))
+    monkeypatch.setattr(tiny_models, "TEXT_FILE", None)
+    assert script.main([str(tmp_path / "models"), "--kinds", "da"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "give --text FILE" in err, err
+
+
+def test_tiny_checkpoints_train_on_a_text_of_ones_own(tmp_path):
+    import os
+    import random
+    import subprocess
+    import sys
+
+    pytest.importorskip("sentencepiece")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rng = random.Random(0)
+    words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyzäöü", k=rng.randint(2, 8))) for _ in range(300)]
+    text = tmp_path / "mine.txt"
+    text.write_text("".join(" ".join(rng.choices(words, k=rng.randint(3, 9))) + " .\n" for _ in range(800)))
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(root, "scripts", "tiny_checkpoints.py"),
+            str(tmp_path / "m"),
+            "--kinds",
+            "da",
+            "--text",
+            str(text),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(tmp_path),
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    (tmp_path / "src.en").write_text("a man runs .\n")
+    (tmp_path / "hyp.de").write_text("ein mann läuft .\n")
+    scores = rerank.evaluate(
+        ["ein mann läuft ."],
+        ["ein mann läuft ."],
+        metrics=[f"comet:{tmp_path / 'm' / 'da'},source={tmp_path / 'src.en'}"],
+    )
+    assert len(scores) == 1
