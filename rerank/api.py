@@ -16,18 +16,17 @@ attribute lookup.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import tempfile
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from rerank.api_names import API
 from rerank.config import check_setting_types, spec_of
 from rerank.devices import DeviceSettings
-from rerank.errors import InputError, expect, path_argument
+from rerank.errors import InputError, expect, paths_named
 from rerank.features.add import add_columns
 from rerank.features.generate import generate_file
 from rerank.features.sampling import Sampling
@@ -44,8 +43,15 @@ from rerank.textio import read_lines  # noqa: F401
 from rerank.tuning.base import TUNERS, TuneResult
 from rerank.tuning.files import TuningSetup, tune_list
 from rerank.tuning.start import start_vector
-from rerank.tuning.weights import MISSING, check_weights, read_weights, weights_dict, weights_vector
-from rerank.tuning.weights import write_weights as write_weights_file
+from rerank.tuning.weights import (
+    MISSING,
+    check_weights,
+    read_weights,  # noqa: F401  (API re-export)
+    weights_dict,
+    weights_given,
+    weights_vector,
+    write_weights,  # noqa: F401  (API re-export)
+)
 
 #: the public names: rerank.api_names.API, the one list (``import rerank`` loads them from here on first use)
 __all__ = list(API)
@@ -263,22 +269,6 @@ def decoder_1best(nbest: NBestList) -> List[str]:
     return [nbest.hypotheses[i] for i in nbest.offsets[:-1]]
 
 
-def write_weights(weights: Union[Tuning, Mapping[str, Any]], path: str, format: str = "json") -> None:
-    """Write tuned weights to ``path``: ``json`` (rerank's weights file, with the tuning's
-    scores for a :class:`Tuning`), ``moses`` (``name= value`` lines, kbmira's ``--dense-init``)
-    or ``moses-ini`` (a moses.ini ``[weight]`` section); :func:`read_weights` reads all three.
-
-    Raises:
-        InputError: a weight that is not a finite number, an unknown format."""
-    path = path_argument(path)
-    if isinstance(weights, Tuning):
-        summary = {"metric": weights.metric, "score": weights.score, "initial_score": weights.initial_score}
-        write_weights_file(weights.weights, path, format, {"tuning": {**summary, "improved": weights.improved}})
-        return
-    expect(weights, Mapping, "weights", "rerank.tune()'s result or {column: weight}")
-    write_weights_file(dict(weights), path, format)
-
-
 def apply(
     nbest: NBestList,
     weights: Union[Tuning, Mapping[str, Any], str, None] = None,
@@ -313,15 +303,8 @@ def apply(
             )
         mapping: Dict[str, Any] = {column: 1.0}
         missing = "zero"
-    elif isinstance(weights, Tuning):
-        mapping = weights.weights
-    elif isinstance(weights, str):
-        mapping = read_weights(weights)
     else:
-        expect(weights, Mapping, "weights", "rerank.tune()'s result, {column: weight}, a weights file's dict or path")
-        mapping = dict(weights)
-        if isinstance(mapping.get("weights"), Mapping):  # a weights file as json.load gives it
-            mapping = dict(mapping["weights"])
+        mapping = weights_given(weights)
     vector = weights_vector(check_weights(mapping, "weights"), nbest, "weights", missing)
     with np.errstate(over="ignore", invalid="ignore"):
         scores = finite_scores(nbest.features @ vector, "the n-best list", "weights")
@@ -413,18 +396,6 @@ class MBRResult:
     summary: Dict[str, Any]
 
 
-@contextlib.contextmanager
-def _caller_names(names: Dict[Optional[str], str]) -> Iterator[None]:
-    """Errors about the temporary files the API writes what it was given to name the argument
-    instead (``nbest (the candidates given):3``, not ``/tmp/…/candidates.nbest:3``)."""
-    try:
-        yield
-    except InputError as err:
-        if err.path in names and err.path is not None:
-            raise InputError(err.message, names[err.path], err.line) from None
-        raise
-
-
 def mbr_decode(
     nbest: NBestList,
     utility: str = "chrf",
@@ -475,7 +446,7 @@ def mbr_decode(
             write_nbest(_nbest(pseudo_refs, "pseudo_refs"), refs)
         kbest = os.path.join(tmp, "kbest.nbest") if keep > 1 else None
         names = {candidates: "nbest (the candidates given)", refs: "pseudo_refs (the list given)"}
-        with _caller_names(names):
+        with paths_named(names):
             summary = decode_files(
                 candidates,
                 out,
@@ -518,6 +489,6 @@ def generate(
         source, out = os.path.join(tmp, "sources.txt"), os.path.join(tmp, "candidates.nbest")
         with open(source, "w", encoding="utf-8") as handle:
             handle.writelines(line + "\n" for line in _texts(sources, "sources"))
-        with _caller_names({source: "sources (the list given)"}):
+        with paths_named({source: "sources (the list given)"}):
             generate_file(model, source, out, None, nbest, beam, drawn, DeviceSettings(device, dtype), max_length)
         return read_nbest(out)

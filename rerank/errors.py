@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Union
 
 
 def expect(value: Any, kinds: Union[type, Tuple[type, ...]], what: str, wanted: str) -> None:
@@ -52,3 +53,16 @@ def one_line(err: BaseException, limit: int = 300) -> str:
     cut at ``limit`` characters."""
     text = " ".join(str(err).split())
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+@contextlib.contextmanager
+def paths_named(names: Dict[Optional[str], str]) -> Iterator[None]:
+    """A block whose :class:`InputError` about one of the files ``names`` maps names what the
+    caller gave instead (the Python API's temporaries: ``nbest (the candidates given):3``, not
+    ``/tmp/…/candidates.nbest:3``)."""
+    try:
+        yield
+    except InputError as err:
+        if err.path is not None and err.path in names:
+            raise InputError(err.message, names[err.path], err.line) from None
+        raise

@@ -63,7 +63,8 @@ def apply_file(
     if column is not None:
         _check_column(nbest_path, column)
         say(f"apply: re-ranked by the column {column} alone (every other column weighs 0)")
-        weights_path, missing = nbest_path, "zero"  # named in messages: the list holds the "weights"
+        missing = "zero"
+    weights_path = weights_path if weights_path is not None else nbest_path  # named in messages
     if folds_path:
         if "{fold}" not in weights_path:
             raise InputError("--folds needs {fold} in the --weights path (one weights file per fold)")

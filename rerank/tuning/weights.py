@@ -9,8 +9,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from rerank.errors import InputError
+from rerank.errors import InputError, path_argument
 from rerank.nbest import NBestList
+from rerank.outputs import atomic_write
 from rerank.textio import read_json, read_text
 
 #: the formats :func:`write_weights` writes: rerank's JSON, Moses' ``name= value`` lines
@@ -77,26 +78,49 @@ def moses_weights_text(weights: Mapping[str, Any], fmt: str = "moses") -> str:
     return ("[weight]\n" if fmt == "moses-ini" else "") + "".join(line + "\n" for line in lines)
 
 
-def write_weights(
-    weights: Mapping[str, Any], path: str, fmt: str = "json", record: Optional[Mapping[str, Any]] = None
-) -> None:
-    """Write ``weights`` ({name: value or [values]}, checked finite) to ``path`` atomically in
-    ``fmt`` (:data:`WEIGHT_FORMATS`): rerank's JSON (``{"weights": …}`` plus ``record``, the
-    tuning's provenance), Moses' ``name= value`` lines or a moses.ini ``[weight]`` section.
+def weights_given(weights: Any) -> Dict[str, Any]:
+    """{name: weight} of what a caller gives as weights: a tuning result (``rerank.tune()``'s,
+    its ``weights``), a path (:func:`read_weights`: JSON or Moses' formats), a weights file's
+    content as ``json.load`` gives it (``{"weights": {...}, ...}``) or {name: weight} itself.
+
+    Raises:
+        InputError: another type, or what :func:`read_weights` and :func:`check_weights` refuse."""
+    if hasattr(weights, "vector") and isinstance(getattr(weights, "weights", None), dict):  # a TuneResult
+        return check_weights(dict(weights.weights), "weights")
+    if isinstance(weights, str):
+        return read_weights(weights)
+    if not isinstance(weights, Mapping):
+        raise InputError(
+            "weights: expected rerank.tune()'s result, {column: weight}, a weights file's dict or its path, "
+            f"not {type(weights).__name__}"
+        )
+    mapping = dict(weights)
+    if isinstance(mapping.get("weights"), Mapping):  # a weights file as json.load gives it
+        mapping = dict(mapping["weights"])
+    return check_weights(mapping, "weights")
+
+
+def write_weights(weights: Any, path: str, format: str = "json", record: Optional[Mapping[str, Any]] = None) -> None:
+    """Write tuned weights to ``path`` atomically in ``format`` (:data:`WEIGHT_FORMATS`):
+    ``json`` (rerank's weights file: ``{"weights": …}`` plus ``record``, by default a tuning
+    result's scores), ``moses`` (``name= value`` lines, kbmira's ``--dense-init``) or
+    ``moses-ini`` (a moses.ini ``[weight]`` section); :func:`read_weights` reads all three.
+    ``weights``: as :func:`weights_given` takes them.
 
     Raises:
         InputError: a weight that is not a finite number, an unknown format."""
-    from rerank.outputs import atomic_write
-
-    if fmt not in WEIGHT_FORMATS:
-        raise InputError(f"weights format must be one of {', '.join(WEIGHT_FORMATS)}, not {fmt!r}")
-    check_weights(dict(weights), "weights")
-    with atomic_write(path) as handle:
-        if fmt == "json":
-            json.dump({**(record or {}), "weights": dict(weights)}, handle, indent=2, allow_nan=False)
+    if format not in WEIGHT_FORMATS:
+        raise InputError(f"weights format must be one of {', '.join(WEIGHT_FORMATS)}, not {format!r}")
+    if record is None and hasattr(weights, "vector"):  # a tuning result: its scores beside the weights
+        summary = {"metric": weights.metric, "score": weights.score, "initial_score": weights.initial_score}
+        record = {"tuning": {**summary, "improved": weights.improved}}
+    mapping = weights_given(weights)
+    with atomic_write(path_argument(path)) as handle:
+        if format == "json":
+            json.dump({**(record or {}), "weights": mapping}, handle, indent=2, allow_nan=False)
             handle.write("\n")
         else:
-            handle.write(moses_weights_text(weights, fmt))
+            handle.write(moses_weights_text(mapping, format))
 
 
 def check_weights(weights: Dict[str, Any], source: str) -> Dict[str, Any]:
