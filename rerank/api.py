@@ -37,7 +37,7 @@ from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
 from rerank.metrics.references import References, reference_streams, strings
-from rerank.nbest import NBestList, finite_scores, read_nbest, write_nbest  # noqa: F401  (API re-exports)
+from rerank.nbest import NBestList, finite_scores, read_nbest, write_nbest, write_signed_nbest  # noqa: F401
 from rerank.report import SignificanceSettings, format_table, significance_of  # noqa: F401
 from rerank.textio import read_lines  # noqa: F401
 from rerank.tuning.base import TUNERS, TuneResult
@@ -402,7 +402,7 @@ def mbr_decode(
     *,
     algorithm: str = "exact",
     pseudo_refs: Optional[NBestList] = None,
-    weights_from: str = "NMT",
+    weights_from: Optional[str] = None,
     temperature: float = 1.0,
     prefilters: Sequence[str] = (),
     keep: int = 1,
@@ -420,8 +420,9 @@ def mbr_decode(
         algorithm: a registered MBR algorithm (``exact``, ``aggregate``, ``centroid``,
             ``pruned``, ``lowrank``, ``halving``); ``settings``: its ``Config`` fields (``clusters=8``…).
         pseudo_refs: another list of the same segments to take the expectation over (samples).
-        weights_from: the column whose softmax at ``temperature`` weighs the pseudo-references
-            (absent: uniform).
+        weights_from: the column whose softmax at ``temperature`` weighs the pseudo-references,
+            or ``"uniform"``; None: the list's model column (the one its signature's
+            beam feature normalises), which a list without a signature does not have (refused: give one).
         prefilters: stages keeping each segment's top K first (``mbr:chrf,top_k=16``,
             ``column:CometKiwi,top_k=8``).
         keep, diversity: with ``keep`` > 1 also the ``keep`` best (diverse with λ > 0) per segment.
@@ -439,11 +440,11 @@ def mbr_decode(
         )
     with tempfile.TemporaryDirectory(prefix="rerank-mbr.") as tmp:
         candidates, out = os.path.join(tmp, "candidates.nbest"), os.path.join(tmp, "picks.txt")
-        write_nbest(_nbest(nbest), candidates)
+        write_signed_nbest(_nbest(nbest), candidates)  # its signature: the model column by default
         refs = None
         if pseudo_refs is not None:
             refs = os.path.join(tmp, "pseudo-refs.nbest")
-            write_nbest(_nbest(pseudo_refs, "pseudo_refs"), refs)
+            write_signed_nbest(_nbest(pseudo_refs, "pseudo_refs"), refs)
         kbest = os.path.join(tmp, "kbest.nbest") if keep > 1 else None
         names = {candidates: "nbest (the candidates given)", refs: "pseudo_refs (the list given)"}
         with paths_named(names):

@@ -197,10 +197,11 @@ def _add_mbr(sub) -> None:
         "--weights-from",
         dest="weights_from",
         metavar="COLUMN",
-        default="NMT",
         action=OLD_SPELLING,
         help="the pseudo-references' log-probability column whose softmax weighs them, or uniform (samples), "
-        "as the mbr: scorer's feature= (default: NMT; --weights-from is its old spelling), e.g. --feature uniform",
+        "as the mbr: scorer's feature= (default: the list's model column, the one its signature's beam feature "
+        "normalises: NMT of rerank nmt nbest, HF of generate --model hf:…; a list without a signature needs it; "
+        "--weights-from is its old spelling), e.g. --feature uniform",
     )
     p.add_argument(
         "--temperature", type=temperature_type, default=1.0, help="softmax temperature (default: 1.0), e.g. 0.5"

@@ -66,8 +66,23 @@ def _config() -> Any:
                 positional=True,
             ),
         ),
-        ("feature", str, option("NMT", "the log-probability column of the distribution, or uniform (samples)")),
+        (
+            "feature",
+            str,
+            option(
+                "",
+                "the log-probability column of the distribution (default: the list's model column, the one "
+                "its signature's beam feature normalises: NMT, HF…), or uniform (samples)",
+            ),
+        ),
         ("temperature", float, option(1.0, "softmax temperature", type=temperature_type)),
+        (
+            "name",
+            str,
+            option(
+                "", "the column's name (default: MBRBLEU, MBRchrF, MBRTER…), e.g. name=MBRchrFagg beside the exact one"
+            ),
+        ),
         (
             "algorithm",
             str,
@@ -119,6 +134,7 @@ class ConsensusScorer(Scorer, MBR):
 
     def __init__(self, config: Any):
         settings = dataclasses.asdict(config)
+        self.name = settings.pop("name") or ""
         decoder = make_decoder(settings.pop("algorithm"), **settings)
         if not decoder.gives_column:
             raise InputError(
@@ -129,8 +145,8 @@ class ConsensusScorer(Scorer, MBR):
         MBR.__init__(self, config.utility, config.feature, config.temperature, decoder)
 
     def names(self, has_images: bool) -> List[str]:
-        return [self.column]
+        return [self.name or self.column]
 
     def score(self, nbest, sources, images):
         self.begin_list(0, sources)  # COMET: u(h, r | s), the list's own sources unless the spec names a file
-        return {self.column: self.expected_of(nbest)}
+        return {self.name or self.column: self.expected_of(nbest)}

@@ -29,7 +29,7 @@ def mbr_decode(
     *,
     utility: str = "chrf",
     pseudo_refs_path: Optional[str] = None,
-    weights_from: str = "NMT",
+    weights_from: Optional[str] = None,
     temperature: float = 1.0,
     matrix_path: Optional[str] = None,
     decoder: Union[str, Decoder] = "exact",
@@ -45,7 +45,8 @@ def mbr_decode(
     with its settings: :mod:`rerank.mbr.decoders`) by the expected ``utility`` (sentence
     BLEU, chrF, minus TER, COMET…) against the pseudo-references — the candidates
     themselves, or the same segment of ``pseudo_refs_path`` (e.g. samples) — weighted by the
-    softmax of their ``weights_from`` column at ``temperature``, or uniformly; the first on
+    softmax of their ``weights_from`` column at ``temperature`` (None: the list's model column,
+    the one its signature's beam feature normalises), or uniformly (``uniform``); the first on
     ties.  The one engine of the ``mbr:`` scorer
     (:class:`~rerank.features.consensus.ConsensusScorer`), so the exact selection is the
     argmax of its column.  Writes the selections to ``out`` and, with ``matrix_path``

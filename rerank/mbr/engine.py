@@ -17,7 +17,7 @@ from rerank.mbr.decoders import Decoder, make_decoder
 from rerank.mbr.pairs import PairUtilities, finite_utilities, list_softmax
 from rerank.metrics import METRICS, Metric, make_metric
 from rerank.metrics.utility import PairwiseUtility
-from rerank.nbest import NBestList
+from rerank.nbest import ListInfo, NBestList
 
 
 def mbr_utilities() -> List[str]:
@@ -31,6 +31,19 @@ def mbr_utilities() -> List[str]:
             if METRICS.get(name).utility is not Metric.utility:
                 names.append(f"{name}:DIR")
     return names
+
+
+def model_column(info: ListInfo) -> Optional[str]:
+    """The model's log-probability column a list's signature names: the column its declared
+    beam feature normalises (``NMT`` for ``NMTNorm`` of ``rerank nmt nbest``, ``HF`` for
+    ``HFNorm`` of ``rerank generate --model hf:…``), else the beam feature itself (``convert
+    --beam-feature``); None for a list whose signature declares none."""
+    beam = info.beam_feature if info.declared else None
+    if not beam:
+        return None
+    base = beam[: -len("Norm")] if beam.endswith("Norm") else None
+    listed = [c for columns in info.feature_sets.values() for c in columns]
+    return base if base and base in listed else beam
 
 
 def make_utility(name: str) -> PairwiseUtility:
@@ -66,7 +79,11 @@ class MBR(PairUtilities):
     """
 
     def __init__(
-        self, utility: str, feature: str = "NMT", temperature: float = 1.0, decoder: Union[str, Decoder] = "exact"
+        self,
+        utility: str,
+        feature: Optional[str] = None,
+        temperature: float = 1.0,
+        decoder: Union[str, Decoder] = "exact",
     ):
         if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not math.isfinite(temperature):
             raise InputError(f"mbr: temperature must be a finite number, not {temperature!r}")
@@ -76,7 +93,7 @@ class MBR(PairUtilities):
             raise InputError(f"mbr: the weights' column must be a column name or uniform, not {feature!r}")
         super().__init__(make_utility(utility))
         self.metric: str = utility
-        self.feature: str = feature or "NMT"
+        self.feature: str = feature or ""  # "": the list's model column (its signature's beam set)
         self.temperature: float = float(temperature)
         self.decoder: Decoder = decoder if isinstance(decoder, Decoder) else make_decoder(decoder or "exact")
         self.decoder.check(self)
@@ -88,23 +105,34 @@ class MBR(PairUtilities):
 
     def distribution(self, nbest: NBestList, path: Optional[str] = None) -> np.ndarray:
         """float64[M] the weight of every hypothesis within its segment: the softmax of the
-        ``feature`` column at ``temperature``, or uniform.  ``path``: the file ``nbest`` was read
-        from (the pseudo-references' list or the candidates'), named in the message.
+        ``feature`` column at ``temperature`` — by default the list's model column, the one its
+        signature's beam feature normalises (``NMT``, ``HF``: :func:`model_column`) — or
+        uniform.  ``path``: the file ``nbest`` was read from (the pseudo-references' list or the
+        candidates'), named in the message.
 
         Raises:
-            InputError: the list has no such column (naming ``path``).
+            InputError: the list has no such column, or no feature was given and the list's
+                signature names no model column (naming ``path``, the list's columns and the fix).
         """
-        if self.feature == "uniform":
+        feature = self.feature or model_column(nbest.info)
+        if feature == "uniform":
             counts = np.diff(nbest.offsets)
             return np.repeat(1.0 / counts, counts)
-        if self.feature not in nbest.feature_names:
+        columns = " ".join(dict.fromkeys(nbest.feature_names)) or "none"
+        if feature is None:
             raise InputError(
-                f"mbr: the list of pseudo-references has no {self.feature!r} column for their weights "
-                f"(its features: {' '.join(dict.fromkeys(nbest.feature_names)) or 'none'}; --feature COLUMN, "
-                "or uniform for samples)",
+                "mbr: the list's signature names no model column to weigh the pseudo-references by (its "
+                f"columns: {columns}): give --feature COLUMN (their log-probability; feature= in mbr:, "
+                "weights_from= in Python), or uniform for samples",
                 path,
             )
-        column = nbest.feature_names.index(self.feature)
+        if feature not in nbest.feature_names:
+            raise InputError(
+                f"mbr: the list of pseudo-references has no {feature!r} column for their weights "
+                f"(its features: {columns}; --feature COLUMN, or uniform for samples)",
+                path,
+            )
+        column = nbest.feature_names.index(feature)
         return list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
 
     def expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0) -> np.ndarray:

@@ -26,6 +26,7 @@ from rerank.nbest.moses import (
     read_nbest,
     write_lines,
     write_nbest,
+    write_signed_nbest,
 )
 
 __all__ = [
@@ -49,4 +50,5 @@ __all__ = [
     "read_nbest",
     "write_lines",
     "write_nbest",
+    "write_signed_nbest",
 ]

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError, expect, path_argument
-from rerank.nbest.model import NBestList, PackedStrings, read_list_info
+from rerank.nbest.model import NBestList, PackedStrings, read_list_info, write_list_info
 from rerank.outputs import atomic_write
 from rerank.textio import finite_number, open_text
 
@@ -406,6 +406,15 @@ def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None
     path = path_argument(path, "write_nbest(nbest, path): path")
     with atomic_write(path) as out:
         NBestWriter(out, path).write(nbest, 0, totals)
+
+
+def write_signed_nbest(nbest: NBestList, path: str) -> None:
+    """:func:`write_nbest`, and the list's settings (``nbest.info``: its beam feature and feature
+    sets) as its signature ``PATH.json`` where it declares them: a copy that reads back as the
+    list it is.  Raises as :func:`write_nbest`."""
+    write_nbest(nbest, path)
+    if nbest.info.declared:
+        write_list_info(path + ".json", nbest.info, {})
 
 
 def write_lines(lines: Iterable[str], path: str) -> None:

@@ -200,3 +200,34 @@ def test_tiny_checkpoints_train_on_a_text_of_ones_own(tmp_path):
         metrics=[f"comet:{tmp_path / 'm' / 'da'},source={tmp_path / 'src.en'}"],
     )
     assert len(scores) == 1
+
+
+# -- item 8: MBR weighs by the list's own model column, or is told which --------------------------
+
+
+def test_mbr_takes_the_model_column_its_signature_names_or_asks(tmp_path, capsys):
+    from rerank.nbest import ListInfo, write_list_info
+
+    (tmp_path / "c.nbest").write_text(
+        "0 ||| a b ||| HF= -9 HFNorm= -3 ||| -3\n0 ||| a c ||| HF= -1 HFNorm= -1 ||| -1\n"
+        "0 ||| a c d ||| HF= -1 HFNorm= -0.3 ||| -0.3\n"
+    )
+    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", "chrf", "--out", str(tmp_path / "o")]
+    assert main(argv) == 1  # no signature: which column weighs the pseudo-references is asked
+    one_line_error(capsys, "names no model column", "give --feature COLUMN", "or uniform for samples")
+    write_list_info(str(tmp_path / "c.nbest.json"), ListInfo("HFNorm", {"beam": ["HF", "HFNorm"]}, True), {})
+    assert main(argv + ["--json"]) == 0  # rerank generate's list: HF, the column HFNorm normalises
+    by_default = (tmp_path / "o").read_text()
+    assert main(argv[:-2] + ["--feature", "HF", "--out", str(tmp_path / "o2")]) == 0
+    assert (tmp_path / "o2").read_text() == by_default
+    nbest = rerank.read_nbest(str(tmp_path / "c.nbest"))
+    assert rerank.mbr_decode(nbest, "chrf").picks == by_default.splitlines()
+
+
+def test_mbr_columns_of_two_algorithms_sit_side_by_side_with_name(tmp_path):
+    (tmp_path / "c.nbest").write_text(NBEST)
+    nbest = rerank.read_nbest(str(tmp_path / "c.nbest"))
+    both = rerank.add_features(
+        nbest, ["mbr:chrf,feature=uniform", "mbr:chrf,feature=uniform,algorithm=aggregate,name=MBRchrFagg"]
+    )
+    assert both.feature_names[-2:] == ["MBRchrF", "MBRchrFagg"]

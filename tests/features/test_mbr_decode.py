@@ -33,7 +33,7 @@ def test_a_hand_computed_case_with_pseudo_references_and_the_matrix(tmp_path):
     refs = NBestList(np.array([0, 2]), ["a b c", "x y z"], np.zeros((2, 1)), ["NMT"])
     write_nbest(cands, str(tmp_path / "c.nbest"))
     write_nbest(refs, str(tmp_path / "r.nbest"))
-    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--pseudo-refs", str(tmp_path / "r.nbest")]
+    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--pseudo-refs", str(tmp_path / "r.nbest"), "--feature", "NMT"]
     assert main(argv + ["--out", str(tmp_path / "o.txt"), "--matrix", str(tmp_path / "m.tsv")]) == 0
     chrf = CHRF()
     u = {
@@ -70,10 +70,11 @@ def test_ter_mbr_is_minus_the_expected_sentence_ter_of_sacrebleu(tmp_path, capsy
     p /= p.sum()
     ter = TER()
     expected = [-sum(p[r] * ter.sentence_score(h, [texts[r]]).score for r in range(3)) for h in texts]
-    column = make_scorer("mbr:ter").score(nbest, None, None)["MBRTER"]
+    column = make_scorer("mbr:ter,feature=NMT").score(nbest, None, None)["MBRTER"]
     assert column == pytest.approx(expected)
     out = tmp_path / "o.txt"
-    assert main(["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", "ter", "--out", str(out)]) == 0
+    argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", "ter", "--feature", "NMT", "--out", str(out)]
+    assert main(argv) == 0
     assert out.read_text() == texts[int(np.argmax(expected))] + "\n"
     assert (
         main(
@@ -83,6 +84,8 @@ def test_ter_mbr_is_minus_the_expected_sentence_ter_of_sacrebleu(tmp_path, capsy
                 str(tmp_path / "l.nbest"),
                 "--metric",
                 "ter",
+                "--feature",
+                "NMT",
                 "--algorithm",
                 "aggregate",
                 "--out",
@@ -418,10 +421,11 @@ def test_a_softmax_that_would_overflow_is_refused_in_one_line(tmp_path, capsys):
         np.array([0, 2, 4]), ["a b", "a c", "d e", "d f"], np.array([[0.0], [-1.0], [1e308], [-1e308]]), ["NMT"]
     )
     write_nbest(nbest, str(tmp_path / "c.nbest"))
-    args = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", "chrf", "--out", str(tmp_path / "o.txt")]
-    assert main(args + ["--temperature", "1e-320"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "divided by the temperature 1e-320 is not a finite number" in err
+    args = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", "chrf", "--feature", "NMT"]
+    args += ["--out", str(tmp_path / "o.txt")]
+    with pytest.raises(SystemExit):  # below 1e-4 the command line refuses it (issue 92)
+        main(args + ["--temperature", "1e-320"])
+    assert "is not a temperature" in capsys.readouterr().err
     assert not (tmp_path / "o.txt").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a numpy overflow warning would fail here
@@ -442,6 +446,7 @@ def test_the_record_counts_the_work_of_every_stage(tmp_path, capsys):
     write_nbest(cands, str(tmp_path / "c.nbest"))
     write_nbest(refs, str(tmp_path / "r.nbest"))
     argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--pseudo-refs", str(tmp_path / "r.nbest"), "--json"]
+    argv += ["--feature", "NMT"]
     assert main(argv + ["--out", str(tmp_path / "o.txt")]) == 0
     captured = capsys.readouterr()
     record = json.loads(captured.out)
