@@ -179,7 +179,7 @@ def tune(
     feature_sets: Optional[Sequence[str]] = None,
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
-    lang: str = "de",
+    lang: Optional[str] = None,
     beam_feature: Optional[str] = None,
     scores: Optional[Mapping[str, Sequence[float]]] = None,
     **config: Any,
@@ -317,7 +317,7 @@ def evaluate(
     metrics: Sequence[Union[str, Tuple[str, Dict[str, Any]]]] = DEFAULT_METRICS,
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
-    lang: str = "de",
+    lang: Optional[str] = None,
     scores: Optional[Mapping[str, Sequence[float]]] = None,
 ) -> Dict[str, Score]:
     """{metric: corpus score} of one system (scores equal sacrebleu's; METEOR the jar's).

@@ -62,7 +62,7 @@ class Experiment:
     left_out: List[str] = field(default_factory=list)
     metric: str = "bleu"
 
-    def objective(self, lang: str = "de") -> Metric:
+    def objective(self, lang: Optional[str] = None) -> Metric:
         """The metric of the oracle and the plots (``metric`` with the experiment's text
         settings; ``lang``: METEOR's).  Raises :class:`InputError` for an unknown metric or
         one without a direction."""

@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -183,8 +184,7 @@ def significance_of(
             continue
         metric.streams(refs)  # the references per segment, which its signature names (nrefs:R)
         signatures[metric_name] = metric.signature()
-        if ":" in metric_name:  # named with its settings (comet:DIR,source=FILE): titled by its label
-            labels[metric_name] = metric.label
+        labels[metric_name] = metric.label  # titled as sacreBLEU names it (chrF2, BLEU, TER, COMET)
         if metric.decimals != 2:  # scores on a 0-1 scale (COMET, BERTScore)
             decimals[metric_name] = metric.decimals
         if not metric.from_text and files is None:
@@ -251,8 +251,9 @@ def _cell(row: Dict, digits: int = 2) -> str:
 
 
 def _titles(metrics: List[str], meta: Dict) -> Dict[str, str]:
-    """Each metric's column title: its name in capitals, or for a metric named with its settings
-    (``comet:DIR,source=FILE``) its label (``COMET``) where no other column has that label."""
+    """Each metric's column title: its label, the name sacreBLEU and ``rerank eval`` print (``BLEU``,
+    ``chrF2``, ``TER``, ``COMET`` for ``comet:DIR,source=FILE``) where no other column has that
+    label, else its name in capitals."""
     labels = meta.get("labels", {})
     taken = list(labels.values())
     return {m: labels[m] if m in labels and taken.count(labels[m]) == 1 else m.upper() for m in metrics}
@@ -307,6 +308,12 @@ def tex(text: str) -> str:
     return "".join(TEX.get(char, char) for char in text)
 
 
+def tex_number(cell: str) -> str:
+    """A table cell as LaTeX (:func:`tex`) with a minus sign for a negative number's hyphen
+    (``(-1.20)`` prints ``($-$1.20)``, as a minus, not a hyphen)."""
+    return re.sub(r"-(?=\d)", "$-$", tex(cell))
+
+
 def format_table(result: Dict, fmt: str = "text") -> str:
     """Render :func:`significance_table`'s result as text, markdown, latex, json or csv.
 
@@ -345,7 +352,7 @@ def format_table(result: Dict, fmt: str = "text") -> str:
             " & ".join(map(tex, header)) + r" \\",
             r"\hline",
         ]
-        lines += [" & ".join(tex(c) for c in r) + r" \\" for r in body]
+        lines += [" & ".join([tex(r[0])] + [tex_number(c) for c in r[1:]]) + r" \\" for r in body]
         lines += [r"\hline", r"\end{tabular}"]
         return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta, titles)) + "\n"
     if fmt != "text":
@@ -383,7 +390,7 @@ def experiment_report(
     partial: bool = False,
     plots: bool = True,
     marks: Optional[str] = None,
-    lang: str = "de",
+    lang: Optional[str] = None,
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,

@@ -72,7 +72,7 @@ class SignificanceSettings:
     metrics: Tuple[str, ...] = tuple(DEFAULT_METRICS)
     tokenize: str = DEFAULT_TOKENIZE
     lowercase: bool = False
-    lang: str = "de"
+    lang: Optional[str] = None
     shuffles: int = 10000
     resamples: int = 10000
     seed: int = DEFAULT_SEED

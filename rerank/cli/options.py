@@ -49,7 +49,16 @@ def metric_options(p: argparse.ArgumentParser, what: str) -> None:
         help=f"what {what} maximises, one metric (default: bleu): {METRIC_HELP}; e.g. --metric chrf, "
         "--metric 0.5*bleu-0.5*ter, --metric seg:comet",
     )
-    p.add_argument("--lang", default="de", help="METEOR's language (default: de)")
+    lang_option(p)
+
+
+def lang_option(p: argparse.ArgumentParser) -> None:
+    """``--lang``: METEOR's language, which it needs (no default)."""
+    p.add_argument(
+        "--lang",
+        help="METEOR's language, which METEOR needs (the jar's stemmer and parameters differ per language; no "
+        "default), e.g. --lang de",
+    )
 
 
 def ref_option(p: argparse.ArgumentParser) -> None:

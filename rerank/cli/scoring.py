@@ -13,6 +13,7 @@ from rerank.argtypes import non_negative_int, positive_int, seed
 from rerank.cli.options import (
     bleu_options,
     bleu_settings,
+    lang_option,
     metric_options,
     note_once,
     oracle_metric_option,
@@ -50,7 +51,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args) -> None:
     rows = evaluate_files(
-        references(args), _hyp_files(args.hyp), split_metrics(args.metrics), args.tokenize, args.lowercase
+        references(args), _hyp_files(args.hyp), split_metrics(args.metrics), args.tokenize, args.lowercase, args.lang
     )
     text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
     sys.stdout.write(text)
@@ -222,6 +223,7 @@ def _add_eval(sub) -> None:
         + METRIC_HELP
         + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE",
     )
+    lang_option(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="also write what is printed to this file")
     p.set_defaults(
@@ -279,7 +281,7 @@ def signif_options(p: argparse.ArgumentParser) -> None:
         help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
     )
     p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
-    p.add_argument("--lang", default="de", help="the target language, METEOR's (default: de), e.g. --lang en")
+    lang_option(p)
 
 
 def _add_signif(sub) -> None:

@@ -102,7 +102,8 @@ def mbr_decode(
             chosen = run.block(first, candidates, refs, handle, kbest)
             with run.stages.measure("write"):
                 best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
-        settings = {"metric": utility, "algorithm": algorithm, "weights_from": weights_from, "temperature": temperature}
+        settings: Dict[str, Any] = {"metric": utility, "algorithm": algorithm, "weights_from": weights_from}
+        settings["temperature"] = temperature
         settings["pseudo_refs_sha256"] = file_digest(pseudo_refs_path) if pseudo_refs_path not in (None, "-") else None
         settings["prefilters"] = [str(stage) for stage in stages_given]
         record = {"input": candidates_path, "segments": run.segments, "mbr": {**settings, **scorer.decoder.settings()}}

@@ -57,7 +57,7 @@ class Prefilter:
     def __str__(self) -> str:
         return f"{self.kind}:{self.what},top_k={self.top_k}"
 
-    def engine(self, feature: str, temperature: float) -> Optional[MBR]:
+    def engine(self, feature: Optional[str], temperature: float) -> Optional[MBR]:
         """The exact MBR engine of an ``mbr`` stage (None for a column), built once per run.
 
         Raises:

@@ -172,7 +172,7 @@ class Metric(abc.ABC):
         cls,
         tokenize: Optional[str] = None,
         lowercase: bool = False,
-        lang: str = "de",
+        lang: Optional[str] = None,
         settings: str = "",
         spec: Optional[str] = None,
     ) -> "Metric":
@@ -186,7 +186,9 @@ class Metric(abc.ABC):
             if settings.strip():
                 raise InputError(f"{spec or cls.name}: metric {cls.name!r} takes no settings")
             return cls(lowercase=lowercase)
-        defaults = {"lowercase": lowercase, "lang": lang, **({"tokenize": tokenize} if tokenize is not None else {})}
+        defaults = {"lowercase": lowercase, **({"tokenize": tokenize} if tokenize is not None else {})}
+        if lang is not None:
+            defaults["lang"] = lang
         config = parse_settings(cls.Config, settings, spec or cls.name, defaults)
         metric = cls(**dataclasses.asdict(config))
         if settings.strip():  # rows, weights files and tables name it as written: chrF and chrF++ stay apart

@@ -62,11 +62,13 @@ def evaluate_files(
     metrics: Sequence[str] = DEFAULT_METRICS,
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
+    lang: Optional[str] = None,
 ) -> List[Dict]:
     """Score each (name, path) system against one reference file, or several (several
     references per segment, sacrebleu's convention) under ``metrics``: specifications as
     :func:`rerank.metrics.spec.make_metric` reads them, ``seg:NAME`` too (``tokenize``: BLEU's
-    and the length ratio's tokeniser; ``lowercase``: of every text metric).
+    and the length ratio's tokeniser; ``lowercase``: of every text metric; ``lang``: METEOR's,
+    which it needs).
 
     METEOR, where java or its jar is missing, is left out with a one-line warning (as
     :func:`rerank.report.significance_table` does).
@@ -85,7 +87,7 @@ def evaluate_files(
     objs = {}
     for name in metrics:
         try:
-            objs[name] = make_metric(name, tokenize, lowercase)
+            objs[name] = make_metric(name, tokenize, lowercase, lang)
         except MeteorUnavailable as err:  # as rerank signif: say so, score the other metrics
             print(f"rerank: warning: {err}", file=sys.stderr)
     if not objs:

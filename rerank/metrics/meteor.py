@@ -169,7 +169,7 @@ class MeteorMetric(Metric):
 
     @dataclass
     class Config:
-        lang: str = option("de", "the jar's language (parameters, stemmer)")
+        lang: str = option("", "the jar's language (parameters, stemmer): no default, --lang or lang=, e.g. de")
         lowercase: bool = option(False, "lowercase before scoring")
         modules: str = option(
             "",
@@ -179,6 +179,11 @@ class MeteorMetric(Metric):
         weights: str = option("", "the modules' weights (default: the language's, e.g. 1.0 0.5 0.5 0.5)")
 
     def setup(self) -> None:
+        if not self.lang:
+            raise InputError(
+                "meteor: needs the target language: --lang LANG (or meteor:lang=LANG, lang= in Python), e.g. --lang de "
+                "(its stemmer, synonyms and parameters differ per language: there is no default)"
+            )
         self.jar = find_jar()
         language_modules, language_weights = default_modules(self.jar, self.lang)
         self.modules = self.modules or language_modules

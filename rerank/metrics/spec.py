@@ -46,7 +46,7 @@ def split_metrics(text: str) -> List[str]:
     return specs
 
 
-def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: str) -> Metric:
+def _single(name: str, tokenize: Optional[str], lowercase: bool, lang: Optional[str]) -> Metric:
     """One metric: ``seg:KEY[:lower]`` or a registered ``NAME[:key=value,…]``."""
     if name.startswith("seg:"):
         key, _, direction = name[4:].partition(":")
@@ -103,7 +103,9 @@ def sacrebleu_names(spec: str) -> str:
     return spec
 
 
-def make_metric(spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
+def make_metric(
+    spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: Optional[str] = None
+) -> Metric:
     """The metric ``spec`` names: a registered name, ``seg:NAME[:lower]`` or an
     interpolation (module docstring).
 
@@ -121,7 +123,9 @@ def make_metric(spec: str, tokenize: Optional[str] = None, lowercase: bool = Fal
     return InterpolatedMetric([(c, _single(name, tokenize, lowercase, lang)) for c, name in terms])
 
 
-def make_objective(spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: str = "de") -> Metric:
+def make_objective(
+    spec: str, tokenize: Optional[str] = None, lowercase: bool = False, lang: Optional[str] = None
+) -> Metric:
     """:func:`make_metric` for tuning and oracle selection: the metric must have a
     direction (``length`` has none).  Raises :class:`InputError`."""
     metric = make_metric(spec, tokenize, lowercase, lang)

@@ -64,7 +64,7 @@ class TuningSetup:
     tokenize: str = DEFAULT_TOKENIZE
     lowercase: bool = False
     metric: str = "bleu"
-    lang: str = "de"
+    lang: Optional[str] = None
     #: the list's beam feature where its signature does not name one (a list from another
     #: toolkit): ``init="beam"`` starts with weight 1 on this column
     beam_feature: Optional[str] = None

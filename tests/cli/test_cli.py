@@ -339,6 +339,7 @@ def test_apply_and_truncate_say_what_they_wrote_and_eval_skips_an_unavailable_me
     monkeypatch.setattr(meteor, "find_jar", missing)
     write_lines(["a b", "d"], str(tmp_path / "ref"))
     evaluate = ["eval", "--ref", str(tmp_path / "ref"), "--hyp", str(tmp_path / "o"), "--tokenize", "none", "--json"]
+    evaluate += ["--lang", "de"]
     assert main(evaluate + ["--metrics", "bleu,meteor"]) == 0
     out, err = capsys.readouterr()
     assert [row["metric"] for row in json.loads(out)] == ["bleu"] and "warning: METEOR unavailable" in err

@@ -231,3 +231,33 @@ def test_mbr_columns_of_two_algorithms_sit_side_by_side_with_name(tmp_path):
         nbest, ["mbr:chrf,feature=uniform", "mbr:chrf,feature=uniform,algorithm=aggregate,name=MBRchrFagg"]
     )
     assert both.feature_names[-2:] == ["MBRchrF", "MBRchrFagg"]
+
+
+# -- item 13: one spelling per metric, a minus that is a minus ------------------------------------
+
+
+def test_signif_titles_chrf_as_eval_and_sacrebleu_do_and_latex_prints_minus_signs(tmp_path, capsys):
+    (tmp_path / "ref").write_text("a b c d\ne f g h\ni j k\n")
+    (tmp_path / "base").write_text("a b c d\ne f g h\ni j k\n")
+    (tmp_path / "sys").write_text("a b x d\ne f g\ni j\n")
+    argv = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "base"), "--system"]
+    argv += [f"worse={tmp_path / 'sys'}", "--metrics", "bleu,chrf,ter", "--tokenize", "none", "--shuffles", "50"]
+    for fmt in ("text", "latex"):
+        assert main(argv + ["--resamples", "0", "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        header = out.splitlines()[0 if fmt == "text" else 2]
+        assert "chrF2" in header and "CHRF" not in header, header
+        if fmt == "latex":
+            row = next(line for line in out.splitlines() if line.startswith("worse"))
+            assert "($-$" in row and "(-" not in row, row
+    assert main(["eval", "--ref", str(tmp_path / "ref"), "--hyp", str(tmp_path / "sys"), "--metrics", "chrf"]) == 0
+    assert "chrF2" in capsys.readouterr().out
+
+
+def test_meteor_has_no_language_default(tmp_path, capsys):
+    (tmp_path / "ref").write_text("a b\n")
+    argv = ["eval", "--ref", str(tmp_path / "ref"), "--hyp", str(tmp_path / "ref"), "--metrics", "meteor"]
+    assert main(argv) == 1
+    one_line_error(capsys, "meteor: needs the target language: --lang LANG")
+    with pytest.raises(InputError, match="needs the target language"):
+        rerank.evaluate(["a b"], ["a b"], metrics=["meteor"])

@@ -461,6 +461,8 @@ def test_meteor_unavailable_is_reported_and_other_metrics_still_run(tmp_path, ca
                 f"S={tmp_path / 's'}",
                 "--metrics",
                 "bleu,meteor,ter",
+                "--lang",
+                "de",
                 "--resamples",
                 "10",
                 "--format",

@@ -164,7 +164,7 @@ def test_a_report_that_cannot_compute_meteor_keeps_its_table(tmp_path, capsys, m
     refs = ["ein mann fährt", "zwei hunde"]
     texts = {"baseline": [["ein mann", "zwei hunde"]], "+all": [["ein mann fährt", "zwei hunde"]]}
     table = significance_of(
-        refs, texts, SignificanceSettings(metrics=["bleu", "meteor", "chrf"], shuffles=50, resamples=50)
+        refs, texts, SignificanceSettings(metrics=["bleu", "meteor", "chrf"], shuffles=50, resamples=50, lang="de")
     )
     assert {row["metric"] for row in table["rows"]} == {"bleu", "chrf"}
     assert "modules the jar cannot run" in table["meta"]["unavailable"]["meteor"]
