@@ -326,12 +326,13 @@ def cmd_mbr(args) -> None:
 
 
 def _stage_line(result) -> str:
-    """``12,000 utilities computed (4,000 of repeated texts, scored once); read 0.1 s, weights
-    0.0 s, utilities 2.3 s, write 0.0 s``: the work of :func:`rerank.mbr.decode.mbr_decode`;
+    """``8,000 utilities computed; read 0.1 s, weights 0.0 s, utilities 2.3 s, write 0.0 s``: the
+    work of :func:`rerank.mbr.decode.mbr_decode`, one count — the utilities scored, pairs of
+    repeated texts (cache hits) left out (``--json`` records both: ``utilities``, ``repeated``);
     with COMET ``(of which load 3.1 s, encoder 1,010 in 1.9 s, estimator 100,000 in 0.2 s)``."""
-    repeated = "" if result["repeated"] is None else f" ({result['repeated']:,} of repeated texts, scored once)"
+    computed = result["utilities"] - (result["repeated"] or 0)
     seconds = ", ".join(f"{stage} {value:.1f} s" for stage, value in result["seconds"].items())
-    line = f"{result['utilities']:,} utilities computed{repeated}; {seconds}"
+    line = f"{computed:,} utilities computed; {seconds}"
     parts = result.get("utility")
     if parts:  # a neural utility's own work, inside "utilities": its load, encoder, estimator
         done = ", ".join(

@@ -15,11 +15,13 @@ runs of the main job on one val list parse it and compute its statistics once, a
 changed input can never meet a stale entry (an entry whose recorded key differs, that
 cannot be read, whose arrays do not fit together or whose checksum of its statistics and
 list differs from the one it records, is rebuilt).  ``RERANK_CACHE`` names the directory (default
-``~/.cache/rerank/tuning``; ``off``: no cache).
+``~/.cache/rerank/tuning``; ``off``: no cache); ``RERANK_CACHE_MAX`` caps its size (default 2 GB;
+``500M``, ``10G``): after each write, the entries used longest ago are removed (:func:`evict`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import zipfile
@@ -43,6 +45,52 @@ def cache_dir() -> Optional[str]:
     ``~/.cache/rerank/tuning``; None when ``RERANK_CACHE=off``."""
     value = os.environ.get("RERANK_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "rerank", "tuning"))
     return None if value.lower() in ("off", "0", "") else value
+
+
+#: the default size cap of the tuning cache (``RERANK_CACHE_MAX``): entries used longest ago go first
+DEFAULT_CACHE_MAX = 2 << 30
+
+
+def cache_limit() -> int:
+    """The tuning cache's size cap in bytes: ``$RERANK_CACHE_MAX`` (a number of bytes, or with a
+    K, M, G suffix: ``500M``), by default :data:`DEFAULT_CACHE_MAX` (2 GB).
+
+    Raises:
+        InputError: a value that is not such a size."""
+    text = os.environ.get("RERANK_CACHE_MAX", "").strip()
+    if not text:
+        return DEFAULT_CACHE_MAX
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:].upper(), 1)
+    number = text[:-1] if scale > 1 else text
+    try:
+        size = float(number)
+    except ValueError:
+        size = -1.0
+    if not (size >= 0 and size * scale < 1 << 62):
+        raise InputError(f"RERANK_CACHE_MAX={text!r}: expected a size in bytes, e.g. 500M or 2G (0: keep no entry)")
+    return int(size * scale)
+
+
+def evict(directory: str, limit: int, keep: str = "") -> List[str]:
+    """Remove the cache's entries used longest ago (oldest modification time: a load touches its
+    entry) until the entries of ``directory`` take at most ``limit`` bytes; ``keep`` (the entry
+    just written) goes last of all.  Returns the names removed."""
+    entries = []
+    for name in os.listdir(directory) if os.path.isdir(directory) else []:
+        path = os.path.join(directory, name)
+        if name.endswith(".npz") and os.path.isfile(path):
+            with contextlib.suppress(OSError):
+                stat = os.stat(path)
+                entries.append((name == keep, stat.st_mtime, stat.st_size, name))
+    total, removed = sum(size for _, _, size, _ in entries), []
+    for _, _, size, name in sorted(entries):
+        if total <= limit:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+            total -= size
+            removed.append(name)
+    return removed
 
 
 def cache_key(nbest_path: str, ref_paths: Sequence[str], what: str, sidecars: Sequence[str]) -> Optional[str]:
@@ -128,6 +176,8 @@ def _cache_load(key: str) -> Optional[dict]:
             entry = {name: data[name] for name in data.files}
         if not _consistent(entry) or str(entry.get("check")) != _entry_digest(entry):
             return None
+        with contextlib.suppress(OSError):  # used now: the last to go when the cache is full
+            os.utime(path)
         return entry
     except (OSError, ValueError, KeyError, EOFError, TypeError, zipfile.BadZipFile):
         return None  # unreadable: rebuilt
@@ -140,6 +190,7 @@ def _cache_save(key: str, arrays: dict) -> None:
     try:
         with atomic_write(os.path.join(directory, key + ".npz"), "wb") as out:
             np.savez(out, key=np.array(key), check=np.array(_entry_digest(arrays)), **arrays)
+        evict(directory, cache_limit(), keep=key + ".npz")
     except (OSError, InputError):  # a cache that cannot be written is no cache: the run goes on
         pass
 

@@ -143,3 +143,34 @@ def test_the_api_refuses_an_empty_list_in_words():
     for settings in ({"init": "zeros"}, {"beam_feature": "F"}, {"algorithm": "mert", "init": "zeros"}):
         with pytest.raises(InputError, match="the n-best list is empty"):
             rerank.tune(empty, [], **settings)
+
+
+def test_the_cache_keeps_to_its_size_cap_dropping_the_entries_used_longest_ago(tmp_path, monkeypatch):
+    """Issue 93, item 13: the cache grew without bound (549 MB seen); RERANK_CACHE_MAX caps it,
+    least recently used first (a load touches its entry)."""
+    import pytest
+
+    from rerank.errors import InputError
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("RERANK_CACHE", str(cache))
+    paths = []
+    for k, seed in enumerate((1, 2, 3)):
+        write_split(tmp_path / f"d{k}", "val", 10, seed=seed)
+        paths.append((str(tmp_path / f"d{k}" / "val.nbest"), str(tmp_path / f"d{k}" / "val.de")))
+    load_tuning_data(*paths[0], BleuMetric("none"))
+    first = _entries(cache)[0]
+    size = os.path.getsize(cache / first)
+    monkeypatch.setenv("RERANK_CACHE_MAX", str(int(size * 2.5)))  # room for two entries
+    os.utime(cache / first, (1, 1))  # used long ago
+    load_tuning_data(*paths[1], BleuMetric("none"))
+    second = [e for e in _entries(cache) if e != first][0]
+    load_tuning_data(*paths[0], BleuMetric("none"))  # used again: now the most recent
+    load_tuning_data(*paths[2], BleuMetric("none"))  # a third entry: one must go
+    assert first in _entries(cache) and second not in _entries(cache) and len(_entries(cache)) == 2
+    for value in ("lots", "-1", "1e30G"):
+        monkeypatch.setenv("RERANK_CACHE_MAX", value)
+        with pytest.raises(InputError, match="RERANK_CACHE_MAX"):
+            tuning_data.cache_limit()
+    monkeypatch.setenv("RERANK_CACHE_MAX", "1K")
+    assert tuning_data.cache_limit() == 1024

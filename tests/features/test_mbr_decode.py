@@ -453,7 +453,7 @@ def test_the_record_counts_the_work_of_every_stage(tmp_path, capsys):
     assert record["utilities"] == 12 + 2 and record["repeated"] == (12 - 4) + 0 and record["segments"] == 2
     assert list(record["seconds"]) == ["read", "weights", "utilities", "write"]
     assert all(value >= 0 for value in record["seconds"].values())
-    assert "14 utilities computed (8 of repeated texts, scored once); read " in captured.err
+    assert "6 utilities computed; read " in captured.err  # one count: 14 pairs, 8 of them repeated texts
     # an algorithm that estimates its own work says no repeated count
     assert main(argv + ["--algorithm", "pruned", "--out", str(tmp_path / "p.txt")]) == 0
     assert json.loads(capsys.readouterr().out)["repeated"] is None
