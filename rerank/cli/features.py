@@ -29,6 +29,7 @@ from rerank.features.add import ScoringInputs, add_features
 from rerank.features.scorer import scorer_summaries
 from rerank.mbr import mbr_decode
 from rerank.mbr.decoders import DECODERS, make_decoder, setting_fields
+from rerank.mbr.engine import mbr_utilities
 from rerank.mbr.kbest import LocalSearch
 from rerank.metrics import make_metric
 from rerank.nbest import BLOCK_HYPOTHESES
@@ -167,7 +168,8 @@ def _add_mbr(sub) -> None:
     """``rerank mbr``: its parser and options."""
     p = sub.add_parser(
         "mbr",
-        help="minimum Bayes-risk decoding: the candidate of the highest expected utility (sentence BLEU, chrF or minus TER)",
+        help="minimum Bayes-risk decoding: the candidate of the highest expected utility (any utility: "
+        f"{', '.join(mbr_utilities())})",
         epilog="example: rerank mbr --nbest test.nbest --metric chrf --out test.mbr.de; with samples as "
         "pseudo-references: --pseudo-refs test.samples.nbest --feature uniform",
     )

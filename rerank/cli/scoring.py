@@ -26,6 +26,7 @@ from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective, split_metrics
 from rerank.metrics import format_table as format_scores
+from rerank.metrics.base import METRICS
 from rerank.metrics.bleu_stats import sacrebleu_score
 from rerank.outputs import atomic_write
 from rerank.report import (
@@ -210,7 +211,7 @@ def _add_eval(sub) -> None:
     """``rerank eval``: its parser and options."""
     p = sub.add_parser(
         "eval",
-        help="BLEU, TER, chrF with sacrebleu (signatures included)",
+        help=f"score outputs with any metric ({', '.join(METRICS.names())}; sacreBLEU's numbers and signatures)",
         epilog="example: rerank eval --ref test.de --hyp beam=test.1best --hyp reranked=test.reranked --tokenize none --metrics bleu,chrf,ter",
     )
     ref_option(p)

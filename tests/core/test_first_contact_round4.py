@@ -261,3 +261,16 @@ def test_meteor_has_no_language_default(tmp_path, capsys):
     one_line_error(capsys, "meteor: needs the target language: --lang LANG")
     with pytest.raises(InputError, match="needs the target language"):
         rerank.evaluate(["a b"], ["a b"], metrics=["meteor"])
+
+
+def test_the_verb_summaries_name_every_registered_metric(capsys):
+    from rerank.mbr.engine import mbr_utilities
+    from rerank.metrics.base import METRICS
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    eval_line = text[text.index(" eval ") : text.index(" oracle ")]
+    assert all(name in eval_line for name in METRICS.names()) and "comet" in eval_line and "bertscore" in eval_line
+    mbr_line = text[text.index(" mbr ") : text.index(" generate ")]
+    assert all(name in mbr_line for name in mbr_utilities())
