@@ -306,6 +306,8 @@ def cmd_mbr(args) -> None:
         diversity=args.diversity,
         local_search=config_from_args(args, "local-search", LocalSearch),
     )
+    for warning in result["warnings"]:
+        print(f"rerank mbr: warning: {warning}", file=sys.stderr)
     if args.json:  # the record on standard output, the closing line on stderr as always
         print(json.dumps({"algorithm": args.algorithm, "metric": args.metric, "out": args.out, **result}))
     work = _stage_line(result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -71,7 +71,9 @@ def mbr_decode(
     pair of texts that repeats within its segment: scored once, as a cache hit; other
     algorithms: None), "seconds" ({stage: seconds} of ``read``, ``weights``, ``utilities``
     (with the selection) and ``write``: mbrs' timer), and with COMET "utility" (its encoder's and
-    estimator's rows and seconds, its load: :meth:`~rerank.metrics.comet.CometUtility.accounting`)},
+    estimator's rows and seconds, its load: :meth:`~rerank.metrics.comet.CometUtility.accounting`),
+    "warnings" (what the algorithm says of lists of these sizes: an approximation that cannot pay,
+    :meth:`~rerank.mbr.decoders.Decoder.advice`)},
     the ``stages`` of a shard's record too.
 
     Raises:
@@ -99,6 +101,9 @@ def mbr_decode(
         best = stack.enter_context(outputs.open(out))
         kbest = NBestWriter(stack.enter_context(outputs.open(kbest_path)), kbest_path) if kbest_path else None
         for first, candidates, refs in run.stages.timed(blocks, "read"):
+            if not run.segments:  # the algorithm's word on lists of these sizes, once
+                advice = scorer.decoder.advice(np.diff(candidates.offsets), np.diff(refs.offsets))
+                run.warnings += [advice] if advice else []
             chosen = run.block(first, candidates, refs, handle, kbest)
             with run.stages.measure("write"):
                 best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
@@ -117,7 +122,8 @@ def mbr_decode(
             write_signed(outputs.signature(kbest_path), {**record, "kbest": kbest_info})
     # an algorithm that only selects estimates no expected utility: null, not NaN (valid JSON)
     expected = run.expected_sum / max(run.segments, 1) if scorer.decoder.gives_column else None
-    return {"segments": run.segments, "expected": expected, "settings": scorer.decoder.settings(), **run.counts()}
+    summary = {"segments": run.segments, "expected": expected, "settings": scorer.decoder.settings(), **run.counts()}
+    return {**summary, "warnings": run.warnings}
 
 
 def _blocks(candidates_path: str, pseudo_refs_path: Optional[str], shard: Optional[Shard], out: str):
@@ -173,6 +179,7 @@ class _Run:
         self.stages = Stages()
         self.segments, self.utilities, self.repeated, self.expected_sum = 0, 0, 0, 0.0
         self.refs_path: Optional[str] = None  # the file of the pseudo-references, for messages
+        self.warnings: List[str] = []  # what the algorithm says of lists of these sizes
 
     def block(self, first: int, candidates, refs, handle, kbest: Optional[NBestWriter]) -> np.ndarray:
         """The selected rows int64[N] of one block (pre-filters, the algorithm, the K best)."""

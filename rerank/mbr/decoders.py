@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -77,6 +77,12 @@ class Decoder:
         Raises:
             InputError: an algorithm that gives no column (it only selects)."""
         raise InputError(f"mbr: algorithm={self.name} selects one candidate per segment and scores no column")
+
+    def advice(self, candidates: np.ndarray, references: np.ndarray) -> Optional[str]:
+        """A warning when this algorithm cannot pay on lists of these sizes (int[N] candidates and
+        pseudo-references per segment), or None: exact MBR is faster or better there.  The
+        exact algorithm has none."""
+        return None
 
     def references_per_segment(self, refs: NBestList) -> np.ndarray:
         """int[N] the pseudo-references each candidate is scored against, per segment."""

@@ -203,6 +203,20 @@ class LowRankDecoder(Decoder):
             "every segment, float32 ALS; its picks with --seed 0)",
         )
 
+    def advice(self, candidates, references):
+        c = self.config
+        if c.reduction <= 1 or not len(references):
+            return None
+        observed = float(np.median(references)) / c.reduction  # cells drawn per candidate's row
+        if c.rank >= observed:
+            return (
+                f"lowrank: rank {c.rank} ≥ the {observed:.1f} cells observed per candidate row (median "
+                f"{np.median(references):.0f} pseudo-references / reduction {c.reduction:g}): the completion is "
+                "underdetermined and its picks drift from exact's (7.6 % agreement seen on a 20-best list): "
+                "--algorithm exact, a smaller --rank or a smaller --reduction"
+            )
+        return None
+
     def check(self, engine) -> None:
         super().check(engine)
         if self.config.draws not in ("numpy", "mbrs"):

@@ -274,3 +274,33 @@ def test_the_verb_summaries_name_every_registered_metric(capsys):
     assert all(name in eval_line for name in METRICS.names()) and "comet" in eval_line and "bertscore" in eval_line
     mbr_line = text[text.index(" mbr ") : text.index(" generate ")]
     assert all(name in mbr_line for name in mbr_utilities())
+
+
+# -- item 7: approximate MBR says when it cannot pay -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "algorithm, size, needle",
+    [
+        ("halving", 20, "halving on about 400 (candidate, pseudo-reference) pairs per segment"),
+        ("lowrank", 20, "lowrank: rank 8 ≥ the 2.5 cells observed per candidate row"),
+        ("exact", 20, None),
+        ("halving", 40, None),
+        ("lowrank", 80, None),
+    ],
+)
+def test_approximate_mbr_warns_on_lists_too_short_for_it(tmp_path, capsys, algorithm, size, needle):
+    import random
+
+    rng = random.Random(size)
+    words = "a b c d e f g h".split()
+    lines = [f"{s} ||| {' '.join(rng.choices(words, k=5))} ||| F= 0 ||| 0" for s in range(2) for _ in range(size)]
+    (tmp_path / "c.nbest").write_text("\n".join(lines) + "\n")
+    argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--feature", "uniform", "--algorithm", algorithm]
+    assert main(argv + ["--json", "--out", str(tmp_path / "o")]) == 0
+    out, err = capsys.readouterr()
+    record = json.loads(out)
+    if needle is None:
+        assert record["warnings"] == [] and "warning" not in err
+    else:
+        assert needle in record["warnings"][0] and f"rerank mbr: warning: {needle}" in err
