@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.nbest import ListInfo, NBestList, NBestWriter, read_nbest, write_list_info
+from rerank.nbest import ListInfo, NBestList, NBestWriter, rank_order, read_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.textio import finite_number, open_text
 
@@ -191,12 +191,21 @@ def read_jsonl(path: str) -> NBestList:
     return _assemble(by_id, names or [], path)
 
 
-def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = None, text: str = "h") -> NBestList:
+def convert_file(
+    fmt: str,
+    path: str,
+    out: str,
+    beam_feature: Optional[str] = None,
+    text: str = "h",
+    say: Callable[[str], None] = lambda line: None,
+) -> NBestList:
     """Convert ``path`` (format ``fmt``: fairseq, jsonl, marian or moses) to rerank's n-best list
     ``out`` with its signature ``out.json`` (together or not at all).  The signature
     declares the beam feature: ``Fairseq`` for fairseq output, ``beam_feature`` when given
-    (a column of the list); otherwise no signature is written (the beam's column is not
-    known: ``rerank tune`` then asks for ``--init``).  Returns the list.
+    (a column of the list), else the one column the list's order says the decoder ranked by
+    (its values never rise down any segment: :func:`rerank.nbest.rank_order`, as ``rerank tune``
+    infers it), said through ``say``; where no single column does, no signature is written and
+    ``say`` says so (``rerank tune`` then asks for ``--init``).  Returns the list.
 
     Raises:
         InputError: an unknown format, an unreadable input, a ``beam_feature`` that is
@@ -215,6 +224,20 @@ def convert_file(fmt: str, path: str, out: str, beam_feature: Optional[str] = No
         raise InputError(
             f"--beam-feature {beam!r} is not a column (the list has {' '.join(nbest.feature_names)})", path
         )
+    if beam is None:
+        ordering, _ = rank_order(nbest)
+        if len(ordering) == 1:
+            beam = ordering[0]
+            say(
+                f"convert: the beam's column is {beam}, the one whose values never rise down any segment: recorded "
+                "in the signature (--beam-feature names another)"
+            )
+        else:
+            which = f"{len(ordering)} columns order it ({', '.join(ordering)})" if ordering else "no column orders it"
+            say(
+                f"convert: no signature written: the beam's column is not known ({which}): give --beam-feature "
+                "COLUMN, or rerank tune will ask for --init"
+            )
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle:
             NBestWriter(handle, out).write(nbest, 0, nbest.totals)

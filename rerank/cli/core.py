@@ -79,7 +79,9 @@ def cmd_average(args) -> None:
 
 def cmd_convert(args) -> None:
     source = _convert_input(args)
-    nbest = convert_file(args.format, source, args.out, args.beam_feature, args.text)
+    nbest = convert_file(
+        args.format, source, args.out, args.beam_feature, args.text, lambda line: print(line, file=sys.stderr)
+    )
     print(
         f"{source}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
         f"{' '.join(dict.fromkeys(nbest.feature_names)) or '(none)'} -> {args.out}",

@@ -77,13 +77,6 @@ def _config() -> Any:
         ),
         ("temperature", float, option(1.0, "softmax temperature", type=temperature_type)),
         (
-            "name",
-            str,
-            option(
-                "", "the column's name (default: MBRBLEU, MBRchrF, MBRTER…), e.g. name=MBRchrFagg beside the exact one"
-            ),
-        ),
-        (
             "algorithm",
             str,
             option(
@@ -96,6 +89,8 @@ def _config() -> Any:
     for name, field, owners in setting_fields(column_only=True):
         meta = {**field.metadata, "help": f"{', '.join(owners)}: {field.metadata.get('help', name)}"}
         fields.append((name, field.type, dataclasses.field(default=field.default, metadata=meta)))
+    name_help = "the column's name (default: MBRBLEU, MBRchrF, MBRTER…), e.g. name=MBRchrFagg beside the exact one"
+    fields.append(("name", str, option("", name_help)))  # last: positional Config(utility, feature, …) holds
     return dataclasses.make_dataclass("Config", fields)
 
 

@@ -101,9 +101,6 @@ def mbr_decode(
         best = stack.enter_context(outputs.open(out))
         kbest = NBestWriter(stack.enter_context(outputs.open(kbest_path)), kbest_path) if kbest_path else None
         for first, candidates, refs in run.stages.timed(blocks, "read"):
-            if not run.segments:  # the algorithm's word on lists of these sizes, once
-                advice = scorer.decoder.advice(np.diff(candidates.offsets), np.diff(refs.offsets))
-                run.warnings += [advice] if advice else []
             chosen = run.block(first, candidates, refs, handle, kbest)
             with run.stages.measure("write"):
                 best.writelines(candidates.hypotheses[i] + "\n" for i in chosen)
@@ -182,8 +179,12 @@ class _Run:
         self.warnings: List[str] = []  # what the algorithm says of lists of these sizes
 
     def block(self, first: int, candidates, refs, handle, kbest: Optional[NBestWriter]) -> np.ndarray:
-        """The selected rows int64[N] of one block (pre-filters, the algorithm, the K best)."""
+        """The selected rows int64[N] of one block (pre-filters, the algorithm, the K best); on the
+        first, the algorithm's word on lists of these sizes (:attr:`warnings`)."""
         stages, scorer = self.stages, self.scorer
+        if not self.segments:
+            advice = scorer.decoder.advice(np.diff(candidates.offsets), np.diff(refs.offsets))
+            self.warnings += [advice] if advice else []
         with stages.measure("weights"):
             scorer.begin_list(first)  # COMET: segment 0 of the block among its sources
             p = scorer.distribution(refs, self.refs_path)

@@ -17,7 +17,7 @@ from rerank.mbr.decoders import Decoder, make_decoder
 from rerank.mbr.pairs import PairUtilities, finite_utilities, list_softmax
 from rerank.metrics import METRICS, Metric, make_metric
 from rerank.metrics.utility import PairwiseUtility
-from rerank.nbest import ListInfo, NBestList
+from rerank.nbest import ListInfo, NBestList, rank_order
 
 
 def mbr_utilities() -> List[str]:
@@ -41,9 +41,14 @@ def model_column(info: ListInfo) -> Optional[str]:
     beam = info.beam_feature if info.declared else None
     if not beam:
         return None
+    return _normalised_by(beam, [c for columns in info.feature_sets.values() for c in columns])
+
+
+def _normalised_by(beam: str, columns: List[str]) -> str:
+    """The column the beam feature ``beam`` normalises (``NMT`` for ``NMTNorm``) where the list has
+    it, else ``beam`` itself."""
     base = beam[: -len("Norm")] if beam.endswith("Norm") else None
-    listed = [c for columns in info.feature_sets.values() for c in columns]
-    return base if base and base in listed else beam
+    return base if base and base in columns else beam
 
 
 def make_utility(name: str) -> PairwiseUtility:
@@ -106,7 +111,8 @@ class MBR(PairUtilities):
     def distribution(self, nbest: NBestList, path: Optional[str] = None) -> np.ndarray:
         """float64[M] the weight of every hypothesis within its segment: the softmax of the
         ``feature`` column at ``temperature`` — by default the list's model column, the one its
-        signature's beam feature normalises (``NMT``, ``HF``: :func:`model_column`) — or
+        signature's beam feature normalises (``NMT``, ``HF``: :func:`model_column`), for a list
+        without a signature the one its order names (:meth:`_ordered_column`) — or
         uniform.  ``path``: the file ``nbest`` was read from (the pseudo-references' list or the
         candidates'), named in the message.
 
@@ -114,16 +120,16 @@ class MBR(PairUtilities):
             InputError: the list has no such column, or no feature was given and the list's
                 signature names no model column (naming ``path``, the list's columns and the fix).
         """
-        feature = self.feature or model_column(nbest.info)
+        feature = self.feature or model_column(nbest.info) or self._ordered_column(nbest)
         if feature == "uniform":
             counts = np.diff(nbest.offsets)
             return np.repeat(1.0 / counts, counts)
         columns = " ".join(dict.fromkeys(nbest.feature_names)) or "none"
         if feature is None:
             raise InputError(
-                "mbr: the list's signature names no model column to weigh the pseudo-references by (its "
-                f"columns: {columns}): give --feature COLUMN (their log-probability; feature= in mbr:, "
-                "weights_from= in Python), or uniform for samples",
+                "mbr: neither the list's signature nor its order names a model column to weigh the "
+                f"pseudo-references by (its columns: {columns}): give --feature COLUMN (their log-probability; "
+                "feature= in mbr:, weights_from= in Python), or uniform for samples",
                 path,
             )
         if feature not in nbest.feature_names:
@@ -134,6 +140,16 @@ class MBR(PairUtilities):
             )
         column = nbest.feature_names.index(feature)
         return list_softmax(nbest.features[:, column], nbest.offsets, self.temperature)
+
+    def _ordered_column(self, nbest: NBestList) -> Optional[str]:
+        """For a list without a signature: the model column its order names, as ``rerank tune``
+        infers the beam's (the one column whose values never rise down any segment:
+        :func:`rerank.nbest.rank_order`, then :func:`_normalised_by`), decided on the first list
+        (block) seen and kept; None where no single column orders it."""
+        if not hasattr(self, "_inferred"):
+            ordering, _ = rank_order(nbest)
+            self._inferred = _normalised_by(ordering[0], nbest.feature_names) if len(ordering) == 1 else None
+        return self._inferred
 
     def expected(self, candidates: NBestList, refs: NBestList, p_refs: np.ndarray, first: int = 0) -> np.ndarray:
         """float64[M] every candidate's expected utility against the pseudo-references of its

@@ -333,3 +333,28 @@ def select_best(scores: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     matrix = np.full((len(counts), int(counts.max())), -np.inf)
     matrix[seg, np.arange(len(scores)) - offsets[seg]] = scores
     return offsets[:-1] + np.argmax(matrix, axis=1)
+
+
+def rank_order(nbest: NBestList) -> Tuple[List[str], Dict[str, int]]:
+    """What a list's order says of the column its decoder ranked by: (the one-valued columns
+    whose values never rise down any segment and fall in some — the order decoders write n-best
+    lists in —, and
+    for every one-valued column the segments whose first hypothesis has its highest value).
+    Segments of one hypothesis say nothing and are left out of both."""
+    sizes = np.diff(nbest.offsets)
+    single = [c for c, name in enumerate(nbest.feature_names) if nbest.feature_names.count(name) == 1]
+    if not len(sizes) or not single:
+        return [], {}
+    features = nbest.features[:, single]
+    within = np.repeat(np.arange(len(sizes)), sizes)
+    same = within[1:] == within[:-1]
+    scale = np.maximum(np.abs(features[1:]), np.abs(features[:-1]))
+    step = np.diff(features, axis=0)
+    rises = (step > 1e-9 * np.maximum(scale, 1.0)) & same[:, None]
+    falls = (step < -1e-9 * np.maximum(scale, 1.0)) & same[:, None]  # a constant column orders nothing
+    many = sizes > 1
+    best = np.maximum.reduceat(features, nbest.offsets[:-1], axis=0)
+    first_is_best = (features[nbest.offsets[:-1]] >= best) & many[:, None]
+    names = [nbest.feature_names[c] for c in single]
+    ordering = [name for k, name in enumerate(names) if not rises[:, k].any() and falls[:, k].any()]
+    return ordering, {name: int(first_is_best[:, k].sum()) for k, name in enumerate(names)}

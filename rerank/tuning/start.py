@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.nbest import NBestList, finite_scores
+from rerank.nbest import NBestList, finite_scores, rank_order
 from rerank.textio import read_lines
 from rerank.tuning.weights import read_weights, weights_vector
 
@@ -63,31 +63,6 @@ def start_vector(start: Dict[str, Any] | List[float], nbest: NBestList, source: 
     missing = [name for name, _ in nbest.groups() if name not in start]
     full = {**start, **{name: [0.0] * count for name, count in nbest.groups() if name in missing}}
     return weights_vector(full, nbest, source), missing
-
-
-def rank_order(nbest: NBestList) -> Tuple[List[str], Dict[str, int]]:
-    """What a list's order says of the column its decoder ranked by: (the one-valued columns
-    whose values never rise down any segment and fall in some — the order decoders write n-best
-    lists in —, and
-    for every one-valued column the segments whose first hypothesis has its highest value).
-    Segments of one hypothesis say nothing and are left out of both."""
-    sizes = np.diff(nbest.offsets)
-    single = [c for c, name in enumerate(nbest.feature_names) if nbest.feature_names.count(name) == 1]
-    if not len(sizes) or not single:
-        return [], {}
-    features = nbest.features[:, single]
-    within = np.repeat(np.arange(len(sizes)), sizes)
-    same = within[1:] == within[:-1]
-    scale = np.maximum(np.abs(features[1:]), np.abs(features[:-1]))
-    step = np.diff(features, axis=0)
-    rises = (step > 1e-9 * np.maximum(scale, 1.0)) & same[:, None]
-    falls = (step < -1e-9 * np.maximum(scale, 1.0)) & same[:, None]  # a constant column orders nothing
-    many = sizes > 1
-    best = np.maximum.reduceat(features, nbest.offsets[:-1], axis=0)
-    first_is_best = (features[nbest.offsets[:-1]] >= best) & many[:, None]
-    names = [nbest.feature_names[c] for c in single]
-    ordering = [name for k, name in enumerate(names) if not rises[:, k].any() and falls[:, k].any()]
-    return ordering, {name: int(first_is_best[:, k].sum()) for k, name in enumerate(names)}
 
 
 def totals_weights(nbest: NBestList) -> Optional[np.ndarray]:

@@ -60,7 +60,8 @@ def test_jsonl_and_marian(tmp_path, capsys):
     assert main(["convert", "--from", "marian", str(marian), "--out", str(tmp_path / "m2.nbest")]) == 0
     back = read_nbest(str(tmp_path / "m2.nbest"))
     assert back.feature_names == ["F0", "F1"] and list(back.totals) == [-1.7, -2.1, -0.1]
-    assert not (tmp_path / "m2.nbest.json").exists()  # beam column unknown: no signature
+    # F0 never rises down a segment: the beam's column, recorded (issue 93, item 10)
+    assert json.loads((tmp_path / "m2.nbest.json").read_text())["beam_feature"] == "F0"
     assert "2 segments" in capsys.readouterr().err
 
 

@@ -214,7 +214,7 @@ def test_mbr_takes_the_model_column_its_signature_names_or_asks(tmp_path, capsys
     )
     argv = ["mbr", "--nbest", str(tmp_path / "c.nbest"), "--metric", "chrf", "--out", str(tmp_path / "o")]
     assert main(argv) == 1  # no signature: which column weighs the pseudo-references is asked
-    one_line_error(capsys, "names no model column", "give --feature COLUMN", "or uniform for samples")
+    one_line_error(capsys, "nor its order names a model column", "give --feature COLUMN", "or uniform for samples")
     write_list_info(str(tmp_path / "c.nbest.json"), ListInfo("HFNorm", {"beam": ["HF", "HFNorm"]}, True), {})
     assert main(argv + ["--json"]) == 0  # rerank generate's list: HF, the column HFNorm normalises
     by_default = (tmp_path / "o").read_text()
@@ -304,3 +304,21 @@ def test_approximate_mbr_warns_on_lists_too_short_for_it(tmp_path, capsys, algor
         assert record["warnings"] == [] and "warning" not in err
     else:
         assert needle in record["warnings"][0] and f"rerank mbr: warning: {needle}" in err
+
+
+# -- item 10: convert infers and records the beam column, or says it could not -------------------
+
+
+def test_convert_records_the_column_the_lists_order_names_or_says_none(listed, capsys):
+    out = listed / "c.nbest"
+    assert main(["convert", str(listed / "q.nbest"), "--from", "moses", "--out", str(out)]) == 0
+    assert "the beam's column is F" in capsys.readouterr().err
+    record = json.loads((listed / "c.nbest.json").read_text())
+    assert record["beam_feature"] == "F"
+    argv = ["tune", "--nbest", str(out), "--ref", str(listed / "q.ref"), "--feature-sets", "beam", "--quiet"]
+    assert main(argv + ["--out", str(listed / "w.json")]) == 0  # the beam set exists now
+    (listed / "tie.nbest").write_text("0 ||| a b ||| F= -1 G= 2 ||| 0\n0 ||| a c ||| F= -2 G= 1 ||| 0\n")
+    assert main(["convert", str(listed / "tie.nbest"), "--from", "moses", "--out", str(listed / "t.nbest")]) == 0
+    err = capsys.readouterr().err
+    assert "no signature written: the beam's column is not known (2 columns order it (F, G))" in err
+    assert not (listed / "t.nbest.json").exists()

@@ -145,9 +145,13 @@ def test_the_decoders_own_one_best_and_the_readme_loop_on_a_foreign_list(foreign
     assert main(["truncate", "--nbest", str(d / "f.nbest"), "--out-1best", str(d / "f.nbest")]) == 1
     capsys.readouterr()
     assert read_nbest(str(d / "f.nbest")).hypotheses == nbest.hypotheses  # the input untouched
-    # the README's six commands on a list without a signature (val = test here)
+    # the README's six commands on a list without a signature (val = test here); its order names
+    # no column, so mbr: is told which weighs the pseudo-references (issue 93, item 8)
+    assert main(["features", "add", "--nbest", str(d / "f.nbest"), "--scorer", "mbr:bleu", "--out", str(d / "x")]) == 1
+    assert "give --feature COLUMN" in capsys.readouterr().err
     for argv in (
-        ["features", "add", "--nbest", str(d / "f.nbest"), "--scorer", "mbr:bleu", "--out", str(d / "full.nbest")],
+        ["features", "add", "--nbest", str(d / "f.nbest"), "--scorer", "mbr:bleu,feature=NMT"]
+        + ["--out", str(d / "full.nbest")],
         ["tune", "--nbest", str(d / "full.nbest"), "--ref", str(d / "f.de"), "--tokenize", "none"]
         + ["--beam-feature", "NMTNorm", "--out", str(d / "w.json"), "--quiet"],
         ["apply", "--nbest", str(d / "full.nbest"), "--weights", str(d / "w.json"), "--out", str(d / "r.txt")],
