@@ -120,8 +120,8 @@ def _add_apply(sub) -> None:
     p = sub.add_parser(
         "apply",
         help="select the best hypothesis per segment under given weights, or by one column (QE re-ranking)",
-        epilog="examples: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked; "
-        "rerank apply --nbest test.kiwi.nbest --column CometKiwi --out test.qe (QE re-ranking)",
+        epilog="example: rerank apply --nbest test.full.nbest --weights w.json --out test.reranked; "
+        "or, QE re-ranking by one column: rerank apply --nbest test.kiwi.nbest --column CometKiwi --out test.qe",
     )
     p.add_argument("--nbest", required=True, help="Moses n-best list to re-rank")
     how = p.add_mutually_exclusive_group(required=True)

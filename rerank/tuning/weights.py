@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
@@ -25,7 +26,8 @@ def read_weights(path: str) -> Dict[str, Any]:
     values for a name of k columns), or a moses.ini's ``[weight]`` section (other sections
     skipped).  Raises :class:`InputError` naming the file (and line)."""
     text = read_text(path)
-    if text.lstrip().startswith("{"):
+    head = text.lstrip().split("\n", 1)[0].strip()
+    if text.lstrip().startswith(("{", "[")) and not re.fullmatch(r"\[[A-Za-z][\w-]*\]", head):  # JSON, not [weight]
         data = read_json(path)
         weights = data.get("weights") if isinstance(data, dict) else None
         if not isinstance(weights, dict):
@@ -84,13 +86,14 @@ def weights_given(weights: Any) -> Dict[str, Any]:
     content as ``json.load`` gives it (``{"weights": {...}, ...}``) or {name: weight} itself.
 
     Raises:
-        InputError: another type, or what :func:`read_weights` and :func:`check_weights` refuse."""
+        TypeError: another type.
+        InputError: what :func:`read_weights` and :func:`check_weights` refuse."""
     if hasattr(weights, "vector") and isinstance(getattr(weights, "weights", None), dict):  # a TuneResult
         return check_weights(dict(weights.weights), "weights")
     if isinstance(weights, str):
         return read_weights(weights)
-    if not isinstance(weights, Mapping):
-        raise InputError(
+    if not isinstance(weights, Mapping):  # a wrong argument in Python: TypeError, as every API edge
+        raise TypeError(
             "weights: expected rerank.tune()'s result, {column: weight}, a weights file's dict or its path, "
             f"not {type(weights).__name__}"
         )

@@ -354,20 +354,30 @@ def test_a_toy_mbr_algorithm_is_one_file(tmp_path):
     shown = run("mbr", "--help")
     flat = " ".join(shown.stdout.split())
     assert "toymode: the most probable candidate, a toy" in flat and "--bonus BONUS --algorithm toymode" in flat
-    done = run("mbr", "--nbest", "l.nbest", "--algorithm", "toymode", "--bonus", "1", "--out", "best.txt")
+    done = run(
+        "mbr", "--nbest", "l.nbest", "--feature", "NMT", "--algorithm", "toymode", "--bonus", "1", "--out", "best.txt"
+    )
     assert done.returncode == 0, done.stderr
     assert (work / "best.txt").read_text().splitlines() == ["a b d", "two two"]  # the highest NMT of each
     p = [np.exp(row) / np.exp(row).sum() for row in nmt]
     assert f"mean toy-probability chrf of the selections {(p[0][1] + p[1][2] + 2) / 2:.2f}" in done.stderr
     done = run(
-        "features", "add", "--nbest", "l.nbest", "--scorer", "mbr:chrf,algorithm=toymode,bonus=0.5", "--out", "f.nbest"
+        "features",
+        "add",
+        "--nbest",
+        "l.nbest",
+        "--scorer",
+        "mbr:chrf,algorithm=toymode,bonus=0.5,feature=NMT",
+        "--out",
+        "f.nbest",
     )
     assert done.returncode == 0, done.stderr
     column = [float(line.split("MBRchrF= ")[1].split()[0]) for line in (work / "f.nbest").read_text().splitlines()]
     assert np.allclose(column, np.concatenate(p) + 0.5, atol=1e-6)
     # the checkout itself does not know it
     done = subprocess.run(
-        [sys.executable, "-m", "rerank.cli", "mbr", "--nbest", "l.nbest", "--algorithm", "toymode", "--out", "b.txt"],
+        [sys.executable, "-m", "rerank.cli", "mbr", "--nbest", "l.nbest", "--feature", "NMT", "--algorithm", "toymode"]
+        + ["--out", "b.txt"],
         cwd=work,
         env={**os.environ, "PYTHONPATH": ROOT},
         capture_output=True,
