@@ -28,6 +28,7 @@ from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_ob
 from rerank.metrics import format_table as format_scores
 from rerank.metrics.base import METRICS
 from rerank.metrics.bleu_stats import sacrebleu_score
+from rerank.metrics.evaluate import sentence_scores
 from rerank.outputs import atomic_write
 from rerank.report import (
     SignificanceSettings,
@@ -51,6 +52,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args) -> None:
+    if args.sentence_level:  # every segment's own scores (sacreBLEU --sentence-level): TSV or JSON lines
+        rows = sentence_scores(
+            references(args),
+            _hyp_files(args.hyp),
+            split_metrics(args.metrics),
+            args.tokenize,
+            args.lowercase,
+            args.lang,
+        )
+        keys = list(rows[0]) if rows else ["system", "segment"]
+        lines = [json.dumps(row) for row in rows] if args.json else ["\t".join(keys)]
+        lines += [] if args.json else ["\t".join(str(row[k]) for k in keys) for row in rows]
+        text = "".join(line + "\n" for line in lines)
+        sys.stdout.write(text)
+        if args.out:
+            with atomic_write(args.out) as handle:
+                handle.write(text)
+        return
     rows = evaluate_files(
         references(args), _hyp_files(args.hyp), split_metrics(args.metrics), args.tokenize, args.lowercase, args.lang
     )
@@ -225,6 +244,12 @@ def _add_eval(sub) -> None:
         + "; e.g. --metrics bleu,chrf,seg:comet reads FILE.comet beside each --hyp FILE",
     )
     lang_option(p)
+    p.add_argument(
+        "--sentence-level",
+        action="store_true",
+        help="every segment's own scores (sacreBLEU's --sentence-level; sentence BLEU with its effective order): "
+        "a TSV of system, segment and one column per metric (--json: JSON lines)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--out", help="also write what is printed to this file")
     p.set_defaults(

@@ -298,6 +298,14 @@ class Metric(abc.ABC):
         the oracle's start): ``gain / 100``.  float64[M]."""
         return self.gain(rows) / 100.0
 
+    def segment_scores(self, rows: np.ndarray) -> np.ndarray:
+        """float64[N] each segment's own score from its statistics row float[N, K], on the scale
+        the metric is reported on: what sacreBLEU's ``--sentence-level`` prints (``rerank eval
+        --sentence-level``); by default the corpus formula on one row (chrF, TER, METEOR, COMET's
+        mean of one)."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return np.asarray(self.score(np.asarray(rows, dtype=np.float64)), dtype=np.float64)
+
     def length_ratio(self, summed: np.ndarray) -> Optional[float]:
         """Hypothesis / reference length of summed statistics in the metric's units (words
         for BLEU and METEOR, characters for chrF); None where the statistics hold no

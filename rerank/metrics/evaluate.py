@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -54,6 +54,32 @@ def check_system_names(
             what = "the baseline's name" if name == baseline else "given to two systems"
             raise InputError(f"system name {name!r} is {what}: every row needs its own name", source)
         seen.add(name)
+
+
+def sentence_scores(
+    ref_path: Union[str, Sequence[str]],
+    systems: Sequence[Tuple[str, str]],
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    tokenize: str = DEFAULT_TOKENIZE,
+    lowercase: bool = False,
+    lang: Optional[str] = None,
+) -> List[Dict]:
+    """[{"system", "segment" (1-based), metric label: score, …}] — every segment's own score under
+    each metric (:meth:`Metric.segment_scores`: sacreBLEU's ``--sentence-level`` numbers for BLEU,
+    chrF and TER), one row per system and segment, the systems in order.
+
+    Raises:
+        InputError: as :func:`evaluate_files`."""
+    check_system_names(None, systems)
+    refs = read_references(ref_path)
+    objs = {name: make_metric(name, tokenize, lowercase, lang) for name in metrics}
+    rows: List[Dict] = []
+    for name, path in systems:
+        hyps = read_system(path, segment_count(refs))
+        columns = {obj.label: obj.segment_scores(system_stats(obj, path, hyps, refs)) for obj in objs.values()}
+        for k in range(len(hyps)):
+            rows.append({"system": name, "segment": k + 1, **{m: round(float(v[k]), 4) for m, v in columns.items()}})
+    return rows
 
 
 def evaluate_files(

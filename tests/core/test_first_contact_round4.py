@@ -322,3 +322,25 @@ def test_convert_records_the_column_the_lists_order_names_or_says_none(listed, c
     err = capsys.readouterr().err
     assert "no signature written: the beam's column is not known (2 columns order it (F, G))" in err
     assert not (listed / "t.nbest.json").exists()
+
+
+# -- item 12: sacreBLEU's --sentence-level ------------------------------------------------------
+
+
+def test_eval_sentence_level_equals_sacrebleus_sentence_scores(tmp_path, capsys):
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    refs = ["the cat sat on the mat", "a b c", "x y z w"]
+    hyps = ["the cat sat on a mat", "a b", "q"]
+    (tmp_path / "ref").write_text("\n".join(refs) + "\n")
+    (tmp_path / "hyp").write_text("\n".join(hyps) + "\n")
+    argv = ["eval", "--ref", str(tmp_path / "ref"), "--hyp", f"sys={tmp_path / 'hyp'}", "--metrics", "bleu,chrf,ter"]
+    assert main(argv + ["--sentence-level", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["segment"] for r in rows] == [1, 2, 3] and {r["system"] for r in rows} == {"sys"}
+    for row, h, r in zip(rows, hyps, refs):
+        assert row["BLEU"] == pytest.approx(BLEU(effective_order=True).sentence_score(h, [r]).score, abs=1e-4)
+        assert row["chrF2"] == pytest.approx(CHRF().sentence_score(h, [r]).score, abs=1e-4)
+        assert row["TER"] == pytest.approx(TER().sentence_score(h, [r]).score, abs=1e-4)
+    assert main(argv + ["--sentence-level"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "system\tsegment\tBLEU\tchrF2\tTER"
