@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from rerank.errors import InputError
+from rerank.errors import InputError, paths_named
 from rerank.nbest import ListInfo, NBestList, NBestWriter, rank_order, read_nbest, write_list_info
 from rerank.outputs import StagedOutputs
 from rerank.textio import finite_number, open_text
@@ -191,6 +193,53 @@ def read_jsonl(path: str) -> NBestList:
     return _assemble(by_id, names or [], path)
 
 
+def _read_moses(path: str, fill_missing: Optional[float], say: Callable[[str], None]) -> NBestList:
+    """A Moses (or Marian) n-best list; with ``fill_missing``, each skipped segment id given one
+    empty hypothesis scored ``fill_missing`` in every column (the first line's columns), before
+    the list is read (and checked) as any other."""
+    if fill_missing is None:
+        try:
+            return read_nbest(path)
+        except InputError as err:
+            if "ids must be 0, 1, 2" not in err.message or int(err.message.split()[2]) <= int(
+                err.message.split()[4][:-1]
+            ):
+                raise
+            hint = "; a segment the decoder skipped: --fill-missing SCORE gives it an empty hypothesis"
+            raise InputError(err.message + hint, err.path, err.line) from None
+    if not math.isfinite(fill_missing):
+        raise InputError(f"--fill-missing {fill_missing}: the score must be a finite number")
+    with open_text(path) as handle:
+        lines = handle.readlines()
+    out, filled, expected, columns = [], [], 0, None
+    for line in lines:
+        head, bar, rest = line.partition("|||")
+        if columns is None and bar:
+            fields = rest.split("|||")
+            columns = " ".join(
+                t if t.endswith("=") else repr(fill_missing) for t in (fields[1] if len(fields) > 1 else "").split()
+            )
+        sid = int(head) if head.strip().isdigit() else None
+        while sid is not None and expected < sid:
+            out.append(f"{expected} |||  ||| {columns or ''} ||| {fill_missing!r}\n")
+            filled.append(expected)
+            expected += 1
+        if sid is not None and sid == expected:
+            expected += 1
+        out.append(line if line.endswith("\n") else line + "\n")
+    if filled:
+        shown = ", ".join(map(str, filled[:10])) + (" …" if len(filled) > 10 else "")
+        say(
+            f"convert: {len(filled)} segment(s) the list skips filled with an empty hypothesis scored {fill_missing:g}: {shown}"
+        )
+    with tempfile.TemporaryDirectory(prefix="rerank-convert.") as tmp:
+        copy = os.path.join(tmp, os.path.basename(path))
+        with open(copy, "w", encoding="utf-8") as handle:
+            handle.writelines(out)
+        with paths_named({copy: path}):
+            return read_nbest(copy)
+
+
 def convert_file(
     fmt: str,
     path: str,
@@ -198,6 +247,7 @@ def convert_file(
     beam_feature: Optional[str] = None,
     text: str = "h",
     say: Callable[[str], None] = lambda line: None,
+    fill_missing: Optional[float] = None,
 ) -> NBestList:
     """Convert ``path`` (format ``fmt``: fairseq, jsonl, marian or moses) to rerank's n-best list
     ``out`` with its signature ``out.json`` (together or not at all).  The signature
@@ -205,7 +255,10 @@ def convert_file(
     (a column of the list), else the one column the list's order says the decoder ranked by
     (its values never rise down any segment: :func:`rerank.nbest.rank_order`, as ``rerank tune``
     infers it), said through ``say``; where no single column does, no signature is written and
-    ``say`` says so (``rerank tune`` then asks for ``--init``).  Returns the list.
+    ``say`` says so (``rerank tune`` then asks for ``--init``).  ``fill_missing`` (Moses and Marian
+    lists): a segment the decoder skipped (ids jumping from 2 to 4) gets one empty hypothesis whose
+    every feature value and total is this score, said through ``say`` — the list stays
+    line-aligned with its sources and references.  Returns the list.
 
     Raises:
         InputError: an unknown format, an unreadable input, a ``beam_feature`` that is
@@ -216,8 +269,8 @@ def convert_file(
     nbest = {
         "fairseq": lambda: read_fairseq(path, text),
         "jsonl": lambda: read_jsonl(path),
-        "marian": lambda: read_nbest(path),
-        "moses": lambda: read_nbest(path),  # Marian writes Moses' format: one reader for both
+        "marian": lambda: _read_moses(path, fill_missing, say),
+        "moses": lambda: _read_moses(path, fill_missing, say),  # Marian writes Moses' format: one reader
     }[fmt]()
     beam = beam_feature or ("Fairseq" if fmt == "fairseq" else None)
     if beam is not None and beam not in nbest.feature_names:

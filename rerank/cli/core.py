@@ -80,7 +80,13 @@ def cmd_average(args) -> None:
 def cmd_convert(args) -> None:
     source = _convert_input(args)
     nbest = convert_file(
-        args.format, source, args.out, args.beam_feature, args.text, lambda line: print(line, file=sys.stderr)
+        args.format,
+        source,
+        args.out,
+        args.beam_feature,
+        args.text,
+        lambda line: print(line, file=sys.stderr),
+        args.fill_missing,
     )
     print(
         f"{source}: {nbest.num_segments} segments, {len(nbest.hypotheses)} hypotheses, columns "
@@ -202,8 +208,15 @@ def _add_convert(sub) -> None:
     p.add_argument(
         "--beam-feature",
         help="the column the producing decoder ranked its beam by, declared in the "
-        "signature (default: Fairseq for fairseq; none otherwise, and then no "
-        "signature is written), e.g. --beam-feature F0",
+        "signature (default: Fairseq for fairseq; otherwise the one column the list's order names, as "
+        "tune infers it, said in one line; where none does, no signature is written), e.g. --beam-feature F0",
+    )
+    p.add_argument(
+        "--fill-missing",
+        type=float,
+        metavar="SCORE",
+        help="moses/marian: give each segment the list skips (ids jumping from 2 to 4) one empty hypothesis "
+        "scored SCORE in every column, said in one line (default: such a list is refused), e.g. --fill-missing -100",
     )
     p.add_argument(
         "--text",

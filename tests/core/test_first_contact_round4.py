@@ -344,3 +344,18 @@ def test_eval_sentence_level_equals_sacrebleus_sentence_scores(tmp_path, capsys)
         assert row["TER"] == pytest.approx(TER().sentence_score(h, [r]).score, abs=1e-4)
     assert main(argv + ["--sentence-level"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "system\tsegment\tBLEU\tchrF2\tTER"
+
+
+def test_convert_fills_the_segments_a_decoder_skipped_when_asked(tmp_path, capsys):
+    (tmp_path / "gap.nbest").write_text(
+        "0 ||| a ||| F= -1 ||| -1\n0 ||| b ||| F= -2 ||| -2\n3 ||| c ||| F= -1 ||| -1\n"
+    )
+    argv = ["convert", str(tmp_path / "gap.nbest"), "--from", "moses", "--out", str(tmp_path / "o.nbest")]
+    assert main(argv) == 1
+    one_line_error(capsys, "gap.nbest:3: segment id 3 follows 0", "--fill-missing SCORE")
+    assert main(argv + ["--fill-missing", "-100"]) == 0
+    assert "2 segment(s) the list skips filled with an empty hypothesis scored -100: 1, 2" in capsys.readouterr().err
+    filled = rerank.read_nbest(str(tmp_path / "o.nbest"))
+    assert filled.num_segments == 4
+    assert list(filled.hypotheses) == ["a", "b", "", "", "c"]
+    assert filled.features[:, 0].tolist() == [-1, -2, -100, -100, -1]
