@@ -298,7 +298,7 @@ class Metric(abc.ABC):
         the oracle's start): ``gain / 100``.  float64[M]."""
         return self.gain(rows) / 100.0
 
-    def segment_scores(self, rows: np.ndarray) -> np.ndarray:
+    def sentence_level(self, rows: np.ndarray) -> np.ndarray:
         """float64[N] each segment's own score from its statistics row float[N, K], on the scale
         the metric is reported on: what sacreBLEU's ``--sentence-level`` prints (``rerank eval
         --sentence-level``); by default the corpus formula on one row (chrF, TER, METEOR, COMET's

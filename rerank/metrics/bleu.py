@@ -119,11 +119,11 @@ class BleuMetric(Metric):
         warn_if_tokenised(hypotheses, self.tokenize)
         return bleu_stats(hypotheses, streams, segment, self.tokenize, self.lowercase)
 
-    def segment_scores(self, rows):
+    def sentence_level(self, rows):
         """sacreBLEU's sentence BLEU (``BLEU(effective_order=True).sentence_score``, as its
         ``--sentence-level`` prints it) of each row; a length penalty applied as in :meth:`score`."""
         if self.length_penalty:
-            return super().segment_scores(rows)
+            return super().sentence_level(rows)
         return bleu_from_stats(rows, effective_order=True)
 
     def score(self, stats):

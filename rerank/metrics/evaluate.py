@@ -65,7 +65,7 @@ def sentence_scores(
     lang: Optional[str] = None,
 ) -> List[Dict]:
     """[{"system", "segment" (1-based), metric label: score, …}] — every segment's own score under
-    each metric (:meth:`Metric.segment_scores`: sacreBLEU's ``--sentence-level`` numbers for BLEU,
+    each metric (:meth:`Metric.sentence_level`: sacreBLEU's ``--sentence-level`` numbers for BLEU,
     chrF and TER), one row per system and segment, the systems in order.
 
     Raises:
@@ -76,7 +76,7 @@ def sentence_scores(
     rows: List[Dict] = []
     for name, path in systems:
         hyps = read_system(path, segment_count(refs))
-        columns = {obj.label: obj.segment_scores(system_stats(obj, path, hyps, refs)) for obj in objs.values()}
+        columns = {obj.label: obj.sentence_level(system_stats(obj, path, hyps, refs)) for obj in objs.values()}
         for k in range(len(hyps)):
             rows.append({"system": name, "segment": k + 1, **{m: round(float(v[k]), 4) for m, v in columns.items()}})
     return rows
