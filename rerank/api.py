@@ -23,6 +23,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from rerank.api_args import _names, _nbest, _one_or_many, _one_or_streams, _references, _texts  # noqa: E402
+from rerank.api_lists import oracle, truncate  # noqa: E402,F401  (API re-exports)
 from rerank.api_names import API
 from rerank.config import check_setting_types, spec_of
 from rerank.devices import DeviceSettings
@@ -36,7 +38,7 @@ from rerank.mbr.kbest import LocalSearch
 from rerank.metrics import DEFAULT_METRICS, Score, make_metric, make_objective
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import check_system_names
-from rerank.metrics.references import References, reference_streams, strings
+from rerank.metrics.references import References
 from rerank.nbest import NBestList, finite_scores, read_nbest, write_nbest, write_signed_nbest  # noqa: F401
 from rerank.report import SignificanceSettings, format_table, significance_of  # noqa: F401
 from rerank.textio import read_lines  # noqa: F401
@@ -55,36 +57,6 @@ from rerank.tuning.weights import (
 
 #: the public names: rerank.api_names.API, the one list (``import rerank`` loads them from here on first use)
 __all__ = list(API)
-
-
-def _one_or_many(items: Any, what: str) -> List[Any]:
-    """A spec or a (name, settings) pair alone as a list of one; a sequence of them as it is.
-
-    Raises:
-        TypeError: None or another non-sequence; InputError: an empty sequence, naming ``what``.
-    """
-    if isinstance(items, str) or (isinstance(items, tuple) and len(items) == 2 and isinstance(items[1], dict)):
-        return [items]
-    expect(items, (list, tuple), what, "a spec such as 'bleu', or a list of them")
-    if not items:
-        raise InputError(f"{what}: an empty list (give at least one)")
-    return list(items)
-
-
-def _nbest(nbest: Any, what: str = "nbest") -> NBestList:
-    """``nbest`` checked to be an :class:`NBestList` (a path is not read here)."""
-    expect(nbest, NBestList, what, "an NBestList (rerank.read_nbest(path) reads a file)")
-    return nbest
-
-
-def _names(names: Optional[Any], what: str) -> Optional[List[str]]:
-    """Column or feature-set names: one name alone, or a list of names (None: all)."""
-    if names is None or isinstance(names, str):
-        return None if names is None else [names]
-    expect(names, (list, tuple), what, "a name or a list of names")
-    for name in names:
-        expect(name, str, what, "names (strings)")
-    return list(names)
 
 
 def add_features(
@@ -136,37 +108,6 @@ def _with_scores(metric, scores: Optional[Mapping[str, Sequence[float]]], count:
     bound = metric.bind_values(scores[key], f"scores[{key!r}]")
     bound.check_count(count)
     return bound
-
-
-def _texts(texts, what: str) -> List[str]:
-    """``texts`` as a list of strings, each one segment's line.
-
-    Raises:
-        TypeError: a string (it would be read character by character) or items that are
-            not strings, naming ``what``.
-        InputError: an item holding a line break (written to the line-aligned files the verbs
-            read, it would shift every later segment), naming ``what`` and the item.
-    """
-    if isinstance(texts, str):
-        raise TypeError(f"{what}: expected a list of strings, not a string")
-    if texts is None or not hasattr(texts, "__iter__"):
-        raise TypeError(f"{what}: expected a list of strings, not {type(texts).__name__}")
-    items = strings(list(texts), what)
-    for k, text in enumerate(items):
-        if "\n" in text or "\r" in text:
-            raise InputError(f"{what}[{k}] holds a line break: one segment is one line ({text[:40]!r})")
-    return items
-
-
-def _references(references) -> List[List[str]]:
-    """The R reference streams of what the caller gave: one list of strings (one reference
-    per segment) or R such lists (sacrebleu's ``[refs_a, refs_b]``)."""
-    return reference_streams(references)
-
-
-def _one_or_streams(streams: List[List[str]]):
-    """One stream as a plain list (the single-reference path), several as they are."""
-    return streams[0] if len(streams) == 1 else streams
 
 
 def tune(

@@ -12,6 +12,8 @@ API = (
     "tune",
     "Tuning",
     "apply",
+    "oracle",
+    "truncate",
     "read_weights",
     "write_weights",
     "decoder_1best",

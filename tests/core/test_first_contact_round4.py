@@ -359,3 +359,25 @@ def test_convert_fills_the_segments_a_decoder_skipped_when_asked(tmp_path, capsy
     assert filled.num_segments == 4
     assert list(filled.hypotheses) == ["a", "b", "", "", "c"]
     assert filled.features[:, 0].tolist() == [-1, -2, -100, -100, -1]
+
+
+# -- item 11: the API's oracle and truncate, equal to the verbs ----------------------------------
+
+
+def test_the_apis_oracle_and_truncate_equal_the_command_lines(tmp_path):
+    from tests.conftest import write_split
+
+    write_split(tmp_path, "val", 12, seed=4)
+    nbest = rerank.read_nbest(str(tmp_path / "val.nbest"))
+    refs = rerank.read_lines(str(tmp_path / "val.de"))
+    for metric in ("bleu", "chrf"):
+        argv = ["oracle", "--nbest", str(tmp_path / "val.nbest"), "--ref", str(tmp_path / "val.de")]
+        assert main(argv + ["--tokenize", "none", "--metric", metric, "--out", str(tmp_path / "o")]) == 0
+        assert rerank.oracle(nbest, refs, metric, tokenize="none") == rerank.read_lines(str(tmp_path / "o"))
+    assert main(["truncate", "--nbest", str(tmp_path / "val.nbest"), "--size", "3", "--out", str(tmp_path / "t")]) == 0
+    short = rerank.truncate(nbest, 3)
+    written = rerank.read_nbest(str(tmp_path / "t"))
+    assert list(short.hypotheses) == list(written.hypotheses) and (short.offsets == written.offsets).all()
+    assert (short.features == written.features).all() and short.info == nbest.info
+    with pytest.raises(InputError, match="size must be a positive integer"):
+        rerank.truncate(nbest, 0)

@@ -63,6 +63,8 @@ FLOORS = {
     # 8: the command line and the Python API, side by side
     "rerank.cli": (8, "cli"),
     "rerank.api": (8, "api"),
+    "rerank.api_args": (8, "api"),
+    "rerank.api_lists": (8, "api"),
     # 9: the facade (rerank/__init__.py): nothing below may import it
     "rerank": (9, "facade"),
 }
