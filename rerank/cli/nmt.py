@@ -237,12 +237,16 @@ def _add_nmt_prepare(nsub) -> None:
         "--src", default=PrepareConfig.src, help="source language (default: en); train, nbest and train-lm read it"
     )
     q.add_argument("--tgt", default=PrepareConfig.tgt, help="target language (default: de), e.g. --src de --tgt en")
-    for flag, what in (("--train", "training"), ("--valid", "validation (tuning)"), ("--test", "test")):
+    for flag, what, split in (
+        ("--train", "training", "train"),
+        ("--valid", "validation (tuning)", "valid"),
+        ("--test", "test", "test"),
+    ):
         q.add_argument(
             flag,
             type=_file_pair,
             help=f"a corpus of your own: the {what} pair SRC_FILE,TGT_FILE (plain or .gz, one sentence per line; "
-            "all three splits, instead of --data), e.g. --train train.de.gz,train.en.gz",
+            f"all three splits, instead of --data), e.g. {flag} {split}.de.gz,{split}.en.gz",
         )
     q.add_argument(
         "--bpe-merges",

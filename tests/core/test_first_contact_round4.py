@@ -381,3 +381,19 @@ def test_the_apis_oracle_and_truncate_equal_the_command_lines(tmp_path):
     assert (short.features == written.features).all() and short.info == nbest.info
     with pytest.raises(InputError, match="size must be a positive integer"):
         rerank.truncate(nbest, 0)
+
+
+# -- item 14: statements that were stale ----------------------------------------------------------
+
+
+def test_the_extras_lists_name_comet_and_the_prepare_examples_their_own_option(capsys):
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for page in ("README.md", os.path.join("docs", "index.md")):
+        assert "`[comet]`" in open(os.path.join(root, page), encoding="utf-8").read(), page
+    with pytest.raises(SystemExit):
+        main(["nmt", "prepare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, split in (("--train", "train"), ("--valid", "valid"), ("--test", "test")):
+        assert f"e.g. {flag} {split}.de.gz,{split}.en.gz" in text, flag
