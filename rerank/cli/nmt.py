@@ -12,14 +12,16 @@ from typing import List
 from rerank.argtypes import non_negative_int, positive_int, seed
 from rerank.cli.options import device_options, shard_option_value, shard_options, signature_option, trust_option
 from rerank.errors import InputError
+from rerank.nbest import write_lines
 from rerank.nmt.ct2 import QUANTIZATIONS, convert
-from rerank.nmt.data import PrepareConfig, prepare, prepared_languages, prepared_lowercase
+from rerank.nmt.data import LANGUAGE, PrepareConfig, prepare, prepared_languages, prepared_lowercase, preprocess_lines
 from rerank.nmt.generate import GenerateConfig, generate_nbest, generate_nbest_from_text
 from rerank.nmt.lm import LMConfig, train_lm
 from rerank.nmt.subword import SUBWORD_FILES
 from rerank.nmt.train import ARCHS, DIRECTIONS, TrainConfig, check_settings, train
 from rerank.outputs import signature_path, staged_directory
 from rerank.signature import write_signed
+from rerank.textio import read_lines
 
 
 def _check(save_dir: str, config) -> str:
@@ -184,6 +186,30 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _add_nmt_nbest(nsub)
     _add_nmt_to_ct2(nsub)
     p.set_defaults(func=cmd_nmt)
+    _add_tokenize(sub)
+
+
+def _add_tokenize(sub) -> None:
+    """``rerank tokenize``: text tokenised as rerank's lists are (``nmt prepare``'s convention)."""
+    q = sub.add_parser(
+        "tokenize",
+        help="tokenise text as rerank nmt prepare does (Moses normaliser and tokeniser, lowercased): a training "
+        "corpus for ibm1:/len: that matches the lists",
+        epilog="example: rerank tokenize --input train.de.gz --lang de --out train.tok.de",
+    )
+    q.add_argument("--input", required=True, help="raw text, one sentence per line (plain or .gz)")
+    q.add_argument("--lang", required=True, help="its language, for the Moses normaliser and tokeniser, e.g. de")
+    q.add_argument("--cased", action="store_true", help="keep the case (default: lowercase, as rerank's lists)")
+    q.add_argument("--out", required=True, help="the tokenised text, line for line (.gz compressed)")
+    q.set_defaults(func=cmd_tokenize, paths=lambda a: ({"--input": a.input}, {"--out": a.out}))
+
+
+def cmd_tokenize(args) -> None:
+    if not LANGUAGE.fullmatch(args.lang):
+        raise InputError(f"--lang {args.lang!r}: expected a language code such as en, de, fr, cs")
+    lines = read_lines(args.input)
+    write_lines(preprocess_lines(lines, args.lang, f"tokenize {args.input}", lowercase=not args.cased), args.out)
+    print(f"tokenize: {len(lines):,} lines -> {args.out}", file=sys.stderr)
 
 
 def _add_nmt_to_ct2(nsub) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
+import re
 import sys
 from typing import Any, ClassVar, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -167,6 +168,42 @@ def training_pairs(name: str, corpus: str, src: str, tgt: str) -> Tuple[List[str
     return prepared_training_pairs(corpus)
 
 
+#: a token with punctuation glued to its end (``mann.``, ``hunde,``): text not Moses-tokenised
+GLUED = re.compile(r"\w[.,!?;:]+$")
+
+
+def text_style(words: Iterable[str]) -> Tuple[float, float]:
+    """(share of words holding an upper-case letter, share ending in glued punctuation) of
+    ``words``: how a text is cased and tokenised."""
+    count = cased = glued = 0
+    for word in words:
+        count += 1
+        cased += word != word.lower()
+        glued += bool(GLUED.search(word))
+    return (cased / count, glued / count) if count else (0.0, 0.0)
+
+
+def style_difference(listed: Tuple[float, float], trained: Tuple[float, float]) -> str:
+    """Where a list's casing or tokenisation (:func:`text_style`) differs from a training text's:
+    one is lowercased (under 1 % of its words with a capital) and the other not (over 10 %), or
+    one is tokenised (under 1 % glued punctuation) and the other not (over 5 %); "" where both
+    agree."""
+    parts = []
+    if (listed[0] < 0.01) != (trained[0] < 0.01) and max(listed[0], trained[0]) > 0.10:
+        parts.append(
+            "the list is lowercased and the training text cased"
+            if listed[0] < 0.01
+            else "the training text is lowercased and the list cased"
+        )
+    if (listed[1] < 0.01) != (trained[1] < 0.01) and max(listed[1], trained[1]) > 0.05:
+        parts.append(
+            "the list is tokenised and the training text's punctuation is glued to its words"
+            if listed[1] < 0.01
+            else "the training text is tokenised and the list's punctuation glued"
+        )
+    return "; ".join(parts)
+
+
 class VocabularyCheck:
     """The words of a scorer's training text, against which the first list it scores is
     checked once: when most of the list's words are not among them — raw cased text against
@@ -201,11 +238,13 @@ class VocabularyCheck:
         if not tokens:
             return None
         known = sum(token in self.words for token in tokens) / len(tokens)
-        if known < self.known_share:
+        differs = style_difference(text_style(tokens), text_style(self.words))
+        if known < self.known_share or differs:
+            why = f"; {differs}" if differs else ""
             print(
                 f"rerank: warning: {self.spec}: {1 - known:.0%} of the list's words ({len(tokens):,} checked) are not "
-                f"in the training text {self.source}: is it tokenised and cased as the list? (rerank nmt prepare "
-                "tokenises and lowercases as the main job's lists)",
+                f"in the training text {self.source}{why}: tokenise and case it as the list is (rerank tokenize "
+                "--input TEXT --lang LANG --out TEXT.tok: Moses' tokeniser, lowercased, as rerank nmt prepare)",
                 file=sys.stderr,
             )
         return known

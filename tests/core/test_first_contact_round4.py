@@ -397,3 +397,37 @@ def test_the_extras_lists_name_comet_and_the_prepare_examples_their_own_option(c
     text = " ".join(capsys.readouterr().out.split())
     for flag, split in (("--train", "train"), ("--valid", "valid"), ("--test", "test")):
         assert f"e.g. {flag} {split}.de.gz,{split}.en.gz" in text, flag
+
+
+# -- item 9: a training text tokenised otherwise than the list is said; rerank tokenize matches it --
+
+
+def test_ibm1_and_len_say_when_the_training_text_is_cased_or_untokenised_and_tokenize_fixes_it(tmp_path, capsys):
+    pytest.importorskip("sacremoses")
+    import random
+
+    rng = random.Random(1)
+    nouns = ["Mann", "Hund", "Frau", "Kind", "Ball", "Park", "Straße", "Haus"]
+    verbs = ["läuft", "spielt", "sitzt", "steht"]
+    raw_de = [f"Ein {rng.choice(nouns)} {rng.choice(verbs)} im {rng.choice(nouns)}." for _ in range(300)]
+    raw_en = [f"A {k} is there, yes." for k in range(300)]
+    (tmp_path / "train.de").write_text("\n".join(raw_de) + "\n")
+    (tmp_path / "train.en").write_text("\n".join(raw_en) + "\n")
+    hyps = ["ein mann läuft im park .", "ein hund spielt im haus .", "eine frau sitzt ."]
+    (tmp_path / "c.nbest").write_text("".join(f"{k} ||| {h} ||| F= -1 ||| 0\n" for k, h in enumerate(hyps)))
+    (tmp_path / "src.en").write_text("a man runs .\na dog plays .\na woman sits .\n")
+    base = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
+    for scorer in ("ibm1", "len"):
+        spec = f"{scorer}:src={tmp_path / 'train.en'},tgt={tmp_path / 'train.de'}"
+        assert main(base + ["--scorer", spec, "--out", str(tmp_path / f"{scorer}.nbest")]) == 0
+        err = capsys.readouterr().err
+        assert "the list is lowercased and the training text cased" in err, err
+        assert "the training text's punctuation is glued to its words" in err and "rerank tokenize" in err
+    for side, lang in (("de", "de"), ("en", "en")):
+        argv = ["tokenize", "--input", str(tmp_path / f"train.{side}"), "--lang", lang]
+        assert main(argv + ["--out", str(tmp_path / f"train.tok.{side}")]) == 0
+    assert (tmp_path / "train.tok.de").read_text().splitlines()[0] == raw_de[0].lower()[:-1] + " ."
+    spec = f"ibm1:src={tmp_path / 'train.tok.en'},tgt={tmp_path / 'train.tok.de'}"
+    capsys.readouterr()
+    assert main(base + ["--scorer", spec, "--out", str(tmp_path / "tok.nbest")]) == 0
+    assert "warning" not in capsys.readouterr().err

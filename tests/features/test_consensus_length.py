@@ -73,7 +73,7 @@ def test_pair_chrf_equals_sacrebleu_sentence_chrf():
 def test_expected_utility_by_hand(metric):
     nmt = np.array([-1.0, -2.0, -5.0, -3.0, -0.5, -1.5, -4.0])
     nbest = _nbest(LISTS, nmt)
-    got = make_scorer(f"mbr:{metric}").score(nbest, None, None)["MBRBLEU" if metric == "bleu" else "MBRchrF"]
+    got = make_scorer(f"mbr:{metric},feature=NMT").score(nbest, None, None)["MBRBLEU" if metric == "bleu" else "MBRchrF"]
     sentence = (BLEU(tokenize="none", effective_order=True) if metric == "bleu" else CHRF()).sentence_score
     expected = []
     for start, lst in ((0, LISTS[0]), (4, LISTS[1])):
@@ -88,7 +88,7 @@ def test_expected_utility_by_hand(metric):
 def test_consensus_settings():
     nbest = _nbest(LISTS, np.zeros(7))
     flat = make_scorer("mbr:bleu,feature=WordPenalty,temperature=1e9").score(nbest, None, None)["MBRBLEU"]
-    uniform = make_scorer("mbr:bleu").score(nbest, None, None)["MBRBLEU"]  # NMT all zero: uniform too
+    uniform = make_scorer("mbr:bleu,feature=NMT").score(nbest, None, None)["MBRBLEU"]  # NMT all zero: uniform too
     assert flat == pytest.approx(uniform)
     for bad in ("mbr:meteor", "mbr:bleu,temperature=0", "mbr:bleu,temperature=x", "mbr:bleu,beam=3"):
         with pytest.raises(InputError):
@@ -153,8 +153,8 @@ def test_a_long_list_is_scored_a_block_of_references_at_a_time_with_the_same_val
     words = [f"w{i}" for i in range(12)]
     hyps = [" ".join(rng.choice(words, size=rng.integers(2, 9))) for _ in range(40)] + ["a b", "a c", "b c"]
     nbest = NBestList(np.array([0, 40, 43]), hyps, rng.normal(size=(43, 1)), ["NMT"])
-    whole = make_scorer(f"mbr:{utility}").score(nbest, None, None)
-    blocked = make_scorer(f"mbr:{utility}")
+    whole = make_scorer(f"mbr:{utility},feature=NMT").score(nbest, None, None)
+    blocked = make_scorer(f"mbr:{utility},feature=NMT")
     blocked.max_pairs = 100  # 40 × 40 = 1,600 pairs in blocks of 2 references (80 pairs)
     assert isinstance(blocked, ConsensusScorer)
     for name, values in blocked.score(nbest, None, None).items():
