@@ -106,7 +106,7 @@ class InterpolatedMetric(Metric):
 
     def signature(self):
         scaled = [
-            f"{metric.name}×{metric.interpolation_scale:g}"
+            f"{metric.label}×{metric.interpolation_scale:g}"
             for _, metric in self.terms
             if metric.interpolation_scale != 1
         ]

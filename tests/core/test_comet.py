@@ -279,6 +279,11 @@ def test_the_neural_metrics_page_runs_on_tiny_checkpoints(checkpoints, tmp_path)
     assert "CometKiwi=" in header and "MBRCOMET=" in header
     weights = json.loads((tmp_path / "weights.neural.json").read_text())
     assert weights["tuning"]["metric"] == "0.5*bleu+0.5*comet:model=comet-da,source=val.en"
+    # COMET on BLEU's 0-100 scale inside the interpolation (issue 93, item 1): half of the objective
+    assert "(0-100 scale: COMET×100)" in weights["metric_signature"]
+    print(
+        "tuned weights:", json.dumps(weights["weights"]), weights["tuning"]["score"], weights["tuning"]["initial_score"]
+    )
     assert len((tmp_path / "test.neural.de").read_text().splitlines()) == test_segments
 
 

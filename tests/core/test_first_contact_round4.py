@@ -132,7 +132,7 @@ def test_a_0_1_metric_enters_an_interpolation_on_the_0_100_scale():
     unit_stats = np.array([0.8 + 0.6, 2.0])  # mean 0.7
     value = mixed.score(np.concatenate([bleu_stats, unit_stats]))
     assert value == pytest.approx(0.5 * bleu.score(bleu_stats) + 0.5 * 70.0)
-    assert "unit×100" in mixed.signature()
+    assert "UNIT×100" in mixed.signature()
     assert Metric.interpolation_scale == 1.0
     for name in ("comet", "cometkiwi", "bertscore"):
         from rerank.metrics.base import METRICS

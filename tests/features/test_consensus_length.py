@@ -73,7 +73,9 @@ def test_pair_chrf_equals_sacrebleu_sentence_chrf():
 def test_expected_utility_by_hand(metric):
     nmt = np.array([-1.0, -2.0, -5.0, -3.0, -0.5, -1.5, -4.0])
     nbest = _nbest(LISTS, nmt)
-    got = make_scorer(f"mbr:{metric},feature=NMT").score(nbest, None, None)["MBRBLEU" if metric == "bleu" else "MBRchrF"]
+    got = make_scorer(f"mbr:{metric},feature=NMT").score(nbest, None, None)[
+        "MBRBLEU" if metric == "bleu" else "MBRchrF"
+    ]
     sentence = (BLEU(tokenize="none", effective_order=True) if metric == "bleu" else CHRF()).sentence_score
     expected = []
     for start, lst in ((0, LISTS[0]), (4, LISTS[1])):
