@@ -7,7 +7,7 @@ import pytest
 import rerank
 from rerank.cli import main
 from rerank.errors import InputError
-from rerank.nbest import NBestList
+from rerank.nbest import ListInfo, NBestList, write_signed_nbest
 from rerank.textio import read_lines
 
 SEGMENTS = [
@@ -22,12 +22,12 @@ def _list() -> NBestList:
     hypotheses = [h for segment in SEGMENTS for h in segment]
     offsets = np.cumsum([0] + [len(segment) for segment in SEGMENTS])
     scores = np.array([[-1.0], [-1.2], [-1.1], [-3.0], [-0.5], [-1.0], [-1.1], [-1.3]])
-    return NBestList(offsets, hypotheses, scores, ["NMT"])
+    return NBestList(offsets, hypotheses, scores, ["NMT"], info=ListInfo("NMT", {"beam": ["NMT"]}, True))
 
 
 def test_mbr_picks_what_rerank_mbr_picks(tmp_path):
-    nbest = _list()
-    rerank.write_nbest(nbest, str(tmp_path / "c.nbest"))
+    nbest = _list()  # a list whose signature names its model column (NMT): MBR's weights
+    write_signed_nbest(nbest, str(tmp_path / "c.nbest"))
     for algorithm, settings, flags in [
         ("exact", {}, []),
         ("aggregate", {}, []),
