@@ -757,9 +757,9 @@ def test_streamed_verbs_equal_the_whole_list(files, monkeypatch):
             "--source",
             str(files / "c.src"),
             "--scorer",
-            "mbr:bleu",
+            "mbr:bleu,feature=NMT",
             "--scorer",
-            "mbr:chrf",
+            "mbr:chrf,feature=NMT",
             "--scorer",
             "len:1.1",
             "--out",
@@ -785,7 +785,7 @@ def test_mbr_in_pair_groups_equals_all_pairs_at_once(corpus):
     offsets = np.concatenate([[0], np.cumsum(np.bincount(segment))])
     nbest = NBestList(offsets, hyps, np.random.RandomState(1).randn(len(hyps), 1), ["NMT"])
     for metric in ("bleu", "chrf"):
-        scorer = make_scorer(f"mbr:{metric}")
+        scorer = make_scorer(f"mbr:{metric},feature=NMT")
         whole = scorer.score(nbest, None, None)
         scorer.max_pairs = 40  # a few segments per group (6 x 6 = 36 pairs each)
         grouped = scorer.score(nbest, None, None)

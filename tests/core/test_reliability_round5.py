@@ -493,7 +493,8 @@ def test_tiny_checkpoints_given_a_file_as_out_says_so(tmp_path, out):
 def test_missing_weights_column_names_the_pseudo_references_list(tmp_path, capsys):
     nbest = _list(tmp_path / "c.nbest", [["a b", "a c"]])
     refs = _write(tmp_path / "r.nbest", "0 ||| a b ||| Other= -1 ||| 0\n0 ||| a ||| Other= -2 ||| 0\n")
-    assert main(["mbr", "--nbest", nbest, "--pseudo-refs", refs, "--out", str(tmp_path / "o")]) == 1
+    argv = ["mbr", "--nbest", nbest, "--pseudo-refs", refs, "--feature", "NMT", "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
     one_line_error(capsys, f"{refs}: mbr: the list of pseudo-references has no 'NMT' column", "--feature COLUMN")
 
 
