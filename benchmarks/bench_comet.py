@@ -32,6 +32,8 @@ import os
 import sys
 import time
 
+from _guard import guard_script
+
 SIZES = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
@@ -175,20 +177,6 @@ def run(engine: str, checkpoint: str, count: int, batch: int) -> dict:
         "score_seconds": done - loaded,
         "scores": [float(s) for s in scores],
     }
-
-
-def guard_script(prog: str, inputs: dict, outputs: dict) -> None:
-    """rerank's output guard (:func:`rerank.cli.guard_script`) where rerank is importable; the peer's
-    python (unbabel-comet's, mbrs' venv, without rerank) checks that the inputs exist."""
-    try:
-        from rerank.cli import guard_script as guard
-    except ImportError:
-        for option, value in inputs.items():
-            for path in [value] if isinstance(value, str) or value is None else value:
-                if path and not os.path.exists(path):
-                    sys.exit(f"{prog}: error: {path}: {option}: no such file or directory")
-        return
-    guard(prog, inputs, outputs)
 
 
 def main() -> None:

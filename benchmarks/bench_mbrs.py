@@ -41,6 +41,8 @@ import sys
 import time
 from typing import List
 
+from _guard import guard_script
+
 
 def read_segments(path: str) -> List[List[str]]:
     """The hypotheses of every segment of a Moses n-best list, in order (plain parsing, so that
@@ -141,20 +143,6 @@ def run_rerank(
 def _texts(segment: List[str], chosen):
     """The text of a choice, or the set of texts of K choices."""
     return segment[chosen] if isinstance(chosen, int) else {segment[i] for i in chosen}
-
-
-def guard_script(prog: str, inputs: dict, outputs: dict) -> None:
-    """rerank's output guard (:func:`rerank.cli.guard_script`) where rerank is importable; the peer's
-    python (unbabel-comet's, mbrs' venv, without rerank) checks that the inputs exist."""
-    try:
-        from rerank.cli import guard_script as guard
-    except ImportError:
-        for option, value in inputs.items():
-            for path in [value] if isinstance(value, str) or value is None else value:
-                if path and not os.path.exists(path):
-                    sys.exit(f"{prog}: error: {path}: {option}: no such file or directory")
-        return
-    guard(prog, inputs, outputs)
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,6 @@ from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_ob
 from rerank.metrics import format_table as format_scores
 from rerank.metrics.base import METRICS
 from rerank.metrics.bleu_stats import sacrebleu_score
-from rerank.metrics.evaluate import sentence_scores
 from rerank.outputs import atomic_write
 from rerank.report import (
     SignificanceSettings,
@@ -52,28 +51,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args) -> None:
-    if args.sentence_level:  # every segment's own scores (sacreBLEU --sentence-level): TSV or JSON lines
-        rows = sentence_scores(
-            references(args),
-            _hyp_files(args.hyp),
-            split_metrics(args.metrics),
-            args.tokenize,
-            args.lowercase,
-            args.lang,
-        )
-        keys = list(rows[0]) if rows else ["system", "segment"]
-        lines = [json.dumps(row) for row in rows] if args.json else ["\t".join(keys)]
-        lines += [] if args.json else ["\t".join(str(row[k]) for k in keys) for row in rows]
-        text = "".join(line + "\n" for line in lines)
-        sys.stdout.write(text)
-        if args.out:
-            with atomic_write(args.out) as handle:
-                handle.write(text)
-        return
+    files, metrics = _hyp_files(args.hyp), split_metrics(args.metrics)
     rows = evaluate_files(
-        references(args), _hyp_files(args.hyp), split_metrics(args.metrics), args.tokenize, args.lowercase, args.lang
+        references(args), files, metrics, args.tokenize, args.lowercase, args.lang, sentence_level=args.sentence_level
     )
-    text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
+    if not args.sentence_level:
+        text = json.dumps(rows, indent=2) + "\n" if args.json else format_scores(rows)
+    elif args.json:  # every segment's own scores (sacreBLEU --sentence-level): JSON lines, or a TSV
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+    else:
+        keys = list(rows[0]) if rows else ["system", "segment"]
+        text = "".join("\t".join(str(row.get(k, k)) for k in keys) + "\n" for row in [dict(zip(keys, keys))] + rows)
     sys.stdout.write(text)
     if args.out:
         with atomic_write(args.out) as handle:

@@ -234,13 +234,12 @@ def _select(
             rows = zip(hyp.tolist(), ref.tolist(), values.tolist())
             handle.writelines(f"{first + segment}\t{h}\t{r}\t{v!r}\n" for h, r, v in rows)
 
-        expected = cross_expected(scorer, candidates, refs, p, write)
+        expected = scorer.check_finite(cross_expected(scorer, candidates, refs, p, write), candidates, first)
         computed = int((np.diff(candidates.offsets) * np.diff(refs.offsets)).sum())
-    elif want_expected:
+    elif want_expected:  # estimates are checked finite by the decoder
         expected, computed = scorer.decoder.estimates(scorer, candidates, refs, p, first)
     else:
         return (*scorer.select(candidates, refs, p, first), None)
-    scorer.check_finite(expected, candidates, first)
     return (*scorer.decoder.selection(candidates, expected, computed), expected)
 
 

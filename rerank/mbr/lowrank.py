@@ -224,7 +224,7 @@ class LowRankDecoder(Decoder):
 
     def estimates(self, engine, candidates, refs, p_refs, first=0):
         c = self.config
-        return lowrank_expected(
+        expected, computed = lowrank_expected(
             engine,
             candidates,
             refs,
@@ -237,6 +237,7 @@ class LowRankDecoder(Decoder):
             first,
             c.draws,
         )
+        return engine.check_finite(expected, candidates, first), computed
 
     def expected(self, engine, candidates, refs, p_refs, first=0):
         return self.estimates(engine, candidates, refs, p_refs, first)[0]

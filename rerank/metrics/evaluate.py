@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,32 +56,6 @@ def check_system_names(
         seen.add(name)
 
 
-def sentence_scores(
-    ref_path: Union[str, Sequence[str]],
-    systems: Sequence[Tuple[str, str]],
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    tokenize: str = DEFAULT_TOKENIZE,
-    lowercase: bool = False,
-    lang: Optional[str] = None,
-) -> List[Dict]:
-    """[{"system", "segment" (1-based), metric label: score, …}] — every segment's own score under
-    each metric (:meth:`Metric.sentence_level`: sacreBLEU's ``--sentence-level`` numbers for BLEU,
-    chrF and TER), one row per system and segment, the systems in order.
-
-    Raises:
-        InputError: as :func:`evaluate_files`."""
-    check_system_names(None, systems)
-    refs = read_references(ref_path)
-    objs = {name: make_metric(name, tokenize, lowercase, lang) for name in metrics}
-    rows: List[Dict] = []
-    for name, path in systems:
-        hyps = read_system(path, segment_count(refs))
-        columns = {obj.label: obj.sentence_level(system_stats(obj, path, hyps, refs)) for obj in objs.values()}
-        for k in range(len(hyps)):
-            rows.append({"system": name, "segment": k + 1, **{m: round(float(v[k]), 4) for m, v in columns.items()}})
-    return rows
-
-
 def evaluate_files(
     ref_path: str,
     systems: Sequence[Tuple[str, str]],
@@ -89,6 +63,7 @@ def evaluate_files(
     tokenize: str = DEFAULT_TOKENIZE,
     lowercase: bool = False,
     lang: Optional[str] = None,
+    sentence_level: bool = False,
 ) -> List[Dict]:
     """Score each (name, path) system against one reference file, or several (several
     references per segment, sacrebleu's convention) under ``metrics``: specifications as
@@ -100,7 +75,9 @@ def evaluate_files(
     :func:`rerank.report.significance_table` does).
 
     Returns one dict per system and metric: ``{"system", "metric", "score",
-    "signature", "file"}``.  Raises :class:`InputError` when a file's line count differs
+    "signature", "file"}``; with ``sentence_level``, one per system and segment instead:
+    ``{"system", "segment" (1-based), metric label: score, …}``, each segment's own score
+    (:meth:`Metric.sentence_level`: sacreBLEU's ``--sentence-level`` numbers for BLEU, chrF and TER).  Raises :class:`InputError` when a file's line count differs
     from the reference's, when the reference is empty (no metric is defined there), or
     for two systems of one name (:func:`check_system_names`).
     """
@@ -118,9 +95,16 @@ def evaluate_files(
             print(f"rerank: warning: {err}", file=sys.stderr)
     if not objs:
         raise InputError("no metric can be computed here (see the warnings above)")
-    rows = []
+    rows: List[Dict] = []
     for name, path in systems:
         hyps = read_system(path, segment_count(refs))
+        if sentence_level:
+            columns = {obj.label: obj.sentence_level(system_stats(obj, path, hyps, refs)) for obj in objs.values()}
+            for k in range(len(hyps)):
+                rows.append(
+                    {"system": name, "segment": k + 1, **{m: round(float(v[k]), 4) for m, v in columns.items()}}
+                )
+            continue
         for metric, obj in objs.items():
             summed = system_stats(obj, path, hyps, refs).sum(axis=0)  # once: METEOR's run the jar
             with np.errstate(over="ignore", invalid="ignore"):  # a non-finite score is refused below

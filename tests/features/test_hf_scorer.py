@@ -644,6 +644,21 @@ def test_a_prompt_over_the_models_positions_is_refused_in_one_line(tmp_path, cap
     assert not (tmp_path / "o.nbest").exists()
 
 
+def _refused_features_add(tmp_path, capsys, spec: str) -> str:
+    """``features add --scorer SPEC`` on a two-segment list: asserted refused (rc 1, no output,
+    no traceback); its last stderr line."""
+    (tmp_path / "src.en").write_text("a man\na dog\n")
+    (tmp_path / "c.nbest").write_text("0 ||| ein mann ||| F= 0 ||| 0\n1 ||| ein hund ||| F= 0 ||| 0\n")
+    argv = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
+    argv += ["--scorer", spec, "--device", "cpu", "--out", str(tmp_path / "o.nbest")]
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert not (tmp_path / "o.nbest").exists()
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Traceback" not in err, err
+    return err
+
+
 @pytest.mark.parametrize("damage", ["symlink-to-text", "pickle-only", "truncated"])
 @pytest.mark.parametrize("scorer", ["hf", "hf-lm"])
 def test_damaged_weight_files_are_refused_in_one_line(models, tmp_path, capsys, damage, scorer):
@@ -666,14 +681,8 @@ def test_damaged_weight_files_are_refused_in_one_line(models, tmp_path, capsys, 
         weights.unlink()
     else:
         weights.write_bytes(weights.read_bytes()[:100])
-    (tmp_path / "src.en").write_text("a man\na dog\n")
-    (tmp_path / "c.nbest").write_text("0 ||| ein mann ||| F= 0 ||| 0\n1 ||| ein hund ||| F= 0 ||| 0\n")
-    argv = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
-    argv += ["--scorer", f"{scorer}:{model}", "--device", "cpu", "--out", str(tmp_path / "o.nbest")]
-    capsys.readouterr()
-    assert main(argv) == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "Traceback" not in err and f"{model}: not a Hugging Face" in err, err
+    err = _refused_features_add(tmp_path, capsys, f"{scorer}:{model}")
+    assert f"{model}: not a Hugging Face" in err, err
     if damage == "pickle-only":
         assert "never unpickles" in err
     assert not (tmp_path / "o.nbest").exists()
@@ -687,11 +696,5 @@ def test_a_corrupt_sentencepiece_model_is_named_not_tiktoken(models, tmp_path, c
     model = tmp_path / "model"
     shutil.copytree(models["marian"], model)
     (model / "source.spm").write_bytes(content)
-    (tmp_path / "src.en").write_text("a man\n")
-    (tmp_path / "c.nbest").write_text("0 ||| ein mann ||| F= 0 ||| 0\n")
-    argv = ["features", "add", "--nbest", str(tmp_path / "c.nbest"), "--source", str(tmp_path / "src.en")]
-    argv += ["--scorer", f"hf:{model}", "--device", "cpu", "--out", str(tmp_path / "o.nbest")]
-    capsys.readouterr()
-    assert main(argv) == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]
+    err = _refused_features_add(tmp_path, capsys, f"hf:{model}")
     assert "source.spm is not a SentencePiece model" in err and "tiktoken" not in err, err
