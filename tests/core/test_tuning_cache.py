@@ -165,7 +165,9 @@ def test_the_cache_keeps_to_its_size_cap_dropping_the_entries_used_longest_ago(t
     os.utime(cache / first, (1, 1))  # used long ago
     load_tuning_data(*paths[1], BleuMetric("none"))
     second = [e for e in _entries(cache) if e != first][0]
+    os.utime(cache / second, (2, 2))  # used after the first (explicit times: the clock's ticks are coarse)
     load_tuning_data(*paths[0], BleuMetric("none"))  # used again: now the most recent
+    assert os.path.getmtime(cache / first) > 2  # the load touched it
     load_tuning_data(*paths[2], BleuMetric("none"))  # a third entry: one must go
     assert first in _entries(cache) and second not in _entries(cache) and len(_entries(cache)) == 2
     for value in ("lots", "-1", "1e30G"):
