@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from rerank.api_args import _names, _nbest, _one_or_many, _one_or_streams, _references, _texts  # noqa: E402
+from rerank.api_args import _names, _nbest, _one_or_many, _one_or_streams, _references, _sources, _texts  # noqa: E402
 from rerank.api_lists import oracle, truncate  # noqa: E402,F401  (API re-exports)
 from rerank.api_names import API
 from rerank.config import check_setting_types, spec_of
@@ -62,7 +62,7 @@ __all__ = list(API)
 def add_features(
     nbest: NBestList,
     scorers: Sequence[Union[str, Tuple[str, Dict[str, Any]]]],
-    sources: Optional[Sequence[str]] = None,
+    sources: Union[Sequence[str], str, "os.PathLike[str]", None] = None,
     images: Optional[np.ndarray] = None,
 ) -> NBestList:
     """The list with the columns of ``scorers`` appended (specs as ``rerank features add
@@ -73,7 +73,8 @@ def add_features(
         nbest: an n-best list (:func:`read_nbest`).
         scorers: scorer specifications, or (name, {setting: value}) pairs whose keys are
             the scorer's ``Config`` fields: ``("mbr", {"utility": "chrf", "temperature": 0.5})``.
-        sources: N source sentences, for scorers that read them.
+        sources: N source sentences, for scorers that read them: a list, or the path of a
+            file of them (one per line).
         images: float[N, D] CNN features, one row per segment (``mlmme:``'s s_i).
     Raises:
         InputError: an unknown scorer, inputs of another segment count, a column that
@@ -81,7 +82,7 @@ def add_features(
     """
     scorers = _one_or_many(scorers, "scorers")
     if sources is not None:
-        sources = _texts(sources, "sources")
+        sources = _sources(sources)
     return add_columns(_nbest(nbest), [spec_of(s, "scorer") for s in scorers], sources, images)
 
 
@@ -191,7 +192,7 @@ def tune(
     start = None if isinstance(init, str) else start_vector(check_weights(dict(init), "init"), nbest, "init")[0]
     if start is not None:
         with np.errstate(over="ignore", invalid="ignore"):
-            finite_scores(nbest.features @ start, "the n-best list", "init")
+            finite_scores(nbest.scores(start), "the n-best list", "init")
     index = np.arange(len(nbest.hypotheses))
     stats = objective.hypothesis_stats(list(nbest.hypotheses), _one_or_streams(references), nbest.segment, index)
     vector, result, _, _ = tune_list(nbest, stats, setup, "the n-best list", start=start, metric=objective)
@@ -248,7 +249,7 @@ def apply(
         mapping = weights_given(weights)
     vector = weights_vector(check_weights(mapping, "weights"), nbest, "weights", missing)
     with np.errstate(over="ignore", invalid="ignore"):
-        scores = finite_scores(nbest.features @ vector, "the n-best list", "weights")
+        scores = finite_scores(nbest.scores(vector), "the n-best list", "weights")
     return [nbest.hypotheses[i] for i in nbest.select(scores)]
 
 
@@ -349,6 +350,7 @@ def mbr_decode(
     keep: int = 1,
     diversity: float = 0.0,
     local_search: Optional[LocalSearch] = None,
+    sources: Union[Sequence[str], str, "os.PathLike[str]", None] = None,
     **settings: Any,
 ) -> MBRResult:
     """Minimum Bayes-risk decoding of an n-best list held in memory, as ``rerank mbr`` (the
@@ -369,6 +371,9 @@ def mbr_decode(
         keep, diversity: with ``keep`` > 1 also the ``keep`` best (diverse with λ > 0) per segment.
         local_search: the diverse set's local search after the greedy choice
             (:class:`rerank.mbr.kbest.LocalSearch`; default: mbrs' 20 rounds, 1 neighbour, seed 0).
+        sources: the N source sentences of a utility that reads them (COMET), as a list or the
+            path of a file of them: the utility's ``source=FILE`` (a ``source=`` in ``utility``
+            itself is an error then).
     Raises:
         InputError: as ``rerank mbr``; TypeError: a setting the algorithm does not have.
     """
@@ -387,6 +392,8 @@ def mbr_decode(
             refs = os.path.join(tmp, "pseudo-refs.nbest")
             write_signed_nbest(_nbest(pseudo_refs, "pseudo_refs"), refs)
         kbest = os.path.join(tmp, "kbest.nbest") if keep > 1 else None
+        if sources is not None:
+            utility = _with_source(utility, _sources(sources), os.path.join(tmp, "sources.txt"))
         names = {candidates: "nbest (the candidates given)", refs: "pseudo_refs (the list given)"}
         with paths_named(names):
             summary = decode_files(
@@ -404,6 +411,18 @@ def mbr_decode(
                 local_search=local_search,
             )
         return MBRResult(read_lines(out), read_nbest(kbest) if kbest else None, summary)
+
+
+def _with_source(utility: str, sources: List[str], path: str) -> str:
+    """``utility`` with ``source=PATH`` added, ``sources`` written to ``path``.  Raises
+    :class:`InputError` for a utility that reads no source or names one already."""
+    if "source=" in utility:
+        raise InputError(f"mbr_decode(): sources= and the utility's own source= ({utility}): give one of them")
+    if not make_metric(utility).reads_source:
+        raise InputError(f"mbr_decode(): the utility {utility} reads no source sentences (sources= is for COMET)")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(line + "\n" for line in sources)
+    return f"{utility}{',' if ':' in utility and not utility.endswith(':') else ''}source={path}"
 
 
 def generate(

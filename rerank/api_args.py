@@ -4,11 +4,13 @@ NBestList``), never deep inside."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional
 
 from rerank.errors import InputError, expect
 from rerank.metrics.references import reference_streams, strings
 from rerank.nbest import NBestList
+from rerank.textio import read_lines
 
 
 def _one_or_many(items: Any, what: str) -> List[Any]:
@@ -59,6 +61,21 @@ def _texts(texts, what: str) -> List[str]:
         if "\n" in text or "\r" in text:
             raise InputError(f"{what}[{k}] holds a line break: one segment is one line ({text[:40]!r})")
     return items
+
+
+def _sources(sources, what: str = "sources") -> List[str]:
+    """The source sentences a caller gave: a list of strings (one per segment, as :func:`_texts`
+    takes them) or the path of a file of them, one per line (``str`` or ``os.PathLike``).
+
+    Raises:
+        InputError: a path that is not a readable text file (named), or a line break inside an item.
+        TypeError: neither a list of strings nor a path."""
+    if isinstance(sources, (str, os.PathLike)):
+        path = os.fspath(sources)
+        if not os.path.isfile(path):
+            raise InputError(f"{what}: no such file (give a list of sentences, or the path of a file of them)", path)
+        return read_lines(path)
+    return _texts(sources, what)
 
 
 def _references(references) -> List[List[str]]:

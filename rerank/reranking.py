@@ -85,22 +85,24 @@ def apply_file(
     if shard is not None:
         lo, hi, total = shard.list_bounds(nbest_path)
         shard.check_output(out)
-    vectors = None
+    vectors: Optional[List[np.ndarray]] = None
+    said = False
     segments, info, names = 0, None, None
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle, contextlib.ExitStack() as stack:
             writer = NBestWriter(stack.enter_context(outputs.open(out_nbest)), out_nbest) if out_nbest else None
             blocks = iter_nbest(nbest_path)
             for first, block in blocks if shard is None else shard_blocks(blocks, lo, hi):
-                if vectors is None:
-                    vectors = np.stack([weights_vector(w, block, path, missing) for w, path in zip(weights, sources)])
+                if vectors is None or block.sparse is not None:  # each block has its own sparse features
+                    vectors = [weights_vector(w, block, path, missing) for w, path in zip(weights, sources)]
                     absent = sorted({name for w in weights for name in missing_columns(w, block)})
-                    if absent and column is None:
+                    if absent and column is None and not said:
                         say(
                             f"apply: {len(absent)} column(s) without a weight weigh 0 (--missing zero): {' '.join(absent)}"
                         )
+                    said = True
                 with np.errstate(over="ignore", invalid="ignore"):
-                    table = block.features @ vectors.T  # float[M, folds]
+                    table = np.stack([block.scores(vector) for vector in vectors], axis=1)  # float[M, folds]
                 if folds is None:
                     scores = table[:, 0]
                 else:

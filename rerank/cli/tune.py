@@ -200,8 +200,9 @@ def tuning_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--feature-sets",
-        help="comma-separated feature sets of the list's signature, e.g. beam,R2L,MBR "
-        "(added to --features; default: none)",
+        help="comma-separated feature sets of the list's signature, e.g. beam,R2L,MBR, and 'sparse' for the "
+        "list's sparse features (Moses name_key= value) "
+        "(added to --features; default: none; with neither option every column and sparse feature is tuned)",
     )
     p.add_argument(
         "--quiet",

@@ -32,6 +32,7 @@ from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Signature
 from rerank.metrics.segment import MeanOfSegments
 from rerank.metrics.utility import PairwiseUtility
+from rerank.progress import progress_bar, showing_progress
 from rerank.remote_code import NO_REMOTE_CODE, no_prompt, refuse_remote_code
 
 #: model types whose position ids start after the padding index (RoBERTa's scheme): two of
@@ -131,7 +132,10 @@ class BertScoreMetric(MeanOfSegments):
         """float64[N] bert-score F1 of ``hypotheses[k]`` against ``references[k]``; 0 where
         either is empty or blank, as bert-score defines it ("Empty candidate sentence
         detected; setting raw BERTscores to 0": its F1 is 0/0, set to 0) — computed here, as
-        bert-score 0.3.13 fails on an empty text under transformers 5."""
+        bert-score 0.3.13 fails on an empty text under transformers 5.  Pairs go to bert-score
+        in blocks of max(2048, 16 × batch), with a progress line per block where
+        :func:`rerank.progress.showing_progress` is on (the command line's ``mbr``, ``eval``,
+        ``tune``) and there is more than one."""
         if not len(hypotheses):
             return np.zeros(0)
         fold = (lambda t: t.lower()) if self.lowercase else (lambda t: t)
@@ -140,7 +144,13 @@ class BertScoreMetric(MeanOfSegments):
         if kept:
             hyps = [fold(hypotheses[k]) for k in kept]
             refs = [fold(references[k]) for k in kept]
-            scores[kept] = self.scorer().score(hyps, refs)[2].double().numpy()
+            scorer, step = self.scorer(), max(2048, 16 * self.batch)
+            chunks = range(0, len(kept), step)
+            shown = showing_progress() and len(chunks) > 1  # the command line's long calls (mbr, eval, tune)
+            values = np.zeros(len(kept))
+            for lo in progress_bar(chunks, desc="bertscore", unit="block", enabled=shown):
+                values[lo : lo + step] = scorer.score(hyps[lo : lo + step], refs[lo : lo + step])[2].double().numpy()
+            scores[kept] = values
         return scores
 
     def stats(self, hypotheses, references):

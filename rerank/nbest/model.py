@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.nbest.sparse import SparseFeatures
 from rerank.signature import write_signed
 from rerank.textio import read_json
 
@@ -187,6 +188,10 @@ class NBestList:
             labelled with the same name, in order.
         totals: float64[M] the ``total`` field as read (Moses' model score), or None.
         info: the list-level settings (:class:`ListInfo`), carried by every copy.
+        sparse: the sparse features (Moses ``name_key= value`` pairs that vary per line,
+            :class:`rerank.nbest.sparse.SparseFeatures`, K of them), or None.  A weight
+            vector over the list has F + K entries: the dense columns, then ``sparse.names``
+            (:meth:`scores`, :attr:`all_names`).
     """
 
     offsets: np.ndarray
@@ -195,6 +200,7 @@ class NBestList:
     feature_names: List[str]
     totals: Optional[np.ndarray] = field(default=None)
     info: ListInfo = field(default_factory=ListInfo)
+    sparse: Optional[SparseFeatures] = field(default=None)
 
     def __post_init__(self):
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
@@ -203,17 +209,37 @@ class NBestList:
         )
         if self.offsets[0] != 0 or self.offsets[-1] != len(self.hypotheses) or np.any(np.diff(self.offsets) < 1):
             raise ValueError("offsets must start at 0, end at M and give each segment at least one hypothesis")
+        if self.sparse is not None and self.sparse.num_rows != len(self.hypotheses):
+            raise ValueError("the sparse features have another number of rows than the list")
+
+    @property
+    def all_names(self) -> List[str]:
+        """The F dense column labels, then the K sparse feature names: what a weight vector
+        over the list (:meth:`scores`) is indexed by."""
+        return self.feature_names + (self.sparse.names if self.sparse is not None else [])
+
+    def scores(self, weights: np.ndarray) -> np.ndarray:
+        """float64[M] model scores: the dense features times ``weights[:F]`` plus the sparse ones
+        times ``weights[F:]`` (float[F + K], :attr:`all_names` order; float[F] for a list
+        without sparse features)."""
+        weights = np.asarray(weights, dtype=np.float64)
+        F = len(self.feature_names)
+        out = self.features @ weights[:F]
+        if self.sparse is not None and self.sparse.width:
+            out = out + self.sparse.dot(weights[F:])
+        return out
 
     def __repr__(self) -> str:
         """A short summary, whatever the list's size: ``NBestList(segments=1000,
         hypotheses=20000, columns=NMT WordPenalty NMTNorm, beam_feature='NMTNorm')``."""
         beam = f", beam_feature={self.info.beam_feature!r}" if self.info.declared else ""
         columns = " ".join(dict.fromkeys(self.feature_names))
+        sparse = f", sparse features={self.sparse.width}" if self.sparse is not None else ""
         if len(columns) > 200:
             columns = columns[:200] + "…"
         return (
             f"NBestList(segments={self.num_segments}, hypotheses={len(self.hypotheses)}, "
-            f"columns={columns or '(none)'}{beam})"
+            f"columns={columns or '(none)'}{sparse}{beam})"
         )
 
     @property
@@ -253,6 +279,7 @@ class NBestList:
             self.feature_names + [name] * values.shape[1],
             self.totals,
             self.info,
+            self.sparse,
         )
 
     def select(self, scores: np.ndarray) -> np.ndarray:
@@ -294,6 +321,7 @@ class NBestList:
             list(self.feature_names),
             None if self.totals is None else self.totals[rows],
             self.info,
+            None if self.sparse is None else self.sparse.take(rows),
         )
 
     def head(self, size: int) -> "NBestList":

@@ -5,10 +5,14 @@ nowhere else.
 
 One hypothesis per line::
 
-    id ||| hypothesis ||| name= v1 v2 name2= v3 ||| total
+    id ||| hypothesis ||| name= v1 v2 name2= v3 word_pair= 1 ||| total
 
 ``id`` runs 0..N-1 in order, each segment has at least one hypothesis, and every line
-carries the same feature names with the same number of values.
+carries the same dense feature names with the same number of values.  A name holding an
+underscore with one value (``word_pair= 1``) is a sparse feature, as Moses reads it
+(``mert/Data.cpp``): it may be absent from a line (value 0) and is kept sparse
+(:class:`rerank.nbest.sparse.SparseFeatures`); a name the list's signature lists in a feature
+set stays dense whatever its spelling.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from rerank.errors import InputError, expect, path_argument
 from rerank.nbest.model import NBestList, PackedStrings, read_list_info, write_list_info
+from rerank.nbest.sparse import SparseFeatures, is_sparse_name
 from rerank.outputs import atomic_write
 from rerank.textio import finite_number, open_text
 
@@ -68,8 +73,10 @@ def _getter(indices: Sequence[int]):
 class _BlockParser:
     """Accumulates the lines of whole segments and converts them into an :class:`NBestList`."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, dense: Iterable[str] = ()):
         self.path = path
+        self.dense = frozenset(dense)  # names the signature declares dense, underscores or not
+        self.sparse_rows: Optional[List[List[Tuple[str, float]]]] = None  # None until a sparse feature is seen
         self.layout: Optional[List[Tuple[str, int]]] = None
         self.names: List[str] = []
         self.width = self.num_values = 0
@@ -122,13 +129,19 @@ class _BlockParser:
                 )
         if "\x00" in line:
             raise InputError("NUL byte in the line (a binary file?)", self.path, lineno)
-        tokens = fields[2].split()
+        if "_" in fields[2]:
+            tokens = self.split_sparse(fields[2], lineno)
+        else:
+            tokens = fields[2].split()
+            if self.sparse_rows is not None:
+                self.sparse_rows.append([])
         if self.layout is None:
-            self.set_layout(fields[2], lineno)
+            self.set_layout(" ".join(tokens), lineno)
         if len(tokens) != self.width or self.names_of(tokens) != self.expected:
             groups, _ = _parse_features(fields[2], self.path, lineno)  # raises on malformed values
             raise InputError(
-                f"features {_describe(groups)} differ from the first line's {_describe(self.layout or [])}",
+                f"features {_describe(groups)} differ from the first line's {_describe(self.layout or [])}"
+                " (a sparse feature's name holds an underscore and has one value)",
                 self.path,
                 lineno,
             )
@@ -138,6 +151,40 @@ class _BlockParser:
         self.total_tokens.append(fields[3].strip() or "0")
         self.hypotheses.append(fields[1].strip())
         return new
+
+    def split_sparse(self, text: str, lineno: int) -> List[str]:
+        """The dense tokens of the feature field ``text``; its sparse features (an
+        underscore in the name, one value, not declared dense) go to :attr:`sparse_rows`.
+
+        Raises:
+            InputError: a sparse value that is not a finite number, or a sparse name twice."""
+        tokens = text.split()
+        dense: List[str] = []
+        pairs: List[Tuple[str, float]] = []
+        k = 0
+        while k < len(tokens):
+            token = tokens[k]
+            if (
+                token.endswith("=")
+                and is_sparse_name(token)
+                and token[:-1] not in self.dense
+                and k + 1 < len(tokens)
+                and not tokens[k + 1].endswith("=")
+                and (k + 2 == len(tokens) or tokens[k + 2].endswith("="))
+            ):
+                name = token[:-1]
+                pairs.append((name, finite_number(tokens[k + 1], f"feature {name!r}", self.path, lineno)))
+                k += 2
+                continue
+            dense.append(token)
+            k += 1
+        if len({name for name, _ in pairs}) != len(pairs):
+            raise InputError("a sparse feature name occurs twice on the line", self.path, lineno)
+        if pairs and self.sparse_rows is None:
+            self.sparse_rows = [[] for _ in self.hypotheses]
+        if self.sparse_rows is not None:
+            self.sparse_rows.append(pairs)
+        return dense
 
     def block(self, upto: Optional[int] = None) -> NBestList:
         """The list of the accumulated rows before row ``upto`` (whole segments).
@@ -171,6 +218,7 @@ class _BlockParser:
             features.reshape(upto, len(self.names)),
             list(self.names),
             totals,
+            sparse=None if self.sparse_rows is None else SparseFeatures.from_rows(self.sparse_rows[:upto]),
         )
 
 
@@ -186,7 +234,7 @@ def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[in
     """
     block_size = BLOCK_HYPOTHESES if block_size is None else block_size
     info = read_list_info(path)
-    parser = _BlockParser(path)
+    parser = _BlockParser(path, [c for columns in info.feature_sets.values() for c in columns])
     first_segment = 0
     lineno = 0
     with open_text(path) as handle:
@@ -204,6 +252,8 @@ def iter_nbest(path: str, block_size: Optional[int] = None) -> Iterator[Tuple[in
                 )
                 parser.first_line += cut
                 parser.hypotheses, parser.value_tokens, parser.total_tokens = map(list, rest)
+                if parser.sparse_rows is not None:
+                    parser.sparse_rows = parser.sparse_rows[cut:]
                 parser.starts = [0]
     if parser.hypotheses:
         block = parser.block()
@@ -283,6 +333,11 @@ def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
     else:
         hypotheses = [h for b in blocks for h in b.hypotheses]
     totals = None if any(b.totals is None for b in blocks) else np.concatenate([b.totals for b in blocks])
+    sparse = None
+    if any(b.sparse is not None for b in blocks):
+        sparse = SparseFeatures.concat(
+            [b.sparse if b.sparse is not None else SparseFeatures.empty(len(b.hypotheses)) for b in blocks]
+        )
     return NBestList(
         np.concatenate([[0], np.cumsum(counts)]),
         hypotheses,
@@ -290,6 +345,7 @@ def concat_blocks(blocks: Sequence[NBestList]) -> NBestList:
         list(blocks[0].feature_names),
         totals,
         blocks[0].info,
+        sparse,
     )
 
 
@@ -335,6 +391,19 @@ def check_writable(nbest: NBestList, totals: np.ndarray, path: Optional[str] = N
         if name in seen:
             raise InputError(f"feature name {name!r} names two separate groups of columns", path)
         seen.add(name)
+    sparse = nbest.sparse
+    for name in sparse.names if sparse is not None else []:
+        if not is_sparse_name(name) or any(ch.isspace() for ch in name) or "|||" in name or "\x00" in name:
+            raise InputError(
+                f"sparse feature name {name!r} cannot be written in Moses format (it needs an underscore, "
+                "and no whitespace, '|||' or NUL byte)",
+                path,
+            )
+        if name in seen:
+            raise InputError(f"feature name {name!r} is both a dense column and a sparse feature", path)
+    if sparse is not None and not np.isfinite(sparse.values).all():
+        row = int(sparse.row_of[np.flatnonzero(~np.isfinite(sparse.values))[0]])
+        raise InputError("sparse feature values must be finite numbers", path, first_line + row if path else None)
     for row, hyp in enumerate(nbest.hypotheses):
         if hyp != hyp.strip() or "\n" in hyp or "\r" in hyp or "|||" in hyp or "\x00" in hyp:
             raise InputError(
@@ -390,12 +459,24 @@ class NBestWriter:
         segments = map(str, (nbest.segment + first_segment).tolist())
         template = self.template or ""
         rows: Iterable[tuple] = zip(*columns) if columns else iter(tuple, None)
+        fields: Iterable[str] = (template.format(*values) for values in rows)
+        if nbest.sparse is not None and len(nbest.sparse.values):
+            fields = map(" ".join, zip(fields, _sparse_fields(nbest.sparse)))
+            fields = (text.strip() for text in fields)
         lines = [
-            f"{seg} ||| {hyp} ||| {template.format(*values)} ||| {total}\n"
-            for seg, hyp, values, total in zip(segments, nbest.hypotheses, rows, format_column(totals))
+            f"{seg} ||| {hyp} ||| {text} ||| {total}\n"
+            for seg, hyp, text, total in zip(segments, nbest.hypotheses, fields, format_column(totals))
         ]
         self.handle.write("".join(lines))
         self.lines += len(lines)
+
+
+def _sparse_fields(sparse: SparseFeatures) -> List[str]:
+    """Each row's sparse features as ``name= value`` tokens (empty for a row without any)."""
+    names = [name + "=" for name in sparse.names]
+    tokens = [f"{names[k]} {v}" for k, v in zip(sparse.indices.tolist(), format_column(sparse.values))]
+    bounds = sparse.indptr.tolist()
+    return [" ".join(tokens[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None) -> None:

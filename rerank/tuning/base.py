@@ -32,6 +32,8 @@ import numpy as np
 from rerank.config import option  # noqa: F401  (re-exported: tuners import it from here)
 from rerank.errors import InputError
 from rerank.metrics import Metric
+from rerank.nbest import select_best
+from rerank.nbest.sparse import SparseFeatures
 from rerank.registry import Registry
 from rerank.tuning._native import model_best_stats
 
@@ -42,9 +44,11 @@ TUNERS: Registry["Tuner"] = Registry("tuner", "rerank.tuning", "TUNERS")
 @dataclass
 class Problem:
     """One tuning problem: features float64[M, F], the metric's statistics float64[M, K],
-    offsets int64[N + 1] and the start weights float64[F], as :func:`tuning_arrays`
-    checked them; the ``metric`` maximised (whose statistics these are) and the start's corpus
-    gain ``start_score`` (computed once, by :meth:`Tuner.tune`)."""
+    offsets int64[N + 1] and the start weights float64[F + S], as :func:`tuning_arrays`
+    checked them; the ``metric`` maximised (whose statistics these are), the start's corpus
+    gain ``start_score`` (computed once, by :meth:`Tuner.tune`) and the list's S ``sparse``
+    features (:class:`rerank.nbest.sparse.SparseFeatures`, or None), whose weights follow the
+    F dense ones in every weight vector."""
 
     features: np.ndarray
     stats: np.ndarray
@@ -52,9 +56,18 @@ class Problem:
     start: np.ndarray
     metric: Metric
     start_score: float = 0.0
+    sparse: Optional[SparseFeatures] = None
+
+    def scores(self, weights: np.ndarray) -> np.ndarray:
+        """float64[M] model scores under ``weights`` (float[F + S])."""
+        F = self.features.shape[1]
+        out = self.features @ weights[:F]
+        return out + self.sparse.dot(weights[F:]) if self.sparse is not None else out
 
     def best_stats(self, weights: np.ndarray) -> np.ndarray:
         """float64[K] summed statistics of the model-best hypotheses under ``weights``."""
+        if self.sparse is not None:
+            return self.stats[select_best(self.scores(weights), self.offsets)].sum(axis=0)
         return model_best_stats(self.features, self.stats, self.offsets, weights)
 
     def gain(self, weights: np.ndarray) -> float:
@@ -116,6 +129,8 @@ class Tuner(abc.ABC):
 
     name: ClassVar[str] = ""
     Config: ClassVar[type]
+    #: whether :meth:`search` tunes sparse features (``Problem.sparse``)
+    takes_sparse: ClassVar[bool] = False
 
     def __init__(self, config: Any = None):
         self.config = self.Config() if config is None else config
@@ -139,6 +154,7 @@ class Tuner(abc.ABC):
         progress: Optional[Callable[[str], None]] = None,
         *,
         metric: Metric,
+        sparse: Optional[SparseFeatures] = None,
     ) -> TuneResult:
         """Tune weights on a fixed n-best list.
 
@@ -147,17 +163,33 @@ class Tuner(abc.ABC):
             stats: float[M, K] the metric's statistics of every hypothesis (BLEU:
                 :func:`rerank.metrics.bleu_stats.bleu_stats`, K = 9).
             offsets: int[N + 1] segment boundaries (rows ``offsets[i]:offsets[i+1]``).
-            init: float[F] start weights (default zeros).
+            init: float[F + S] start weights (default zeros).
             progress: called with one line of text per epoch / restart.
             metric: what is maximised, the metric of ``stats`` (it must have a direction;
                 no default: statistics do not say whose they are).
+            sparse: the hypotheses' S sparse features (Moses ``name_key= value``), tuned
+                after the F dense ones by the tuners that take them (:attr:`takes_sparse`:
+                MIRA and PRO, as kbmira and ``mert --pro``); None: none.
         Returns:
             :class:`TuneResult`.
         Raises:
             ValueError: the arrays do not describe one n-best list, or ``init`` has the
                 wrong shape.
+            InputError: sparse features for a tuner that does not take them (MERT).
         """
-        problem = Problem(*tuning_arrays(features, stats, offsets, init, metric.width), metric=metric)
+        if sparse is not None and sparse.width and not self.takes_sparse:
+            raise InputError(
+                f"{self.name} tunes dense features only, as Moses' mert does, and the list has {sparse.width} "
+                "sparse feature(s): use --algorithm mira or pro, or select dense columns (--features, --feature-sets)"
+            )
+        if sparse is not None and sparse.num_rows != len(features):
+            raise ValueError("the sparse features have another number of rows than the features")
+        extra = sparse.width if sparse is not None else 0
+        problem = Problem(
+            *tuning_arrays(features, stats, offsets, init, metric.width, extra),
+            metric=metric,
+            sparse=sparse if extra else None,
+        )
         start = problem.best_stats(problem.start)
         problem.start_score = float(metric.gain(start))
         if not np.isfinite(problem.start_score):  # refused before the search: its result could not be written
@@ -214,10 +246,10 @@ def corpus_score(
 
 
 def tuning_arrays(
-    features, stats, offsets, init: Optional[np.ndarray] = None, width: int = 9
+    features, stats, offsets, init: Optional[np.ndarray] = None, width: int = 9, sparse: int = 0
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(features float64[M, F], stats float64[M, width], offsets int64[N + 1], initial
-    weights float64[F]) as contiguous arrays; ``init`` None means zeros.
+    weights float64[F + sparse]) as contiguous arrays; ``init`` None means zeros.
 
     Raises:
         ValueError: the three arrays do not describe one n-best list (an empty segment,
@@ -230,7 +262,7 @@ def tuning_arrays(
     M, F = features.shape
     if stats.shape != (M, width) or offsets[0] != 0 or offsets[-1] != M or np.any(np.diff(offsets) < 1):
         raise ValueError("features, stats and offsets do not describe the same n-best list")
-    w = np.zeros(F) if init is None else np.array(init, dtype=np.float64)
-    if w.shape != (F,):
-        raise ValueError(f"initial weights have shape {w.shape}, expected ({F},)")
+    w = np.zeros(F + sparse) if init is None else np.array(init, dtype=np.float64)
+    if w.shape != (F + sparse,):
+        raise ValueError(f"initial weights have shape {w.shape}, expected ({F + sparse},)")
     return features, stats, offsets, w

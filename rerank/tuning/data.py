@@ -34,6 +34,7 @@ from rerank.errors import InputError
 from rerank.metrics import Metric
 from rerank.metrics.references import references_slice, segment_count
 from rerank.nbest import ListInfo, NBestList, PackedStrings, count_segments, iter_nbest, read_list_info
+from rerank.nbest.sparse import SparseFeatures
 from rerank.outputs import atomic_write
 from rerank.progress import progress_bar
 from rerank.textio import file_digest, read_references
@@ -121,6 +122,10 @@ _ENTRY = {
     "text": ("u", 1),
     "text_offsets": ("i", 1),
     "stats": ("f", 2),
+    "sparse_indptr": ("i", 1),
+    "sparse_indices": ("i", 1),
+    "sparse_values": ("f", 1),
+    "sparse_names": ("U", 1),
 }
 
 
@@ -158,7 +163,25 @@ def _consistent(entry: dict) -> bool:
         and np.all(np.diff(text_offsets) >= 0)
         and bool(np.isfinite(entry["features"]).all())
         and bool(np.isfinite(entry["totals"]).all())
+        and _sparse_of(entry, rows) is not False
     )
+
+
+def _sparse_of(entry: dict, rows: int):
+    """The sparse features of a cache entry (None where the list has none), or False where its
+    arrays do not fit the entry's ``rows`` hypotheses."""
+    try:
+        sparse = SparseFeatures(
+            entry["sparse_indptr"],
+            entry["sparse_indices"],
+            entry["sparse_values"],
+            [str(n) for n in entry["sparse_names"]],
+        )
+    except ValueError:
+        return False
+    if sparse.num_rows != rows or not np.isfinite(sparse.values).all():
+        return False
+    return sparse if sparse.width else None
 
 
 def _cache_load(key: str) -> Optional[dict]:
@@ -233,11 +256,13 @@ def load_tuning_data(
             columns,
             cached["totals"],
             info=read_list_info(nbest_path),
+            sparse=_sparse_of(cached, len(cached["totals"])) or None,
         )
         if nbest.num_segments != count:  # cannot be (the key covers both files); checked all the same
             raise InputError(f"{nbest.num_segments} segments in the n-best list but {count} references", nbest_path)
         return nbest, refs, cached["stats"]
     offsets, features, stats, packed, totals_of = [np.zeros(1, np.int64)], [], [], [], []
+    sparse_parts: List[SparseFeatures] = []
     names: Optional[List[str]] = None
     info: Optional[ListInfo] = None
     row = 0
@@ -258,6 +283,7 @@ def load_tuning_data(
         features.append(block.features)
         totals_of.append(block.totals if block.totals is not None else np.zeros(len(block.hypotheses)))
         packed.append(PackedStrings.from_strings(block.hypotheses))
+        sparse_parts.append(block.sparse if block.sparse is not None else SparseFeatures.empty(len(block.hypotheses)))
         names, info = block.feature_names, block.info
     bar.close()
     segments = sum(len(o) for o in offsets) - 1
@@ -266,8 +292,16 @@ def load_tuning_data(
     bound.check_count(row)
     hypotheses = PackedStrings.concat(packed)
     del packed
+    sparse = SparseFeatures.concat(sparse_parts)
+    del sparse_parts
     nbest = NBestList(
-        np.concatenate(offsets), hypotheses, _concat(features), names or [], _concat(totals_of), info=info or ListInfo()
+        np.concatenate(offsets),
+        hypotheses,
+        _concat(features),
+        names or [],
+        _concat(totals_of),
+        info=info or ListInfo(),
+        sparse=sparse if sparse.width else None,
     )
     statistics = _concat(stats)
     if key:
@@ -281,6 +315,10 @@ def load_tuning_data(
                 "text": hypotheses.data,
                 "text_offsets": hypotheses.offsets,
                 "stats": statistics,
+                "sparse_indptr": sparse.indptr,
+                "sparse_indices": sparse.indices,
+                "sparse_values": sparse.values,
+                "sparse_names": np.array(sparse.names, dtype=str),
             },
         )
     return nbest, refs, statistics

@@ -80,25 +80,35 @@ class TuningSetup:
 
 def check_tunable(nbest: NBestList, source: str) -> None:
     """Refuse a list with no feature columns (nothing to tune) or with values beyond
-    :data:`MAX_FEATURE_MAGNITUDE`.  Raises :class:`InputError` naming ``source``."""
-    if not nbest.feature_names:
+    :data:`MAX_FEATURE_MAGNITUDE` (sparse features included).  Raises :class:`InputError` naming ``source``."""
+    sparse = nbest.sparse
+    if not nbest.feature_names and (sparse is None or not sparse.width):
         raise InputError("the n-best list has no feature columns: nothing to tune", source)
-    magnitude = np.abs(nbest.features).max(axis=0)
-    if magnitude.max() > MAX_FEATURE_MAGNITUDE:
+    magnitude = np.abs(nbest.features).max(axis=0, initial=0.0)
+    if sparse is not None and sparse.width:
+        magnitude = np.concatenate([magnitude, np.zeros(sparse.width)])
+        np.maximum.at(magnitude, len(nbest.feature_names) + sparse.indices, np.abs(sparse.values))
+    if magnitude.max(initial=0.0) > MAX_FEATURE_MAGNITUDE:
         column = int(np.argmax(magnitude))
         raise InputError(
-            f"feature {nbest.feature_names[column]!r} has a value of magnitude {magnitude[column]:.3g}; "
+            f"feature {nbest.all_names[column]!r} has a value of magnitude {magnitude[column]:.3g}; "
             f"tuning needs |values| <= {MAX_FEATURE_MAGNITUDE:.0e} (rescale the feature)",
             source,
         )
+
+
+#: the feature set ``--feature-sets`` names to tune a list's sparse features beside the columns it selects
+SPARSE_SET = "sparse"
 
 
 def restrict(
     nbest: NBestList, init: Optional[np.ndarray], init_from: str, setup: TuningSetup, source: str
 ) -> Tuple[NBestList, Optional[np.ndarray], str, Optional[np.ndarray]]:
     """The columns to tune: (list of those columns, start restricted to them, where the
-    start came from, column indices or None for all).  A beam start whose feature is not
-    tuned becomes zeros.
+    start came from, indices into the list's :attr:`~NBestList.all_names` or None for all).
+    Without a selection every column and sparse feature is tuned; a selection
+    (``features``, ``feature_sets``) tunes the sparse features only where ``feature_sets``
+    names :data:`SPARSE_SET`.  A beam start whose feature is not tuned becomes zeros.
 
     Raises:
         InputError: an unknown column or set name, no column left, values too large.
@@ -114,15 +124,20 @@ def restrict(
             f"(it has {' '.join(dict.fromkeys(nbest.feature_names))})",
             source,
         )
-    if setup.feature_sets:
-        keep += nbest.info.columns_of(setup.feature_sets, source)
-    columns = np.flatnonzero([name in keep for name in nbest.feature_names])
+    sets = [name for name in setup.feature_sets or [] if name != SPARSE_SET]
+    if sets:
+        keep += nbest.info.columns_of(sets, source)
+    dense = np.flatnonzero([name in keep for name in nbest.feature_names])
+    sparse = nbest.sparse if SPARSE_SET in (setup.feature_sets or []) else None
+    width = len(nbest.feature_names)
+    columns = np.concatenate([dense, width + np.arange(sparse.width if sparse is not None else 0)]).astype(np.int64)
     part = NBestList(
         nbest.offsets,
         nbest.hypotheses,
-        nbest.features[:, columns],
-        [nbest.feature_names[c] for c in columns],
+        nbest.features[:, dense],
+        [nbest.feature_names[c] for c in dense],
         info=nbest.info,
+        sparse=sparse,
     )
     check_tunable(part, source)
     if init is not None:
@@ -133,7 +148,8 @@ def restrict(
 
 
 def widen(weights: np.ndarray, columns: Optional[np.ndarray], width: int) -> np.ndarray:
-    """Weights over every column of the list (0 for the columns not tuned)."""
+    """Weights over every column and sparse feature of the list (``width``: F + K; 0 for those
+    not tuned)."""
     if columns is None:
         return weights
     vector = np.zeros(width)
@@ -218,8 +234,8 @@ def tune_list(
         init, init_from = start, "weights"
     nbest, init, init_from, columns = restrict(full, init, init_from, setup, where)
     tuner, metric = tuner or setup.tuner(), metric or setup.objective()
-    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric=metric)
-    return widen(result.vector, columns, len(full.feature_names)), result, init_from, nbest
+    result = tuner.tune(nbest.features, stats, nbest.offsets, init, progress, metric=metric, sparse=nbest.sparse)
+    return widen(result.vector, columns, len(full.all_names)), result, init_from, nbest
 
 
 def _abspaths(paths):
@@ -288,6 +304,7 @@ def tune_file(
         "tuning": {
             "algorithm": setup.algorithm,
             "features": list(dict.fromkeys(nbest.feature_names)),
+            **({"sparse_features": nbest.sparse.width} if nbest.sparse is not None else {}),
             **_scores(result),
             "init": init_from,
             "improved": result.improved,
@@ -340,15 +357,15 @@ def crossfit_file(
         seen, held = np.concatenate([folds.segments(k, held_out=False), always]), folds.segments(k)
         rows = restricted.rows_of(seen)
         part = restricted.subset(seen)
-        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric=metric)
+        result = tuner.tune(part.features, stats[rows], part.offsets, init, progress, metric=metric, sparse=part.sparse)
         test = restricted.subset(held)
-        chosen[held] = restricted.rows_of(held)[test.select(test.features @ result.vector)]
+        chosen[held] = restricted.rows_of(held)[test.select(test.scores(result.vector))]
         if report is not None:
             report(f"fold {k}: tuned on {len(seen)} segments, {describe(result, init_from)}; applied to {len(held)}")
         per_fold.append(
             {
                 "fold": k,
-                "weights": weights_dict(widen(result.vector, columns, len(full.feature_names)), full),
+                "weights": weights_dict(widen(result.vector, columns, len(full.all_names)), full),
                 "tuned_segments": int(len(seen)),
                 "applied_segments": int(len(held)),
                 **_scores(result),

@@ -57,6 +57,7 @@ from rerank.argtypes import positive_float, positive_int, unit_interval
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.metrics import Metric
+from rerank.nbest.sparse import SparseFeatures
 from rerank.tuning._native import mira_epoch
 from rerank.tuning.base import TUNERS, Problem, Tuner, option
 
@@ -133,6 +134,66 @@ def mira_epoch_numpy(
     return updates, total_loss, num_updates
 
 
+def mira_epoch_sparse(
+    metric: Metric,
+    sparse: SparseFeatures,
+    features,
+    stats,
+    offsets,
+    order,
+    w,
+    totals,
+    num_updates: int,
+    bg,
+    C: float,
+    decay: float,
+    model_bg: bool,
+):
+    """:func:`mira_epoch_numpy` over dense features float[M, F] and ``sparse`` ones (S of
+    them; ``w`` and ``totals`` are float[F + S]), as kbmira tunes Moses' sparse features: each
+    update touches only the features on which hope and fear differ, and the running sum of the
+    weights is kept lazily (``totals = n·w − u`` after n updates, ``u`` moving by (n − 1)·δ
+    where w moves by δ), as kbmira's ``MiraWeightVector`` averages, so an update costs the
+    features it touches, not F + S.  The same result as :func:`mira_epoch_numpy` on the
+    densified list (up to rounding).  Updates ``w``, ``totals`` and ``bg`` in place."""
+    F = features.shape[1]
+    indptr, indices, values, row_of = sparse.indptr, sparse.indices, sparse.values, sparse.row_of
+    u = num_updates * w - totals
+    updates, total_loss = 0, 0.0
+    for s in order:
+        start, end = offsets[s], offsets[s + 1]
+        lo, hi = indptr[start], indptr[end]
+        scores = features[start:end] @ w[:F]
+        if hi > lo:
+            scores += np.bincount(row_of[lo:hi] - start, values[lo:hi] * w[F + indices[lo:hi]], minlength=end - start)
+        gains = metric.background_gain(stats[start:end], bg)
+        hope, fear = int(np.argmax(scores + gains)), int(np.argmax(scores - gains))
+        if hope == fear or not gains[hope] > gains[fear]:
+            continue
+        dense = features[start + hope] - features[start + fear]
+        h, f = start + hope, start + fear
+        keys = np.concatenate([indices[indptr[h] : indptr[h + 1]], indices[indptr[f] : indptr[f + 1]]])
+        vals = np.concatenate([values[indptr[h] : indptr[h + 1]], -values[indptr[f] : indptr[f + 1]]])
+        keys, inverse = np.unique(keys, return_inverse=True)
+        vals = np.bincount(inverse, vals, minlength=len(keys))
+        loss = (gains[hope] - gains[fear]) - float(dense @ w[:F]) - float(vals @ w[F + keys])
+        if loss > 0.0:
+            sq = float(dense @ dense) + float(vals @ vals)
+            eta = C if (sq == 0.0 or loss / sq > C) else loss / sq
+            w[:F] += eta * dense
+            w[F + keys] += eta * vals
+            u[:F] += num_updates * eta * dense
+            u[F + keys] += num_updates * eta * vals
+            num_updates += 1
+            total_loss += loss
+            updates += 1
+        source = start + (int(np.argmax(scores)) if model_bg else hope)
+        bg *= decay
+        bg += stats[source]
+    totals[:] = num_updates * w - u
+    return updates, total_loss, num_updates
+
+
 @TUNERS.register("mira")
 class Mira(Tuner):
     """k-best batch MIRA (Cherry & Foster 2012) as Moses ``kbmira``: see the module
@@ -142,6 +203,7 @@ class Mira(Tuner):
 
     name = "mira"
     Config = MiraConfig
+    takes_sparse = True
     #: run the numpy loop even for BLEU (tests compare it with the C loop)
     numpy_loop = False
     #: segments per call of the epoch (C or numpy): the state carries over, so the result is
@@ -160,11 +222,13 @@ class Mira(Tuner):
         best_weights, best_epoch = w.copy(), 0
         best_gain = (0.0 if problem.kernel == "bleu" else -np.inf) if config.kbmira_selection else problem.start_score
         epoch_score, epoch_updates = [], []
-        run_epoch = (
-            mira_epoch
-            if problem.kernel == "bleu" and not self.numpy_loop
-            else partial(mira_epoch_numpy, problem.metric)
-        )
+        run_epoch: Callable[..., Any]
+        if problem.sparse is not None:
+            run_epoch = partial(mira_epoch_sparse, problem.metric, problem.sparse)
+        elif problem.kernel == "bleu" and not self.numpy_loop:
+            run_epoch = mira_epoch
+        else:
+            run_epoch = partial(mira_epoch_numpy, problem.metric)
         for epoch in range(1, config.iterations + 1):
             order = rng.permutation(N) if config.shuffle else np.arange(N)
             updates, loss = 0, 0.0

@@ -86,6 +86,23 @@ def sample_pairs(sentence_scores: np.ndarray, offsets: np.ndarray, config: ProCo
     return better, worse
 
 
+def pair_differences(problem: Problem, better: np.ndarray, worse: np.ndarray):
+    """The feature differences h_better − h_worse of the P pairs: float64[P, F] for a dense
+    problem; for one with S sparse features a scipy CSR matrix [P, F + S] (the dense
+    differences, then the sparse ones, which stay sparse as ``mert --pro`` writes them)."""
+    dense = problem.features[better] - problem.features[worse]
+    sparse = problem.sparse
+    if sparse is None:
+        return dense
+    from scipy import sparse as sp
+
+    def rows(which: np.ndarray):
+        part = sparse.take(which)
+        return sp.csr_matrix((part.values, part.indices, part.indptr), shape=(len(which), sparse.width))
+
+    return sp.hstack([sp.csr_matrix(dense), rows(better) - rows(worse)]).tocsr()
+
+
 @TUNERS.register("pro")
 class Pro(Tuner):
     """PRO (Hopkins & May 2011) as Moses ``mert --pro``: see the module docstring.
@@ -98,22 +115,29 @@ class Pro(Tuner):
 
     name = "pro"
     Config = ProConfig
+    takes_sparse = True
 
     def search(self, problem: Problem, progress: Callable[[str], None]) -> Tuple[np.ndarray, Dict[str, Any]]:
         try:
             from sklearn.linear_model import LogisticRegression
         except ImportError:
             raise InputError("--algorithm pro needs scikit-learn: pip install 'nbest-rerank[pro]'") from None
-        features, w0 = problem.features, problem.start
+        w0 = problem.start
         better, worse = sample_pairs(problem.metric.sentence_score(problem.stats), problem.offsets, self.config)
         if len(better) == 0:
             return w0, {"pairs": 0, "kept_initial": True}
-        x = features[better] - features[worse]
+        x = pair_differences(problem, better, worse)
         # columns scaled to unit RMS so that the L2 penalty treats every feature alike
-        scale = np.sqrt((x**2).mean(axis=0))
+        scale = np.sqrt(np.asarray(x.multiply(x).mean(axis=0) if hasattr(x, "multiply") else (x**2).mean(axis=0)))
+        scale = scale.reshape(-1)
         scale[scale == 0] = 1.0
-        X = np.vstack([x, -x]) / scale
-        y = np.concatenate([np.ones(len(x)), np.zeros(len(x))])
+        if hasattr(x, "multiply"):  # sparse features: the pairs' differences stay sparse (scipy, with scikit-learn)
+            from scipy import sparse as sp
+
+            X = sp.vstack([x, -x]).tocsr() @ sp.diags(1.0 / scale)
+        else:
+            X = np.vstack([x, -x]) / scale
+        y = np.concatenate([np.ones(x.shape[0]), np.zeros(x.shape[0])])
         model = LogisticRegression(C=self.config.C, fit_intercept=False, max_iter=1000)
         model.fit(X, y)
         w = model.coef_[0].astype(np.float64) / scale

@@ -59,7 +59,7 @@ def start_vector(start: Dict[str, Any] | List[float], nbest: NBestList, source: 
                 f"({' '.join(nbest.feature_names)})",
                 source,
             )
-        return np.asarray(start, dtype=np.float64), []
+        return pad_sparse(np.asarray(start, dtype=np.float64), nbest), []
     missing = [name for name, _ in nbest.groups() if name not in start]
     full = {**start, **{name: [0.0] * count for name, count in nbest.groups() if name in missing}}
     return weights_vector(full, nbest, source), missing
@@ -93,7 +93,8 @@ def start_weights(
     beam_feature: Optional[str] = None,
     say: Optional[Callable[[str], None]] = None,
 ) -> Tuple[Optional[np.ndarray], str]:
-    """(start weights float[F] or None for zeros, where they came from: ``beam``,
+    """(start weights float[F + K] (dense columns, then sparse features at 0 unless a start
+    file names them) or None for zeros, where they came from: ``beam``,
     ``zeros`` or the absolute path of the weights file).
 
     ``init``: ``beam`` (1 on the beam feature: the one the list's signature declares, or
@@ -128,13 +129,13 @@ def start_weights(
         if missing and say is not None:
             say(f"--init {init}: no weight for {', '.join(missing)}: they start at 0")
         with np.errstate(over="ignore", invalid="ignore"):
-            finite_scores(nbest.features @ vector, nbest_path, init)
+            finite_scores(nbest.scores(vector), nbest_path, init)
         return vector, os.path.abspath(init)
     beam = beam_feature or info.beam_feature
     if info.beam_feature is None:  # no signature, or one that names no beam (a foreign list's features added)
         found = _beam_from_order(nbest, nbest_path, beam_feature, columns, say or (lambda text: None), info.declared)
         if isinstance(found, np.ndarray):  # the weights that reproduce the list's totals
-            return found, "beam"
+            return pad_sparse(found, nbest), "beam"
         beam = found
     if beam is None:
         return None, "zeros"
@@ -143,7 +144,14 @@ def start_weights(
             f"the signature names beam feature {beam!r}, which is not a column of the list (it has {columns})",
             nbest_path + ".json",
         )
-    return np.asarray([1.0 if name == beam else 0.0 for name in nbest.feature_names]), "beam"
+    return pad_sparse(np.asarray([1.0 if name == beam else 0.0 for name in nbest.feature_names]), nbest), "beam"
+
+
+def pad_sparse(vector: np.ndarray, nbest: NBestList) -> np.ndarray:
+    """``vector`` (float[F], over the dense columns) with 0 for each of the list's sparse
+    features after it (float[F + K]); unchanged for a list without any."""
+    extra = nbest.sparse.width if nbest.sparse is not None else 0
+    return np.concatenate([vector, np.zeros(extra)]) if extra else vector
 
 
 def _beam_from_order(

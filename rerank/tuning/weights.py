@@ -12,6 +12,7 @@ import numpy as np
 
 from rerank.errors import InputError, path_argument
 from rerank.nbest import NBestList
+from rerank.nbest.sparse import is_sparse_name
 from rerank.outputs import atomic_write
 from rerank.textio import read_json, read_text
 
@@ -161,9 +162,12 @@ def missing_columns(weights: Mapping[str, Any], nbest: NBestList) -> List[str]:
 def weights_vector(
     weights: Mapping[str, Any], nbest: NBestList, source: str = "weights", missing: str = "error"
 ) -> np.ndarray:
-    """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns; with
-    ``missing="zero"`` a column without a weight weighs 0 (QE re-ranking by one column,
-    ``rerank apply --missing zero``).
+    """Align a ``{name: value or [values]}`` weight map with ``nbest``'s columns: float64[F + K],
+    the dense columns then the list's K sparse features (:attr:`NBestList.all_names`).  With
+    ``missing="zero"`` a dense column without a weight weighs 0 (QE re-ranking by one column,
+    ``rerank apply --missing zero``).  Sparse features are Moses': one without a weight weighs
+    0, and a weight for a sparse name (an underscore, one value) that this list never fires is
+    no error.
 
     Raises:
         InputError: a name in the n-best list has no weight (``missing="error"``: the message
@@ -174,7 +178,9 @@ def weights_vector(
         weights = {**{name: [0.0] * count for name, count in nbest.groups() if name in absent}, **weights}
         weights = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in weights.items()}
         absent = []
-    unknown = [name for name in weights if name not in nbest.feature_names]
+    sparse_names = nbest.sparse.names if nbest.sparse is not None else []
+    known = set(nbest.feature_names) | set(sparse_names)
+    unknown = [name for name in weights if name not in known and not _sparse_weight(name, weights[name])]
     if absent or unknown:
         parts = []
         if absent:
@@ -194,15 +200,32 @@ def weights_vector(
                 f"feature {name!r} has {count} value(s) in the n-best list but {len(values)} weight(s)", source
             )
         vector.extend(float(v) for v in values)
+    for name in sparse_names:
+        value = weights.get(name, 0.0)
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        if len(values) != 1:
+            raise InputError(f"sparse feature {name!r} has one value but {len(values)} weight(s)", source)
+        vector.append(float(values[0]))
     return np.asarray(vector, dtype=np.float64)
 
 
+def _sparse_weight(name: str, value: Any) -> bool:
+    """Whether ``name``: ``value`` can be a sparse feature's weight (Moses' rule: an underscore
+    in the name, one value)."""
+    return is_sparse_name(name) and (not isinstance(value, (list, tuple)) or len(value) == 1)
+
+
 def weights_dict(vector: np.ndarray, nbest: NBestList) -> Dict[str, Any]:
-    """Inverse of :func:`weights_vector`: a scalar for one-valued names, else a list."""
+    """Inverse of :func:`weights_vector`: a scalar for one-valued names, else a list; the sparse
+    features' weights (``vector[F:]``) follow, those that are not 0 (an absent one weighs 0)."""
     out: Dict[str, Any] = {}
     col = 0
     for name, count in nbest.groups():
         vals = [float(v) for v in vector[col : col + count]]
         out[name] = vals[0] if count == 1 else vals
         col += count
+    if nbest.sparse is not None:
+        for name, value in zip(nbest.sparse.names, np.asarray(vector[col:], dtype=np.float64).tolist()):
+            if value != 0.0:
+                out[name] = value
     return out

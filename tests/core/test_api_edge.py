@@ -65,10 +65,15 @@ CASES = {
     "add_features a path": (lambda nb: rerank.add_features("x", ["len:"]), TypeError, "nbest: expected"),
     "add_features None": (lambda nb: rerank.add_features(nb, None), TypeError, "scorers: expected"),
     "add_features no scorer": (lambda nb: rerank.add_features(nb, []), InputError, "scorers: an empty list"),
-    "add_features a text as sources": (
+    "add_features a text as sources": (  # a string is the path of a file of sources
         lambda nb: rerank.add_features(nb, ["mbr:bleu"], sources="a dog"),
+        InputError,
+        "sources: no such file (give a list of sentences, or the path of a file of them)",
+    ),
+    "add_features sources of another type": (
+        lambda nb: rerank.add_features(nb, ["mbr:bleu"], sources=5),
         TypeError,
-        "sources: expected a list of strings, not a string",
+        "sources: expected a list of strings, not int",
     ),
     "read_nbest None": (lambda nb: rerank.read_nbest(None), TypeError, "read_nbest: path: expected a file path"),
     "read_lines 5": (lambda nb: rerank.read_lines(5), TypeError, "expected a file path"),

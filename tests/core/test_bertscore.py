@@ -205,3 +205,30 @@ def test_every_option_equals_bert_score_on_real_sentences(model):
                 theirs = scorer.score(fold, [r.lower() for r in refs] if lowercase else refs)[2].double().numpy()
                 assert np.abs(ours - theirs).max() < 1e-6, spec
                 assert np.ptp(theirs) > 1e-3, spec  # the scores tell the sentences apart
+
+
+@pytest.mark.parametrize("verb", ["mbr", "eval"])
+def test_bertscore_work_inside_a_verb_says_how_far_it_is(model, tmp_path, capsys, monkeypatch, verb):
+    """Issue 93, item 3: BERTScore inside ``mbr`` and ``eval`` shows the progress line of every
+    verb (here every 0 s, blocks of 2048 pairs), the API none; the values are those of one call."""
+    import rerank.progress
+
+    monkeypatch.setattr(rerank.progress.LineProgress.__init__, "__defaults__", (None, None, "", "it", 0.0, None))
+    n = 46  # 46 × 46 = 2116 pairs in mbr: two blocks
+    words = "a man dog the woman child snow park red ball plays runs".split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(max(n, 2100))]
+    if verb == "mbr":
+        (tmp_path / "l.nbest").write_text("".join(f"0 ||| {h} ||| NMT= -{k} ||| 0\n" for k, h in enumerate(texts[:n])))
+        argv = ["mbr", "--nbest", str(tmp_path / "l.nbest"), "--metric", f"bertscore:{model}", "--feature", "uniform"]
+        argv += ["--out", str(tmp_path / "o")]
+    else:
+        (tmp_path / "h").write_text("\n".join(texts) + "\n")
+        (tmp_path / "r").write_text("\n".join(texts[::-1]) + "\n")
+        argv = ["eval", "--ref", str(tmp_path / "r"), "--hyp", str(tmp_path / "h"), "--metrics", f"bertscore:{model}"]
+    assert main(argv) == 0
+    assert "bertscore: 1/2 block (50 %)" in capsys.readouterr().err
+    metric = make_metric(f"bertscore:{model}")
+    blocks = metric.f1(texts, texts[::-1])  # the API: quiet, and the blocks change no value
+    assert "bertscore:" not in capsys.readouterr().err
+    assert np.allclose(blocks, _reference_f1(model, texts, texts[::-1]), atol=1e-6)

@@ -408,3 +408,29 @@ def test_comet_mbr_records_its_encoders_and_estimators_work(checkpoints, tmp_pat
     # an n-gram utility has no parts of its own: no "utility" in its record
     assert main([*argv[:4], "chrf", *argv[5:]]) == 0
     assert "utility" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_api_takes_sources_as_a_list_or_a_path_in_mbr_and_features(checkpoints, tmp_path):
+    import rerank
+    from tests.comet_tiny import HYPOTHESES, MBR_LIST, SOURCES
+
+    src = _write(tmp_path / "src.en", SOURCES[:1])
+    nbest = rerank.NBestList([0, len(MBR_LIST)], list(MBR_LIST), np.zeros((len(MBR_LIST), 0)), [])
+    utility = f"comet:{checkpoints['da']}"
+    own = rerank.mbr_decode(nbest, f"{utility},source={src}", weights_from="uniform")
+    for given in (src, tmp_path / "src.en", SOURCES[:1]):
+        picked = rerank.mbr_decode(nbest, utility, weights_from="uniform", sources=given)
+        assert picked.picks == own.picks
+    with pytest.raises(InputError, match="give one of them"):
+        rerank.mbr_decode(nbest, f"{utility},source={src}", weights_from="uniform", sources=SOURCES[:1])
+    with pytest.raises(InputError, match="reads no source sentences"):
+        rerank.mbr_decode(nbest, "chrf", weights_from="uniform", sources=SOURCES[:1])
+    listed = rerank.NBestList(np.arange(len(HYPOTHESES) + 1), list(HYPOTHESES), np.zeros((len(HYPOTHESES), 0)), [])
+    by_path = rerank.add_features(
+        listed, [f"cometkiwi:{checkpoints['kiwi']}"], sources=_write(tmp_path / "all.en", SOURCES)
+    )
+    by_list = rerank.add_features(listed, [f"cometkiwi:{checkpoints['kiwi']}"], sources=list(SOURCES))
+    np.testing.assert_array_equal(by_path.features, by_list.features)
+    assert np.allclose(by_path.features[:, 0], peer("kiwi"), atol=1e-5)
+    with pytest.raises(InputError, match="sources: no such file"):
+        rerank.add_features(listed, [f"cometkiwi:{checkpoints['kiwi']}"], sources=str(tmp_path / "absent.en"))

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 from rerank.errors import InputError
 from rerank.nbest import NBestList, read_nbest, write_nbest
 
+# dense names: an underscore makes a one-valued name a sparse feature (Moses' rule; the sparse
+# round trip is tested in test_sparse_features.py)
 NAME = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="|\x00"), min_size=1, max_size=8
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="|\x00_"), min_size=1, max_size=8
 ).filter(lambda s: not any(ch.isspace() for ch in s))
 HYPOTHESIS_TEXT = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r|\x00"), max_size=20
