@@ -303,7 +303,10 @@ def significance(
     baseline and every system are lists of replicas, each a list of hypotheses.  Returns
     ``{"rows", "meta"}`` (:func:`rerank.report.significance_table`; render it with
     :func:`format_table`).  ``options``: ``shuffles``, ``resamples``, ``seed``,
-    ``compare_to``, ``lang``.  Raises :class:`InputError` as ``rerank signif``."""
+    ``compare_to``, ``lang``, and the tests' (:class:`rerank.signif.SignificanceSettings`):
+    ``test`` (``ar``/``bs``), ``bootstrap``, ``confidence``, ``adjust`` (``none``/``holm``/``maxT``),
+    ``alpha``, ``pairs`` (``baseline``/``all``).  Each row carries ``ci`` (its score's interval),
+    ``delta_ci`` (the difference's) and ``p_adjusted``.  Raises :class:`InputError` as ``rerank signif``."""
 
     def replicas_of(name: str, replicas: Sequence[Sequence[str]]) -> List[List[str]]:
         if not replicas or isinstance(replicas, str) or any(isinstance(r, str) for r in replicas):
@@ -318,7 +321,19 @@ def significance(
     references = _references(references)
     if not references[0]:
         raise InputError("no references: nothing to score")
-    known = ("shuffles", "resamples", "seed", "compare_to", "lang")
+    known = (
+        "shuffles",
+        "resamples",
+        "seed",
+        "compare_to",
+        "lang",
+        "test",
+        "bootstrap",
+        "confidence",
+        "adjust",
+        "alpha",
+        "pairs",
+    )
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"significance() has no setting {', '.join(map(repr, unknown))}; known: {', '.join(known)}")

@@ -26,24 +26,21 @@ from rerank._version import __version__
 from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.experiment import Experiment
-from rerank.metrics import DEFAULT_METRICS, Metric, make_metric, read_system
+from rerank.metrics import DEFAULT_METRICS, make_metric, read_system
 from rerank.metrics.evaluate import check_system_names, shared_stats
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, segment_count
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.report_plots import plot_report
+from rerank.report_rows import Tests, adjust_table, metric_rows
 from rerank.report_sources import MARK, attach_marks, attach_paper, read_marks, read_paper_table
-from rerank.signif import (
-    SignificanceSettings,
-    compare,
-    score_system,
-    warn_identical_replicas,
-)
+from rerank.signif import SignificanceSettings, warn_identical_replicas
 from rerank.textio import read_references
 from rerank.tuning.oracle import oracle_file
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
+#: the level of the marks where a table's meta names none (tables written before ``--alpha``)
 ALPHA = 0.05
 
 
@@ -99,55 +96,6 @@ def _checked_systems(refs: References, texts: Dict[str, List[List[str]]], settin
     return names
 
 
-def _metric_rows(
-    metric: Metric,
-    metric_name: str,
-    stats: Dict[str, Any],
-    names: List[str],
-    settings: SignificanceSettings,
-    files: Optional[Dict[str, List[str]]],
-    bar: Any,
-) -> List[Dict]:
-    """The table's rows of one metric, a row per system in ``names``' order: its score over
-    the replicas (s_sel, s_opt), and the paired test against the baseline (and ``compare_to``)."""
-    shuffles, resamples, seed = settings.shuffles, settings.resamples, settings.seed
-    compare_to, baseline_name = settings.compare_to, settings.baseline_name
-    rows = []
-    scored = {}
-    for name in names:
-        result = score_system(metric, stats[name], resamples, seed)
-        if name != baseline_name:
-            result.p_value = compare(metric, stats[baseline_name], stats[name], shuffles, seed)
-        scored[name] = result
-        if bar is not None:
-            bar.update()
-    for name in names:
-        r = scored[name]
-        p_compare = None
-        if compare_to is not None and name not in (baseline_name, compare_to):
-            p_compare = compare(metric, stats[compare_to], stats[name], shuffles, seed)
-        rows.append(
-            {
-                "system": name,
-                "metric": metric_name,
-                "score": r.score,
-                "s_sel": r.s_sel,
-                "s_opt": r.s_opt,
-                "p_value": r.p_value,
-                "delta": r.score - scored[baseline_name].score,
-                "p_compare": p_compare,
-                "delta_compare": (
-                    None if p_compare is None or compare_to is None else r.score - scored[compare_to].score
-                ),
-                "higher_is_better": metric.higher_is_better,
-                "replicas": len(r.replica_scores),
-                "replica_scores": r.replica_scores,
-                **({"files": files[name]} if files is not None else {}),
-            }
-        )
-    return rows
-
-
 def significance_of(
     refs: References,
     texts: Dict[str, List[List[str]]],
@@ -175,6 +123,7 @@ def significance_of(
     if settings.progress:
         bar = progress_bar(total=len(items), desc="signif", unit="system·metric")
     unavailable = {}
+    tests: Tests = {}
     for metric_name in metrics:
         try:
             metric = make_metric(metric_name, settings.tokenize, settings.lowercase, lang)
@@ -198,9 +147,10 @@ def significance_of(
             signatures.pop(metric_name, None)
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
-        rows += _metric_rows(metric, metric_name, stats, names, settings, files, bar)
+        rows += metric_rows(metric, metric_name, stats, names, settings, files, bar, tests)
     if bar is not None:
         bar.close()
+    adjusted = adjust_table(rows, tests, settings)
     meta = {
         "shuffles": shuffles,
         "resamples": resamples,
@@ -209,7 +159,11 @@ def significance_of(
         "baseline": baseline_name,
         "signatures": signatures,
         "rerank": __version__,
-        "alpha": ALPHA,
+        "alpha": settings.alpha,
+        "test": settings.test,
+        "bootstrap": settings.bootstrap,
+        "confidence": settings.confidence,
+        **adjusted,
         "unavailable": unavailable,
         **({"labels": labels} if labels else {}),
         **({"decimals": decimals} if decimals else {}),
@@ -223,31 +177,44 @@ def significance_of(
 MARKS = {"baseline": ("†", "↓"), "compare": ("‡", "⇓")}
 
 
-def marks(row: Dict) -> str:
-    """The significance marks of a :func:`significance_table` row (module docstring)."""
+def marks(row: Dict, alpha: float = ALPHA) -> str:
+    """The significance marks of a :func:`significance_table` row (module docstring): each test's
+    adjusted p (``p_adjusted``, the raw p where the table adjusts nothing) below ``alpha``."""
     direction = row.get("higher_is_better")
     if direction is None:
         return ""
     mark = ""
     for key, p, diff in (
-        ("baseline", row["p_value"], row["delta"]),
-        ("compare", row["p_compare"], row.get("delta_compare")),
+        ("baseline", row.get("p_adjusted", row["p_value"]), row["delta"]),
+        ("compare", row.get("p_compare_adjusted", row["p_compare"]), row.get("delta_compare")),
     ):
-        if p is not None and p < ALPHA and diff:
+        if p is not None and p < alpha and diff:
             better = (diff > 0) == bool(direction)
             mark += MARKS[key][0 if better else 1]
     return mark
 
 
-def _cell(row: Dict, digits: int = 2) -> str:
-    """A table cell: score (difference) marks [s_sel/s_opt/p]; ``digits``: the score's decimals
-    (4 for scores on a 0-1 scale: COMET, BERTScore)."""
+def _cell(row: Dict, digits: int = 2, alpha: float = ALPHA) -> str:
+    """A table cell: score (difference) marks [s_sel/s_opt/p] and the interval of the difference
+    (the baseline: of its score); ``digits``: the score's decimals (4 for scores on a 0-1 scale:
+    COMET, BERTScore); p is the adjusted one where the table adjusts."""
     s_opt = "-" if row["s_opt"] is None else f"{row['s_opt']:.{digits - 1}f}"
-    p = "-" if row["p_value"] is None else f"{row['p_value']:.4f}"
+    shown_p = row.get("p_adjusted", row["p_value"])
+    p = "-" if shown_p is None else f"{shown_p:.4f}"
     delta = "" if row["p_value"] is None else f" ({row['delta']:+.{digits}f})"
+    interval = row.get("delta_ci") if row["p_value"] is not None else row.get("ci")
+    span = (
+        f" {'Δ' if row['p_value'] is not None else ''}[{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+        if interval
+        else ""
+    )
     paper = row.get("paper")
     beside = f" · paper {paper['score']:g}{paper['marks']}" if paper else ""
-    return f"{row['score']:.{digits}f}{delta}{marks(row)} [{row['s_sel']:.{digits - 1}f}/{s_opt}/{p}]{beside}"
+    cluster = f" #{row['cluster']}" if row.get("cluster") else ""
+    return (
+        f"{row['score']:.{digits}f}{delta}{marks(row, alpha)} [{row['s_sel']:.{digits - 1}f}/{s_opt}/{p}]"
+        f"{span}{cluster}{beside}"
+    )
 
 
 def _titles(metrics: List[str], meta: Dict) -> Dict[str, str]:
@@ -268,9 +235,12 @@ def _label(system: str, rows: List[Dict]) -> str:
 def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
     alpha = meta["alpha"]
     lines = [meta["caption"]] if meta.get("caption") else []
+    level = f"{100 * meta.get('confidence', 0.95):g} %"
     lines += [
-        f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p]; "
-        f"† significantly better than {meta['baseline']}, ↓ significantly worse (p < {alpha})"
+        f"cells: score (difference to {meta['baseline']}) marks [s_sel/s_opt/p] Δ[{level} interval of the "
+        f"difference] (the baseline: [{level} interval of its score])"
+        + (" #rank cluster" if meta.get("pairs") is not None else "")
+        + f"; † significantly better than {meta['baseline']}, ↓ significantly worse (p < {alpha})"
         + (
             f"; ‡ significantly better than {meta['compare_to']}, ⇓ significantly worse"
             if meta.get("compare_to")
@@ -278,9 +248,22 @@ def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
         )
         + "; better = higher BLEU/METEOR/chrF, lower TER; length has no marks"
     ]
+    test = {"ar": "approximate randomisation", "bs": "paired bootstrap"}.get(meta.get("test", "ar"), "")
+    adjust = meta.get("adjust", "none")
+    if adjust != "none":
+        how = {"holm": "Holm's step-down", "maxT": "Westfall-Young max-T (over the shared shuffles)"}[adjust]
+        lines.append(
+            f"p: {test}, adjusted by {how} across the table's {meta.get('family', 0)} tests (all rows and metrics)"
+        )
+    else:
+        lines.append(f"p: {test}, each test alone (no multiple-comparison adjustment)")
+    if meta.get("adjust_note"):
+        lines.append(meta["adjust_note"])
     lines.append(
         f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
-        f"resamples; seed {meta['seed']}; rerank {meta['rerank']}"
+        f"resamples (s_sel), {meta.get('bootstrap', 1000)} paired resamples (intervals"
+        + (", test" if meta.get("test") == "bs" else "")
+        + f"); seed {meta['seed']}; rerank {meta['rerank']}"
     )
     titles = titles or {}
     lines.extend(f"{titles.get(m, m.upper())}: {sig}" for m, sig in meta["signatures"].items())
@@ -337,7 +320,8 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     systems = list(dict.fromkeys(r["system"] for r in rows))
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
     digits = meta.get("decimals", {})
-    cell = {(r["system"], r["metric"]): _cell(r, digits.get(r["metric"], 2)) for r in rows}
+    alpha = meta.get("alpha", ALPHA)
+    cell = {(r["system"], r["metric"]): _cell(r, digits.get(r["metric"], 2), alpha) for r in rows}
     titles = _titles(metrics, meta)
     header = ["system"] + [titles[m] for m in metrics]
     body = [[_label(s, rows)] + [cell[(s, m)] for m in metrics] for s in systems]
@@ -391,6 +375,7 @@ def experiment_report(
     plots: bool = True,
     marks: Optional[str] = None,
     lang: Optional[str] = None,
+    testing: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
@@ -401,7 +386,9 @@ def experiment_report(
     computing is :func:`significance_table`, formatting :func:`format_table`; this
     function only reads the manifest and writes every file or none (staged).  ``marks``: a
     marks file (:func:`rerank.report_sources.read_marks`) whose rows are marked; ``lang``: the target language
-    (METEOR's).
+    (METEOR's); ``testing``: the :class:`~rerank.signif.SignificanceSettings` of the tests
+    (``test``, ``bootstrap``, ``confidence``, ``adjust``, ``alpha``, ``pairs``; default: max-T
+    over the table, the report's).
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
     marked = read_marks(marks) if marks else None
@@ -424,6 +411,7 @@ def experiment_report(
             seed=seed,
             compare_to=compare_to,
             progress=True,
+            **{"adjust": "maxT", **(testing or {})},
         )
         result = significance_table(ref, baseline, systems, settings)
         if experiment.paper is not None:

@@ -48,8 +48,7 @@ def apply_file(
     ``column`` instead of weights: the argmax of that one column (fixed re-ranking by a QE
     column such as ``CometKiwi``, Fernandes et al. 2022).  ``shard``: only that block of
     segments (:mod:`rerank.shards`), each output with a signature recording the shard, for
-    :func:`merge_shards`.  Outputs appear together or not at all.  Returns the number of
-    segments written.
+    :func:`merge_shards`.  Outputs appear together or not at all.  Returns the segments written.
 
     Raises:
         InputError: unreadable files, weights that name no column or overflow, a column the
@@ -85,22 +84,21 @@ def apply_file(
     if shard is not None:
         lo, hi, total = shard.list_bounds(nbest_path)
         shard.check_output(out)
-    vectors: Optional[List[np.ndarray]] = None
-    said = False
+    vectors: List[np.ndarray] = []
     segments, info, names = 0, None, None
     with StagedOutputs() as outputs:
         with outputs.open(out) as handle, contextlib.ExitStack() as stack:
             writer = NBestWriter(stack.enter_context(outputs.open(out_nbest)), out_nbest) if out_nbest else None
             blocks = iter_nbest(nbest_path)
             for first, block in blocks if shard is None else shard_blocks(blocks, lo, hi):
-                if vectors is None or block.sparse is not None:  # each block has its own sparse features
+                first_block = not vectors
+                if first_block or block.sparse is not None:  # each block has its own sparse features
                     vectors = [weights_vector(w, block, path, missing) for w, path in zip(weights, sources)]
-                    absent = sorted({name for w in weights for name in missing_columns(w, block)})
-                    if absent and column is None and not said:
+                    absent = " ".join(sorted({name for w in weights for name in missing_columns(w, block)}))
+                    if absent and column is None and first_block:
                         say(
-                            f"apply: {len(absent)} column(s) without a weight weigh 0 (--missing zero): {' '.join(absent)}"
+                            f"apply: {absent.count(' ') + 1} column(s) without a weight weigh 0 (--missing zero): {absent}"
                         )
-                    said = True
                 with np.errstate(over="ignore", invalid="ignore"):
                     table = np.stack([block.scores(vector) for vector in vectors], axis=1)  # float[M, folds]
                 if folds is None:

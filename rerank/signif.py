@@ -45,6 +45,10 @@ from rerank.metrics import DEFAULT_METRICS, Metric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 
 EXACT_MAX = 20
+#: the tests a table's p-values come from: approximate randomisation, paired bootstrap
+TESTS = ("ar", "bs")
+#: what is compared: every system with the baseline, or every pair too
+PAIRS = ("baseline", "all")
 #: rows of the swap / resample matrices multiplied at once (bounds memory)
 CHUNK = 1000
 #: largest resample-count (float32) or swap (bool) matrix kept for reuse (cells)
@@ -67,6 +71,15 @@ class SignificanceSettings:
         compare_to: a second system every other one is also tested against (‡ / ⇓), or None.
         baseline_name: the baseline's name in the rows.
         progress: a progress bar (or a line every few seconds off a terminal).
+        test: the p-value of each row: ``ar`` (approximate randomisation, MultEval's and
+            sacreBLEU's ``--paired-ar``) or ``bs`` (paired bootstrap, sacreBLEU's ``--paired-bs``).
+        bootstrap: paired bootstrap resamples behind the intervals and ``test="bs"`` (sacreBLEU: 1,000).
+        confidence: the intervals' level (percentile intervals).
+        adjust: ``none``, ``holm`` or ``maxT`` (:mod:`rerank.signif_adjust`) over the table's
+            family: every test of its rows and metrics.
+        alpha: the level of the marks and of the rank clusters.
+        pairs: ``baseline`` (every system against the baseline) or ``all`` (also every pair:
+            the p-value matrix and rank clusters per metric).
     """
 
     metrics: Tuple[str, ...] = tuple(DEFAULT_METRICS)
@@ -79,14 +92,26 @@ class SignificanceSettings:
     compare_to: Optional[str] = None
     baseline_name: str = "baseline"
     progress: bool = False
+    test: str = "ar"
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    adjust: str = "none"
+    alpha: float = 0.05
+    pairs: str = "baseline"
 
     def __post_init__(self) -> None:
         """Raises InputError for a setting of the wrong type or range (no shuffle, a negative
-        resample count or seed)."""
+        resample count or seed, an unknown test, adjustment or pairing, a level outside (0, 1))."""
         check_setting_types(type(self), dataclasses.asdict(self), "significance")
-        for name, low in (("shuffles", 1), ("resamples", 0), ("seed", 0)):
+        for name, low in (("shuffles", 1), ("resamples", 0), ("seed", 0), ("bootstrap", 1)):
             if getattr(self, name) < low:
                 raise InputError(f"significance: {name}={getattr(self, name)} must be at least {low}")
+        for name, known in (("test", TESTS), ("adjust", ("none", "holm", "maxT")), ("pairs", PAIRS)):
+            if getattr(self, name) not in known:
+                raise InputError(f"significance: {name} must be one of {', '.join(known)}, not {getattr(self, name)!r}")
+        for name in ("confidence", "alpha"):
+            if not 0 < getattr(self, name) < 1:
+                raise InputError(f"significance: {name}={getattr(self, name)} must be between 0 and 1")
 
 
 @dataclass
@@ -230,12 +255,13 @@ def approximate_randomization(
     return (count + 1) / (shuffles + 1)
 
 
-def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray) -> float:
+def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray, null: Optional[list] = None) -> float:
     """Exact two-sided paired randomisation p-value over all 2^n swap patterns.
 
     p = #{patterns: |score(A') − score(B')| ≥ |score(A) − score(B)|} / 2^n.  The observed
     difference is compared with a relative tolerance of 1e-12 so that patterns equal to
-    the observed one up to rounding count.
+    the observed one up to rounding count.  ``null``: as :func:`approximate_randomization`'s
+    (every pattern's absolute difference, the identity included).
     Raises ValueError for more than :data:`EXACT_MAX` units.
     """
     stats_a = np.asarray(stats_a, dtype=np.float64)
@@ -248,6 +274,8 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
     total = stats_a.sum(0) + stats_b.sum(0)
     diff = np.abs(metric.score(shuf_a) - metric.score(total - shuf_a))
     observed = abs(float(metric.score(stats_a.sum(0)) - metric.score(stats_b.sum(0))))
+    if null is not None:
+        null[:] = [diff]
     return float(np.mean(diff >= observed * (1 - 1e-12)))
 
 
@@ -261,19 +289,24 @@ def score_system(
     return SystemScore(float(np.mean(scores)), scores, s_sel, s_opt)
 
 
-def compare(
-    metric: Metric,
-    baseline: Sequence[np.ndarray],
-    system: Sequence[np.ndarray],
-    shuffles: int = 10000,
-    seed: int = DEFAULT_SEED,
-) -> float:
-    """AR p-value of ``system`` against ``baseline`` (lists of replica statistics).
+@dataclass
+class NullSample:
+    """One test's observed statistic and its null sample: ``observed`` ≥ 0, ``null`` float[B]
+    (the shuffles' or resamples' statistics, in the order shared by every test of a family);
+    ``exact``: the null is every pattern (exact randomisation: p counts ≥, without the +1)."""
 
-    Replica r of the system is paired with replica r of the baseline; with one replica
-    on one side, it is paired with every replica of the other.  Raises ValueError for
-    other unequal replica counts.
-    """
+    observed: float
+    null: np.ndarray
+    exact: bool = False
+
+
+def paired_replicas(
+    baseline: Sequence[np.ndarray], system: Sequence[np.ndarray]
+) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+    """The replicas of a pair, paired r with r; one replica on a side stands for each of the other's.
+
+    Raises:
+        InputError: other unequal replica counts."""
     if len(baseline) != len(system):
         if len(baseline) == 1:
             baseline = list(baseline) * len(system)
@@ -281,10 +314,37 @@ def compare(
             system = list(system) * len(baseline)
         else:
             raise InputError(f"{len(baseline)} baseline replicas but {len(system)} system replicas")
+    return list(baseline), list(system)
+
+
+def compare(
+    metric: Metric,
+    baseline: Sequence[np.ndarray],
+    system: Sequence[np.ndarray],
+    shuffles: int = 10000,
+    seed: int = DEFAULT_SEED,
+    sample: Optional[list] = None,
+) -> float:
+    """AR p-value of ``system`` against ``baseline`` (lists of replica statistics).
+
+    Replica r of the system is paired with replica r of the baseline; with one replica
+    on one side, it is paired with every replica of the other.  ``sample``: if a list is given,
+    the test's :class:`NullSample` is appended (for max-T).  Raises
+    InputError for other unequal replica counts.
+    """
+    baseline, system = paired_replicas(baseline, system)
     a, b = np.concatenate(list(baseline)), np.concatenate(list(system))
-    if len(a) <= EXACT_MAX:
-        return exact_randomization(metric, a, b)
-    return approximate_randomization(metric, a, b, shuffles, seed)
+    null: list = []
+    exact = len(a) <= EXACT_MAX
+    p = (
+        exact_randomization(metric, a, b, null)
+        if exact
+        else approximate_randomization(metric, a, b, shuffles, seed, null)
+    )
+    if sample is not None:
+        observed = abs(float(metric.score(a.sum(0)) - metric.score(b.sum(0))))
+        sample.append(NullSample(observed, null[0] if null else np.zeros(0), exact))
+    return p
 
 
 def identical_replicas(replicas: Sequence[Sequence[str]]) -> List[Tuple[int, int]]:

@@ -8,13 +8,17 @@ import dataclasses
 import sys
 from typing import Any, Dict, Iterable, Optional
 
-from rerank.argtypes import non_negative_int, positive_int
+from rerank.argtypes import non_negative_int, open_unit_interval, positive_int, seed
+from rerank.defaults import DEFAULT_SEED
 from rerank.devices import DEVICE_HELP, DTYPE_HELP, DTYPES, THREADS_HELP, DeviceSettings, device_name
 from rerank.errors import InputError
-from rerank.metrics import METRIC_HELP, make_metric
+from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, make_metric
 from rerank.metrics.bleu import BleuMetric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.shards import Shard
+from rerank.signif import PAIRS, TESTS
+from rerank.signif_adjust import ADJUSTMENTS
+from rerank.signif_bootstrap import BOOTSTRAP_RESAMPLES
 
 
 def bleu_options(p: argparse.ArgumentParser) -> None:
@@ -282,3 +286,72 @@ def references(args):
     """``--ref`` given once: its path; given R times: the R paths (several references per
     segment, :func:`rerank.textio.read_references`)."""
     return args.ref[0] if len(args.ref) == 1 else list(args.ref)
+
+
+def signif_options(p: argparse.ArgumentParser, adjust: str = "none") -> None:
+    """The options ``signif`` and ``report`` share: metrics, shuffles, resamples, seed, compare-to,
+    the test, intervals, adjustment (``adjust``: its default) and pairs."""
+    p.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help=f"comma-separated (default: {','.join(DEFAULT_METRICS)}; MultEval's are bleu,meteor,ter,length): "
+        + METRIC_HELP
+        + " (length: 100 · hyp/ref length, as MultEval; seg: scores one per line in FILE.NAME beside "
+        "every replica FILE)",
+    )
+    p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
+    p.add_argument("--resamples", type=non_negative_int, default=10000, help="bootstrap resamples for s_sel (0: none)")
+    p.add_argument(
+        "--seed",
+        type=seed,
+        default=DEFAULT_SEED,
+        help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
+    )
+    p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
+    p.add_argument(
+        "--test",
+        choices=TESTS,
+        default="ar",
+        help="the test of each p: ar (approximate randomisation, sacreBLEU --paired-ar, MultEval) or bs "
+        "(paired bootstrap, sacreBLEU --paired-bs; Koehn 2004) (default: ar)",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=positive_int,
+        default=BOOTSTRAP_RESAMPLES,
+        help=f"paired bootstrap resamples behind the intervals and --test bs (default: {BOOTSTRAP_RESAMPLES}, "
+        "sacreBLEU's --paired-bs-n)",
+    )
+    p.add_argument(
+        "--confidence", type=open_unit_interval, default=0.95, help="level of the intervals (percentile; default: 0.95)"
+    )
+    p.add_argument(
+        "--adjust",
+        choices=ADJUSTMENTS,
+        default=adjust,
+        help="multiple-comparison adjustment over the table's tests (all rows and metrics): none, holm "
+        f"(Holm 1979) or maxT (Westfall & Young 1993, over the shared shuffles) (default: {adjust})",
+    )
+    p.add_argument(
+        "--alpha", type=open_unit_interval, default=0.05, help="level of the marks and clusters (default: 0.05)"
+    )
+    p.add_argument(
+        "--pairs",
+        choices=PAIRS,
+        default="baseline",
+        help="baseline: every system against the baseline; all: every pair too (the p-value matrix in the "
+        "JSON, rank clusters per metric, #k in the cells) (default: baseline)",
+    )
+    lang_option(p)
+
+
+def test_settings(args) -> dict:
+    """The test, interval, adjustment and pairing settings of ``signif``/``report`` from ``args``."""
+    return {
+        "test": args.test,
+        "bootstrap": args.bootstrap,
+        "confidence": args.confidence,
+        "adjust": args.adjust,
+        "alpha": args.alpha,
+        "pairs": args.pairs,
+    }

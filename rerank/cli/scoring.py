@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 
-from rerank.argtypes import non_negative_int, positive_int, seed
+from rerank.argtypes import positive_int
 from rerank.cli.options import (
     bleu_options,
     bleu_settings,
@@ -20,8 +20,9 @@ from rerank.cli.options import (
     ref_option,
     references,
     seg_sidecars,
+    signif_options,
+    test_settings,
 )
-from rerank.defaults import DEFAULT_SEED
 from rerank.errors import InputError
 from rerank.experiment import Experiment
 from rerank.metrics import DEFAULT_METRICS, METRIC_HELP, evaluate_files, make_objective, split_metrics
@@ -148,6 +149,7 @@ def cmd_signif(args) -> None:
             seed=args.seed,
             compare_to=args.compare_to,
             progress=True,  # a bar on a terminal, a line every few seconds elsewhere
+            **test_settings(args),
         )
         result = significance_table(references(args), _files(args.baseline), systems, settings)
     text = format_table(result, args.format)  # JSON: the same {"rows", "meta"} schema as rerank report
@@ -187,6 +189,7 @@ def cmd_report(args) -> None:
         plots=args.plots,
         marks=args.marks,
         lang=args.lang,
+        testing=test_settings(args),
     )
     with open(written["text"], encoding="utf-8") as handle:
         sys.stdout.write(handle.read())
@@ -276,28 +279,6 @@ def _add_oracle(sub) -> None:
     )
 
 
-def signif_options(p: argparse.ArgumentParser) -> None:
-    """The options ``signif`` and ``report`` share: metrics, shuffles, resamples, seed, compare-to."""
-    p.add_argument(
-        "--metrics",
-        default=",".join(DEFAULT_METRICS),
-        help=f"comma-separated (default: {','.join(DEFAULT_METRICS)}; MultEval's are bleu,meteor,ter,length): "
-        + METRIC_HELP
-        + " (length: 100 · hyp/ref length, as MultEval; seg: scores one per line in FILE.NAME beside "
-        "every replica FILE)",
-    )
-    p.add_argument("--shuffles", type=positive_int, default=10000, help="approximate randomisation trials")
-    p.add_argument("--resamples", type=non_negative_int, default=10000, help="bootstrap resamples for s_sel (0: none)")
-    p.add_argument(
-        "--seed",
-        type=seed,
-        default=DEFAULT_SEED,
-        help=f"seed of shuffles and resamples (default: {DEFAULT_SEED}, sacrebleu's)",
-    )
-    p.add_argument("--compare-to", help="system name for the second mark (‡), e.g. VSE")
-    lang_option(p)
-
-
 def _add_signif(sub) -> None:
     """``rerank signif``: its parser and options."""
     p = sub.add_parser(
@@ -361,7 +342,7 @@ def _add_report(sub) -> None:
         "(default: no marks; the main job's val guard, scripts/val_guard.py, writes "
         "OUT/report/val_guard.marks.json), e.g. --marks out/job/report/val_guard.marks.json",
     )
-    signif_options(p)
+    signif_options(p, adjust="maxT")
     p.set_defaults(func=cmd_report, paths=_report_paths)
 
 

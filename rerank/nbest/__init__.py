@@ -3,6 +3,7 @@ hypotheses and list-level settings) and the Moses n-best format, rerank's lingua
 (:mod:`rerank.nbest.moses`: streaming reader and writer).  Everything is importable from
 here: ``from rerank.nbest import NBestList, read_nbest, write_nbest``."""
 
+from rerank.nbest.count import count_segments
 from rerank.nbest.model import (
     SEPARATOR,
     ListInfo,
@@ -19,7 +20,6 @@ from rerank.nbest.moses import (
     NBestWriter,
     check_writable,
     concat_blocks,
-    count_segments,
     format_column,
     format_value,
     iter_nbest,

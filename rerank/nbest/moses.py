@@ -17,17 +17,15 @@ set stays dense whatever its spelling.
 
 from __future__ import annotations
 
-import gzip
 import math
-import os
-import zlib
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rerank.errors import InputError, expect, path_argument
+from rerank.nbest.count import count_segments  # noqa: F401  (re-exported: the list's count before it is read)
 from rerank.nbest.model import NBestList, PackedStrings, read_list_info, write_list_info
-from rerank.nbest.sparse import SparseFeatures, is_sparse_name
+from rerank.nbest.sparse import SparseFeatures, is_sparse_name, split_sparse
 from rerank.outputs import atomic_write
 from rerank.textio import finite_number, open_text
 
@@ -153,33 +151,9 @@ class _BlockParser:
         return new
 
     def split_sparse(self, text: str, lineno: int) -> List[str]:
-        """The dense tokens of the feature field ``text``; its sparse features (an
-        underscore in the name, one value, not declared dense) go to :attr:`sparse_rows`.
-
-        Raises:
-            InputError: a sparse value that is not a finite number, or a sparse name twice."""
-        tokens = text.split()
-        dense: List[str] = []
-        pairs: List[Tuple[str, float]] = []
-        k = 0
-        while k < len(tokens):
-            token = tokens[k]
-            if (
-                token.endswith("=")
-                and is_sparse_name(token)
-                and token[:-1] not in self.dense
-                and k + 1 < len(tokens)
-                and not tokens[k + 1].endswith("=")
-                and (k + 2 == len(tokens) or tokens[k + 2].endswith("="))
-            ):
-                name = token[:-1]
-                pairs.append((name, finite_number(tokens[k + 1], f"feature {name!r}", self.path, lineno)))
-                k += 2
-                continue
-            dense.append(token)
-            k += 1
-        if len({name for name, _ in pairs}) != len(pairs):
-            raise InputError("a sparse feature name occurs twice on the line", self.path, lineno)
+        """The dense tokens of the feature field ``text``; its sparse features go to
+        :attr:`sparse_rows` (:func:`rerank.nbest.sparse.split_sparse`, which raises)."""
+        dense, pairs = split_sparse(text.split(), self.dense, self.path, lineno)
         if pairs and self.sparse_rows is None:
             self.sparse_rows = [[] for _ in self.hypotheses]
         if self.sparse_rows is not None:
@@ -461,7 +435,7 @@ class NBestWriter:
         rows: Iterable[tuple] = zip(*columns) if columns else iter(tuple, None)
         fields: Iterable[str] = (template.format(*values) for values in rows)
         if nbest.sparse is not None and len(nbest.sparse.values):
-            fields = map(" ".join, zip(fields, _sparse_fields(nbest.sparse)))
+            fields = map(" ".join, zip(fields, nbest.sparse.moses_fields(format_column)))
             fields = (text.strip() for text in fields)
         lines = [
             f"{seg} ||| {hyp} ||| {text} ||| {total}\n"
@@ -469,14 +443,6 @@ class NBestWriter:
         ]
         self.handle.write("".join(lines))
         self.lines += len(lines)
-
-
-def _sparse_fields(sparse: SparseFeatures) -> List[str]:
-    """Each row's sparse features as ``name= value`` tokens (empty for a row without any)."""
-    names = [name + "=" for name in sparse.names]
-    tokens = [f"{names[k]} {v}" for k, v in zip(sparse.indices.tolist(), format_column(sparse.values))]
-    bounds = sparse.indptr.tolist()
-    return [" ".join(tokens[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def write_nbest(nbest: NBestList, path: str, totals: Optional[np.ndarray] = None) -> None:
@@ -503,38 +469,3 @@ def write_lines(lines: Iterable[str], path: str) -> None:
     with atomic_write(path) as out:
         for line in lines:
             out.write(line + "\n")
-
-
-def count_segments(path: str) -> Optional[int]:
-    """N, the segments of the n-best list ``path``, from its last line's id (ids run
-    0..N-1 in order; the full check happens when the list is read): a seek to the end for
-    a plain file, one pass over the lines of a ``.gz``; None for ``-`` (standard input is
-    read once) or when the last line holds no id (the read that follows names the problem).
-    For checks before work (:func:`rerank.features.add.add_features`)."""
-    if path == "-" or not os.path.isfile(path):
-        return None
-    last = b""
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as handle:
-                for line in handle:
-                    if line.strip():
-                        last = line
-        else:
-            with open(path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                end = handle.tell()
-                step = 4096
-                while end > 0:
-                    start = max(0, end - step)
-                    handle.seek(start)
-                    chunk = handle.read(end - start) + last
-                    lines = [x for x in chunk.split(b"\n") if x.strip()]
-                    if len(lines) > 1 or start == 0:
-                        last = lines[-1] if lines else b""
-                        break
-                    last, end, step = chunk, start, step * 2
-    except (OSError, EOFError, zlib.error):
-        return None
-    head = last.split(b"|||", 1)[0].strip()
-    return int(head) + 1 if head.isdigit() else None

@@ -12,14 +12,51 @@ so a list costs 16 bytes per feature that fires rather than 8 per hypothesis and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Sequence, Tuple
 
 import numpy as np
+
+from rerank.errors import InputError
+from rerank.textio import finite_number
 
 
 def is_sparse_name(name: str) -> bool:
     """Whether ``name`` is a sparse feature's name by Moses' rule (it holds an underscore)."""
     return "_" in name
+
+
+def split_sparse(
+    tokens: List[str], dense: FrozenSet[str], path: str, lineno: int
+) -> Tuple[List[str], List[Tuple[str, float]]]:
+    """(the dense tokens, the sparse features ``[(name, value), ...]``) of one line's feature
+    tokens: a sparse feature is a name with an underscore (:func:`is_sparse_name`), not in
+    ``dense`` (the names a signature declares), followed by exactly one value.
+
+    Raises:
+        InputError: naming ``path`` and ``lineno``: a sparse value that is not a finite number,
+            or a sparse name twice on the line."""
+    kept: List[str] = []
+    pairs: List[Tuple[str, float]] = []
+    k = 0
+    while k < len(tokens):
+        token = tokens[k]
+        if (
+            token.endswith("=")
+            and is_sparse_name(token)
+            and token[:-1] not in dense
+            and k + 1 < len(tokens)
+            and not tokens[k + 1].endswith("=")
+            and (k + 2 == len(tokens) or tokens[k + 2].endswith("="))
+        ):
+            name = token[:-1]
+            pairs.append((name, finite_number(tokens[k + 1], f"feature {name!r}", path, lineno)))
+            k += 2
+            continue
+        kept.append(token)
+        k += 1
+    if len({name for name, _ in pairs}) != len(pairs):
+        raise InputError("a sparse feature name occurs twice on the line", path, lineno)
+    return kept, pairs
 
 
 @dataclass
@@ -112,6 +149,14 @@ class SparseFeatures:
         return SparseFeatures(
             np.concatenate([[0], np.cumsum(counts)]), self.indices[entries], self.values[entries], self.names
         )
+
+    def moses_fields(self, format_column: Callable[[np.ndarray], List[str]]) -> List[str]:
+        """Each row's features as Moses ``name= value`` tokens in the order read (empty for a row
+        without any); values as ``format_column`` writes them (:func:`rerank.nbest.format_column`)."""
+        names = [name + "=" for name in self.names]
+        tokens = [f"{names[k]} {v}" for k, v in zip(self.indices.tolist(), format_column(self.values))]
+        bounds = self.indptr.tolist()
+        return [" ".join(tokens[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
     def to_dense(self) -> np.ndarray:
         """float64[M, K], the rows written out (for small lists and tests)."""

@@ -249,15 +249,9 @@ def load_tuning_data(
     if cached is not None:
         hypotheses = PackedStrings(cached["text"], cached["text_offsets"])
         columns = [str(n) for n in cached["names"]]
-        nbest = NBestList(
-            cached["offsets"],
-            hypotheses,
-            cached["features"],
-            columns,
-            cached["totals"],
-            info=read_list_info(nbest_path),
-            sparse=_sparse_of(cached, len(cached["totals"])) or None,
-        )
+        arrays = (cached["offsets"], hypotheses, cached["features"], columns, cached["totals"])
+        sparse = _sparse_of(cached, len(cached["totals"])) or None
+        nbest = NBestList(*arrays, info=read_list_info(nbest_path), sparse=sparse)
         if nbest.num_segments != count:  # cannot be (the key covers both files); checked all the same
             raise InputError(f"{nbest.num_segments} segments in the n-best list but {count} references", nbest_path)
         return nbest, refs, cached["stats"]
@@ -293,16 +287,8 @@ def load_tuning_data(
     hypotheses = PackedStrings.concat(packed)
     del packed
     sparse = SparseFeatures.concat(sparse_parts)
-    del sparse_parts
-    nbest = NBestList(
-        np.concatenate(offsets),
-        hypotheses,
-        _concat(features),
-        names or [],
-        _concat(totals_of),
-        info=info or ListInfo(),
-        sparse=sparse if sparse.width else None,
-    )
+    rows_of = (np.concatenate(offsets), hypotheses, _concat(features), names or [], _concat(totals_of))
+    nbest = NBestList(*rows_of, info=info or ListInfo(), sparse=sparse if sparse.width else None)
     statistics = _concat(stats)
     if key:
         _cache_save(

@@ -49,6 +49,8 @@ FLOORS = {
     # 3: what the statistics are for: tuning, significance, MBR, experiments
     "rerank.tuning": (3, "tuning"),
     "rerank.signif": (3, "signif"),
+    "rerank.signif_bootstrap": (3, "signif"),
+    "rerank.signif_adjust": (3, "signif"),
     "rerank.mbr": (3, "mbr"),
     "rerank.experiment": (3, "experiment"),
     # 4: applying tuned weights, reports
@@ -56,6 +58,7 @@ FLOORS = {
     "rerank.report": (4, "results"),
     "rerank.report_sources": (4, "results"),
     "rerank.report_plots": (4, "results"),
+    "rerank.report_rows": (4, "results"),
     # 5-7: the models and the feature scorers
     "rerank.nmt": (5, "nmt"),
     "rerank.embed": (6, "embed"),

@@ -1,0 +1,137 @@
+"""Paired bootstrap over optimiser replicas: the confidence interval of a difference, each
+system's own interval, and the paired bootstrap test (Koehn 2004; sacreBLEU ``--paired-bs``).
+
+One engine with :mod:`rerank.signif`: the segment draws are :func:`rerank.signif.resample_counts`
+(``default_rng(seed).integers(0, N, size=(B, N))``, the very draws of sacreBLEU's
+``rng.choice(N, size=(B, N))``), the counts a resample gives each segment, shared by every
+system, replica and metric of a table.  Over R optimiser replicas a resample also draws R
+replicas with replacement (the same for both systems of a pair: replica r of one is paired with
+replica r of the other, as :func:`rerank.signif.compare` pairs them), so that the interval covers
+the optimiser's variance as s_opt does, and the segments' as s_sel does; a system's resampled
+score is the mean of its drawn replicas' corpus scores, as its score is the mean of its
+replicas'.  With one replica nothing is drawn for the replicas and everything equals
+sacreBLEU 2.6 on the same seed:
+
+* the test statistic is |Δ|, the null sample ``|Δ_b| − mean_b |Δ_b|`` (sacreBLEU's centring of the
+  resampled absolute differences), p = (#{b: null_b > |Δ|} + 1)/(B + 1) — except that two
+  identical outputs get p = 1 (sacreBLEU: 1/(B + 1)), as :func:`rerank.signif.approximate_randomization`;
+* an interval is the percentile interval of the resampled values at ``confidence``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from rerank.defaults import DEFAULT_SEED
+from rerank.metrics import Metric
+from rerank.signif import CACHE_CELLS, DRAW_BLOCK, _draw_counts, paired_replicas, resample_counts
+
+#: the paired bootstrap's resamples by default (sacreBLEU's ``--paired-bs-n``)
+BOOTSTRAP_RESAMPLES = 1000
+
+
+@dataclass
+class PairedBootstrap:
+    """A paired bootstrap of system B against system A on one metric.
+
+    Attributes:
+        delta: the observed Δ = score(B) − score(A) (means over replicas).
+        delta_ci: (lo, hi) percentile interval of Δ at ``confidence``.
+        ci: (lo, hi) of B's own score; ``baseline_ci``: of A's.
+        p_value: the paired bootstrap test's two-sided p (module docstring).
+        null: float64[B] the null sample of the test (``|Δ_b| − mean |Δ_b|``), for max-T.
+        deltas: float64[B] the resampled Δ_b.
+    """
+
+    delta: float
+    delta_ci: Tuple[float, float]
+    ci: Tuple[float, float]
+    baseline_ci: Tuple[float, float]
+    p_value: float
+    null: np.ndarray
+    deltas: np.ndarray
+
+
+def replica_draws(replicas: int, resamples: int, seed: int) -> np.ndarray:
+    """float64[resamples, R]: how often each of R replicas is drawn in each resample (R draws
+    with replacement; all ones for R = 1, nothing drawn).  Seeded apart from the segments'."""
+    if replicas == 1:
+        return np.ones((resamples, 1))
+    rng = np.random.default_rng([seed, 1])
+    return rng.multinomial(replicas, np.full(replicas, 1.0 / replicas), size=resamples).astype(np.float64)
+
+
+def segment_draws(segments: int, resamples: int, seed: int) -> np.ndarray:
+    """float32[resamples, N] draw counts (:func:`rerank.signif.resample_counts`, cached where
+    they fit in memory, else drawn the same way block by block)."""
+    if resamples * segments <= CACHE_CELLS:
+        return resample_counts(segments, resamples, seed)
+    rng = np.random.default_rng(seed)
+    blocks = [_draw_counts(rng, min(DRAW_BLOCK, resamples - s), segments) for s in range(0, resamples, DRAW_BLOCK)]
+    return np.concatenate(blocks).astype(np.float32)
+
+
+def resampled_scores(
+    metric: Metric, replicas: Sequence[np.ndarray], counts: np.ndarray, drawn: np.ndarray
+) -> np.ndarray:
+    """float64[B] a system's score in each resample: the mean over the drawn replicas
+    (``drawn``: float[B, R]) of each replica's corpus score on the drawn segments (``counts``:
+    float[B, N]); ``replicas``: R float[N, K] statistics."""
+    total = np.zeros(len(counts))
+    for r, stats in enumerate(replicas):
+        sums = counts.astype(np.float64) @ np.asarray(stats, dtype=np.float64)
+        total += drawn[:, r] * np.asarray(metric.score(sums), dtype=np.float64)
+    return total / len(replicas)
+
+
+def percentile_interval(values: np.ndarray, confidence: float) -> Tuple[float, float]:
+    """(lo, hi): the (1 − confidence)/2 and (1 + confidence)/2 quantiles of ``values``."""
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(values, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def paired_bootstrap(
+    metric: Metric,
+    baseline: Sequence[np.ndarray],
+    system: Sequence[np.ndarray],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+    counts: Optional[np.ndarray] = None,
+) -> PairedBootstrap:
+    """The paired bootstrap of ``system`` against ``baseline`` (lists of replica statistics,
+    float[N, K] each) under ``metric``: the module docstring's interval, test and their samples.
+    ``counts``: the segment draws, where the caller holds them already.
+
+    Raises:
+        InputError: unequal replica counts that cannot be paired; ValueError: no resample."""
+    if resamples < 1:
+        raise ValueError("the paired bootstrap needs at least one resample")
+    base, own = paired_replicas(baseline, system)
+    counts = segment_draws(len(base[0]), resamples, seed) if counts is None else counts
+    drawn = replica_draws(len(base), resamples, seed)
+    observed_a = float(np.mean([metric.score(s.sum(0)) for s in base]))
+    observed_b = float(np.mean([metric.score(s.sum(0)) for s in own]))
+    scores_a = resampled_scores(metric, base, counts, drawn)
+    scores_b = resampled_scores(metric, own, counts, drawn)
+    deltas = scores_b - scores_a
+    magnitude = np.abs(deltas)
+    null = magnitude - magnitude.mean()
+    observed = abs(observed_b - observed_a)
+    if observed <= 1e-12 * max(1.0, abs(observed_a)) and not magnitude.any():
+        p = 1.0  # the same output: no evidence against the null
+    else:
+        p = (int(np.sum(null > observed)) + 1) / (resamples + 1)
+    return PairedBootstrap(
+        observed_b - observed_a,
+        percentile_interval(deltas, confidence),
+        percentile_interval(scores_b, confidence),
+        percentile_interval(scores_a, confidence),
+        p,
+        null,
+        deltas,
+    )
