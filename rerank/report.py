@@ -30,13 +30,16 @@ from rerank.metrics import DEFAULT_METRICS, make_metric, read_system
 from rerank.metrics.evaluate import check_system_names, shared_stats
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, segment_count
+from rerank.nbest import read_nbest
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
+from rerank.report_analysis import AnalysisSettings, analyze, write_analysis
+from rerank.report_page import report_page
 from rerank.report_plots import plot_report
 from rerank.report_rows import Tests, adjust_table, metric_rows
 from rerank.report_sources import MARK, attach_marks, attach_paper, read_marks, read_paper_table
 from rerank.signif import SignificanceSettings, warn_identical_replicas
-from rerank.textio import read_references
+from rerank.textio import read_lines, read_references
 from rerank.tuning.oracle import oracle_file
 
 FORMATS = ("text", "markdown", "latex", "json", "csv")
@@ -360,6 +363,7 @@ def report_files(exp_dir: str, out_dir: Optional[str] = None, plots: bool = True
         }
     )
     written["oracle"] = os.path.join(out_dir, "test.oracle")
+    written["html"] = os.path.join(out_dir, "index.html")
     return written
 
 
@@ -376,6 +380,7 @@ def experiment_report(
     marks: Optional[str] = None,
     lang: Optional[str] = None,
     testing: Optional[Dict[str, Any]] = None,
+    analysis: Optional[Dict[str, Optional[str]]] = None,
 ) -> Dict[str, str]:
     """Collect a pipeline directory into the paper's Table 3/4 layout (baseline, each
     re-ranked feature set with its replicas, oracle) as Markdown, LaTeX, JSON and text,
@@ -388,7 +393,10 @@ def experiment_report(
     marks file (:func:`rerank.report_sources.read_marks`) whose rows are marked; ``lang``: the target language
     (METEOR's); ``testing``: the :class:`~rerank.signif.SignificanceSettings` of the tests
     (``test``, ``bootstrap``, ``confidence``, ``adjust``, ``alpha``, ``pairs``; default: max-T
-    over the table, the report's).
+    over the table, the report's); ``analysis``: None (no sentence analysis) or
+    ``{"source": PATH, "train_source": PATH}`` (either None): :func:`rerank.report_analysis.analyze`
+    of every system, written under ``report/analysis/`` and shown on ``index.html``, which is
+    written in any case (:func:`rerank.report_page.report_page`).
     """
     experiment = Experiment.read(exp_dir, partial)  # validates before anything is written
     marked = read_marks(marks) if marks else None
@@ -423,14 +431,10 @@ def experiment_report(
             result["meta"]["caption"] = experiment.caption
         if experiment.left_out:
             result["meta"]["left_out"] = experiment.left_out
+        staged = {name: outputs.stage(written[name]) for name in ("gains.png", "null.png")} if plots else {}
         if plots:
             plot_report(
-                result,
-                ref,
-                {"gains": outputs.stage(written["gains.png"]), "null": outputs.stage(written["null.png"])},
-                objective,
-                seed=seed,
-                shuffles=shuffles,
+                result, ref, {"gains": staged["gains.png"], "null": staged["null.png"]}, objective, seed, shuffles
             )
         if nbest is not None:
             for row in result["rows"]:
@@ -441,4 +445,29 @@ def experiment_report(
         for fmt in ("markdown", "latex", "json", "text"):
             with outputs.open(written[fmt]) as out:
                 out.write(format_table(result, fmt))
+        files = {settings.baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
+        _write_page(result, written, outputs, (analysis, files), settings, nbest, tuple(staged.values()))
     return written
+
+
+def _write_page(result, written, outputs, asked, settings, nbest_path, plots) -> None:
+    """``index.html`` of the report (with the plots staged beside it), after the sentence
+    analysis of every system when ``asked`` = (the analysis' inputs, {system: replica files})
+    asks for it (its files added to ``written``)."""
+    found = None
+    analysis, files = asked
+    if analysis is not None:
+        refs = read_references(result["meta"]["reference"])
+        count = segment_count(refs)
+        texts = {name: [read_system(p, count) for p in paths] for name, paths in files.items()}
+        metrics = tuple(m for m in settings.metrics if m != "length") or ("bleu",)
+        chosen = AnalysisSettings(metrics, settings.tokenize, settings.lowercase, settings.lang, settings.bootstrap)
+        sources = read_lines(analysis["source"]) if analysis.get("source") else None
+        train = read_lines(analysis["train_source"]) if analysis.get("train_source") else None
+        nbest = read_nbest(nbest_path, count) if nbest_path else None
+        found = analyze(refs, texts, chosen, sources, nbest, train)
+        out_dir = os.path.join(os.path.dirname(written["html"]), "analysis")
+        written.update({f"analysis/{k}": v for k, v in write_analysis(found, out_dir, outputs).items()})
+    titles = _titles(list(dict.fromkeys(r["metric"] for r in result["rows"])), result["meta"])
+    with outputs.open(written["html"]) as out:
+        out.write(report_page(result, _footer(result["meta"], titles), found, plots))

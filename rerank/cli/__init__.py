@@ -28,7 +28,7 @@ import sys
 from typing import List, Optional, Tuple
 
 from rerank._version import __version__
-from rerank.cli import core, embed, features, generate, nmt, system, tune
+from rerank.cli import analysis, core, embed, features, generate, nmt, system, tune
 from rerank.cli.options import FORMATS_HELP
 from rerank.errors import InputError
 from rerank.features.scorer import scorer_summaries
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rerank {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for module in (tune, core, features, generate, embed, nmt, system):
+    for module in (tune, core, analysis, features, generate, embed, nmt, system):
         module.add_parsers(sub)
     show_defaults(parser)
     return parser

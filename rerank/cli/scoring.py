@@ -190,6 +190,7 @@ def cmd_report(args) -> None:
         marks=args.marks,
         lang=args.lang,
         testing=test_settings(args),
+        analysis={"source": args.source, "train_source": args.train_source} if args.analysis else None,
     )
     with open(written["text"], encoding="utf-8") as handle:
         sys.stdout.write(handle.read())
@@ -212,6 +213,8 @@ def _report_paths(args):
         "systems": [f for _, files in experiment.systems for f in files],
         "nbest": experiment.nbest,
         "--marks": args.marks,
+        "--source": args.source,
+        "--train-source": args.train_source,
     }
     args.plots = _report_plots(args)
     return inputs, {"--out": list(report_files(args.experiment_dir, args.out, args.plots).values())}
@@ -342,6 +345,14 @@ def _add_report(sub) -> None:
         "(default: no marks; the main job's val guard, scripts/val_guard.py, writes "
         "OUT/report/val_guard.marks.json), e.g. --marks out/job/report/val_guard.marks.json",
     )
+    p.add_argument(
+        "--analysis",
+        action="store_true",
+        help="also the sentence analysis of every system (rerank analyze): report/analysis/ and its sections "
+        "of report/index.html (default: off)",
+    )
+    p.add_argument("--source", help="with --analysis: the test set's source sentences, shown (default: none)")
+    p.add_argument("--train-source", help="with --analysis: the training corpus' source side, word-frequency buckets")
     signif_options(p, adjust="maxT")
     p.set_defaults(func=cmd_report, paths=_report_paths)
 

@@ -513,7 +513,8 @@ def test_report_writes_its_tables_without_plots(tmp_path, capsys, monkeypatch, w
     assert main(args) == 0
     err = capsys.readouterr().err
     assert ("plots skipped: matplotlib is not installed" in err) == (why == "no matplotlib")
-    assert sorted(p.name for p in (exp / "report").iterdir()) == ["table.json", "table.md", "table.tex", "table.txt"]
+    names = sorted(p.name for p in (exp / "report").iterdir())
+    assert names == ["index.html", "table.json", "table.md", "table.tex", "table.txt"]  # the page: always
     rows = json.loads((exp / "report" / "table.json").read_text())["rows"]
     assert {r["system"] for r in rows} == {"baseline", "+x"}
 

@@ -175,3 +175,73 @@ def test_bad_test_settings_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(argv + ["--adjust", "bonferroni"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def _experiment(tmp_path):
+    """A pipeline directory: a baseline, one system of three replicas, the n-best list they came from."""
+    from rerank.nbest import NBestList, write_nbest
+
+    refs, hyps, _ = random_corpus(40, 4, seed=12)
+    exp = tmp_path / "exp"
+    for d in ("data", "nbest", "rerank/nmt"):
+        (exp / d).mkdir(parents=True)
+    write_lines(refs, str(exp / "data/test.de"))
+    write_lines([f"source {i} <&> words" for i in range(40)], str(exp / "data/test.en"))
+    write_lines([hyps[4 * i] for i in range(40)], str(exp / "nbest/test.1best"))
+    for k in (1, 2, 3):
+        write_lines([hyps[4 * i + k] for i in range(40)], str(exp / f"rerank/nmt/test.seed{k}.txt"))
+    write_nbest(NBestList(np.arange(0, 161, 4), hyps, np.zeros((160, 1)), ["NMT"]), str(exp / "nbest/test.nbest"))
+    manifest = {
+        "reference": "data/test.de",
+        "baseline": ["nbest/test.1best"],
+        "nbest": "nbest/test.nbest",
+        "tokenize": "none",
+        "systems": [["+nmt", [f"rerank/nmt/test.seed{k}.txt" for k in (1, 2, 3)]]],
+    }
+    (exp / "experiment.json").write_text(json.dumps(manifest))
+    return exp, refs, hyps
+
+
+def test_report_writes_the_analysis_and_a_self_contained_page(tmp_path, capsys):
+    exp, refs, hyps = _experiment(tmp_path)
+    argv = ["report", str(exp), "--metrics", "bleu,chrf,length", "--shuffles", "200", "--resamples", "20"]
+    argv += ["--bootstrap", "200", "--no-plots", "--analysis", "--source", str(exp / "data/test.en")]
+    assert main(argv + ["--train-source", str(exp / "data/test.en")]) == 0
+    table = json.loads((exp / "report/table.json").read_text())
+    assert table["meta"]["adjust"] == "maxT"  # the report's default, stated in its footer
+    assert "adjusted by Westfall-Young max-T" in (exp / "report/table.txt").read_text()
+    analysis = json.loads((exp / "report/analysis/analysis.json").read_text())
+    assert set(analysis) == {"+nmt", "oracle"}
+    part = analysis["+nmt"]
+    assert part["replica"] in (1, 2, 3)
+    sentences = part["sentences"]
+    gains = [s["gain"] for s in sentences]
+    assert gains == sorted(gains, reverse=True) and len(sentences) == 40
+    picked = [hyps[4 * s["id"] + part["replica"]] for s in sentences]
+    assert [s["system"] for s in sentences] == picked  # the median replica's outputs, seed k: hypothesis k
+    assert all(hyps[4 * s["id"] + s["rank"] - 1] == s["system"] and s["rank"] <= part["replica"] + 1 for s in sentences)
+    assert {s["improved_in"].split(" of ")[1] for s in sentences} == {"3"}
+    bucketings = {b["bucketing"] for b in part["buckets"]}
+    assert bucketings >= {"reference length", "length ratio", "baseline score decile", "picked n-best rank"}
+    assert "source word frequency" in bucketings and "1-best changed" in bucketings
+    # a bucket's Δ is the corpus-level difference on its segments
+    changed = next(b for b in part["buckets"] if b["bucketing"] == "1-best changed" and b["metric"] == "bleu")
+    assert changed["count"] == sum(1 for s in sentences if s["baseline"] != s["system"])
+    assert (
+        changed["delta_ci"][0] <= changed["delta"] <= changed["delta_ci"][1] and changed["p_adjusted"] >= changed["p"]
+    )
+    rows = (exp / "report/analysis/+nmt/sentences.tsv").read_text().splitlines()
+    assert len(rows) == 41 and rows[0].startswith("id\tgain\timproved_in\trank\tsource")
+    page = (exp / "report/index.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'id="significance"' in page
+    assert 'href="#sys-_nmt"' in page and 'id="s-_nmt-' in page
+    assert "source 0 &lt;&amp;&gt; words" in page  # escaped
+    assert "http" not in page.replace("http-equiv", "")  # nothing fetched from anywhere
+
+
+def test_the_page_highlights_the_words_that_differ():
+    from rerank.report_page import highlight
+
+    before, after = highlight("a man rides a <horse>", "a woman rides a <horse> fast")
+    assert before == "a <del>man</del> rides a &lt;horse&gt;"
+    assert after == "a <ins>woman</ins> rides a &lt;horse&gt; <ins>fast</ins>"

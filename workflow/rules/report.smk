@@ -71,12 +71,17 @@ rule report:
         [f"{OUT}/report/val_guard.marks.json"] if C["guard"] else [],
     output:
         f"{OUT}/report/table.txt",
+        f"{OUT}/report/index.html",
     benchmark:
         f"{OUT}/benchmarks/report.tsv"
     params:
         marks=f"--marks {OUT}/report/val_guard.marks.json" if C["guard"] else "",
+        # the sentence analysis (issue 94): sources shown, the training text's word frequencies
+        analysis=f"--analysis --source {SPLIT_SOURCE['test']}"
+        + (f" --train-source {D}/tok/train.{SRC}" if TRAINED else ""),
     shell:
-        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} {{params.marks}}"
+        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} "
+        "{params.marks} {params.analysis}"
 
 
 # the trained system in one directory (decoder, +all's scorer chain as tuned, the replica of

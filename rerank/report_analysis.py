@@ -1,0 +1,325 @@
+"""Sentence analysis of re-ranked systems against the baseline (``rerank analyze``, ``rerank
+report --analysis``): what MultEval's ``--rankDir`` and compare-mt show, and what only an n-best
+tool knows.
+
+For each system, on its median replica (the replica of median corpus score under the first
+metric; ``improved in k of R`` counts every replica):
+
+* **sentences** ranked by gain over the baseline under the first metric (sacreBLEU's sentence
+  scores, :meth:`rerank.metrics.Metric.sentence_level`): id, source, reference, both outputs,
+  every metric's sentence scores, the replicas that improved it, the n-best rank the system picked;
+* **buckets** by reference length, hypothesis/reference length ratio, the baseline's sentence
+  score decile, the source's word frequency in the training corpus (when given), the picked
+  n-best rank and whether the 1-best changed: each bucket's count, its corpus-level Δ per metric,
+  the paired bootstrap interval and p of that Δ (:mod:`rerank.signif_bootstrap`), p adjusted
+  (Holm) across the buckets of a metric;
+* **n-grams** (orders 1-2) the system produces most more and most less often than the baseline,
+  by compare-mt's smoothed ratio (c_sys + 1) / (c_sys + c_base + 2), with their reference counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rerank.defaults import DEFAULT_SEED
+from rerank.metrics import make_metric
+from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
+from rerank.metrics.evaluate import shared_stats
+from rerank.metrics.references import References
+from rerank.nbest import NBestList
+from rerank.outputs import StagedOutputs
+from rerank.signif_adjust import holm
+from rerank.signif_bootstrap import paired_bootstrap
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    """What :func:`analyze` computes: ``metrics`` (the first ranks the sentences), the text settings,
+    ``bootstrap`` resamples and ``confidence`` of the buckets' intervals, ``seed``, the n-gram
+    ``orders`` and how many n-grams each way (``top``)."""
+
+    metrics: Tuple[str, ...] = ("bleu", "chrf", "ter")
+    tokenize: str = DEFAULT_TOKENIZE
+    lowercase: bool = False
+    lang: Optional[str] = None
+    bootstrap: int = 1000
+    confidence: float = 0.95
+    seed: int = DEFAULT_SEED
+    orders: Tuple[int, ...] = (1, 2)
+    top: int = 20
+
+
+def median_replica(scores: Sequence[float]) -> int:
+    """The index of the replica of median score (the lower middle one of an even count)."""
+    order = np.argsort(scores, kind="stable")
+    return int(order[(len(scores) - 1) // 2])
+
+
+def picked_ranks(nbest: NBestList, outputs: Sequence[str]) -> List[Optional[int]]:
+    """Each segment's 1-based rank in ``nbest`` of the hypothesis ``outputs[i]`` (the first one
+    equal to it), or None where the list does not hold it."""
+    ranks: List[Optional[int]] = []
+    for i, text in enumerate(outputs):
+        lo, hi = int(nbest.offsets[i]), int(nbest.offsets[i + 1])
+        found = next((k for k in range(lo, hi) if nbest.hypotheses[k] == text), None)
+        ranks.append(None if found is None else found - lo + 1)
+    return ranks
+
+
+def word_frequency(sources: Sequence[str], train: Sequence[str]) -> np.ndarray:
+    """float64[N] each source's mean log10(1 + count) of its words in the training text ``train``
+    (lowercased whitespace words; an unseen word counts 0)."""
+    counts = Counter(w for line in train for w in line.lower().split())
+    return np.array(
+        [np.mean([math.log10(1 + counts[w]) for w in s.lower().split()]) if s.split() else 0.0 for s in sources]
+    )
+
+
+def _bins(values: np.ndarray, edges: Sequence[float], labels: Sequence[str]) -> np.ndarray:
+    """The label of each value: ``labels[k]`` for edges[k-1] < value ≤ edges[k] (the last open)."""
+    return np.array([labels[int(np.searchsorted(edges, v, side="left"))] for v in values], dtype=object)
+
+
+def _quantile_bins(values: np.ndarray, parts: int, name: str) -> np.ndarray:
+    """Each value's quantile bucket (``name`` 1..parts, equal counts where values allow)."""
+    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable")
+    return np.array([f"{name} {1 + (r * parts) // len(values)}" for r in ranks], dtype=object)
+
+
+def bucketings(
+    refs: List[str],
+    baseline: List[str],
+    system: List[str],
+    first_scores: np.ndarray,
+    ranks: Optional[List[Optional[int]]],
+    frequency: Optional[np.ndarray],
+) -> Dict[str, np.ndarray]:
+    """{bucketing: object[N] bucket label of each segment}: reference length, length ratio,
+    baseline score decile, source word frequency quartile (with ``frequency``), picked rank (with
+    ``ranks``), 1-best changed."""
+    ref_len = np.array([len(r.split()) for r in refs], dtype=float)
+    ratio = np.array([len(h.split()) for h in system], dtype=float) / np.maximum(ref_len, 1)
+    out = {
+        "reference length": _bins(ref_len, [5, 10, 15, 20], ["1-5", "6-10", "11-15", "16-20", "21+"]),
+        "length ratio": _bins(ratio, [0.9, 1.0, 1.1], ["<=0.9", "0.9-1.0", "1.0-1.1", ">1.1"]),
+        "baseline score decile": _quantile_bins(first_scores, 10, "decile"),
+        "1-best changed": np.array(["changed" if a != b else "same" for a, b in zip(baseline, system)], dtype=object),
+    }
+    if frequency is not None:
+        out["source word frequency"] = _quantile_bins(frequency, 4, "quartile")
+    if ranks is not None:
+        labels = ["1", "2", "3-5", "6-10", "11+"]
+        out["picked n-best rank"] = np.array(
+            ["not in list" if r is None else labels[int(np.searchsorted([1, 2, 5, 10], r))] for r in ranks],
+            dtype=object,
+        )
+    return out
+
+
+def _ngrams(lines: Sequence[str], order: int) -> Counter:
+    counts: Counter = Counter()
+    for line in lines:
+        words = line.split()
+        counts.update(" ".join(words[k : k + order]) for k in range(len(words) - order + 1))
+    return counts
+
+
+def ngram_differences(
+    baseline: Sequence[str], system: Sequence[str], refs: Sequence[str], orders: Sequence[int], top: int
+) -> Dict[str, List[Dict[str, Any]]]:
+    """{"over": [...], "under": [...]}: the ``top`` n-grams the system produces most more (less)
+    often than the baseline by compare-mt's smoothed ratio (c_sys + 1) / (c_sys + c_base + 2),
+    each with both counts and its count in the references (ties: more occurrences first)."""
+    rows = []
+    for order in orders:
+        sys_counts, base_counts, ref_counts = _ngrams(system, order), _ngrams(baseline, order), _ngrams(refs, order)
+        for gram in set(sys_counts) | set(base_counts):
+            c_sys, c_base = sys_counts[gram], base_counts[gram]
+            if c_sys == c_base:
+                continue
+            ratio = (c_sys + 1) / (c_sys + c_base + 2)
+            rows.append(
+                {"ngram": gram, "ratio": ratio, "system": c_sys, "baseline": c_base, "reference": ref_counts[gram]}
+            )
+    over = sorted(rows, key=lambda r: (-r["ratio"], -(r["system"] + r["baseline"]), r["ngram"]))
+    under = sorted(rows, key=lambda r: (r["ratio"], -(r["system"] + r["baseline"]), r["ngram"]))
+    return {"over": [r for r in over if r["ratio"] > 0.5][:top], "under": [r for r in under if r["ratio"] < 0.5][:top]}
+
+
+def _bucket_order(bucket: str) -> Tuple[float, int, str]:
+    """Buckets in their natural order: by their first number (``<=0.9`` before ``0.9-1.0``), the
+    others (``changed``, ``same``) after them by name."""
+    found = re.search(r"\d+(?:\.\d+)?", bucket)
+    return (float(found.group()) if found else math.inf, -1 if bucket.startswith("<") else 0, bucket)
+
+
+def _bucket_table(
+    metrics: Dict[str, Any], stats: Dict[str, Tuple[np.ndarray, np.ndarray]], labels: Dict[str, np.ndarray], settings
+) -> List[Dict[str, Any]]:
+    """One record per (bucketing, bucket, metric): count, Δ, its interval and p; p adjusted (Holm)
+    across the buckets of each metric."""
+    records: List[Dict[str, Any]] = []
+    for bucketing, label in labels.items():
+        for bucket in sorted(set(label), key=_bucket_order):
+            rows = np.flatnonzero(label == bucket)
+            for name, metric in metrics.items():
+                base, own = stats[name]
+                boot = paired_bootstrap(
+                    metric, [base[rows]], [own[rows]], settings.bootstrap, settings.seed, settings.confidence
+                )
+                records.append(
+                    {
+                        "bucketing": bucketing,
+                        "bucket": str(bucket),
+                        "metric": name,
+                        "count": int(len(rows)),
+                        "baseline": float(metric.score(base[rows].sum(0))),
+                        "system": float(metric.score(own[rows].sum(0))),
+                        "delta": boot.delta,
+                        "delta_ci": list(boot.delta_ci),
+                        "p": boot.p_value,
+                    }
+                )
+    for name in metrics:
+        family = [r for r in records if r["metric"] == name]
+        for record, adjusted in zip(family, holm([float(r["p"]) for r in family])):
+            record["p_adjusted"] = float(adjusted)
+    return records
+
+
+def analyze(
+    refs: References,
+    texts: Dict[str, List[List[str]]],
+    settings: AnalysisSettings = AnalysisSettings(),
+    sources: Optional[List[str]] = None,
+    nbest: Optional[NBestList] = None,
+    train_source: Optional[List[str]] = None,
+) -> Dict[str, Dict[str, Any]]:
+    """The analysis of every system of ``texts`` (its first entry: the baseline, one replica or
+    more: its first is compared) against the baseline (module docstring).  ``refs``: the
+    references (one stream or several; the first is shown); ``sources``: shown, and with
+    ``train_source`` (the training corpus' source side) the word-frequency buckets; ``nbest``:
+    the list the systems picked from (their picked ranks).  Returns {system: {"replica",
+    "sentences", "buckets", "ngrams"}}."""
+    streams = refs if refs and isinstance(refs[0], list) else [refs]
+    first_refs = [str(r) for r in streams[0]]
+    metrics = {m: make_metric(m, settings.tokenize, settings.lowercase, settings.lang) for m in settings.metrics}
+    stats = {name: shared_stats(metric, texts, refs, None) for name, metric in metrics.items()}
+    baseline_name = next(iter(texts))
+    baseline = texts[baseline_name][0]
+    frequency = word_frequency(sources, train_source) if sources is not None and train_source is not None else None
+    first = settings.metrics[0]
+    out: Dict[str, Dict[str, Any]] = {}
+    for name, replicas in list(texts.items())[1:]:
+        first_metric = metrics[first]
+        replica = median_replica([float(first_metric.score(s.sum(0))) for s in stats[first][name]])
+        system = replicas[replica]
+        sentence = {
+            m: (metric.sentence_level(stats[m][baseline_name][0]), metric.sentence_level(stats[m][name][replica]))
+            for m, metric in metrics.items()
+        }
+        sign = 1.0 if first_metric.higher_is_better is not False else -1.0
+        gain = sign * (sentence[first][1] - sentence[first][0])
+        improved = np.sum(
+            [sign * (first_metric.sentence_level(s) - sentence[first][0]) > 0 for s in stats[first][name]], axis=0
+        )
+        ranks = picked_ranks(nbest, system) if nbest is not None else None
+        records = [
+            {
+                "id": i,
+                "source": None if sources is None else sources[i],
+                "reference": first_refs[i],
+                "baseline": baseline[i],
+                "system": system[i],
+                "scores": {m: {"baseline": float(b[i]), "system": float(s[i])} for m, (b, s) in sentence.items()},
+                "gain": float(gain[i]),
+                "improved_in": f"{int(improved[i])} of {len(replicas)}",
+                "rank": None if ranks is None else ranks[i],
+            }
+            for i in np.argsort(-gain, kind="stable").tolist()
+        ]
+        labels = bucketings(first_refs, baseline, system, sentence[first][0], ranks, frequency)
+        pair = {m: (stats[m][baseline_name][0], stats[m][name][replica]) for m in metrics}
+        out[name] = {
+            "replica": replica + 1,
+            "sentences": records,
+            "buckets": _bucket_table(metrics, pair, labels, settings),
+            "ngrams": ngram_differences(baseline, system, first_refs, settings.orders, settings.top),
+        }
+    return out
+
+
+def _safe(name: str) -> str:
+    """A system name as a directory name (``+r2l/chrF-tuned`` → ``+r2l_chrF-tuned``)."""
+    return "".join(ch if ch.isalnum() or ch in "+-._" else "_" for ch in name) or "_"
+
+
+def analysis_files(result: Dict[str, Dict[str, Any]], out_dir: str) -> Dict[str, str]:
+    """{file kind: path} of what :func:`write_analysis` writes: per system ``SYSTEM/sentences.tsv``,
+    ``sentences.jsonl``, ``buckets.tsv``, ``ngrams.tsv``; and ``analysis.json`` (everything)."""
+    files = {"analysis.json": os.path.join(out_dir, "analysis.json")}
+    for name in result:
+        for kind in ("sentences.tsv", "sentences.jsonl", "buckets.tsv", "ngrams.tsv"):
+            files[f"{name}/{kind}"] = os.path.join(out_dir, _safe(name), kind)
+    return files
+
+
+def write_analysis(result: Dict[str, Dict[str, Any]], out_dir: str, outputs: StagedOutputs) -> Dict[str, str]:
+    """Write :func:`analyze`'s ``result`` under ``out_dir`` (staged in ``outputs``: all files or
+    none).  TSV cells hold no tab or line break (texts are one line each).  Returns the files."""
+    files = analysis_files(result, out_dir)
+    with outputs.open(files["analysis.json"]) as handle:
+        json.dump(result, handle, ensure_ascii=False, indent=1)
+        handle.write("\n")
+    for name, part in result.items():
+        metrics = list(part["sentences"][0]["scores"]) if part["sentences"] else []
+        with outputs.open(files[f"{name}/sentences.tsv"]) as handle:
+            head = ["id", "gain", "improved_in", "rank", "source", "reference", "baseline", "system"]
+            handle.write("\t".join(head + [f"{m}:{side}" for m in metrics for side in ("baseline", "system")]) + "\n")
+            for r in part["sentences"]:
+                cells = [r["id"], f"{r['gain']:.4f}", r["improved_in"], r["rank"], r["source"], r["reference"]]
+                cells += [r["baseline"], r["system"]]
+                cells += [f"{r['scores'][m][side]:.4f}" for m in metrics for side in ("baseline", "system")]
+                handle.write("\t".join("" if c is None else str(c) for c in cells) + "\n")
+        with outputs.open(files[f"{name}/sentences.jsonl"]) as handle:
+            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in part["sentences"])
+        with outputs.open(files[f"{name}/buckets.tsv"]) as handle:
+            keys = [
+                "bucketing",
+                "bucket",
+                "metric",
+                "count",
+                "baseline",
+                "system",
+                "delta",
+                "delta_ci",
+                "p",
+                "p_adjusted",
+            ]
+            handle.write("\t".join(keys) + "\n")
+            for b in part["buckets"]:
+                handle.write("\t".join(_tsv(b[k]) for k in keys) + "\n")
+        with outputs.open(files[f"{name}/ngrams.tsv"]) as handle:
+            handle.write("direction\tngram\tratio\tsystem\tbaseline\treference\n")
+            for direction in ("over", "under"):
+                for g in part["ngrams"][direction]:
+                    handle.write(
+                        f"{direction}\t{g['ngram']}\t{g['ratio']:.4f}\t{g['system']}\t{g['baseline']}\t{g['reference']}\n"
+                    )
+    return files
+
+
+def _tsv(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(f"{v:.4f}" for v in value) + "]"
+    return str(value)
