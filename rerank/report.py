@@ -38,6 +38,7 @@ from rerank.report_page import report_page
 from rerank.report_plots import plot_report
 from rerank.report_rows import Tests, adjust_table, metric_rows
 from rerank.report_sources import MARK, attach_marks, attach_paper, read_marks, read_paper_table
+from rerank.report_thresholds import footer_lines
 from rerank.signif import SignificanceSettings, warn_identical_replicas
 from rerank.textio import read_lines, read_references
 from rerank.tuning.oracle import oracle_file
@@ -52,6 +53,7 @@ def significance_table(
     baseline: Sequence[str],
     systems: Sequence[Tuple[str, Sequence[str]]],
     settings: SignificanceSettings = SignificanceSettings(),
+    keep: Optional[Dict[str, Any]] = None,
 ) -> Dict:
     """Score the baseline and each system (lists of replica files) on every metric:
     :func:`significance_of` on the files' texts, ``meta.reference`` the reference path.
@@ -73,7 +75,7 @@ def significance_table(
     check_system_names(settings.baseline_name, systems)
     files = {settings.baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
     texts = {name: [read_system(p, segment_count(refs)) for p in paths] for name, paths in files.items()}
-    result = significance_of(refs, texts, settings, files)
+    result = significance_of(refs, texts, settings, files, keep)
     result["meta"] = {"reference": ref_path, **result["meta"]}
     return result
 
@@ -104,8 +106,10 @@ def significance_of(
     texts: Dict[str, List[List[str]]],
     settings: SignificanceSettings = SignificanceSettings(),
     files: Optional[Dict[str, List[str]]] = None,
+    keep: Optional[Dict[str, Any]] = None,
 ) -> Dict:
-    """:func:`significance_table` on texts held in memory: ``texts`` maps each system (the
+    """:func:`significance_table` on texts held in memory (``keep``: a dict that receives each
+    metric's statistics, {metric: {system: [replica statistics]}}, for the sentence analysis): ``texts`` maps each system (the
     baseline first, named ``settings.baseline_name``) to its replicas, each a list of N
     hypotheses for the N ``refs``. ``files`` (the replicas' paths, by system) are needed only
     by ``seg:`` metrics, which read each file's sidecar scores; rows carry them as ``files``.
@@ -151,6 +155,8 @@ def significance_of(
             print(f"rerank: warning: {err}", file=sys.stderr)
             continue
         rows += metric_rows(metric, metric_name, stats, names, settings, files, bar, tests)
+        if keep is not None:
+            keep[metric_name] = stats
     if bar is not None:
         bar.close()
     adjusted = adjust_table(rows, tests, settings)
@@ -235,7 +241,7 @@ def _label(system: str, rows: List[Dict]) -> str:
     return f"{system} {MARK}" if marked else system
 
 
-def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
+def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None, rows: Optional[List[Dict]] = None) -> List[str]:
     alpha = meta["alpha"]
     lines = [meta["caption"]] if meta.get("caption") else []
     level = f"{100 * meta.get('confidence', 0.95):g} %"
@@ -262,6 +268,7 @@ def _footer(meta: Dict, titles: Optional[Dict[str, str]] = None) -> List[str]:
         lines.append(f"p: {test}, each test alone (no multiple-comparison adjustment)")
     if meta.get("adjust_note"):
         lines.append(meta["adjust_note"])
+    lines.extend(footer_lines(rows or [], titles or {}, alpha))
     lines.append(
         f"approximate randomisation: {meta['shuffles']} shuffles; bootstrap: {meta['resamples']} "
         f"resamples (s_sel), {meta.get('bootstrap', 1000)} paired resamples (intervals"
@@ -331,7 +338,7 @@ def format_table(result: Dict, fmt: str = "text") -> str:
     if fmt == "markdown":
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta, titles)) + "\n"
+        return "\n".join(lines) + "\n\n" + "\n".join(f"- {line}" for line in _footer(meta, titles, rows)) + "\n"
     if fmt == "latex":
         lines = [
             r"\begin{tabular}{l" + "r" * len(metrics) + "}",
@@ -341,13 +348,13 @@ def format_table(result: Dict, fmt: str = "text") -> str:
         ]
         lines += [" & ".join([tex(r[0])] + [tex_number(c) for c in r[1:]]) + r" \\" for r in body]
         lines += [r"\hline", r"\end{tabular}"]
-        return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta, titles)) + "\n"
+        return "\n".join(lines) + "\n" + "\n".join("% " + line for line in _footer(meta, titles, rows)) + "\n"
     if fmt != "text":
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     widths = [max(len(x) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
-    return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta, titles)) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(_footer(meta, titles, rows)) + "\n"
 
 
 def report_files(exp_dir: str, out_dir: Optional[str] = None, plots: bool = True) -> Dict[str, str]:
@@ -421,7 +428,8 @@ def experiment_report(
             progress=True,
             **{"adjust": "maxT", **(testing or {})},
         )
-        result = significance_table(ref, baseline, systems, settings)
+        kept: Dict[str, Any] = {}
+        result = significance_table(ref, baseline, systems, settings, kept)
         if experiment.paper is not None:
             published, source = read_paper_table(experiment.paper["table"], experiment.paper["select"])
             attach_paper(result, published, source + " " + json.dumps(experiment.paper["select"]))
@@ -446,7 +454,7 @@ def experiment_report(
             with outputs.open(written[fmt]) as out:
                 out.write(format_table(result, fmt))
         files = {settings.baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
-        _write_page(result, written, outputs, (analysis, files), settings, nbest, tuple(staged.values()))
+        _write_page(result, written, outputs, (analysis, files, kept), settings, nbest, tuple(staged.values()))
     return written
 
 
@@ -455,7 +463,7 @@ def _write_page(result, written, outputs, asked, settings, nbest_path, plots) ->
     analysis of every system when ``asked`` = (the analysis' inputs, {system: replica files})
     asks for it (its files added to ``written``)."""
     found = None
-    analysis, files = asked
+    analysis, files, kept = asked
     if analysis is not None:
         refs = read_references(result["meta"]["reference"])
         count = segment_count(refs)
@@ -465,9 +473,9 @@ def _write_page(result, written, outputs, asked, settings, nbest_path, plots) ->
         sources = read_lines(analysis["source"]) if analysis.get("source") else None
         train = read_lines(analysis["train_source"]) if analysis.get("train_source") else None
         nbest = read_nbest(nbest_path, count) if nbest_path else None
-        found = analyze(refs, texts, chosen, sources, nbest, train)
+        found = analyze(refs, texts, chosen, sources, nbest, train, kept)
         out_dir = os.path.join(os.path.dirname(written["html"]), "analysis")
         written.update({f"analysis/{k}": v for k, v in write_analysis(found, out_dir, outputs).items()})
     titles = _titles(list(dict.fromkeys(r["metric"] for r in result["rows"])), result["meta"])
     with outputs.open(written["html"]) as out:
-        out.write(report_page(result, _footer(result["meta"], titles), found, plots))
+        out.write(report_page(result, _footer(result["meta"], titles, result["rows"]), found, plots))

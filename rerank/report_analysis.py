@@ -25,6 +25,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -36,8 +37,9 @@ from rerank.metrics.evaluate import shared_stats
 from rerank.metrics.references import References
 from rerank.nbest import NBestList
 from rerank.outputs import StagedOutputs
+from rerank.signif import resample_counts, resampled_sums, summable
 from rerank.signif_adjust import holm
-from rerank.signif_bootstrap import paired_bootstrap
+from rerank.signif_bootstrap import bootstrap_outcome
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def word_frequency(sources: Sequence[str], train: Sequence[str]) -> np.ndarray:
 
 def _bins(values: np.ndarray, edges: Sequence[float], labels: Sequence[str]) -> np.ndarray:
     """The label of each value: ``labels[k]`` for edges[k-1] < value ≤ edges[k] (the last open)."""
-    return np.array([labels[int(np.searchsorted(edges, v, side="left"))] for v in values], dtype=object)
+    return np.asarray(labels, dtype=object)[np.searchsorted(edges, values, side="left")]
 
 
 def _quantile_bins(values: np.ndarray, parts: int, name: str) -> np.ndarray:
@@ -125,22 +127,33 @@ def bucketings(
 
 
 def _ngrams(lines: Sequence[str], order: int) -> Counter:
-    counts: Counter = Counter()
-    for line in lines:
-        words = line.split()
-        counts.update(" ".join(words[k : k + order]) for k in range(len(words) - order + 1))
-    return counts
+    """The n-grams of ``order`` in ``lines`` (whitespace words), counted in one pass."""
+    if order == 1:
+        return Counter(chain.from_iterable(line.split() for line in lines))
+    split = [line.split() for line in lines]
+    return Counter(chain.from_iterable(map(" ".join, zip(*(w[k:] for k in range(order)))) for w in split))
 
 
 def ngram_differences(
-    baseline: Sequence[str], system: Sequence[str], refs: Sequence[str], orders: Sequence[int], top: int
+    baseline: Sequence[str],
+    system: Sequence[str],
+    refs: Sequence[str],
+    orders: Sequence[int],
+    top: int,
+    counted: Optional[Dict[Tuple[str, int], Counter]] = None,
 ) -> Dict[str, List[Dict[str, Any]]]:
     """{"over": [...], "under": [...]}: the ``top`` n-grams the system produces most more (less)
     often than the baseline by compare-mt's smoothed ratio (c_sys + 1) / (c_sys + c_base + 2),
-    each with both counts and its count in the references (ties: more occurrences first)."""
+    each with both counts and its count in the references (ties: more occurrences first).
+    ``counted``: where the baseline's and the references' counts are kept across systems
+    ({("baseline" | "reference", order): counts})."""
+    counted = {} if counted is None else counted
     rows = []
     for order in orders:
-        sys_counts, base_counts, ref_counts = _ngrams(system, order), _ngrams(baseline, order), _ngrams(refs, order)
+        sys_counts = _ngrams(system, order)
+        if ("baseline", order) not in counted:
+            counted[("baseline", order)], counted[("reference", order)] = _ngrams(baseline, order), _ngrams(refs, order)
+        base_counts, ref_counts = counted[("baseline", order)], counted[("reference", order)]
         for gram in set(sys_counts) | set(base_counts):
             c_sys, c_base = sys_counts[gram], base_counts[gram]
             if c_sys == c_base:
@@ -161,38 +174,71 @@ def _bucket_order(bucket: str) -> Tuple[float, int, str]:
     return (float(found.group()) if found else math.inf, -1 if bucket.startswith("<") else 0, bucket)
 
 
-def _bucket_table(
-    metrics: Dict[str, Any], stats: Dict[str, Tuple[np.ndarray, np.ndarray]], labels: Dict[str, np.ndarray], settings
-) -> List[Dict[str, Any]]:
-    """One record per (bucketing, bucket, metric): count, Δ, its interval and p; p adjusted (Holm)
-    across the buckets of each metric."""
-    records: List[Dict[str, Any]] = []
-    for bucketing, label in labels.items():
-        for bucket in sorted(set(label), key=_bucket_order):
-            rows = np.flatnonzero(label == bucket)
-            for name, metric in metrics.items():
-                base, own = stats[name]
-                boot = paired_bootstrap(
-                    metric, [base[rows]], [own[rows]], settings.bootstrap, settings.seed, settings.confidence
-                )
-                records.append(
-                    {
-                        "bucketing": bucketing,
-                        "bucket": str(bucket),
-                        "metric": name,
-                        "count": int(len(rows)),
-                        "baseline": float(metric.score(base[rows].sum(0))),
-                        "system": float(metric.score(own[rows].sum(0))),
-                        "delta": boot.delta,
-                        "delta_ci": list(boot.delta_ci),
-                        "p": boot.p_value,
-                    }
-                )
-    for name in metrics:
-        family = [r for r in records if r["metric"] == name]
-        for record, adjusted in zip(family, holm([float(r["p"]) for r in family])):
-            record["p_adjusted"] = float(adjusted)
-    return records
+def bucket_tables(
+    metrics: Dict[str, Any],
+    baseline: Dict[str, np.ndarray],
+    systems: Dict[str, Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]],
+    settings: AnalysisSettings,
+) -> Dict[str, List[Dict[str, Any]]]:
+    """{system: its bucket records}, one record per (bucketing, bucket, metric): count, Δ, its
+    paired-bootstrap interval and p (:func:`rerank.signif_bootstrap.paired_bootstrap` on the
+    bucket's segments: the same draws, the same numbers); p adjusted (Holm) across the buckets of
+    each metric.  ``baseline``: {metric: float[N, K] statistics}; ``systems``: {system: ({metric:
+    float[N, K]}, {bucketing: object[N] labels})}.  A bucket that holds the same segments for
+    several systems (reference length, baseline decile, word frequency) is resampled once for the
+    baseline and all of them: one product of the draws with their stacked statistics, one call of
+    the metric on the stacked sums."""
+    shared: Dict[Tuple[str, str, bytes], List[str]] = {}
+    for name, (_, labels) in systems.items():
+        for bucketing, label in labels.items():
+            for bucket in sorted(set(label), key=_bucket_order):
+                rows = np.flatnonzero(label == bucket)
+                shared.setdefault((bucketing, str(bucket), rows.tobytes()), []).append(name)
+    found: Dict[Tuple[str, str, str, str], Dict[str, Any]] = {}
+    # buckets of one size in a row: their draws, resample_counts' (cached), are made once
+    for (bucketing, bucket, key), names in sorted(shared.items(), key=lambda item: len(item[0][2])):
+        rows = np.frombuffer(key, dtype=np.intp)
+        counts = resample_counts(len(rows), settings.bootstrap, settings.seed)
+        for metric_name, metric in metrics.items():
+            # statistics equal to another's on this bucket (the baseline's, where the 1-best was kept)
+            # are resampled once
+            column: Dict[bytes, int] = {}
+            parts: List[np.ndarray] = []
+            for part in [baseline[metric_name][rows]] + [systems[n][0][metric_name][rows] for n in names]:
+                if column.setdefault(part.tobytes(), len(parts)) == len(parts):
+                    parts.append(part)
+            width = parts[0].shape[1]
+            sums = resampled_sums(counts, summable(np.concatenate(parts, axis=1)))
+            scores = np.asarray(metric.score(sums.reshape(-1, width)), dtype=np.float64).reshape(len(counts), -1)
+            observed = [float(metric.score(part.sum(0))) for part in parts]
+            for name in names:
+                k = column[systems[name][0][metric_name][rows].tobytes()]
+                boot = bootstrap_outcome((observed[0], observed[k]), scores[:, 0], scores[:, k], settings.confidence)
+                found[(name, bucketing, bucket, metric_name)] = {
+                    "bucketing": bucketing,
+                    "bucket": bucket,
+                    "metric": metric_name,
+                    "count": int(len(rows)),
+                    "baseline": observed[0],
+                    "system": observed[k],
+                    "delta": boot.delta,
+                    "delta_ci": list(boot.delta_ci),
+                    "p": boot.p_value,
+                }
+    out: Dict[str, List[Dict[str, Any]]] = {}
+    for name, (_, labels) in systems.items():
+        records = [
+            found[(name, bucketing, str(bucket), metric_name)]
+            for bucketing, label in labels.items()
+            for bucket in sorted(set(label), key=_bucket_order)
+            for metric_name in metrics
+        ]
+        for metric_name in metrics:
+            family = [r for r in records if r["metric"] == metric_name]
+            for record, adjusted in zip(family, holm([float(r["p"]) for r in family])):
+                record["p_adjusted"] = float(adjusted)
+        out[name] = records
+    return out
 
 
 def analyze(
@@ -202,22 +248,27 @@ def analyze(
     sources: Optional[List[str]] = None,
     nbest: Optional[NBestList] = None,
     train_source: Optional[List[str]] = None,
+    computed: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, Dict[str, Any]]:
     """The analysis of every system of ``texts`` (its first entry: the baseline, one replica or
     more: its first is compared) against the baseline (module docstring).  ``refs``: the
     references (one stream or several; the first is shown); ``sources``: shown, and with
     ``train_source`` (the training corpus' source side) the word-frequency buckets; ``nbest``:
-    the list the systems picked from (their picked ranks).  Returns {system: {"replica",
+    the list the systems picked from (their picked ranks); ``computed``: statistics already computed
+    for these texts ({metric: {system: [replica statistics]}}, a report's).  Returns {system: {"replica",
     "sentences", "buckets", "ngrams"}}."""
     streams = refs if refs and isinstance(refs[0], list) else [refs]
     first_refs = [str(r) for r in streams[0]]
     metrics = {m: make_metric(m, settings.tokenize, settings.lowercase, settings.lang) for m in settings.metrics}
-    stats = {name: shared_stats(metric, texts, refs, None) for name, metric in metrics.items()}
+    computed = computed or {}
+    stats = {name: computed.get(name) or shared_stats(metric, texts, refs, None) for name, metric in metrics.items()}
     baseline_name = next(iter(texts))
     baseline = texts[baseline_name][0]
     frequency = word_frequency(sources, train_source) if sources is not None and train_source is not None else None
     first = settings.metrics[0]
     out: Dict[str, Dict[str, Any]] = {}
+    bucketed: Dict[str, Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]] = {}
+    counted: Dict[Tuple[str, int], Counter] = {}  # the baseline's and the references' n-grams, counted once
     for name, replicas in list(texts.items())[1:]:
         first_metric = metrics[first]
         replica = median_replica([float(first_metric.score(s.sum(0))) for s in stats[first][name]])
@@ -247,13 +298,16 @@ def analyze(
             for i in np.argsort(-gain, kind="stable").tolist()
         ]
         labels = bucketings(first_refs, baseline, system, sentence[first][0], ranks, frequency)
-        pair = {m: (stats[m][baseline_name][0], stats[m][name][replica]) for m in metrics}
+        bucketed[name] = ({m: stats[m][name][replica] for m in metrics}, labels)
         out[name] = {
             "replica": replica + 1,
             "sentences": records,
-            "buckets": _bucket_table(metrics, pair, labels, settings),
-            "ngrams": ngram_differences(baseline, system, first_refs, settings.orders, settings.top),
+            "buckets": [],
+            "ngrams": ngram_differences(baseline, system, first_refs, settings.orders, settings.top, counted),
         }
+    tables = bucket_tables(metrics, {m: stats[m][baseline_name][0] for m in metrics}, bucketed, settings)
+    for name, records in tables.items():
+        out[name]["buckets"] = records
     return out
 
 
@@ -277,8 +331,8 @@ def write_analysis(result: Dict[str, Dict[str, Any]], out_dir: str, outputs: Sta
     none).  TSV cells hold no tab or line break (texts are one line each).  Returns the files."""
     files = analysis_files(result, out_dir)
     with outputs.open(files["analysis.json"]) as handle:
-        json.dump(result, handle, ensure_ascii=False, indent=1)
-        handle.write("\n")
+        # json.dumps without an indent runs the C encoder; json.dump or an indent, the Python one (10x slower)
+        handle.write(json.dumps(result, ensure_ascii=False) + "\n")
     for name, part in result.items():
         metrics = list(part["sentences"][0]["scores"]) if part["sentences"] else []
         with outputs.open(files[f"{name}/sentences.tsv"]) as handle:

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
-
 from rerank.errors import InputError
 from rerank.metrics import Metric
-from rerank.signif import SignificanceSettings, compare, score_system
+from rerank.report_thresholds import accuracy, calibrated, detectable
+from rerank.signif import ResampleMemo, SignificanceSettings, compare, score_system
 from rerank.signif_adjust import NullSample, adjust, clusters
 from rerank.signif_bootstrap import (
     PairedBootstrap,
     paired_bootstrap,
     percentile_interval,
-    replica_draws,
     resampled_scores,
-    segment_draws,
 )
 
 #: one test of a table: (metric name, system A, system B) -> its record
@@ -38,11 +35,11 @@ def _pairs(names: List[str], settings: SignificanceSettings) -> List[Tuple[str, 
 
 
 def _test(
-    metric: Metric, stats: Dict[str, Any], a: str, b: str, settings: SignificanceSettings, counts: np.ndarray
+    metric: Metric, stats: Dict[str, Any], a: str, b: str, settings: SignificanceSettings, memo: ResampleMemo
 ) -> Dict[str, Any]:
     """The record of B tested against A: Δ, its interval, p and the null sample (for max-T)."""
     boot: PairedBootstrap = paired_bootstrap(
-        metric, stats[a], stats[b], settings.bootstrap, settings.seed, settings.confidence, counts
+        metric, stats[a], stats[b], settings.bootstrap, settings.seed, settings.confidence, memo
     )
     if settings.test == "bs":
         p, sample = boot.p_value, NullSample(abs(boot.delta), boot.null)
@@ -67,17 +64,17 @@ def metric_rows(
     s_opt, interval; p and Δ's interval against the baseline and ``compare_to``); every test
     made is added to ``tests`` for :func:`adjust_table`."""
     baseline_name, compare_to = settings.baseline_name, settings.compare_to
-    counts = segment_draws(len(stats[baseline_name][0]), settings.bootstrap, settings.seed)
+    calibration = calibrated(metric_name, metric.signature())
+    memo: ResampleMemo = {}  # each replica resampled once: s_sel's draws serve the intervals and tests
     scored, own_ci = {}, {}
     for name in names:
-        scored[name] = score_system(metric, stats[name], settings.resamples, settings.seed)
-        drawn = replica_draws(len(stats[name]), settings.bootstrap, settings.seed)
-        resampled = resampled_scores(metric, stats[name], counts, drawn)
+        scored[name] = score_system(metric, stats[name], settings.resamples, settings.seed, memo)
+        resampled = resampled_scores(metric, stats[name], settings.bootstrap, settings.seed, memo)
         own_ci[name] = list(percentile_interval(resampled, settings.confidence))
         if bar is not None:
             bar.update()
     for a, b in _pairs(names, settings):
-        tests[(metric_name, a, b)] = _test(metric, stats, a, b, settings, counts)
+        tests[(metric_name, a, b)] = _test(metric, stats, a, b, settings, memo)
     rows = []
     for name in names:
         r = scored[name]
@@ -96,6 +93,12 @@ def metric_rows(
                 "p_value": None if against is None else against["p"],
                 "delta": r.score - scored[baseline_name].score,
                 "delta_ci": None if against is None else against["delta_ci"],
+                "detectable": None if against is None else detectable(against["sample"], settings.alpha),
+                "accuracy": (
+                    None
+                    if against is None or calibration is None
+                    else accuracy((r.score - scored[baseline_name].score) * calibration[1], calibration[0])
+                ),
                 "p_compare": None if versus is None else versus["p"],
                 "delta_compare": None if versus is None or compare_to is None else r.score - scored[compare_to].score,
                 "higher_is_better": metric.higher_is_better,

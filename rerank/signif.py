@@ -163,31 +163,73 @@ def resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
     return out
 
 
-def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, seed: int = DEFAULT_SEED) -> float:
-    """Standard deviation (ddof 1) of the corpus score over bootstrap resamples.
+def bootstrap_scores(metric: Metric, stats: np.ndarray, resamples: int = 10000, seed: int = DEFAULT_SEED) -> np.ndarray:
+    """float64[resamples]: the corpus score of one replica on each bootstrap resample.
 
     Args:
         stats: float[N, K] per-segment statistics of one system (one replica).
     Resample r's summed statistics are row r of ``counts @ stats`` with ``counts`` the
     draw counts of :func:`resample_counts` (drawn block by block, with the same draws,
-    when the matrix would be too large to keep).
+    when the matrix would be too large to keep).  The draws of B resamples are the first B of
+    any larger number's, so that the first rows of one call serve a smaller one
+    (:func:`replica_resamples`).
     """
     stats = np.asarray(stats, dtype=np.float64)
     n = len(stats)
     counts = resample_counts(n, resamples, seed) if resamples * n <= CACHE_CELLS else None
-    # integer statistics whose resampled sums (at most n · max |stat|) stay below 2^24 are
-    # summed exactly in float32 (twice as fast, no conversion of the counts); others in float64
-    exact32 = bool(n and np.all(stats == np.round(stats)) and n * np.abs(stats).max() < 2**24)
-    rows_of = stats.astype(np.float32) if exact32 else stats
+    rows_of = summable(stats)
     rng = np.random.default_rng(seed)
     scores = []
     step = CHUNK if counts is not None else DRAW_BLOCK
     for start in range(0, resamples, step):
         rows = min(step, resamples - start)
         block = counts[start : start + rows] if counts is not None else _draw_counts(rng, rows, n).astype(np.float32)
-        summed = block @ rows_of if exact32 else block.astype(np.float64) @ stats
-        scores.append(metric.score(summed.astype(np.float64)))
-    return float(np.std(np.concatenate(scores), ddof=1))
+        scores.append(np.asarray(metric.score(resampled_sums(block, rows_of)), dtype=np.float64))
+    return np.concatenate(scores) if scores else np.zeros(0)
+
+
+def summable(stats: np.ndarray) -> np.ndarray:
+    """``stats`` (float[N, K]) in the type its resampled sums are made in: integer statistics whose
+    sums (at most N · max |stat|) stay below 2^24 in float32, exact and twice as fast, with no
+    conversion of the float32 draw counts; others in float64."""
+    stats = np.asarray(stats, dtype=np.float64)
+    if len(stats) and np.all(stats == np.round(stats)) and len(stats) * np.abs(stats).max() < 2**24:
+        return stats.astype(np.float32)
+    return stats
+
+
+def resampled_sums(counts: np.ndarray, stats: np.ndarray) -> np.ndarray:
+    """float64[B, K]: each resample's summed statistics, ``counts`` (float32[B, N] draw counts)
+    times ``stats`` (float[N, K], :func:`summable`)."""
+    if stats.dtype == np.float32:
+        return (counts @ stats).astype(np.float64)
+    return counts.astype(np.float64) @ stats
+
+
+#: a table's resampled replica scores, kept for reuse: {(id(metric), id(stats)): (stats, scores)}
+ResampleMemo = Dict[Tuple[int, int], Tuple[np.ndarray, np.ndarray]]
+
+
+def replica_resamples(
+    metric: Metric, stats: np.ndarray, resamples: int, seed: int = DEFAULT_SEED, memo: Optional[ResampleMemo] = None
+) -> np.ndarray:
+    """:func:`bootstrap_scores` of one replica, taken from ``memo`` where it holds at least
+    ``resamples`` of them for this metric and these very statistics (the first rows: the same
+    draws), else computed and kept there.  s_sel (10,000 resamples) and the paired bootstrap's
+    intervals and test (1,000) of a table then resum each replica's statistics once."""
+    key = (id(metric), id(stats))
+    if memo is not None and key in memo and memo[key][0] is stats and len(memo[key][1]) >= resamples:
+        return memo[key][1][:resamples]
+    scores = bootstrap_scores(metric, stats, resamples, seed)
+    if memo is not None:
+        memo[key] = (stats, scores)
+    return scores
+
+
+def bootstrap_std(metric: Metric, stats: np.ndarray, resamples: int = 10000, seed: int = DEFAULT_SEED) -> float:
+    """Standard deviation (ddof 1) of the corpus score over bootstrap resamples
+    (:func:`bootstrap_scores`; ``stats``: float[N, K] of one replica)."""
+    return float(np.std(bootstrap_scores(metric, stats, resamples, seed), ddof=1))
 
 
 def _swap_matrix(rng: np.random.Generator, rows: int, units: int) -> np.ndarray:
@@ -280,11 +322,20 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
 
 
 def score_system(
-    metric: Metric, replica_stats: Sequence[np.ndarray], resamples: int = 10000, seed: int = DEFAULT_SEED
+    metric: Metric,
+    replica_stats: Sequence[np.ndarray],
+    resamples: int = 10000,
+    seed: int = DEFAULT_SEED,
+    memo: Optional[ResampleMemo] = None,
 ) -> SystemScore:
-    """Score, s_sel and s_opt of one system from its replicas' statistics (float[N, K] each)."""
+    """Score, s_sel and s_opt of one system from its replicas' statistics (float[N, K] each);
+    ``memo``: where the replicas' resampled scores are kept (:func:`replica_resamples`)."""
     scores = [float(metric.score(s.sum(0))) for s in replica_stats]
-    s_sel = float(np.mean([bootstrap_std(metric, s, resamples, seed) for s in replica_stats])) if resamples else 0.0
+    s_sel = (
+        float(np.mean([np.std(replica_resamples(metric, s, resamples, seed, memo), ddof=1) for s in replica_stats]))
+        if resamples
+        else 0.0
+    )
     s_opt = float(np.std(scores, ddof=1)) if len(scores) > 1 else None
     return SystemScore(float(np.mean(scores)), scores, s_sel, s_opt)
 

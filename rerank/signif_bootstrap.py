@@ -27,7 +27,7 @@ import numpy as np
 
 from rerank.defaults import DEFAULT_SEED
 from rerank.metrics import Metric
-from rerank.signif import CACHE_CELLS, DRAW_BLOCK, _draw_counts, paired_replicas, resample_counts
+from rerank.signif import ResampleMemo, paired_replicas, replica_resamples
 
 #: the paired bootstrap's resamples by default (sacreBLEU's ``--paired-bs-n``)
 BOOTSTRAP_RESAMPLES = 1000
@@ -64,34 +64,44 @@ def replica_draws(replicas: int, resamples: int, seed: int) -> np.ndarray:
     return rng.multinomial(replicas, np.full(replicas, 1.0 / replicas), size=resamples).astype(np.float64)
 
 
-def segment_draws(segments: int, resamples: int, seed: int) -> np.ndarray:
-    """float32[resamples, N] draw counts (:func:`rerank.signif.resample_counts`, cached where
-    they fit in memory, else drawn the same way block by block)."""
-    if resamples * segments <= CACHE_CELLS:
-        return resample_counts(segments, resamples, seed)
-    rng = np.random.default_rng(seed)
-    blocks = [_draw_counts(rng, min(DRAW_BLOCK, resamples - s), segments) for s in range(0, resamples, DRAW_BLOCK)]
-    return np.concatenate(blocks).astype(np.float32)
-
-
 def resampled_scores(
-    metric: Metric, replicas: Sequence[np.ndarray], counts: np.ndarray, drawn: np.ndarray
+    metric: Metric,
+    replicas: Sequence[np.ndarray],
+    resamples: int,
+    seed: int = DEFAULT_SEED,
+    memo: Optional[ResampleMemo] = None,
 ) -> np.ndarray:
-    """float64[B] a system's score in each resample: the mean over the drawn replicas
-    (``drawn``: float[B, R]) of each replica's corpus score on the drawn segments (``counts``:
-    float[B, N]); ``replicas``: R float[N, K] statistics."""
-    total = np.zeros(len(counts))
+    """float64[resamples] a system's score in each resample: the mean over the drawn replicas
+    (:func:`replica_draws`) of each replica's corpus score on the drawn segments
+    (:func:`rerank.signif.replica_resamples`, from ``memo`` where it holds them); ``replicas``: R
+    float[N, K] statistics."""
+    drawn = replica_draws(len(replicas), resamples, seed)
+    total = np.zeros(resamples)
     for r, stats in enumerate(replicas):
-        sums = counts.astype(np.float64) @ np.asarray(stats, dtype=np.float64)
-        total += drawn[:, r] * np.asarray(metric.score(sums), dtype=np.float64)
+        total += drawn[:, r] * replica_resamples(metric, stats, resamples, seed, memo)
     return total / len(replicas)
 
 
 def percentile_interval(values: np.ndarray, confidence: float) -> Tuple[float, float]:
-    """(lo, hi): the (1 − confidence)/2 and (1 + confidence)/2 quantiles of ``values``."""
-    tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(values, [tail, 1.0 - tail])
+    """(lo, hi): the (1 − confidence)/2 and (1 + confidence)/2 quantiles of ``values`` (float[B])."""
+    (lo,), (hi,) = percentiles(np.asarray(values, dtype=np.float64)[None, :], confidence)
     return float(lo), float(hi)
+
+
+def percentiles(rows: np.ndarray, confidence: float) -> Tuple[np.ndarray, np.ndarray]:
+    """(lo[R], hi[R]): each row's (1 ∓ confidence)/2 quantiles of ``rows`` (float[R, B]), equal to
+    ``np.quantile(rows, q, axis=1)`` (its linear method, bit for bit) at a fraction of its cost
+    per call: one sort, two interpolations."""
+    ordered = np.sort(rows, axis=1)
+    last = ordered.shape[1] - 1
+    out = []
+    for q in ((1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0):
+        position = q * last
+        below = int(np.floor(position))
+        t = position - below
+        a, b = ordered[:, below], ordered[:, min(below + 1, last)]
+        out.append(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)  # numpy's _lerp
+    return out[0], out[1]
 
 
 def paired_bootstrap(
@@ -101,36 +111,46 @@ def paired_bootstrap(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
-    counts: Optional[np.ndarray] = None,
+    memo: Optional[ResampleMemo] = None,
 ) -> PairedBootstrap:
     """The paired bootstrap of ``system`` against ``baseline`` (lists of replica statistics,
     float[N, K] each) under ``metric``: the module docstring's interval, test and their samples.
-    ``counts``: the segment draws, where the caller holds them already.
+    ``memo``: the replicas' resampled scores, where the caller holds them already
+    (:func:`rerank.signif.replica_resamples`).
 
     Raises:
         InputError: unequal replica counts that cannot be paired; ValueError: no resample."""
     if resamples < 1:
         raise ValueError("the paired bootstrap needs at least one resample")
     base, own = paired_replicas(baseline, system)
-    counts = segment_draws(len(base[0]), resamples, seed) if counts is None else counts
-    drawn = replica_draws(len(base), resamples, seed)
     observed_a = float(np.mean([metric.score(s.sum(0)) for s in base]))
     observed_b = float(np.mean([metric.score(s.sum(0)) for s in own]))
-    scores_a = resampled_scores(metric, base, counts, drawn)
-    scores_b = resampled_scores(metric, own, counts, drawn)
+    scores_a = resampled_scores(metric, base, resamples, seed, memo)
+    scores_b = resampled_scores(metric, own, resamples, seed, memo)
+    return bootstrap_outcome((observed_a, observed_b), scores_a, scores_b, confidence)
+
+
+def bootstrap_outcome(
+    observed: Tuple[float, float], scores_a: np.ndarray, scores_b: np.ndarray, confidence: float
+) -> PairedBootstrap:
+    """The paired bootstrap's intervals and test (module docstring) from the ``observed`` scores
+    (A, B) and the resampled ones (float64[B] each, drawn alike)."""
+    observed_a, observed_b = observed
+    resamples = len(scores_a)
     deltas = scores_b - scores_a
     magnitude = np.abs(deltas)
     null = magnitude - magnitude.mean()
-    observed = abs(observed_b - observed_a)
-    if observed <= 1e-12 * max(1.0, abs(observed_a)) and not magnitude.any():
+    gap = abs(observed_b - observed_a)
+    if gap <= 1e-12 * max(1.0, abs(observed_a)) and not magnitude.any():
         p = 1.0  # the same output: no evidence against the null
     else:
-        p = (int(np.sum(null > observed)) + 1) / (resamples + 1)
+        p = (int(np.sum(null > gap)) + 1) / (resamples + 1)
+    (d_lo, b_lo, a_lo), (d_hi, b_hi, a_hi) = percentiles(np.stack([deltas, scores_b, scores_a]), confidence)
     return PairedBootstrap(
         observed_b - observed_a,
-        percentile_interval(deltas, confidence),
-        percentile_interval(scores_b, confidence),
-        percentile_interval(scores_a, confidence),
+        (float(d_lo), float(d_hi)),
+        (float(b_lo), float(b_hi)),
+        (float(a_lo), float(a_hi)),
         p,
         null,
         deltas,

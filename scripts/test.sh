@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite (what CI runs):
-#  1. sets up .venv with every extra and the development tools (scripts/setup_env.sh nmt);
+#  1. sets up .venv with every extra and the development tools (scripts/setup_env.sh nmt), and
+#     Debian's chromium and chromium-driver where apt-get can (the report page's browser test);
 #  2. style: ruff format --check and ruff check (ruff.toml); types: mypy at pyproject.toml's level;
 #  3. the documentation: mkdocs build --strict (mkdocs.yml, docs/);
 #  4. pytest over tests/ in .venv, where a missing extra is a failure (RERANK_REQUIRE_EXTRAS),
@@ -17,6 +18,14 @@ fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup_env.sh" nmt
 cd "$ROOT"
+# the report page's browser test (tests/core/test_report_page_browser.py) drives Debian's chromium;
+# installed here where this runs as root with apt-get, else that test skips, saying why
+if { ! command -v chromium || ! command -v chromedriver; } > /dev/null && [ "$(id -u)" = 0 ] \
+  && command -v apt-get > /dev/null; then
+  echo "== installing Debian's chromium and chromium-driver for the browser test (1-2 min)"
+  { apt-get update -q && apt-get install -y -q chromium chromium-driver; } > /dev/null 2>&1 \
+    || echo "test: chromium could not be installed; the browser test will skip" >&2
+fi
 status=0
 echo "== ruff format --check, ruff check"
 .venv/bin/ruff format --check --quiet . || status=$?

@@ -38,6 +38,7 @@ from rerank.report import (
     significance_table,
 )
 from rerank.report_plots import plots_available
+from rerank.report_sets import sets_report
 from rerank.tuning.oracle import oracle_file
 
 
@@ -177,47 +178,75 @@ def _report_plots(args) -> bool:
 
 
 def cmd_report(args) -> None:
-    written = experiment_report(
-        args.experiment_dir,
-        args.out,
-        metrics=split_metrics(args.metrics),
-        shuffles=args.shuffles,
-        resamples=args.resamples,
-        seed=args.seed,
-        compare_to=args.compare_to,
-        partial=args.partial,
-        plots=args.plots,
-        marks=args.marks,
-        lang=args.lang,
-        testing=test_settings(args),
-        analysis={"source": args.source, "train_source": args.train_source} if args.analysis else None,
-    )
-    with open(written["text"], encoding="utf-8") as handle:
-        sys.stdout.write(handle.read())
-    for kind, path in written.items():
-        print(f"{kind}: {path}", file=sys.stderr)
+    dirs = args.experiment_dir
+    if len(dirs) > 1 and (args.out or args.source or args.train_source):
+        raise InputError(
+            "several test sets: each report goes to its own EXP/report/ (no --out, --source, --train-source)"
+        )
+    for directory in dirs:
+        written = experiment_report(
+            directory,
+            args.out,
+            metrics=split_metrics(args.metrics),
+            shuffles=args.shuffles,
+            resamples=args.resamples,
+            seed=args.seed,
+            compare_to=args.compare_to,
+            partial=args.partial,
+            plots=args.plots,
+            marks=args.marks,
+            lang=args.lang,
+            testing=test_settings(args),
+            analysis={"source": args.source, "train_source": args.train_source} if args.analysis else None,
+        )
+        with open(written["text"], encoding="utf-8") as handle:
+            sys.stdout.write(handle.read())
+        for kind, path in written.items():
+            print(f"{kind}: {path}", file=sys.stderr)
+    if len(dirs) > 1:
+        for kind, path in sets_report(dirs, _sets_out(args), args.alpha).items():
+            print(f"{kind}: {path}", file=sys.stderr)
+        with open(os.path.join(_sets_out(args), "sets.txt"), encoding="utf-8") as handle:
+            sys.stdout.write("\n" + handle.read())
+
+
+def _one_or_sets(args) -> None:
+    """Refuse what several test sets cannot share (one ``--out``, one ``--source``)."""
+    if len(args.experiment_dir) > 1 and (args.out or args.source or args.train_source):
+        raise InputError(
+            "several test sets: each report goes to its own EXP/report/ (no --out, --source, --train-source)"
+        )
+
+
+def _sets_out(args) -> str:
+    """Where the report over several test sets goes (``--sets-out``; default: the first set's report/sets)."""
+    return args.sets_out or os.path.join(args.experiment_dir[0], "report", "sets")
 
 
 def _report_paths(args):
-    """``report``'s inputs (every file its manifest names) and outputs (its tables and plots)."""
-    experiment = Experiment.read(args.experiment_dir, args.partial)
-    if experiment.left_out:
-        print(
-            f"rerank report: leaving out systems not run yet (--partial): {', '.join(experiment.left_out)}",
-            file=sys.stderr,
-        )
-    inputs = {
-        "manifest": os.path.join(args.experiment_dir, "experiment.json"),
-        "reference": experiment.reference,
-        "baseline": experiment.baseline,
-        "systems": [f for _, files in experiment.systems for f in files],
-        "nbest": experiment.nbest,
-        "--marks": args.marks,
-        "--source": args.source,
-        "--train-source": args.train_source,
-    }
+    """``report``'s inputs (every file its manifests name) and outputs (its tables and plots)."""
+    _one_or_sets(args)
+    inputs: dict = {"--marks": args.marks, "--source": args.source, "--train-source": args.train_source}
+    outputs = []
     args.plots = _report_plots(args)
-    return inputs, {"--out": list(report_files(args.experiment_dir, args.out, args.plots).values())}
+    for directory in args.experiment_dir:
+        experiment = Experiment.read(directory, args.partial)
+        if experiment.left_out:
+            print(
+                f"rerank report: leaving out systems not run yet (--partial): {', '.join(experiment.left_out)}",
+                file=sys.stderr,
+            )
+        inputs[directory] = [
+            os.path.join(directory, "experiment.json"),
+            experiment.reference,
+            *experiment.baseline,
+            *[f for _, files in experiment.systems for f in files],
+            *([experiment.nbest] if experiment.nbest else []),
+        ]
+        outputs += list(report_files(directory, args.out, args.plots).values())
+    if len(args.experiment_dir) > 1:
+        outputs += [os.path.join(_sets_out(args), name) for name in ("sets.json", "sets.txt")]
+    return inputs, {"--out": outputs}
 
 
 def _add_eval(sub) -> None:
@@ -326,7 +355,15 @@ def _add_report(sub) -> None:
         help="the paper's Table 3/4 layout, significance and plots from a pipeline directory",
         epilog="example: rerank report out/multi30k --metrics bleu,meteor,ter,chrf,length --compare-to +nmt",
     )
-    p.add_argument("experiment_dir")
+    p.add_argument(
+        "experiment_dir",
+        nargs="+",
+        help="the experiment directory; several: one report each, and sets.txt/sets.json counting the test sets "
+        "on which each effect holds (Dror et al. 2017)",
+    )
+    p.add_argument(
+        "--sets-out", help="with several directories: where sets.txt/sets.json go (default: FIRST/report/sets)"
+    )
     p.add_argument("--out", help="output directory (default EXPERIMENT_DIR/report)")
     p.add_argument(
         "--partial",

@@ -61,6 +61,8 @@ FLOORS = {
     "rerank.report_rows": (4, "results"),
     "rerank.report_analysis": (4, "results"),
     "rerank.report_page": (4, "results"),
+    "rerank.report_thresholds": (4, "results"),
+    "rerank.report_sets": (4, "results"),
     # 5-7: the models and the feature scorers
     "rerank.nmt": (5, "nmt"),
     "rerank.embed": (6, "embed"),

@@ -3,6 +3,7 @@ sacreBLEU's ``--paired-bs``, intervals of the difference that cover the true dif
 their nominal rate, adjusted p-values that keep the family-wise error, rank clusters."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -239,9 +240,121 @@ def test_report_writes_the_analysis_and_a_self_contained_page(tmp_path, capsys):
     assert "http" not in page.replace("http-equiv", "")  # nothing fetched from anywhere
 
 
+def test_buckets_resampled_together_equal_a_paired_bootstrap_per_bucket():
+    """Buckets that hold the same segments for several systems are resampled once for all of them;
+    every record still equals the paired bootstrap of its own bucket (same draws, same numbers)."""
+    from rerank.metrics import make_metric
+    from rerank.metrics.evaluate import shared_stats
+    from rerank.report_analysis import AnalysisSettings, bucket_tables
+
+    refs, hyps, _ = random_corpus(60, 3, seed=5)
+    texts = {name: [[hyps[3 * i + k] for i in range(60)]] for k, name in enumerate(("baseline", "+a", "+b"))}
+    texts["+b"][0][:30] = texts["baseline"][0][:30]  # +b kept the 1-best on its bucket "same"
+    metrics = {m: make_metric(m, "none") for m in ("bleu", "chrf", "ter")}
+    stats = {m: shared_stats(metric, texts, refs, None) for m, metric in metrics.items()}
+    shared = np.array(["short" if len(r.split()) < 8 else "long" for r in refs], dtype=object)
+    own = {
+        "+a": np.array([str(i % 3) for i in range(60)], dtype=object),
+        "+b": np.array(["same" if i < 30 else "changed" for i in range(60)], dtype=object),
+    }
+    systems = {
+        name: ({m: stats[m][name][0] for m in metrics}, {"length": shared, "own": own[name]}) for name in ("+a", "+b")
+    }
+    settings = AnalysisSettings(bootstrap=300, seed=9)
+    tables = bucket_tables(metrics, {m: stats[m]["baseline"][0] for m in metrics}, systems, settings)
+    for name, (_, labels) in systems.items():
+        assert len(tables[name]) == 3 * (2 + len(set(labels["own"])))
+        for record in tables[name]:
+            rows = np.flatnonzero(labels[record["bucketing"]] == record["bucket"])
+            m = record["metric"]
+            boot = paired_bootstrap(metrics[m], [stats[m]["baseline"][0][rows]], [stats[m][name][0][rows]], 300, 9)
+            assert record["count"] == len(rows)
+            assert record["delta"] == pytest.approx(boot.delta, abs=1e-9)
+            assert record["delta_ci"] == pytest.approx(list(boot.delta_ci), abs=1e-9)
+            assert record["p"] == boot.p_value
+    same = [r for r in tables["+b"] if r["bucket"] == "same"]
+    assert len(same) == 3 and all(r["delta"] == 0 and r["delta_ci"] == [0, 0] and r["p"] == 1 for r in same)
+
+
+def test_percentiles_equal_numpys_quantile_bit_for_bit():
+    from rerank.signif_bootstrap import percentile_interval, percentiles
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 7, 1000, 1001):
+        for confidence in (0.5, 0.9, 0.95, 0.99):
+            rows = rng.normal(size=(3, n))
+            lo, hi = percentiles(rows, confidence)
+            expected = np.quantile(rows, [(1 - confidence) / 2, (1 + confidence) / 2], axis=1)
+            assert (lo == expected[0]).all() and (hi == expected[1]).all()
+            assert percentile_interval(rows[0], confidence) == (expected[0][0], expected[1][0])
+
+
 def test_the_page_highlights_the_words_that_differ():
     from rerank.report_page import highlight
 
     before, after = highlight("a man rides a <horse>", "a woman rides a <horse> fast")
     assert before == "a <del>man</del> rides a &lt;horse&gt;"
     assert after == "a <ins>woman</ins> rides a &lt;horse&gt; <ins>fast</ins>"
+
+
+def test_how_much_a_delta_matters_mt_thresholds_and_the_smallest_detectable_delta(tmp_path, capsys):
+    from rerank.report_thresholds import accuracy, calibrated, detectable
+
+    # MT-Thresholds' published fit a · σ(b · Δ): BLEU +1 → 88.33 / (1 + e^-0.9664) = 63.99 %
+    assert accuracy(1.0, "bleu") == pytest.approx(88.3333 / (1 + np.exp(-0.96639)), abs=1e-3)
+    assert accuracy(-1.0, "bleu") == accuracy(1.0, "bleu")  # the sign's agreement, either way
+    assert accuracy(0.0, "chrf") == pytest.approx(93.0 / 2)
+    assert calibrated("bleu", "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0") == ("bleu", 1.0)
+    assert calibrated("bleu", "nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2.6.0") is None
+    assert calibrated("bleu", "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0") is None
+    assert calibrated("chrf:beta=1", "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no") is None
+    # the smallest detectable Δ: the 95 % quantile of the null's |Δ|
+    assert detectable(NullSample(0.0, np.arange(101.0)), 0.05) == pytest.approx(95.0)
+    refs, hyps, _ = random_corpus(60, 2, seed=3)
+    write_lines(refs, str(tmp_path / "ref"))
+    write_lines([hyps[2 * i] for i in range(60)], str(tmp_path / "b"))
+    write_lines([hyps[2 * i + 1] for i in range(60)], str(tmp_path / "s"))
+    argv = ["signif", "--ref", str(tmp_path / "ref"), "--baseline", str(tmp_path / "b"), f"--system=x={tmp_path / 's'}"]
+    argv += ["--metrics", "bleu,chrf,ter", "--shuffles", "1000", "--resamples", "10", "--format", "json"]
+    assert main(argv + ["--tokenize", "13a"]) == 0
+    rows = {r["metric"]: r for r in json.loads(capsys.readouterr().out)["rows"] if r["system"] == "x"}
+    assert rows["bleu"]["accuracy"] == pytest.approx(accuracy(rows["bleu"]["delta"], "bleu"))
+    assert rows["chrf"]["accuracy"] is not None and rows["ter"]["accuracy"] is None  # TER: not calibrated
+    assert all(r["detectable"] > 0 for r in rows.values())
+    assert main(argv + ["--tokenize", "none"]) == 0
+    rows = {r["metric"]: r for r in json.loads(capsys.readouterr().out)["rows"] if r["system"] == "x"}
+    assert rows["bleu"]["accuracy"] is None  # BLEU on tokenised text is not the BLEU the fit knows
+
+
+def test_the_count_of_test_sets_on_which_an_effect_holds():
+    from rerank.report_sets import replicability_count
+
+    # partial conjunctions (N − u + 1) · p_(u): 0.03, 0.06, 0.2 → one set; 0.003, 0.02, 0.02 → three
+    assert replicability_count([0.03, 0.2, 0.01], 0.05) == 1
+    assert replicability_count([0.02, 0.001, 0.01], 0.05) == 3
+    assert replicability_count([0.5, 0.6], 0.05) == 0
+
+
+def test_one_report_over_several_test_sets(tmp_path, capsys):
+    first, _, _ = _experiment(tmp_path / "a")
+    second, _, _ = _experiment(tmp_path / "b")
+    os.rename(second, tmp_path / "b" / "flickr2017")
+    second = tmp_path / "b" / "flickr2017"
+    argv = ["report", str(first), str(second), "--metrics", "bleu,chrf", "--shuffles", "200", "--resamples", "20"]
+    assert main(argv + ["--bootstrap", "100", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "holds in" in out and "Δ exp" in out and "Δ flickr2017" in out
+    combined = json.loads((first / "report/sets/sets.json").read_text())
+    assert combined["meta"]["sets"] == ["exp", "flickr2017"]
+    for row in combined["replicability"]:
+        p = [
+            row["p_adjusted"][s] if (row["deltas"][s] > 0) == (row["metric"] != "ter") else 1.0
+            for s in ("exp", "flickr2017")
+        ]
+        from rerank.report_sets import replicability_count
+
+        assert row["holds_in"] == replicability_count(p, 0.05) and 0 <= row["holds_in"] <= row["better_in"] <= 2
+    for directory in (first, second):
+        assert (directory / "report/table.txt").exists() and (directory / "report/index.html").exists()
+    assert main(argv + ["--out", str(tmp_path / "x")]) == 1
+    assert "several test sets" in capsys.readouterr().err
