@@ -283,6 +283,8 @@ def analyze(
             [sign * (first_metric.sentence_level(s) - sentence[first][0]) > 0 for s in stats[first][name]], axis=0
         )
         ranks = picked_ranks(nbest, system) if nbest is not None else None
+        as_lists = {m: (b.tolist(), s.tolist()) for m, (b, s) in sentence.items()}  # Python floats, once
+        gains, counts = gain.tolist(), improved.tolist()
         records = [
             {
                 "id": i,
@@ -290,9 +292,9 @@ def analyze(
                 "reference": first_refs[i],
                 "baseline": baseline[i],
                 "system": system[i],
-                "scores": {m: {"baseline": float(b[i]), "system": float(s[i])} for m, (b, s) in sentence.items()},
-                "gain": float(gain[i]),
-                "improved_in": f"{int(improved[i])} of {len(replicas)}",
+                "scores": {m: {"baseline": b[i], "system": s[i]} for m, (b, s) in as_lists.items()},
+                "gain": gains[i],
+                "improved_in": f"{counts[i]} of {len(replicas)}",
                 "rank": None if ranks is None else ranks[i],
             }
             for i in np.argsort(-gain, kind="stable").tolist()
@@ -318,7 +320,8 @@ def _safe(name: str) -> str:
 
 def analysis_files(result: Dict[str, Dict[str, Any]], out_dir: str) -> Dict[str, str]:
     """{file kind: path} of what :func:`write_analysis` writes: per system ``SYSTEM/sentences.tsv``,
-    ``sentences.jsonl``, ``buckets.tsv``, ``ngrams.tsv``; and ``analysis.json`` (everything)."""
+    ``sentences.jsonl``, ``buckets.tsv``, ``ngrams.tsv``; and ``analysis.json`` (everything, each
+    system's ``sentences`` the path of its ``sentences.jsonl``, relative to ``out_dir``)."""
     files = {"analysis.json": os.path.join(out_dir, "analysis.json")}
     for name in result:
         for kind in ("sentences.tsv", "sentences.jsonl", "buckets.tsv", "ngrams.tsv"):
@@ -331,8 +334,16 @@ def write_analysis(result: Dict[str, Dict[str, Any]], out_dir: str, outputs: Sta
     none).  TSV cells hold no tab or line break (texts are one line each).  Returns the files."""
     files = analysis_files(result, out_dir)
     with outputs.open(files["analysis.json"]) as handle:
-        # json.dumps without an indent runs the C encoder; json.dump or an indent, the Python one (10x slower)
-        handle.write(json.dumps(result, ensure_ascii=False) + "\n")
+        # the sentences are in each system's sentences.jsonl; json.dumps without an indent runs the C
+        # encoder (json.dump or an indent: the Python one, 10x slower)
+        summary = {
+            name: {
+                **{k: v for k, v in part.items() if k != "sentences"},
+                "sentences": os.path.relpath(files[f"{name}/sentences.jsonl"], out_dir),
+            }
+            for name, part in result.items()
+        }
+        handle.write(json.dumps(summary, ensure_ascii=False) + "\n")
     for name, part in result.items():
         metrics = list(part["sentences"][0]["scores"]) if part["sentences"] else []
         with outputs.open(files[f"{name}/sentences.tsv"]) as handle:
@@ -344,7 +355,8 @@ def write_analysis(result: Dict[str, Dict[str, Any]], out_dir: str, outputs: Sta
                 cells += [f"{r['scores'][m][side]:.4f}" for m in metrics for side in ("baseline", "system")]
                 handle.write("\t".join("" if c is None else str(c) for c in cells) + "\n")
         with outputs.open(files[f"{name}/sentences.jsonl"]) as handle:
-            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in part["sentences"])
+            encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every line
+            handle.writelines(encode(r) + "\n" for r in part["sentences"])
         with outputs.open(files[f"{name}/buckets.tsv"]) as handle:
             keys = [
                 "bucketing",

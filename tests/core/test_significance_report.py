@@ -214,8 +214,9 @@ def test_report_writes_the_analysis_and_a_self_contained_page(tmp_path, capsys):
     analysis = json.loads((exp / "report/analysis/analysis.json").read_text())
     assert set(analysis) == {"+nmt", "oracle"}
     part = analysis["+nmt"]
-    assert part["replica"] in (1, 2, 3)
-    sentences = part["sentences"]
+    assert part["replica"] in (1, 2, 3) and part["sentences"] == "+nmt/sentences.jsonl"
+    lines = (exp / "report/analysis" / part["sentences"]).read_text().splitlines()
+    sentences = [json.loads(line) for line in lines]
     gains = [s["gain"] for s in sentences]
     assert gains == sorted(gains, reverse=True) and len(sentences) == 40
     picked = [hyps[4 * s["id"] + part["replica"]] for s in sentences]
