@@ -96,6 +96,18 @@ def test_benchmarks_guard_their_inputs(tmp_path, script, argv):
 # -- class 3: a Ctrl-C inside a commit waits for it; an old directory is never swept -------------
 
 
+@pytest.fixture
+def python_sigint():
+    """SIGINT with Python's own handler (KeyboardInterrupt) for the test, the previous one after:
+    a process started in the background by a non-interactive shell inherits SIGINT ignored, and
+    would never see the tests' Ctrl-C."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_on_replace(monkeypatch, which: int):
     """os.replace sends SIGINT to the process on its ``which``-th call (1-based), then renames."""
     import signal
@@ -113,7 +125,7 @@ def _interrupt_on_replace(monkeypatch, which: int):
 
 
 @pytest.mark.parametrize("which", [1, 2])
-def test_a_ctrl_c_inside_a_directory_commit_waits_for_it(tmp_path, monkeypatch, which):
+def test_a_ctrl_c_inside_a_directory_commit_waits_for_it(tmp_path, monkeypatch, which, python_sigint):
     from rerank.outputs import staged_directory
 
     target = tmp_path / "model"
@@ -149,7 +161,9 @@ def test_an_old_directory_moved_aside_is_never_swept_and_comes_back(tmp_path):
 
 
 @pytest.mark.parametrize("which", [1, 2])
-def test_a_ctrl_c_inside_a_list_commit_leaves_the_list_and_its_signature_together(tmp_path, monkeypatch, which):
+def test_a_ctrl_c_inside_a_list_commit_leaves_the_list_and_its_signature_together(
+    tmp_path, monkeypatch, which, python_sigint
+):
     from rerank.outputs import StagedOutputs
 
     nbest, side = tmp_path / "a.nbest", tmp_path / "a.nbest.json"
@@ -450,7 +464,12 @@ def test_a_ctrl_c_reaches_rerank_not_the_fairseq_child(tmp_path):
     )
     pid_file = tmp_path / "child.pid"
     run = subprocess.Popen(
-        [sys.executable, "-c", parent, str(pid_file)], stderr=subprocess.PIPE, text=True, start_new_session=True
+        [sys.executable, "-c", parent, str(pid_file)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        # a terminal's default, also where this test runs in the background of a shell (SIGINT ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for _ in range(300):
         if pid_file.exists() and pid_file.read_text():
