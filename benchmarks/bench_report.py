@@ -12,7 +12,7 @@ beam), a 20-best list holding every output — and prints the commands to time w
   — the table as before issue 94 (one paired resample: the intervals' cost all but gone);
 * ``whole``: the same with the defaults (1,000 paired resamples, max-T) and ``--analysis``.
 
-    python benchmarks/bench_report.py --out /tmp/bench-report [--rows 13] [--runs 3] [--json out.json]
+    python benchmarks/bench_report.py --out out/bench-report [--rows 13] [--runs 3] [--json out.json]
 """
 
 from __future__ import annotations
