@@ -227,9 +227,7 @@ def _report_paths(args):
     """``report``'s inputs (every file its manifests name) and outputs (its tables and plots)."""
     _one_or_sets(args)
     inputs: dict = {"--marks": args.marks, "--source": args.source, "--train-source": args.train_source}
-    outputs = []
-    args.plots = _report_plots(args)
-    for directory in args.experiment_dir:
+    for directory in args.experiment_dir:  # every manifest is checked before anything else is said
         experiment = Experiment.read(directory, args.partial)
         if experiment.left_out:
             print(
@@ -243,7 +241,10 @@ def _report_paths(args):
             *[f for _, files in experiment.systems for f in files],
             *([experiment.nbest] if experiment.nbest else []),
         ]
-        outputs += list(report_files(directory, args.out, args.plots).values())
+    args.plots = _report_plots(args)
+    outputs = [
+        path for directory in args.experiment_dir for path in report_files(directory, args.out, args.plots).values()
+    ]
     if len(args.experiment_dir) > 1:
         outputs += [os.path.join(_sets_out(args), name) for name in ("sets.json", "sets.txt")]
     return inputs, {"--out": outputs}

@@ -90,6 +90,30 @@ class MiraConfig:
             raise InputError(f"decay must be in (0, 1], not {self.decay}")
 
 
+def _hope_fear(metric: Metric, scores, stats, bg):
+    """kbmira's hope and fear among one sentence's rows (``stats`` int[N, S], ``scores``
+    float[N] = w·h): hope = argmax(w·h + g), fear = argmax(w·h − g) with g the background
+    gain (first row on ties).  Returns (gains, hope, fear), or None when there is nothing to
+    learn (hope = fear or g(hope) ≤ g(fear))."""
+    gains = metric.background_gain(stats, bg)
+    hope, fear = int(np.argmax(scores + gains)), int(np.argmax(scores - gains))
+    if hope == fear or not gains[hope] > gains[fear]:
+        return None
+    return gains, hope, fear
+
+
+def _step(loss: float, squared_norm: float, C: float) -> float:
+    """MIRA's step size: loss / ‖Δh‖², capped at C (C where Δh = 0)."""
+    return C if (squared_norm == 0.0 or loss / squared_norm > C) else loss / squared_norm
+
+
+def _move_background(bg, stats, start: int, scores, hope: int, decay: float, model_bg: bool) -> None:
+    """The background statistics decay and take the hope's (or, ``model_bg``, the
+    model-best's) row, in place."""
+    bg *= decay
+    bg += stats[start + (int(np.argmax(scores)) if model_bg else hope)]
+
+
 def mira_epoch_numpy(
     metric: Metric,
     features,
@@ -114,23 +138,20 @@ def mira_epoch_numpy(
     for s in order:
         start, end = offsets[s], offsets[s + 1]
         scores = features[start:end] @ w
-        gains = metric.background_gain(stats[start:end], bg)
-        hope, fear = int(np.argmax(scores + gains)), int(np.argmax(scores - gains))
-        if hope == fear or not gains[hope] > gains[fear]:
+        picked = _hope_fear(metric, scores, stats[start:end], bg)
+        if picked is None:
             continue
+        gains, hope, fear = picked
         diff = features[start + hope] - features[start + fear]
         loss = (gains[hope] - gains[fear]) - float(diff @ w)
         if loss > 0.0:
-            sq = float(diff @ diff)
-            eta = C if (sq == 0.0 or loss / sq > C) else loss / sq
+            eta = _step(loss, float(diff @ diff), C)
             num_updates += 1
             w += eta * diff
             totals += w
             total_loss += loss
             updates += 1
-        source = start + (int(np.argmax(scores)) if model_bg else hope)
-        bg *= decay
-        bg += stats[source]
+        _move_background(bg, stats, start, scores, hope, decay, model_bg)
     return updates, total_loss, num_updates
 
 
@@ -166,10 +187,10 @@ def mira_epoch_sparse(
         scores = features[start:end] @ w[:F]
         if hi > lo:
             scores += np.bincount(row_of[lo:hi] - start, values[lo:hi] * w[F + indices[lo:hi]], minlength=end - start)
-        gains = metric.background_gain(stats[start:end], bg)
-        hope, fear = int(np.argmax(scores + gains)), int(np.argmax(scores - gains))
-        if hope == fear or not gains[hope] > gains[fear]:
+        picked = _hope_fear(metric, scores, stats[start:end], bg)
+        if picked is None:
             continue
+        gains, hope, fear = picked
         dense = features[start + hope] - features[start + fear]
         h, f = start + hope, start + fear
         keys = np.concatenate([indices[indptr[h] : indptr[h + 1]], indices[indptr[f] : indptr[f + 1]]])
@@ -178,8 +199,7 @@ def mira_epoch_sparse(
         vals = np.bincount(inverse, vals, minlength=len(keys))
         loss = (gains[hope] - gains[fear]) - float(dense @ w[:F]) - float(vals @ w[F + keys])
         if loss > 0.0:
-            sq = float(dense @ dense) + float(vals @ vals)
-            eta = C if (sq == 0.0 or loss / sq > C) else loss / sq
+            eta = _step(loss, float(dense @ dense) + float(vals @ vals), C)
             w[:F] += eta * dense
             w[F + keys] += eta * vals
             u[:F] += num_updates * eta * dense
@@ -187,9 +207,7 @@ def mira_epoch_sparse(
             num_updates += 1
             total_loss += loss
             updates += 1
-        source = start + (int(np.argmax(scores)) if model_bg else hope)
-        bg *= decay
-        bg += stats[source]
+        _move_background(bg, stats, start, scores, hope, decay, model_bg)
     totals[:] = num_updates * w - u
     return updates, total_loss, num_updates
 

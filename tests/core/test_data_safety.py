@@ -319,7 +319,11 @@ def test_two_rows_of_one_name_are_an_error(files, capsys, argv, needle):
         ({"systems": [["A", ["hyp"]]], "nbest": "missing.nbest"}, "missing.nbest"),
     ],
 )
-def test_report_manifests_are_checked(files, capsys, manifest, needle):
+@pytest.mark.parametrize("matplotlib", [True, False], ids=["plots", "no-matplotlib"])
+def test_report_manifests_are_checked(files, capsys, monkeypatch, manifest, needle, matplotlib):
+    # without matplotlib the "plots skipped" line comes only once the manifests are read:
+    # a bad manifest is the one line said (a core-only install printed both)
+    monkeypatch.setattr("rerank.cli.scoring.plots_available", lambda: matplotlib)
     data = {"reference": "dev.ref", "baseline": ["hyp"], "tokenize": "none", **manifest}
     (files / "experiment.json").write_text(json.dumps(data))
     assert main(["report", str(files), "--metrics", "bleu"]) == 1
