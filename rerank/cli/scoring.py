@@ -179,10 +179,7 @@ def _report_plots(args) -> bool:
 
 def cmd_report(args) -> None:
     dirs = args.experiment_dir
-    if len(dirs) > 1 and (args.out or args.source or args.train_source):
-        raise InputError(
-            "several test sets: each report goes to its own EXP/report/ (no --out, --source, --train-source)"
-        )
+    _one_or_sets(args)
     for directory in dirs:
         written = experiment_report(
             directory,
