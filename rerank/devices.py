@@ -43,6 +43,27 @@ def set_torch_threads(threads: Optional[int] = None) -> int:
     return wanted
 
 
+def native_bfloat16(device_type: str) -> bool:
+    """Whether ``device_type`` ("cpu" or "cuda") runs bfloat16 matrix products natively:
+    on CUDA ``torch.cuda.is_bf16_supported()``; on the CPU oneDNN's own test (AVX-512 BF16
+    or AMX), else the CPU's flags (``avx512_bf16``/``amx_bf16`` in /proc/cpuinfo).  Without
+    them torch emulates bfloat16: ``torch.autocast`` then makes a small transformer's linear
+    layers ~20× slower than float32 (measured on a 2-core AMD EPYC with AVX2 only).  Loads torch."""
+    import torch
+
+    if device_type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without the test: the CPU's flags
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as handle:
+                flags = handle.read()
+        except OSError:
+            return False
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def device_name(text: str) -> str:
     """argparse type of ``--device``.  Raises :class:`InputError` for another spelling."""
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):

@@ -395,7 +395,8 @@ def _add_nmt_train(nsub) -> None:
         action="store_true",
         help="transformers: mixed precision, the forward pass under torch.autocast in bfloat16 (weights, "
         "Adam and the loss stay float32); on a CPU with AVX-512 BF16 or AMX about 1.25x faster per "
-        "update (default: off, float32); e.g. --arch transformer-tiny --bf16-autocast",
+        "update; skipped, saying so, where the device has no native bfloat16 (emulated it is ~20x "
+        "slower) (default: off, float32); e.g. --arch transformer-tiny --bf16-autocast",
     )
     device_options(q, threads=False)
     q.add_argument(

@@ -29,9 +29,10 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, List, Union
 
+from rerank.devices import native_bfloat16
 from rerank.errors import InputError
 from rerank.nmt import USER_DIR, fairseq_device
 from rerank.nmt.bindata import own_target_vocabulary, reverse_targets
@@ -360,6 +361,22 @@ def _copy_scoring_files(bin_dir: str, save_dir: str, names: List[str], codes_of:
     shutil.copyfile(codes, os.path.join(save_dir, os.path.basename(codes)))
 
 
+def _with_native_precision(config: TrainConfig, device_type: str) -> TrainConfig:
+    """``config`` as it runs on ``device_type``: ``bf16_autocast`` kept where the device has
+    native bfloat16 (:func:`rerank.devices.native_bfloat16`), else dropped with one line on
+    standard error — emulated, autocast makes training ~20× slower than float32.  The model
+    directory's record keeps the asked settings (a run resumed on another machine is the same
+    training) and says how its forward pass ran (``forward_pass`` in ``train.json``)."""
+    if not config.bf16_autocast or native_bfloat16(device_type):
+        return config
+    print(
+        f"rerank nmt train: bf16 autocast skipped: this {device_type.upper()} has no native bfloat16 "
+        "(AVX-512 BF16 or AMX), where emulated it is ~20x slower; the forward pass runs in float32",
+        file=sys.stderr,
+    )
+    return replace(config, bf16_autocast=False)
+
+
 def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
     """Train (or resume from ``save_dir/checkpoint_last.pt``) and return the path of
     ``checkpoint_best.pt`` (best validation BLEU for the GRU baseline, validation loss for
@@ -370,7 +387,10 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
             model trained with other settings (:func:`check_settings`, ``resuming``).
         subprocess.CalledProcessError: fairseq-train failed.
     """
-    _, device_env = fairseq_device(config.device, config.dtype, config.distributed_world_size)  # before any work
+    device_args, device_env = fairseq_device(
+        config.device, config.dtype, config.distributed_world_size
+    )  # before any work
+    run = _with_native_precision(config, "cpu" if "--cpu" in device_args else "cuda")
     if not os.path.exists(os.path.join(bin_dir, f"dict.{config.tgt}.txt")):
         raise InputError("not a binarised fairseq data directory (no dict file)", bin_dir)
     check_settings(save_dir, config, resuming=True)
@@ -385,13 +405,14 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
         target = _languages(config)[1]
         data_dir = own_target_vocabulary(data_dir, os.path.abspath(data_dir).rstrip("/") + f".vocab-{target}", target)
     _copy_scoring_files(data_dir, save_dir, [f"dict.{config.src}.txt", f"dict.{config.tgt}.txt"], codes_of=bin_dir)
+    ran = {"kind": "translation", "forward_pass": "bfloat16 autocast" if run.bf16_autocast else "float32"}
     write_signed(
         os.path.join(save_dir, "train.json"),
-        {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir), "kind": "translation"},
+        {"config": asdict(config), "bin_dir": os.path.abspath(bin_dir), **ran},
         ["torch", "fairseq-fixed", "sacrebleu"],
     )
     best = run_fairseq_train(
-        lambda progress: train_command(data_dir, save_dir, config, progress), save_dir, config.threads, device_env
+        lambda progress: train_command(data_dir, save_dir, run, progress), save_dir, config.threads, device_env
     )
     if config.average > 1:
         epochs = sorted(
@@ -404,7 +425,7 @@ def train(bin_dir: str, save_dir: str, config: TrainConfig) -> str:
             {
                 "config": asdict(config),
                 "bin_dir": os.path.abspath(bin_dir),
-                "kind": "translation",
+                **ran,
                 "checkpoint": "checkpoint_avg.pt",
                 "averaged": [os.path.basename(p) for p in epochs],
             },

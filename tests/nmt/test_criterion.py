@@ -2,6 +2,7 @@
 and a hand-computed case; its bf16 autocast; how nmt.train asks fairseq for it."""
 
 import math
+import os
 import types
 
 import pytest
@@ -126,3 +127,30 @@ def test_train_command_asks_for_the_fused_criterion_and_bf16_only_when_set_and_n
     assert "--eval-bleu" not in cmd and "--best-checkpoint-metric" not in cmd
     with pytest.raises(InputError, match="bf16 autocast is for the transformers"):
         TrainConfig(arch="gru", bf16_autocast=True)
+
+
+def test_bf16_autocast_runs_only_where_the_device_has_native_bfloat16(monkeypatch, capsys):
+    # emulated bfloat16 made the default job's training ~20x slower on a CPU without AVX-512:
+    # there the forward pass runs in float32, said in one line; the asked settings stay
+    from rerank.devices import native_bfloat16
+    from rerank.nmt import train as train_module
+
+    asked = TrainConfig(arch="transformer-tiny", bf16_autocast=True)
+    monkeypatch.setattr(train_module, "native_bfloat16", lambda device: False)
+    run = train_module._with_native_precision(asked, "cpu")
+    assert run.bf16_autocast is False and asked.bf16_autocast is True
+    assert "--bf16-autocast" not in train_command("bin", "save", run)
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bf16 autocast skipped" in err and "CPU has no native bfloat16" in err
+    monkeypatch.setattr(train_module, "native_bfloat16", lambda device: True)
+    assert train_module._with_native_precision(asked, "cpu") is asked and not capsys.readouterr().err
+    plain = TrainConfig(arch="transformer-tiny")
+    monkeypatch.setattr(train_module, "native_bfloat16", lambda device: pytest.fail("asked only for bf16"))
+    assert train_module._with_native_precision(plain, "cpu") is plain
+
+    # this machine's answer agrees with its CPU's flags where they decide it
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        assert native_bfloat16("cpu") is True
+    elif flags and "avx512" not in flags:
+        assert native_bfloat16("cpu") is False

@@ -228,6 +228,8 @@ def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path):
     assert sorted(straight["model"]) == sorted(resumed["model"])
     assert all(torch.equal(straight["model"][k], resumed["model"][k]) for k in straight["model"])
     assert resumed["extra_state"]["train_iterator"] == straight["extra_state"]["train_iterator"]
+    record = json.loads((tmp_path / "resumed" / "train.json").read_text())
+    assert record["forward_pass"] == "float32" and record["config"]["max_epoch"] == 3
 
 
 def test_prepare_takes_any_direction_and_checks_the_languages_first(tmp_path):
