@@ -80,7 +80,7 @@ rule report:
         analysis=f"--analysis --source {SPLIT_SOURCE['test']}"
         + (f" --train-source {D}/tok/train.{SRC}" if TRAINED else ""),
     shell:
-        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} "
+        f"rerank report {OUT} --metrics bleu,meteor,ter,chrf,length --compare-to +nmt --lang {TGT} --pairs all "
         "{params.marks} {params.analysis}"
 
 
