@@ -45,9 +45,10 @@ def set_torch_threads(threads: Optional[int] = None) -> int:
 
 def native_bfloat16(device_type: str) -> bool:
     """Whether ``device_type`` ("cpu" or "cuda") runs bfloat16 matrix products natively:
-    on CUDA ``torch.cuda.is_bf16_supported()``; on the CPU oneDNN's own test (AVX-512 BF16
-    or AMX), else the CPU's flags (``avx512_bf16``/``amx_bf16`` in /proc/cpuinfo).  Without
-    them torch emulates bfloat16: ``torch.autocast`` then makes a small transformer's linear
+    on CUDA ``torch.cuda.is_bf16_supported()``; on the CPU oneDNN's own test (true with
+    AVX-512 BF16, AMX or plain AVX-512, where oneDNN converts in vector registers), else the
+    CPU's flags (``avx512_bf16``/``amx_bf16`` in /proc/cpuinfo).  Without them (an AVX2-only
+    CPU) torch emulates bfloat16: ``torch.autocast`` then makes a small transformer's linear
     layers ~20× slower than float32 (measured on a 2-core AMD EPYC with AVX2 only).  Loads torch."""
     import torch
 
