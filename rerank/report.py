@@ -30,7 +30,6 @@ from rerank.metrics import DEFAULT_METRICS, make_metric, read_system
 from rerank.metrics.evaluate import check_system_names, shared_stats
 from rerank.metrics.meteor import METEOR_NOTE, MeteorUnavailable
 from rerank.metrics.references import References, segment_count
-from rerank.nbest import read_nbest
 from rerank.outputs import StagedOutputs
 from rerank.progress import progress_bar
 from rerank.report_analysis import AnalysisSettings, analyze, write_analysis
@@ -412,9 +411,10 @@ def experiment_report(
     oracle_path = written.pop("oracle")
     objective = experiment.objective(lang)
     with tempfile.TemporaryDirectory() as tmp, StagedOutputs() as outputs:  # every file or none
+        listed = None  # the list as the oracle read it (from the statistics cache): the analysis' picked ranks
         if nbest is not None:
             computed = os.path.join(tmp, "test.oracle")
-            oracle_file(nbest, ref, computed, objective)
+            listed = oracle_file(nbest, ref, computed, objective)[1]
             systems = systems + [("oracle", [computed])]
         settings = SignificanceSettings(
             metrics=tuple(metrics),
@@ -454,14 +454,14 @@ def experiment_report(
             with outputs.open(written[fmt]) as out:
                 out.write(format_table(result, fmt))
         files = {settings.baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
-        _write_page(result, written, outputs, (analysis, files, kept), settings, nbest, tuple(staged.values()))
+        _write_page(result, written, outputs, (analysis, files, kept), settings, listed, tuple(staged.values()))
     return written
 
 
-def _write_page(result, written, outputs, asked, settings, nbest_path, plots) -> None:
+def _write_page(result, written, outputs, asked, settings, nbest, plots) -> None:
     """``index.html`` of the report (with the plots staged beside it), after the sentence
     analysis of every system when ``asked`` = (the analysis' inputs, {system: replica files})
-    asks for it (its files added to ``written``)."""
+    asks for it (its files added to ``written``); ``nbest``: the experiment's list, read, or None."""
     found = None
     analysis, files, kept = asked
     if analysis is not None:
@@ -472,7 +472,6 @@ def _write_page(result, written, outputs, asked, settings, nbest_path, plots) ->
         chosen = AnalysisSettings(metrics, settings.tokenize, settings.lowercase, settings.lang, settings.bootstrap)
         sources = read_lines(analysis["source"]) if analysis.get("source") else None
         train = read_lines(analysis["train_source"]) if analysis.get("train_source") else None
-        nbest = read_nbest(nbest_path, count) if nbest_path else None
         found = analyze(refs, texts, chosen, sources, nbest, train, kept)
         out_dir = os.path.join(os.path.dirname(written["html"]), "analysis")
         written.update({f"analysis/{k}": v for k, v in write_analysis(found, out_dir, outputs).items()})

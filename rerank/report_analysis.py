@@ -19,6 +19,9 @@ metric; ``improved in k of R`` counts every replica):
 
 from __future__ import annotations
 
+import bisect
+import functools
+import heapq
 import json
 import math
 import os
@@ -35,11 +38,11 @@ from rerank.metrics import make_metric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 from rerank.metrics.evaluate import shared_stats
 from rerank.metrics.references import References
-from rerank.nbest import NBestList
+from rerank.nbest import NBestList, PackedStrings
 from rerank.outputs import StagedOutputs
 from rerank.signif import resample_counts, resampled_sums, summable
 from rerank.signif_adjust import holm
-from rerank.signif_bootstrap import bootstrap_outcome
+from rerank.signif_bootstrap import delta_outcomes
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,38 @@ def median_replica(scores: Sequence[float]) -> int:
     return int(order[(len(scores) - 1) // 2])
 
 
-def picked_ranks(nbest: NBestList, outputs: Sequence[str]) -> List[Optional[int]]:
-    """Each segment's 1-based rank in ``nbest`` of the hypothesis ``outputs[i]`` (the first one
-    equal to it), or None where the list does not hold it."""
-    ranks: List[Optional[int]] = []
-    for i, text in enumerate(outputs):
-        lo, hi = int(nbest.offsets[i]), int(nbest.offsets[i + 1])
-        found = next((k for k in range(lo, hi) if nbest.hypotheses[k] == text), None)
-        ranks.append(None if found is None else found - lo + 1)
-    return ranks
+class PickedRanks:
+    """Where the systems' outputs stand in the n-best list they were picked from: :meth:`of`
+    gives each segment's 1-based rank of a system's output (its first equal hypothesis), or
+    None where the list does not hold it.  The list's hypotheses are searched as one UTF-8
+    buffer (:class:`~rerank.nbest.PackedStrings`, packed here when the list holds strings),
+    within each segment's bytes, a match counting where it spans a whole hypothesis: no text
+    of the list is decoded."""
+
+    def __init__(self, nbest: NBestList):
+        hypotheses = nbest.hypotheses
+        packed = hypotheses if isinstance(hypotheses, PackedStrings) else PackedStrings.from_strings(hypotheses)
+        self.data = packed.data.tobytes()
+        self.bounds = packed.offsets.tolist()  # byte offset of each hypothesis, and the end
+        self.segments = nbest.offsets.tolist()  # first hypothesis of each segment, and the end
+
+    def rank(self, segment: int, text: str) -> Optional[int]:
+        """The 1-based rank of ``text`` among ``segment``'s hypotheses, or None."""
+        first, last = self.segments[segment], self.segments[segment + 1]
+        needle, bounds = text.encode("utf-8"), self.bounds
+        at = self.data.find(needle, bounds[first], bounds[last])
+        while at != -1:
+            row = bisect.bisect_left(bounds, at, first, last)
+            while row < last and bounds[row] == at:  # rows starting here (empty ones share a start)
+                if bounds[row + 1] - at == len(needle):
+                    return row - first + 1
+                row += 1
+            at = self.data.find(needle, at + 1, bounds[last])
+        return None
+
+    def of(self, outputs: Sequence[str]) -> List[Optional[int]]:
+        """Each segment's rank of ``outputs[i]`` (:meth:`rank`)."""
+        return [self.rank(i, text) for i, text in enumerate(outputs)]
 
 
 def word_frequency(sources: Sequence[str], train: Sequence[str]) -> np.ndarray:
@@ -103,35 +129,46 @@ def bucketings(
     first_scores: np.ndarray,
     ranks: Optional[List[Optional[int]]],
     frequency: Optional[np.ndarray],
+    fixed: Optional[Dict[str, np.ndarray]] = None,
 ) -> Dict[str, np.ndarray]:
     """{bucketing: object[N] bucket label of each segment}: reference length, length ratio,
     baseline score decile, source word frequency quartile (with ``frequency``), picked rank (with
-    ``ranks``), 1-best changed."""
-    ref_len = np.array([len(r.split()) for r in refs], dtype=float)
-    ratio = np.array([len(h.split()) for h in system], dtype=float) / np.maximum(ref_len, 1)
+    ``ranks``), 1-best changed.  ``fixed``: where the bucketings that do not depend on the system
+    (and the reference lengths) are kept across the systems of one baseline."""
+    fixed = {} if fixed is None else fixed
+    if not fixed:
+        fixed["lengths"] = ref_len = np.array([len(r.split()) for r in refs], dtype=float)
+        fixed["reference length"] = _bins(ref_len, [5, 10, 15, 20], ["1-5", "6-10", "11-15", "16-20", "21+"])
+        fixed["baseline score decile"] = _quantile_bins(first_scores, 10, "decile")
+        if frequency is not None:
+            fixed["source word frequency"] = _quantile_bins(frequency, 4, "quartile")
+    ratio = np.array([len(h.split()) for h in system], dtype=float) / np.maximum(fixed["lengths"], 1)
     out = {
-        "reference length": _bins(ref_len, [5, 10, 15, 20], ["1-5", "6-10", "11-15", "16-20", "21+"]),
+        "reference length": fixed["reference length"],
         "length ratio": _bins(ratio, [0.9, 1.0, 1.1], ["<=0.9", "0.9-1.0", "1.0-1.1", ">1.1"]),
-        "baseline score decile": _quantile_bins(first_scores, 10, "decile"),
+        "baseline score decile": fixed["baseline score decile"],
         "1-best changed": np.array(["changed" if a != b else "same" for a, b in zip(baseline, system)], dtype=object),
     }
     if frequency is not None:
-        out["source word frequency"] = _quantile_bins(frequency, 4, "quartile")
+        out["source word frequency"] = fixed["source word frequency"]
     if ranks is not None:
-        labels = ["1", "2", "3-5", "6-10", "11+"]
-        out["picked n-best rank"] = np.array(
-            ["not in list" if r is None else labels[int(np.searchsorted([1, 2, 5, 10], r))] for r in ranks],
-            dtype=object,
-        )
+        labels = np.array(["1", "2", "3-5", "6-10", "11+", "not in list"], dtype=object)
+        picked = np.array([0 if r is None else r for r in ranks], dtype=np.int64)
+        out["picked n-best rank"] = labels[np.where(picked > 0, np.searchsorted([1, 2, 5, 10], picked), 5)]
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _line_ngrams(line: str, order: int) -> Tuple[str, ...]:
+    """The n-grams of ``order`` in one line (whitespace words), kept: the systems of a table share
+    most of their outputs with each other and with the baseline."""
+    words = line.split()
+    return tuple(words) if order == 1 else tuple(map(" ".join, zip(*(words[k:] for k in range(order)))))
 
 
 def _ngrams(lines: Sequence[str], order: int) -> Counter:
     """The n-grams of ``order`` in ``lines`` (whitespace words), counted in one pass."""
-    if order == 1:
-        return Counter(chain.from_iterable(line.split() for line in lines))
-    split = [line.split() for line in lines]
-    return Counter(chain.from_iterable(map(" ".join, zip(*(w[k:] for k in range(order)))) for w in split))
+    return Counter(chain.from_iterable(_line_ngrams(line, order) for line in lines))
 
 
 def ngram_differences(
@@ -146,25 +183,44 @@ def ngram_differences(
     often than the baseline by compare-mt's smoothed ratio (c_sys + 1) / (c_sys + c_base + 2),
     each with both counts and its count in the references (ties: more occurrences first).
     ``counted``: where the baseline's and the references' counts are kept across systems
-    ({("baseline" | "reference", order): counts})."""
+    ({("baseline" | "reference", order): counts}).  Only the segments whose output differs from
+    the baseline's are counted for the system: c_sys = c_base − (the baseline's count in them) +
+    (the system's count in them), and an n-gram out of them has c_sys = c_base."""
     counted = {} if counted is None else counted
-    rows = []
+    changed = [i for i, (b, s) in enumerate(zip(baseline, system)) if b != s]
+    over, under = [], []  # (-ratio or ratio, -(c_sys + c_base), n-gram, c_sys, c_base, ref count)
     for order in orders:
-        sys_counts = _ngrams(system, order)
         if ("baseline", order) not in counted:
             counted[("baseline", order)], counted[("reference", order)] = _ngrams(baseline, order), _ngrams(refs, order)
-        base_counts, ref_counts = counted[("baseline", order)], counted[("reference", order)]
-        for gram in set(sys_counts) | set(base_counts):
-            c_sys, c_base = sys_counts[gram], base_counts[gram]
-            if c_sys == c_base:
-                continue
-            ratio = (c_sys + 1) / (c_sys + c_base + 2)
-            rows.append(
-                {"ngram": gram, "ratio": ratio, "system": c_sys, "baseline": c_base, "reference": ref_counts[gram]}
-            )
-    over = sorted(rows, key=lambda r: (-r["ratio"], -(r["system"] + r["baseline"]), r["ngram"]))
-    under = sorted(rows, key=lambda r: (r["ratio"], -(r["system"] + r["baseline"]), r["ngram"]))
-    return {"over": [r for r in over if r["ratio"] > 0.5][:top], "under": [r for r in under if r["ratio"] < 0.5][:top]}
+        base_counts = counted[("baseline", order)]
+        gained = _ngrams([system[i] for i in changed], order)
+        lost = _ngrams([baseline[i] for i in changed], order)
+        plus, minus, base_of = gained.get, lost.get, base_counts.get
+        for gram in gained.keys() | lost.keys():
+            change = plus(gram, 0) - minus(gram, 0)
+            if change > 0:  # c_sys > c_base: ratio > 1/2
+                c_base = base_of(gram, 0)
+                c_sys = c_base + change
+                over.append((-(c_sys + 1) / (c_sys + c_base + 2), -(c_sys + c_base), gram, c_sys, c_base))
+            elif change < 0:
+                c_base = base_of(gram, 0)
+                c_sys = c_base + change
+                under.append(((c_sys + 1) / (c_sys + c_base + 2), -(c_sys + c_base), gram, c_sys, c_base))
+
+    def records(rows: List[Tuple[float, int, str, int, int]]) -> List[Dict[str, Any]]:
+        best = heapq.nsmallest(top, rows, key=lambda r: r[:3])  # sorted(rows)[:top]: grams are distinct
+        return [
+            {
+                "ngram": g,
+                "ratio": abs(r),
+                "system": c_sys,
+                "baseline": c_base,
+                "reference": counted[("reference", len(g.split()))][g],
+            }
+            for r, _, g, c_sys, c_base in best
+        ]
+
+    return {"over": records(over), "under": records(under)}
 
 
 def _bucket_order(bucket: str) -> Tuple[float, int, str]:
@@ -194,36 +250,66 @@ def bucket_tables(
             for bucket in sorted(set(label), key=_bucket_order):
                 rows = np.flatnonzero(label == bucket)
                 shared.setdefault((bucketing, str(bucket), rows.tobytes()), []).append(name)
-    found: Dict[Tuple[str, str, str, str], Dict[str, Any]] = {}
-    # buckets of one size in a row: their draws, resample_counts' (cached), are made once
-    for (bucketing, bucket, key), names in sorted(shared.items(), key=lambda item: len(item[0][2])):
+    by_size: Dict[int, List[Tuple[str, str, np.ndarray, List[str]]]] = {}
+    for (bucketing, bucket, key), names in shared.items():
         rows = np.frombuffer(key, dtype=np.intp)
-        counts = resample_counts(len(rows), settings.bootstrap, settings.seed)
-        for metric_name, metric in metrics.items():
-            # statistics equal to another's on this bucket (the baseline's, where the 1-best was kept)
-            # are resampled once
-            column: Dict[bytes, int] = {}
-            parts: List[np.ndarray] = []
-            for part in [baseline[metric_name][rows]] + [systems[n][0][metric_name][rows] for n in names]:
-                if column.setdefault(part.tobytes(), len(parts)) == len(parts):
-                    parts.append(part)
-            width = parts[0].shape[1]
-            sums = resampled_sums(counts, summable(np.concatenate(parts, axis=1)))
-            scores = np.asarray(metric.score(sums.reshape(-1, width)), dtype=np.float64).reshape(len(counts), -1)
-            observed = [float(metric.score(part.sum(0))) for part in parts]
-            for name in names:
-                k = column[systems[name][0][metric_name][rows].tobytes()]
-                boot = bootstrap_outcome((observed[0], observed[k]), scores[:, 0], scores[:, k], settings.confidence)
+        by_size.setdefault(len(rows), []).append((bucketing, bucket, rows, names))
+    found: Dict[Tuple[str, str, str, str], Dict[str, Any]] = {}
+    for size in sorted(by_size):  # the buckets of one size share their draws: one product for all of them
+        # per bucket and metric: statistics equal to another's on the bucket (the baseline's, where the
+        # 1-best was kept) are resampled once; the baseline's is the first part
+        work = []
+        for bucketing, bucket, rows, names in by_size[size]:
+            for metric_name in metrics:
+                column: Dict[bytes, int] = {}
+                parts: List[np.ndarray] = []
+                part_of: List[int] = []  # the baseline's, then each system's
+                for part in [baseline[metric_name][rows]] + [systems[n][0][metric_name][rows] for n in names]:
+                    part_of.append(column.setdefault(part.tobytes(), len(parts)))
+                    if part_of[-1] == len(parts):
+                        parts.append(part)
+                work.append((bucketing, bucket, names, metric_name, parts, part_of))
+        resampled = [w for w in work if len(w[4]) > 1]  # a system that differs from the baseline here
+        scores: Dict[int, np.ndarray] = {}
+        if resampled:
+            counts = resample_counts(size, settings.bootstrap, settings.seed)
+            blocks = [part for w in resampled for part in w[4]]
+            sums = resampled_sums(counts, summable(np.concatenate(blocks, axis=1)))
+            at = 0
+            for w in resampled:
+                width = w[4][0].shape[1]
+                span = sums[:, at : at + width * len(w[4])]
+                scores[id(w)] = np.asarray(metrics[w[3]].score(span.reshape(-1, width)), dtype=np.float64).reshape(
+                    len(counts), -1
+                )
+                at += width * len(w[4])
+        for w in work:
+            bucketing, bucket, names, metric_name, parts, part_of = w
+            totals = np.stack([part.sum(0) for part in parts])
+            observed = np.asarray(metrics[metric_name].score(totals), dtype=np.float64).reshape(len(parts)).tolist()
+            # the baseline's own statistics: Δ 0 in every resample (what bootstrap_outcome gives)
+            outcome = {0: (0.0, [0.0, 0.0], 1.0)}
+            if len(parts) > 1:
+                resampled_scores = scores[id(w)]
+                delta, lo, hi, p = delta_outcomes(
+                    (observed[0], np.array(observed[1:])),
+                    resampled_scores[:, 0].copy(),
+                    resampled_scores[:, 1:].T,
+                    settings.confidence,
+                )
+                for k in range(1, len(parts)):
+                    outcome[k] = (float(delta[k - 1]), [float(lo[k - 1]), float(hi[k - 1])], float(p[k - 1]))
+            for name, k in zip(names, part_of[1:]):
                 found[(name, bucketing, bucket, metric_name)] = {
                     "bucketing": bucketing,
                     "bucket": bucket,
                     "metric": metric_name,
-                    "count": int(len(rows)),
+                    "count": size,
                     "baseline": observed[0],
                     "system": observed[k],
-                    "delta": boot.delta,
-                    "delta_ci": list(boot.delta_ci),
-                    "p": boot.p_value,
+                    "delta": outcome[k][0],
+                    "delta_ci": list(outcome[k][1]),
+                    "p": outcome[k][2],
                 }
     out: Dict[str, List[Dict[str, Any]]] = {}
     for name, (_, labels) in systems.items():
@@ -269,20 +355,22 @@ def analyze(
     out: Dict[str, Dict[str, Any]] = {}
     bucketed: Dict[str, Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]] = {}
     counted: Dict[Tuple[str, int], Counter] = {}  # the baseline's and the references' n-grams, counted once
+    listed = PickedRanks(nbest) if nbest is not None else None
+    fixed: Dict[str, np.ndarray] = {}  # the bucketings every system shares
+    baseline_sentences = {m: metric.sentence_level(stats[m][baseline_name][0]) for m, metric in metrics.items()}
     for name, replicas in list(texts.items())[1:]:
         first_metric = metrics[first]
         replica = median_replica([float(first_metric.score(s.sum(0))) for s in stats[first][name]])
         system = replicas[replica]
         sentence = {
-            m: (metric.sentence_level(stats[m][baseline_name][0]), metric.sentence_level(stats[m][name][replica]))
-            for m, metric in metrics.items()
+            m: (baseline_sentences[m], metric.sentence_level(stats[m][name][replica])) for m, metric in metrics.items()
         }
         sign = 1.0 if first_metric.higher_is_better is not False else -1.0
         gain = sign * (sentence[first][1] - sentence[first][0])
         improved = np.sum(
             [sign * (first_metric.sentence_level(s) - sentence[first][0]) > 0 for s in stats[first][name]], axis=0
         )
-        ranks = picked_ranks(nbest, system) if nbest is not None else None
+        ranks = listed.of(system) if listed is not None else None
         as_lists = {m: (b.tolist(), s.tolist()) for m, (b, s) in sentence.items()}  # Python floats, once
         gains, counts = gain.tolist(), improved.tolist()
         records = [
@@ -299,7 +387,7 @@ def analyze(
             }
             for i in np.argsort(-gain, kind="stable").tolist()
         ]
-        labels = bucketings(first_refs, baseline, system, sentence[first][0], ranks, frequency)
+        labels = bucketings(first_refs, baseline, system, sentence[first][0], ranks, frequency, fixed)
         bucketed[name] = ({m: stats[m][name][replica] for m in metrics}, labels)
         out[name] = {
             "replica": replica + 1,
@@ -349,13 +437,17 @@ def write_analysis(result: Dict[str, Dict[str, Any]], out_dir: str, outputs: Sta
         with outputs.open(files[f"{name}/sentences.tsv"]) as handle:
             head = ["id", "gain", "improved_in", "rank", "source", "reference", "baseline", "system"]
             handle.write("\t".join(head + [f"{m}:{side}" for m in metrics for side in ("baseline", "system")]) + "\n")
-            for r in part["sentences"]:
-                cells = [r["id"], f"{r['gain']:.4f}", r["improved_in"], r["rank"], r["source"], r["reference"]]
-                cells += [r["baseline"], r["system"]]
-                cells += [f"{r['scores'][m][side]:.4f}" for m in metrics for side in ("baseline", "system")]
-                handle.write("\t".join("" if c is None else str(c) for c in cells) + "\n")
+            scores = "\t{:.4f}" * (2 * len(metrics))  # each metric's baseline and system score
+            handle.writelines(
+                f"{r['id']}\t{r['gain']:.4f}\t{r['improved_in']}\t{'' if r['rank'] is None else r['rank']}\t"
+                f"{'' if r['source'] is None else r['source']}\t{r['reference']}\t{r['baseline']}\t{r['system']}"
+                + scores.format(*(r["scores"][m][side] for m in metrics for side in ("baseline", "system")))
+                + "\n"
+                for r in part["sentences"]
+            )
         with outputs.open(files[f"{name}/sentences.jsonl"]) as handle:
-            encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every line
+            # one encoder for every line; the records are trees built here (no cycle to check)
+            encode = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
             handle.writelines(encode(r) + "\n" for r in part["sentences"])
         with outputs.open(files[f"{name}/buckets.tsv"]) as handle:
             keys = [

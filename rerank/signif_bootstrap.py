@@ -136,22 +136,43 @@ def bootstrap_outcome(
     """The paired bootstrap's intervals and test (module docstring) from the ``observed`` scores
     (A, B) and the resampled ones (float64[B] each, drawn alike)."""
     observed_a, observed_b = observed
-    resamples = len(scores_a)
     deltas = scores_b - scores_a
-    magnitude = np.abs(deltas)
-    null = magnitude - magnitude.mean()
-    gap = abs(observed_b - observed_a)
-    if gap <= 1e-12 * max(1.0, abs(observed_a)) and not magnitude.any():
-        p = 1.0  # the same output: no evidence against the null
-    else:
-        p = (int(np.sum(null > gap)) + 1) / (resamples + 1)
+    (p,), null = _test(observed_a, np.array([observed_b]), deltas[None, :])
     (d_lo, b_lo, a_lo), (d_hi, b_hi, a_hi) = percentiles(np.stack([deltas, scores_b, scores_a]), confidence)
     return PairedBootstrap(
         observed_b - observed_a,
         (float(d_lo), float(d_hi)),
         (float(b_lo), float(b_hi)),
         (float(a_lo), float(a_hi)),
-        p,
-        null,
+        float(p),
+        null[0],
         deltas,
     )
+
+
+def _test(observed_a: float, observed_b: np.ndarray, deltas: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(p float64[S], null float64[S, B]): the test of S systems against A (module docstring)
+    from their observed scores (float[S]) and resampled Δ (float64[S, B], one row each, rows
+    reduced one by one as a single system's)."""
+    resamples = deltas.shape[1]
+    magnitude = np.abs(deltas)
+    null = magnitude - magnitude.mean(axis=1, keepdims=True)
+    gap = np.abs(observed_b - observed_a)
+    p = (np.sum(null > gap[:, None], axis=1) + 1) / (resamples + 1)
+    same = (gap <= 1e-12 * max(1.0, abs(observed_a))) & ~magnitude.any(axis=1)
+    return np.where(same, 1.0, p), null  # the same output: no evidence against the null
+
+
+def delta_outcomes(
+    observed: Tuple[float, np.ndarray], scores_a: np.ndarray, scores_b: np.ndarray, confidence: float
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`bootstrap_outcome`'s Δ, its interval and p for S systems B against one A at once,
+    without the systems' own intervals: ``observed`` (A's score, float[S] B's), ``scores_a``
+    float64[R] and ``scores_b`` float64[S, R] resampled alike.  Returns (Δ, lo, hi, p), float64[S]
+    each, equal to :func:`bootstrap_outcome`'s for each system alone."""
+    observed_a, observed_b = observed
+    observed_b = np.asarray(observed_b, dtype=np.float64)
+    deltas = np.ascontiguousarray(scores_b - scores_a[None, :])
+    p, _ = _test(observed_a, observed_b, deltas)
+    lo, hi = percentiles(deltas, confidence)
+    return observed_b - observed_a, lo, hi, p

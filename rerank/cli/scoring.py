@@ -73,7 +73,7 @@ def cmd_eval(args) -> None:
 def cmd_oracle(args) -> None:
     bleu = bleu_settings(args)
     metric = make_objective(args.metric, bleu.tokenize, bleu.lowercase, args.lang)
-    summed = oracle_file(args.nbest, references(args), args.out, metric)
+    summed, _ = oracle_file(args.nbest, references(args), args.out, metric)
     if args.metric == "bleu":
         score = sacrebleu_score(summed)
         result = {

@@ -4,10 +4,12 @@ interpolations, ``seg:`` scores)."""
 
 from __future__ import annotations
 
+from typing import Tuple
+
 import numpy as np
 
 from rerank.metrics import Metric
-from rerank.nbest import select_best, write_lines
+from rerank.nbest import NBestList, select_best, write_lines
 from rerank.tuning.data import load_tuning_data
 
 
@@ -49,10 +51,15 @@ def oracle_select(stats: np.ndarray, offsets: np.ndarray, metric: Metric, max_pa
     return choice
 
 
-def oracle_file(nbest_path: str, ref_path: str, out_path: str, metric: Metric) -> np.ndarray:
+def oracle_file(nbest_path: str, ref_path: str, out_path: str, metric: Metric) -> Tuple[np.ndarray, NBestList]:
     """Write the oracle selection (:func:`oracle_select`) of an n-best list under
-    ``metric`` to ``out_path``.  Returns its summed statistics float64[K]."""
+    ``metric`` to ``out_path``.  Returns (its summed statistics float64[K], the list as read:
+    :func:`rerank.tuning.data.load_tuning_data`'s, from the statistics cache where it holds it).
+
+    Raises:
+        InputError: as :func:`rerank.tuning.data.load_tuning_data`.
+    """
     nbest, _refs, stats = load_tuning_data(nbest_path, ref_path, metric)
     best = oracle_select(stats, nbest.offsets, metric)
     write_lines((nbest.hypotheses[i] for i in best), out_path)
-    return stats[best].sum(0)
+    return stats[best].sum(0), nbest

@@ -359,3 +359,35 @@ def test_one_report_over_several_test_sets(tmp_path, capsys):
         assert (directory / "report/table.txt").exists() and (directory / "report/index.html").exists()
     assert main(argv + ["--out", str(tmp_path / "x")]) == 1
     assert "several test sets" in capsys.readouterr().err
+
+
+def test_picked_ranks_find_whole_hypotheses_only():
+    """The first hypothesis equal to the output, by bytes within its segment: not a prefix, not a
+    text across two hypotheses, not another segment's; empty and non-ASCII texts alike."""
+    from rerank.nbest import NBestList, PackedStrings
+    from rerank.report_analysis import PickedRanks
+
+    hyps = ["a b c", "a b", "a b", "", "ä", "b", "c", "x", "y"]
+    offsets = np.array([0, 4, 7, 9])  # segment 0: 4 hypotheses, 1: 3, 2: 2
+    outputs = ["a b", "c", "x y"]  # rank 2 (not the prefix of "a b c"); 3; "x" + "y" is no hypothesis
+    for strings in (hyps, PackedStrings.from_strings(hyps)):
+        nbest = NBestList(offsets, strings, np.zeros((9, 1)), ["F"], np.zeros(9))
+        picked = PickedRanks(nbest)
+        assert picked.of(outputs) == [2, 3, None]
+        assert [picked.rank(0, ""), picked.rank(1, "ä"), picked.rank(1, "a b"), picked.rank(2, "y")] == [4, 1, None, 2]
+
+
+def test_ngram_differences_by_hand():
+    """compare-mt's smoothed ratio (c_sys + 1) / (c_sys + c_base + 2) over the whole outputs, though
+    only the changed segments are counted."""
+    from rerank.report_analysis import ngram_differences
+
+    baseline = ["a b", "c d", "a a"]
+    system = ["a b", "c e", "a"]  # "d" → "e", one "a" fewer; bigrams "c d" → "c e", "a a" gone
+    refs = ["a b", "c e", "a b"]
+    found = ngram_differences(baseline, system, refs, (1, 2), 10)
+    over = {(g["ngram"], g["ratio"], g["system"], g["baseline"], g["reference"]) for g in found["over"]}
+    under = [(g["ngram"], g["ratio"], g["system"], g["baseline"], g["reference"]) for g in found["under"]]
+    assert over == {("e", 2 / 3, 1, 0, 1), ("c e", 2 / 3, 1, 0, 1)}
+    # ratio ascending, then more occurrences first, then the n-gram: "a" (2 of 3 kept) comes last
+    assert under == [("a a", 1 / 3, 0, 1, 0), ("c d", 1 / 3, 0, 1, 0), ("d", 1 / 3, 0, 1, 0), ("a", 3 / 7, 2, 3, 2)]
