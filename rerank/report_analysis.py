@@ -188,7 +188,7 @@ def ngram_differences(
     (the system's count in them), and an n-gram out of them has c_sys = c_base."""
     counted = {} if counted is None else counted
     changed = [i for i, (b, s) in enumerate(zip(baseline, system)) if b != s]
-    over, under = [], []  # (-ratio or ratio, -(c_sys + c_base), n-gram, c_sys, c_base, ref count)
+    over, under = [], []  # (-ratio or ratio, -(c_sys + c_base), n-gram, c_sys, c_base): sorted, the order asked
     for order in orders:
         if ("baseline", order) not in counted:
             counted[("baseline", order)], counted[("reference", order)] = _ngrams(baseline, order), _ngrams(refs, order)
