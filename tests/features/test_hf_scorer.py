@@ -321,7 +321,7 @@ def test_ct2_epsilon_sampling_keeps_only_tokens_above_epsilon(models, tmp_path):
         max_decoding_length=12,
     )
     expected = [scorer.tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in greedy]
-    sampled = _ct2_candidates(scorer, SOURCES, 2, 1, Sampling(0.5, 1), 12)
+    sampled, _ = _ct2_candidates(scorer, SOURCES, 2, 1, Sampling(0.5, 1), 12)
     assert [set(c) for c in sampled] == [{e} for e in expected]
 
 
@@ -374,9 +374,9 @@ def test_top_k_1_sampling_is_greedy_search(models, kind):
     scorer = make_scorer(spec, CPU)
     scorer.progress = False
     candidates = _hf_candidates if kind == "hf" else _ct2_candidates
-    greedy = candidates(scorer, SOURCES, 1, 1, None, 12)
+    greedy, _ = candidates(scorer, SOURCES, 1, 1, None, 12)
     for sampling in (Sampling(None, 4, top_k=1, temperature=1.7), Sampling(None, 9, top_p=0.001)):
-        assert candidates(scorer, SOURCES, 3, 1, sampling, 12) == [g * 3 for g in greedy]
+        assert candidates(scorer, SOURCES, 3, 1, sampling, 12)[0] == [g * 3 for g in greedy]
 
 
 def test_the_full_environment_runs_plain_transformers_and_the_ct2_converter(models, tmp_path):
@@ -698,3 +698,40 @@ def test_a_corrupt_sentencepiece_model_is_named_not_tiktoken(models, tmp_path, c
     (model / "source.spm").write_bytes(content)
     err = _refused_features_add(tmp_path, capsys, f"hf:{model}")
     assert "source.spm is not a SentencePiece model" in err and "tiktoken" not in err, err
+
+
+def test_ct2_beam_search_scores_stand_for_forced_decoding_where_it_sees_the_same_tokens(models, tmp_path):
+    """`rerank generate ct2:` takes a beam candidate's sum from the search (score × tokens, the
+    first step's renormalisation without </s> undone) where the search ended it with </s> and
+    the scorer's tokenisation of its text gives the same tokens; the others are scored by forced
+    decoding. Both equal forced decoding: a model biased towards </s> ends some candidates early."""
+    from rerank.features.generate import _ct2_candidates
+    from rerank.features.hf_scorer import import_transformers
+
+    transformers = import_transformers()
+    biased = str(tmp_path / "marian-eos")
+    model = transformers.MarianMTModel.from_pretrained(models["marian"])
+    with torch.no_grad():
+        model.final_logits_bias[0, model.config.eos_token_id] = 0.4
+    model.save_pretrained(biased)
+    transformers.AutoTokenizer.from_pretrained(models["marian"]).save_pretrained(biased)
+    scorer = make_scorer(f"ct2:{convert_ct2(biased, str(tmp_path / 'ct2'))},compute_type=float32", CPU)
+    scorer.progress = False
+    sources = SOURCES + ["a girl runs on the beach .", "three people sit at a table .", "a black dog ."]
+    texts, known = _ct2_candidates(scorer, sources, 5, 5, None, 30)
+    flat = [k for row in known for k in row]
+    sums, lengths = scorer.score_pairs([s for s, row in zip(sources, texts) for _ in row], sum(texts, []))
+    reused = [i for i, k in enumerate(flat) if k is not None]
+    assert 0 < len(reused) < len(flat)  # some ended with </s>, some did not
+    assert [flat[i][1] for i in reused] == [int(lengths[i]) for i in reused]
+    assert np.allclose([flat[i][0] for i in reused], sums[reused], atol=1e-4)
+    # the list generate writes holds forced decoding's numbers either way
+    src = str(tmp_path / "src.en")
+    write_lines(sources, src)
+    out = str(tmp_path / "gen.nbest")
+    spec = f"ct2:{tmp_path / 'ct2'},compute_type=float32"
+    argv = ["generate", "--model", spec, "--input", src, "--nbest", "5", "--max-length", "30", "--device", "cpu"]
+    assert main(argv + ["--out-nbest", out, "--out-1best", str(tmp_path / "gen.1best")]) == 0
+    listing = read_nbest(out)
+    rescored = make_scorer(spec, CPU).score(listing, sources, None)
+    assert np.allclose(rescored["CT2"], listing.features[:, 0], atol=1e-4)
