@@ -143,16 +143,17 @@ class CT2Scorer(PairScorer):
         tokenizer's (source with its </s>, target without: ``score_batch`` appends it), or
         for a fairseq model the subwords of ``bpe=`` (CTranslate2 adds the source's </s>
         itself, as fairseq does; targets reversed for ``r2l``)."""
-        source = self.source_tokens(inputs)
+        return self.source_tokens(inputs), self.target_tokens(outputs)
+
+    def target_tokens(self, outputs: Sequence[str]) -> List[List[str]]:
+        """The targets as CTranslate2 takes them (:meth:`tokens`'s second half)."""
         if self.bpe is not None:
             target = [self.bpe.process_line(text).split() for text in outputs]
-            if self.direction == "r2l":
-                target = [t[::-1] for t in target]
-            return source, target
+            return [t[::-1] for t in target] if self.direction == "r2l" else target
         tok = self.tokenizer
         target = [tok.convert_ids_to_tokens(ids) for ids in tok(text_target=list(outputs))["input_ids"]]
         eos = tok.eos_token
-        return source, [t[:-1] if t and t[-1] == eos else t for t in target]
+        return [t[:-1] if t and t[-1] == eos else t for t in target]
 
     def score_unique(self, inputs, outputs):
         source, target = self.tokens(inputs, outputs)

@@ -169,7 +169,7 @@ def _ct2_candidates(
             return_scores=True,
             return_end_token=True,
         )
-        return _search_scores(scorer, sources, source_tokens, results, start)
+        return _search_scores(scorer, source_tokens, results, start)
     vocabulary = scorer.vocabulary
     eos = scorer.eos_token
     # sentence i (``first`` + its index here) draws from a stream of its own, seeded by
@@ -212,7 +212,7 @@ def _ct2_candidates(
     return [texts[k : k + nbest] for k in range(0, len(texts), nbest)], None
 
 
-def _search_scores(scorer: CT2Scorer, sources: List[str], source_tokens, results, start: List[str]) -> Candidates:
+def _search_scores(scorer: CT2Scorer, source_tokens, results, start: List[str]) -> Candidates:
     """The beam's candidates, and the forced-decoding score (sum, tokens) of each that the
     search has computed already: one that ended with end-of-sentence and whose tokens are
     those the scorer's tokenisation gives its text (else forced decoding sees other tokens),
@@ -230,7 +230,7 @@ def _search_scores(scorer: CT2Scorer, sources: List[str], source_tokens, results
     first_eos = [r.log_probs[0] for r in scorer.model.score_batch(source_tokens, [[] for _ in source_tokens])]
     known: List[List[Optional[Tuple[float, int]]]] = []
     for s, result in enumerate(results):
-        _, canonical = scorer.tokens([sources[s]] * len(texts[s]), texts[s])
+        canonical = scorer.target_tokens(texts[s])
         mine: List[Optional[Tuple[float, int]]] = []
         for tokens, score, kept in zip(result.hypotheses, result.scores, canonical):
             ended = bool(tokens) and tokens[-1] == eos
