@@ -69,9 +69,7 @@ class CT2Scorer(PairScorer):
             raise InputError("ct2: needs ctranslate2: pip install 'nbest-rerank[hf]'") from None
         if devices.dtype != "float32" and "compute_type" not in self.settings:
             raise InputError(f"{self.spec}: CTranslate2 takes compute_type=, not --dtype")
-        device, _ = devices.resolve()
-        self.ct2_device = "cuda" if device.type == "cuda" else "cpu"
-        index = device.index or 0
+        self.ct2_device, index = devices.ct2_device(ctranslate2.get_cuda_device_count())
         self.threads = config.threads or cpu_count()
         threads = {"inter_threads": self.threads, "intra_threads": 1} if self.ct2_device == "cpu" else {}
         compute = self.settings.get("compute_type", "float16" if self.ct2_device == "cuda" else "int8")

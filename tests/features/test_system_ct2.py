@@ -206,6 +206,31 @@ def test_a_fairseq_model_of_ones_own_generates_as_its_ct2_conversion_and_packs(t
     assert read_lines(str(tmp_path / "out.de")) == read_lines(str(tmp_path / "test.reranked"))
 
 
+def test_a_ct2_model_with_bpe_generates_without_loading_torch(transformer, tmp_path):
+    """``generate --model ct2:DIR,bpe=…`` on the CPU needs neither torch nor transformers:
+    the device comes from CTranslate2's own CUDA count (torch's import alone took 1.25 s and
+    most of the process's memory)."""
+    import subprocess
+    import sys
+
+    data = transformer["data"]
+    convert = ["nmt", "to-ct2", "--checkpoint", str(transformer["ckpt"]), "--dict", str(transformer["bin"])]
+    assert main([*convert, "--src", "en", "--tgt", "de", "--out", str(tmp_path / "mine")]) == 0
+    model = f"ct2:{tmp_path / 'mine'},bpe=subword-nmt:{data / 'bpe.codes'}"
+    argv = ["generate", "--model", model, "--nbest", "2", "--max-length", "8", "--input"]
+    argv += [
+        str(data / "tok" / "val.en"),
+        "--out-nbest",
+        str(tmp_path / "val.nbest"),
+        "--out-1best",
+        str(tmp_path / "val.1best"),
+    ]
+    script = f"import sys; from rerank.cli import main; code = main({argv!r}); print(code, sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split("\n")[-2] == "0 []", done.stderr
+    assert len(read_nbest(str(tmp_path / "val.nbest")).offsets) > 1
+
+
 def test_a_gru_generator_is_refused_in_one_line(tmp_path, capsys):
     from rerank.nmt.data import PrepareConfig, prepare
     from rerank.nmt.train import TrainConfig, train
