@@ -115,16 +115,25 @@ def run_mbrs(
 
 
 def run_rerank(
-    nbest, metric: str, algorithm: str = "exact", checkpoint="", sources=None, batch=64, keep=1, diversity=0.0
+    nbest,
+    metric: str,
+    algorithm: str = "exact",
+    checkpoint="",
+    sources=None,
+    batch=64,
+    keep=1,
+    diversity=0.0,
+    dtype="float32",
 ):
     """rerank's selections (0-based within each segment) of the list ``nbest`` (read before the
     clock starts, as mbrs gets its lists) by ``rerank mbr``'s engine
     (:func:`rerank.mbr.mbr_decode`'s algorithms), uniform weights; with ``keep`` > 1 its
-    ``--keep`` choices (``--diversity`` λ, the local search with mbrs' draws), as ``run_mbrs``."""
+    ``--keep`` choices (``--diversity`` λ, the local search with mbrs' draws), as ``run_mbrs``;
+    ``dtype`` the COMET encoder's (``int8``: quantised on the CPU)."""
     from rerank.mbr import MBR
     from rerank.mbr.kbest import LocalSearch, keep_best
 
-    utility = f"comet:{checkpoint},device=cpu,batch={batch}" if metric == "comet" else metric
+    utility = f"comet:{checkpoint},device=cpu,batch={batch},dtype={dtype}" if metric == "comet" else metric
     scorer = MBR(utility, "uniform", 1.0, algorithm)
     scorer.begin_list(0, sources)  # COMET: the list's sources
     p = scorer.distribution(nbest)
@@ -174,6 +183,12 @@ def main(argv=None) -> int:
     parser.add_argument("--source", help="--metrics comet: the source sentences, one per segment")
     parser.add_argument(
         "--batch", type=int, default=64, help="--metrics comet: sentences per encoder call, both engines (default: 64)"
+    )
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "int8"],
+        help="--metrics comet, rerank: the encoder's dtype (default: float32; int8: quantised), e.g. int8",
     )
     parser.add_argument(
         "--build-checkpoint", metavar="DIR", help="build the tests' tiny COMET checkpoint in DIR/da (rerank's venv)"
@@ -230,6 +245,7 @@ def main(argv=None) -> int:
         "nbest": path,
         "segments": len(segments),
         "batch": args.batch,
+        "dtype": args.dtype,
         "keep": args.keep,
         "diversity": args.diversity,
     }
@@ -262,7 +278,15 @@ def main(argv=None) -> int:
             )
         else:
             chosen = run_rerank(
-                nbest, metric, args.algorithm, args.checkpoint, sources, args.batch, args.keep, args.diversity
+                nbest,
+                metric,
+                args.algorithm,
+                args.checkpoint,
+                sources,
+                args.batch,
+                args.keep,
+                args.diversity,
+                args.dtype,
             )
         result[metric] = {"seconds": round(time.perf_counter() - start, 3), "chosen": chosen}
         print(f"{args.engine} {args.algorithm} {metric}: {result[metric]['seconds']} s", file=sys.stderr)

@@ -151,6 +151,12 @@ SIZES = {
 #: case -> (what, model, size family, settings); engines "rerank" and "peer"
 CASES: Dict[str, Tuple[str, str, str, Dict[str, Any]]] = {
     "gen-hf-marian-beam": ("generate", "opus-mt-en-de", "marian", {"kind": "hf", "mode": "beam"}),
+    "gen-hf-marian-beam-int8": (
+        "generate",
+        "opus-mt-en-de",
+        "marian",
+        {"kind": "hf", "mode": "beam", "dtype": "int8"},
+    ),
     "gen-hf-marian-sample": ("generate", "opus-mt-en-de", "marian", {"kind": "hf", "mode": "sample"}),
     "gen-ct2-marian-beam-f32": (
         "generate",
@@ -168,6 +174,7 @@ CASES: Dict[str, Tuple[str, str, str, Dict[str, Any]]] = {
     "gen-hf-nllb-beam": ("generate", "nllb-600m", "nllb", {"kind": "hf", "mode": "beam"}),
     "gen-ct2-nllb-beam-int8": ("generate", "nllb-600m", "nllb", {"kind": "ct2", "mode": "beam", "ct": "int8"}),
     "score-hf-marian": ("score", "opus-mt-en-de", "marian", {"kind": "hf"}),
+    "score-hf-marian-int8": ("score", "opus-mt-en-de", "marian", {"kind": "hf", "dtype": "int8"}),
     "score-ct2-marian-f32": ("score", "opus-mt-en-de", "marian", {"kind": "ct2", "ct": "float32"}),
     "score-ct2-marian-int8": ("score", "opus-mt-en-de", "marian", {"kind": "ct2", "ct": "int8"}),
     "score-hf-nllb": ("score", "nllb-600m", "nllb", {"kind": "hf"}),
@@ -178,6 +185,17 @@ CASES: Dict[str, Tuple[str, str, str, Dict[str, Any]]] = {
     "mbr-comet-exact": ("mbr", "comet-22", "mbr", {"algorithm": "exact"}),
     "mbr-comet-aggregate": ("mbr", "comet-22", "mbr", {"algorithm": "aggregate"}),
     "mbr-comet-halving": ("mbr", "comet-22", "mbr", {"algorithm": "halving", "peer_algorithm": "exact"}),
+    # rerank's encoder in int8 (dtype=int8: torch's dynamic quantisation), the peer as before (float32)
+    "comet-22-int8": ("comet", "comet-22", "metric", {"dtype": "int8"}),
+    "cometkiwi-22-int8": ("comet", "cometkiwi-22", "metric", {"qe": True, "dtype": "int8"}),
+    "bertscore-mbert-int8": ("bertscore", "mbert", "bertscore", {"dtype": "int8"}),
+    "mbr-comet-exact-int8": ("mbr", "comet-22", "mbr", {"algorithm": "exact", "dtype": "int8"}),
+    "mbr-comet-halving-int8": (
+        "mbr",
+        "comet-22",
+        "mbr",
+        {"algorithm": "halving", "peer_algorithm": "exact", "dtype": "int8"},
+    ),
 }
 #: cases whose peer runs in the peer venv (unbabel-comet, mbrs)
 PEER_VENV = {"comet", "mbr"}
@@ -470,10 +488,12 @@ def _lang(model: str) -> Dict[str, str]:
     return {"src_lang": "eng_Latn", "tgt_lang": "deu_Latn"} if model.startswith("nllb") else {}
 
 
-def _spec(kind: str, path: str, model: str, ct: str = "") -> str:
+def _spec(kind: str, path: str, model: str, ct: str = "", dtype: str = "") -> str:
     settings = [f"{k}={v}" for k, v in _lang(model).items()]
     if ct:
         settings.append(f"compute_type={ct}")
+    if dtype:  # hf: dtype=int8, the model's linear layers quantised
+        settings.append(f"dtype={dtype}")
     return ",".join([f"{kind}:{path}"] + settings)
 
 
@@ -493,7 +513,7 @@ def job_generate(job: Dict[str, Any]) -> Dict[str, Any]:
         nbest = os.path.join(job["tmp"], "out.nbest")
         sampling = Sampling.parse(SAMPLING if s["kind"] == "hf" else CT2_SAMPLING) if s["mode"] == "sample" else None
         generate_file(
-            _spec(s["kind"], path, job["model"], s.get("ct", "")),
+            _spec(s["kind"], path, job["model"], s.get("ct", ""), s.get("dtype", "")),
             source,
             nbest,
             None,
@@ -576,7 +596,8 @@ def job_score(job: Dict[str, Any]) -> Dict[str, Any]:
         from rerank.devices import DeviceSettings
         from rerank.features.scorer import make_scorer
 
-        scorer = make_scorer(_spec(s["kind"], path, job["model"], s.get("ct", "")), DeviceSettings("cpu"))
+        spec = _spec(s["kind"], path, job["model"], s.get("ct", ""), s.get("dtype", ""))
+        scorer = make_scorer(spec, DeviceSettings("cpu"))
         sums, _ = scorer.score_pairs(sources, hyps)
     elif s["kind"] == "hf":
         import torch
@@ -624,7 +645,7 @@ def job_comet(job: Dict[str, Any]) -> Dict[str, Any]:
     if job["engine"] == "rerank":
         from rerank.metrics.comet_kinds import load_comet
 
-        comet = load_comet(path, batch=16, device="cpu")
+        comet = load_comet(path, batch=16, device="cpu", dtype=job["settings"].get("dtype", "float32"))
         scores = comet.score(sources, hyps, None if qe else refs).tolist()
     else:
         os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # the peer's own loader, in its own venv only
@@ -644,7 +665,7 @@ def job_bertscore(job: Dict[str, Any]) -> Dict[str, Any]:
     if job["engine"] == "rerank":
         from rerank.metrics.spec import make_metric
 
-        metric: Any = make_metric(f"bertscore:{path},layers=9")
+        metric: Any = make_metric(f"bertscore:{path},layers=9,dtype={job['settings'].get('dtype', 'float32')}")
         scores = metric.f1(hyps, refs).tolist()
     else:
         from bert_score import BERTScorer
@@ -678,6 +699,7 @@ def job_mbr(job: Dict[str, Any]) -> Dict[str, Any]:
     bench_mbrs.main(
         ["--engine", engine, "--metrics", "comet", "--checkpoint", os.path.join(job["models"], job["model"])]
         + ["--source", source, "--nbest", nbest, "--algorithm", algorithm, "--batch", "16", "--out", out]
+        + (["--dtype", job["settings"].get("dtype", "float32")] if engine == "rerank" else [])
     )
     seconds = time.perf_counter() - began
     lists = candidates(ref, k)

@@ -98,7 +98,7 @@ def _hf_candidates(
     # sampling: one sentence per call, sentence i seeded by (seed, i), so the samples do not
     # depend on chunks or shards
     # beam search: sentences per call within the logits budget (beam × vocabulary scores a step)
-    vocabulary = model.get_output_embeddings().weight.shape[0]
+    vocabulary = scorer.output_rows
     step = scorer.rows_within(max(beam, nbest), vocabulary) if sampling is None else 1
     forced = _forced_start(scorer) if scorer.forced else {}  # NLLB, M2M100, mBART: the target language first
     with torch.inference_mode():

@@ -56,7 +56,7 @@ import numpy as np
 
 from rerank.argtypes import positive_int
 from rerank.config import option
-from rerank.devices import DeviceSettings
+from rerank.devices import DeviceSettings, int8_linear_layers
 from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer, given_settings
 from rerank.nbest import NBestList
@@ -108,6 +108,14 @@ def detokenizer(value: Optional[str], spec: str):
 
     moses = MosesDetokenizer(lang=lang)
     return lambda text: moses.detokenize(text.split())
+
+
+#: the ``dtype=`` of the torch scorers: --dtype's types, or int8 (:func:`rerank.devices.int8_linear_layers`)
+TORCH_DTYPES = ("float32", "float16", "bfloat16", "int8")
+TORCH_DTYPE_HELP = (
+    "the model's dtype (default: --dtype): float32, float16, bfloat16 (CUDA), or int8: its linear layers "
+    "quantised, on the CPU (generation and forced decoding about 2x faster; scores move)"
+)
 
 
 @dataclass
@@ -181,7 +189,11 @@ class PairScorer(Scorer):
         directory, on the resolved device and type, in eval mode.  Raises
         :class:`InputError` naming the directory when either cannot be loaded."""
         transformers = import_transformers()
-        self.device, self.dtype = self.devices.resolve()
+        dtype = self.settings.get("dtype") or self.devices.dtype
+        self.int8 = dtype == "int8"
+        self.device, self.dtype = dataclasses.replace(self.devices, dtype="float32" if self.int8 else dtype).resolve()
+        if self.int8 and self.device.type != "cpu":
+            raise InputError(f"{self.spec}: dtype=int8 runs on the CPU (torch's dynamic quantisation): --device cpu")
         refuse_remote_code(self.path, self.spec)
         try:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NO_REMOTE_CODE)
@@ -193,6 +205,8 @@ class PairScorer(Scorer):
                 f"not a Hugging Face {what} with its tokenizer: {load_failure(err, self.path)}", self.path
             ) from None
         self.model.to(self.device).eval()
+        if self.int8:
+            self.model = int8_linear_layers(self.model)
 
     def set_languages(self) -> None:
         """The tokenizer's ``src_lang``/``tgt_lang`` from the settings, and ``self.forced``:
@@ -255,6 +269,14 @@ class PairScorer(Scorer):
         count = np.arange(1, min(len(widths), self.batch) + 1)
         return max(1, int(np.sum(count * widths[: len(count)] * vocabulary <= LOGIT_CELLS)))
 
+    @property
+    def output_rows(self) -> int:
+        """The rows of the model's output layer: the scores it computes per position (its
+        weight is a method once quantised, :func:`rerank.devices.int8_linear_layers`)."""
+        head = self.model.get_output_embeddings()
+        weight = head.weight() if callable(head.weight) else head.weight
+        return int(weight.shape[0])
+
     def batches(self, lengths: Sequence[int]):
         """Index batches of at most ``batch`` items, sorted by length (little padding)."""
         order = np.argsort(np.asarray(lengths), kind="stable")
@@ -272,7 +294,7 @@ class HFSeq2SeqScorer(PairScorer):
 
     @dataclass
     class Config(LanguageConfig):
-        pass
+        dtype: str = option("", TORCH_DTYPE_HELP, choices=TORCH_DTYPES)
 
     def __init__(self, config: "HFSeq2SeqScorer.Config", devices: DeviceSettings = DeviceSettings()):
         super().__init__(config, devices)
@@ -295,7 +317,7 @@ class HFSeq2SeqScorer(PairScorer):
         pad = self.tokenizer.pad_token_id
         encoder = self.model.get_encoder()
         order = sorted(range(len(outputs)), key=lambda r: (len(target_ids[r]), len(distinct_ids[source_of[r]])))
-        vocabulary = self.model.get_output_embeddings().weight.shape[0]
+        vocabulary = self.output_rows
         start, widths = 0, np.array([len(target_ids[r]) for r in order])
         with torch.inference_mode():
             while start < len(order):
@@ -343,6 +365,7 @@ class HFCausalLMScorer(PairScorer):
         threads: Optional[int] = option(
             None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
         )
+        dtype: str = option("", TORCH_DTYPE_HELP, choices=TORCH_DTYPES)
         name: str = option("", "the column (default HFLM)")
         detok: str = option("", "detokenise hypotheses first: moses:LANG")
         batch: Optional[int] = option(None, "hypotheses per batch (default 64)", type=positive_int)

@@ -44,6 +44,9 @@ class CometKiwiScorer(Scorer):
             "", "the encoder's directory (config + tokenizer); default: hparams' pretrained_model", path=True
         )
         batch: int = option(64, "sentences per encoder call", type=positive_int)
+        dtype: str = option(
+            "", "the encoder's dtype (default: --dtype); int8: its linear layers quantised, on the CPU, about 2x faster"
+        )
         threads: Optional[int] = option(
             None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
         )
@@ -56,7 +59,7 @@ class CometKiwiScorer(Scorer):
             encoder=config.encoder,
             batch=config.batch,
             device=devices.device,
-            dtype=devices.dtype,
+            dtype=config.dtype or devices.dtype,
             threads=config.threads or devices.threads,
         )
         self.metric.comet()  # refuses a bad checkpoint before any list is read

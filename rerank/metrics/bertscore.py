@@ -27,7 +27,7 @@ import numpy as np
 
 from rerank.argtypes import non_negative_int, positive_int
 from rerank.config import option
-from rerank.devices import set_torch_threads
+from rerank.devices import int8_linear_layers, set_torch_threads
 from rerank.errors import InputError
 from rerank.metrics.base import METRICS, Signature
 from rerank.metrics.segment import MeanOfSegments
@@ -66,6 +66,7 @@ class BertScoreMetric(MeanOfSegments):
     model: str
     layers: int
     batch: int
+    dtype: str
     threads: Optional[int]
 
     @dataclass
@@ -74,6 +75,12 @@ class BertScoreMetric(MeanOfSegments):
         layers: int = option(0, "the layer of the matched embeddings (0: the model's last)", type=non_negative_int)
         batch: int = option(64, "sentences per batch", type=positive_int)
         lowercase: bool = option(False, "lowercase before scoring")
+        dtype: str = option(
+            "float32",
+            "the encoder's dtype: float32, or int8 (its linear layers quantised, on the CPU, about 2x faster; "
+            "F1 moves by about 1e-3)",
+            choices=("float32", "int8"),
+        )
         threads: Optional[int] = option(
             None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
         )
@@ -121,6 +128,10 @@ class BertScoreMetric(MeanOfSegments):
             except Exception as error:  # bert-score and transformers raise anything (AssertionError)
                 message = f"bertscore: cannot load the model: {' '.join(str(error).split())[:200]}"
                 raise InputError(message, self.model) from None
+            if self.dtype == "int8":
+                if str(scorer.device) != "cpu":
+                    raise InputError("bertscore: dtype=int8 runs on the CPU (torch's dynamic quantisation)")
+                scorer._model = int8_linear_layers(scorer._model)
             tokenizer = scorer._tokenizer
             longest = usable_positions(config)
             if not tokenizer.model_max_length or tokenizer.model_max_length > longest:
@@ -175,6 +186,7 @@ class BertScoreMetric(MeanOfSegments):
             ("", "no-idf"),
             ("lc", self.lowercase),
             ("nrefs", self.num_refs),
+            *([("dtype", self.dtype)] if self.dtype != "float32" else []),
             ("version", version),
         ]
         return str(Signature(self.name, fields))

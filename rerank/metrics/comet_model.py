@@ -16,7 +16,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from rerank.devices import DeviceSettings
+from rerank.devices import DeviceSettings, int8_linear_layers
 from rerank.errors import InputError
 from rerank.metrics.comet_checks import (
     check_encoder_type,
@@ -118,7 +118,8 @@ class CometModel:
         batch: sentences (or joint sequences) per encoder call.
         device: ``auto`` (CUDA where torch sees one), ``cpu``, ``cuda``, ``cuda:1``.
         dtype: ``float32``, ``float16`` or ``bfloat16`` (the encoder's, half types on CUDA only;
-            the layer mix and the estimator run in float32).
+            the layer mix and the estimator run in float32), or ``int8``: the encoder's linear
+            layers dynamically quantised on the CPU (:func:`rerank.devices.int8_linear_layers`).
     Raises:
         InputError: one line each — an encoder unbabel-comet does not build, one that cannot be
             found or does not fit the weights, a layer or pool out of range, no estimator.
@@ -173,8 +174,13 @@ class CometModel:
         self._heads(weights, hparams, checkpoint)
         self._drop_unread_layers()
         self.batch = batch
-        self.device, torch_dtype = DeviceSettings(device, dtype).resolve()
+        self.int8 = dtype == "int8"
+        self.device, torch_dtype = DeviceSettings(device, "float32" if self.int8 else dtype).resolve()
+        if self.int8 and self.device.type != "cpu":
+            raise InputError("comet: dtype=int8 runs on the CPU (torch's dynamic quantisation): give device=cpu")
         self.encoder = self.encoder.to(self.device, torch_dtype).eval()
+        if self.int8:
+            self.encoder = int8_linear_layers(self.encoder)
         self.estimator = self.estimator.to(self.device).eval()
         self._place_heads()
         self.inputs = self.input_segments(hparams)

@@ -232,3 +232,18 @@ def test_bertscore_work_inside_a_verb_says_how_far_it_is(model, tmp_path, capsys
     blocks = metric.f1(texts, texts[::-1])  # the API: quiet, and the blocks change no value
     assert "bertscore:" not in capsys.readouterr().err
     assert np.allclose(blocks, _reference_f1(model, texts, texts[::-1]), atol=1e-6)
+
+
+def test_int8_quantises_the_encoders_linear_layers_and_stays_near_bert_scores_f1(model):
+    """``dtype=int8``: the encoder's linear layers dynamically quantised, F1 near bert-score's
+    float32 values but not equal, the signature saying so."""
+    expected = _reference_f1(model, HYPS + OTHER, REFS + REFS)
+    metric = make_metric(f"bertscore:{model},layers=2,dtype=int8")
+    linear = [m for m in metric.scorer()._model.modules() if type(m).__name__ == "Linear"]
+    assert linear and all(type(m).__module__ == "torch.ao.nn.quantized.dynamic.modules.linear" for m in linear)
+    difference = np.abs(metric.f1(HYPS + OTHER, REFS + REFS) - expected)
+    assert 0 < difference.max() < 1e-3, difference.max()
+    assert "|dtype:int8|" in str(metric.signature())
+    assert "dtype" not in str(make_metric(f"bertscore:{model},layers=2").signature())
+    with pytest.raises(InputError, match="dtype"):
+        make_metric(f"bertscore:{model},dtype=int4")

@@ -434,3 +434,31 @@ def test_the_api_takes_sources_as_a_list_or_a_path_in_mbr_and_features(checkpoin
     assert np.allclose(by_path.features[:, 0], peer("kiwi"), atol=1e-5)
     with pytest.raises(InputError, match="sources: no such file"):
         rerank.add_features(listed, [f"cometkiwi:{checkpoints['kiwi']}"], sources=str(tmp_path / "absent.en"))
+
+
+def test_int8_quantises_the_encoders_linear_layers_and_stays_near_comets_scores(checkpoints, tmp_path):
+    """``dtype=int8``: every linear layer of the encoder dynamically quantised (the estimator
+    and the layer mix stay float32), scores near unbabel-comet's float32 ones but not equal to
+    them, the signature saying so; the same through the MBR utility and the CometKiwi feature."""
+    import torch
+
+    from rerank.metrics.comet_kinds import load_comet
+    from tests.comet_tiny import HYPOTHESES, REFERENCES, SOURCES
+
+    for name in ("da", "unite", "kiwi"):
+        model = load_comet(checkpoints[name], device="cpu", dtype="int8")
+        linear = [m for m in model.encoder.modules() if type(m).__name__ == "Linear"]
+        assert linear and all(type(m).__module__ == "torch.ao.nn.quantized.dynamic.modules.linear" for m in linear)
+        assert all(isinstance(m, torch.nn.Linear) for m in model.estimator.modules() if "Linear" in type(m).__name__)
+        ours = model.score(SOURCES, HYPOTHESES, REFERENCES if model.uses_reference else None)
+        difference = np.abs(ours - peer(name))
+        assert 0 < difference.max() < 1e-3, (name, difference.max())
+    src = _write(tmp_path / "src.en", SOURCES)
+    metric = make_metric(f"comet:{checkpoints['da']},source={src},dtype=int8")
+    assert "|dtype:int8|" in str(metric.signature())
+    assert "dtype" not in str(make_metric(f"comet:{checkpoints['da']},source={src}").signature())
+    _write(tmp_path / "l.nbest", [f"{s} ||| {h} ||| NMT= -1 ||| 0" for s, h in enumerate(HYPOTHESES)])
+    add = ["features", "add", "--nbest", str(tmp_path / "l.nbest"), "--source", src, "--out", str(tmp_path / "f.nbest")]
+    assert main([*add, "--scorer", f"cometkiwi:{checkpoints['kiwi']},dtype=int8", "--device", "cpu"]) == 0
+    column = np.array([float(line.split("CometKiwi= ")[1].split()[0]) for line in open(tmp_path / "f.nbest")])
+    assert 0 < np.abs(column - peer("kiwi")).max() < 1e-3

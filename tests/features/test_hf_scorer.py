@@ -735,3 +735,28 @@ def test_ct2_beam_search_scores_stand_for_forced_decoding_where_it_sees_the_same
     listing = read_nbest(out)
     rescored = make_scorer(spec, CPU).score(listing, sources, None)
     assert np.allclose(rescored["CT2"], listing.features[:, 0], atol=1e-4)
+
+
+def test_int8_quantises_the_models_linear_layers_for_forced_decoding_and_generation(models, tmp_path):
+    """``hf:DIR,dtype=int8`` / ``hf-lm:DIR,dtype=int8``: every linear layer of the model
+    dynamically quantised, forced decoding near the float32 sums but not equal to them, and
+    ``generate`` searching with the quantised model, its columns what the int8 scorer
+    computes on its list."""
+    nbest = _nbest()
+    for kind, path, column in (("hf", models["marian"], "HF"), ("hf-lm", models["gpt2"], "HFLM")):
+        exact = make_scorer(f"{kind}:{path}", CPU).score(nbest, SOURCES, None)[column]
+        scorer = make_scorer(f"{kind}:{path},dtype=int8", CPU)
+        linear = [m for m in scorer.model.modules() if type(m).__name__ == "Linear"]
+        assert linear and all(type(m).__module__ == "torch.ao.nn.quantized.dynamic.modules.linear" for m in linear)
+        difference = np.abs(scorer.score(nbest, SOURCES, None)[column] - exact)
+        assert 0 < difference.max() < 0.05 * np.abs(exact).max(), (kind, difference.max())
+    src = str(tmp_path / "src.en")
+    write_lines(SOURCES, src)
+    spec, out = f"hf:{models['marian']},dtype=int8", str(tmp_path / "gen.nbest")
+    argv = ["generate", "--model", spec, "--input", src, "--nbest", "3", "--beam", "4", "--max-length", "12"]
+    assert main([*argv, "--device", "cpu", "--out-nbest", out, "--out-1best", str(tmp_path / "gen.1best")]) == 0
+    listing = read_nbest(out)
+    rescored = make_scorer(spec, CPU).score(listing, SOURCES, None)
+    assert np.allclose(rescored["HF"], listing.features[:, 0], atol=1e-4)
+    with pytest.raises(InputError, match="dtype"):
+        make_scorer(f"hf:{models['marian']},dtype=int4", CPU)
