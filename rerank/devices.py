@@ -70,9 +70,9 @@ def int8_linear_layers(module: Any) -> Any:
     replaced, in place, by torch's dynamically quantised one: int8 weights per output channel,
     the activations quantised per call from their own range, int32 accumulation (fbgemm;
     ``torch.ao.quantization.quantize_dynamic`` with ``per_channel_dynamic_qconfig``, as
-    PyTorch's dynamic quantisation tutorial for BERT).  On this project's 2-core AMD EPYC
-    (AVX2) a feed-forward block of XLM-R large ran 2.4× faster; scores move (a model's
-    ``dtype=int8`` states by how much).  Loads torch.
+    PyTorch's dynamic quantisation tutorial for BERT).  Whole models at the published sizes
+    ran 1.2× (Marian) to 1.6× (XLM-R large) faster on 2 cores of an Intel Xeon; the scores
+    move (docs/usage/costs.md, "int8 on the CPU", says by how much).  Loads torch.
 
     Raises:
         InputError: a torch without dynamic quantisation.

@@ -114,7 +114,7 @@ def detokenizer(value: Optional[str], spec: str):
 TORCH_DTYPES = ("float32", "float16", "bfloat16", "int8")
 TORCH_DTYPE_HELP = (
     "the model's dtype (default: --dtype): float32, float16, bfloat16 (CUDA), or int8: its linear layers "
-    "quantised, on the CPU (generation and forced decoding about 2x faster; scores move)"
+    "quantised, on the CPU (forced decoding and generation about 1.2x faster; scores move)"
 )
 
 

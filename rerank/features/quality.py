@@ -45,7 +45,8 @@ class CometKiwiScorer(Scorer):
         )
         batch: int = option(64, "sentences per encoder call", type=positive_int)
         dtype: str = option(
-            "", "the encoder's dtype (default: --dtype); int8: its linear layers quantised, on the CPU, about 2x faster"
+            "",
+            "the encoder's dtype (default: --dtype); int8: its linear layers quantised, on the CPU (faster; scores move)",
         )
         threads: Optional[int] = option(
             None, "torch CPU threads (default: --threads, else the CPUs this process may use)", type=positive_int
