@@ -151,12 +151,6 @@ SIZES = {
 #: case -> (what, model, size family, settings); engines "rerank" and "peer"
 CASES: Dict[str, Tuple[str, str, str, Dict[str, Any]]] = {
     "gen-hf-marian-beam": ("generate", "opus-mt-en-de", "marian", {"kind": "hf", "mode": "beam"}),
-    "gen-hf-marian-beam-int8": (
-        "generate",
-        "opus-mt-en-de",
-        "marian",
-        {"kind": "hf", "mode": "beam", "dtype": "int8"},
-    ),
     "gen-hf-marian-sample": ("generate", "opus-mt-en-de", "marian", {"kind": "hf", "mode": "sample"}),
     "gen-ct2-marian-beam-f32": (
         "generate",
@@ -174,7 +168,6 @@ CASES: Dict[str, Tuple[str, str, str, Dict[str, Any]]] = {
     "gen-hf-nllb-beam": ("generate", "nllb-600m", "nllb", {"kind": "hf", "mode": "beam"}),
     "gen-ct2-nllb-beam-int8": ("generate", "nllb-600m", "nllb", {"kind": "ct2", "mode": "beam", "ct": "int8"}),
     "score-hf-marian": ("score", "opus-mt-en-de", "marian", {"kind": "hf"}),
-    "score-hf-marian-int8": ("score", "opus-mt-en-de", "marian", {"kind": "hf", "dtype": "int8"}),
     "score-ct2-marian-f32": ("score", "opus-mt-en-de", "marian", {"kind": "ct2", "ct": "float32"}),
     "score-ct2-marian-int8": ("score", "opus-mt-en-de", "marian", {"kind": "ct2", "ct": "int8"}),
     "score-hf-nllb": ("score", "nllb-600m", "nllb", {"kind": "hf"}),
@@ -185,18 +178,18 @@ CASES: Dict[str, Tuple[str, str, str, Dict[str, Any]]] = {
     "mbr-comet-exact": ("mbr", "comet-22", "mbr", {"algorithm": "exact"}),
     "mbr-comet-aggregate": ("mbr", "comet-22", "mbr", {"algorithm": "aggregate"}),
     "mbr-comet-halving": ("mbr", "comet-22", "mbr", {"algorithm": "halving", "peer_algorithm": "exact"}),
-    # rerank's encoder in int8 (dtype=int8: torch's dynamic quantisation), the peer as before (float32)
-    "comet-22-int8": ("comet", "comet-22", "metric", {"dtype": "int8"}),
-    "cometkiwi-22-int8": ("comet", "cometkiwi-22", "metric", {"qe": True, "dtype": "int8"}),
-    "bertscore-mbert-int8": ("bertscore", "mbert", "bertscore", {"dtype": "int8"}),
-    "mbr-comet-exact-int8": ("mbr", "comet-22", "mbr", {"algorithm": "exact", "dtype": "int8"}),
-    "mbr-comet-halving-int8": (
-        "mbr",
-        "comet-22",
-        "mbr",
-        {"algorithm": "halving", "peer_algorithm": "exact", "dtype": "int8"},
-    ),
 }
+# CASE-int8: rerank's model in int8 (dtype=int8: torch's dynamic quantisation), the peer as in CASE (float32)
+for _case in (
+    "gen-hf-marian-beam",
+    "score-hf-marian",
+    "comet-22",
+    "cometkiwi-22",
+    "bertscore-mbert",
+    "mbr-comet-exact",
+    "mbr-comet-halving",
+):
+    CASES[f"{_case}-int8"] = (*CASES[_case][:3], {**CASES[_case][3], "dtype": "int8"})
 #: cases whose peer runs in the peer venv (unbabel-comet, mbrs)
 PEER_VENV = {"comet", "mbr"}
 SAMPLING = "epsilon=0.02,seed=1"  # hf: epsilon sampling (the MBR literature's); ct2: nucleus, which CTranslate2 has

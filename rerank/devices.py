@@ -65,8 +65,8 @@ def native_bfloat16(device_type: str) -> bool:
         return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def int8_linear_layers(module: Any) -> Any:
-    """``module`` (a torch.nn.Module on the CPU, in eval mode) with every ``torch.nn.Linear``
+def int8_linear_layers(module: Any, what: str) -> Any:
+    """``module`` (a torch.nn.Module in eval mode) with every ``torch.nn.Linear``
     replaced, in place, by torch's dynamically quantised one: int8 weights per output channel,
     the activations quantised per call from their own range, int32 accumulation (fbgemm;
     ``torch.ao.quantization.quantize_dynamic`` with ``per_channel_dynamic_qconfig``, as
@@ -75,12 +75,15 @@ def int8_linear_layers(module: Any) -> Any:
     move (docs/usage/costs.md, "int8 on the CPU", says by how much).  Loads torch.
 
     Raises:
-        InputError: a torch without dynamic quantisation.
+        InputError: naming ``what`` (e.g. ``comet``): a module not on the CPU, or a torch
+            without dynamic quantisation.
     """
     import warnings
 
     import torch
 
+    if any(p.device.type != "cpu" for p in module.parameters()):
+        raise InputError(f"{what}: dtype=int8 runs on the CPU (torch's dynamic quantisation): give device cpu")
     try:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError:

@@ -192,8 +192,6 @@ class PairScorer(Scorer):
         dtype = self.settings.get("dtype") or self.devices.dtype
         self.int8 = dtype == "int8"
         self.device, self.dtype = dataclasses.replace(self.devices, dtype="float32" if self.int8 else dtype).resolve()
-        if self.int8 and self.device.type != "cpu":
-            raise InputError(f"{self.spec}: dtype=int8 runs on the CPU (torch's dynamic quantisation): --device cpu")
         refuse_remote_code(self.path, self.spec)
         try:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NO_REMOTE_CODE)
@@ -206,7 +204,7 @@ class PairScorer(Scorer):
             ) from None
         self.model.to(self.device).eval()
         if self.int8:
-            self.model = int8_linear_layers(self.model)
+            self.model = int8_linear_layers(self.model, self.spec)
 
     def set_languages(self) -> None:
         """The tokenizer's ``src_lang``/``tgt_lang`` from the settings, and ``self.forced``:

@@ -129,9 +129,7 @@ class BertScoreMetric(MeanOfSegments):
                 message = f"bertscore: cannot load the model: {' '.join(str(error).split())[:200]}"
                 raise InputError(message, self.model) from None
             if self.dtype == "int8":
-                if str(scorer.device) != "cpu":
-                    raise InputError("bertscore: dtype=int8 runs on the CPU (torch's dynamic quantisation)")
-                scorer._model = int8_linear_layers(scorer._model)
+                scorer._model = int8_linear_layers(scorer._model, "bertscore")
             tokenizer = scorer._tokenizer
             longest = usable_positions(config)
             if not tokenizer.model_max_length or tokenizer.model_max_length > longest:

@@ -176,11 +176,9 @@ class CometModel:
         self.batch = batch
         self.int8 = dtype == "int8"
         self.device, torch_dtype = DeviceSettings(device, "float32" if self.int8 else dtype).resolve()
-        if self.int8 and self.device.type != "cpu":
-            raise InputError("comet: dtype=int8 runs on the CPU (torch's dynamic quantisation): give device=cpu")
         self.encoder = self.encoder.to(self.device, torch_dtype).eval()
         if self.int8:
-            self.encoder = int8_linear_layers(self.encoder)
+            self.encoder = int8_linear_layers(self.encoder, "comet")
         self.estimator = self.estimator.to(self.device).eval()
         self._place_heads()
         self.inputs = self.input_segments(hparams)

@@ -54,3 +54,16 @@ def test_a_scorers_threads_setting_and_the_verbs_option_reach_torch(tmp_path, ca
     assert main(argv) == 0
     assert torch.get_num_threads() == 2
     assert (tmp_path / "a").read_text() == (tmp_path / "b").read_text()  # the same scores either way
+
+
+def test_int8_refuses_a_model_off_the_cpu_and_quantises_one_on_it():
+    """dtype=int8's one check (rerank.devices.int8_linear_layers): a model whose weights are not
+    on the CPU (here the meta device, as a CUDA one would be) is refused, naming the caller."""
+    from rerank.devices import int8_linear_layers
+
+    with torch.device("meta"):
+        elsewhere = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    with pytest.raises(InputError, match="comet: dtype=int8 runs on the CPU"):
+        int8_linear_layers(elsewhere, "comet")
+    quantised = int8_linear_layers(torch.nn.Sequential(torch.nn.Linear(4, 4)).eval(), "comet")
+    assert type(quantised[0]).__module__ == "torch.ao.nn.quantized.dynamic.modules.linear"
