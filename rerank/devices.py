@@ -88,7 +88,7 @@ def int8_linear_layers(module: Any, what: str) -> Any:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError:
         raise InputError(
-            f"dtype=int8 needs torch's dynamic quantisation, which torch {torch.__version__} lacks"
+            f"{what}: dtype=int8 needs torch's dynamic quantisation, which torch {torch.__version__} lacks"
         ) from None
     with warnings.catch_warnings():  # torch 2.13 announces the quantised tensors' move to torchao
         warnings.simplefilter("ignore", UserWarning)
