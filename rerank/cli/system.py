@@ -75,8 +75,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--ct2",
         choices=QUANTIZATIONS,
         help="also convert a fairseq generator (a transformer) to CTranslate2 with this quantisation, "
-        "which translate then decodes with: several times faster on the CPU (docs/benchmarks.md); "
-        "default: no conversion, e.g. --ct2 int8",
+        "which translate then decodes with: several times faster on the CPU (docs/benchmarks.md); and the "
+        "chain's nmt: translation models (R2L, channel), in float32 whatever this says (their columns as tuned, "
+        "within 1e-4 nats), which translate then scores with (a model CTranslate2 cannot convert stays with "
+        "fairseq); default: no conversion, e.g. --ct2 int8",
     )
     p.add_argument("--out", required=True, help="the system directory to write (new or empty)")
     p.set_defaults(func=cmd_pack, paths=lambda a: ({"--nbest": a.nbest, "--weights": a.weights}, {}))
@@ -108,9 +110,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--decoder",
         choices=DECODERS,
         default="auto",
-        help="what searches a fairseq system's n-best list: its checkpoint under fairseq, or the CTranslate2 "
-        "conversion of pack-system --ct2; auto: the conversion where there is one (default: auto), "
-        "e.g. --decoder fairseq",
+        help="what runs a fairseq system's models: its checkpoints under fairseq (the search and the nmt: "
+        "scorers, as tuned), or the CTranslate2 conversions of pack-system --ct2; auto: the conversions where "
+        "there are some (default: auto), e.g. --decoder fairseq",
     )
     p.add_argument(
         "--block-sentences",

@@ -90,6 +90,29 @@ def _confined_step(spec: Any, root: str, path: str, referenced: Optional[List[st
     return spec.replace(PLACEHOLDER, os.path.abspath(root))
 
 
+def _converted_scorers(
+    scorers: Any, steps: List[List[str]], root: str, path: str, referenced: List[str]
+) -> List[List[Any]]:
+    """The manifest's ``decoder.ct2.scorers`` (``pack-system --ct2``): ``[step, position,
+    spec]`` triples, each position a scorer of ``steps``, each spec a ``ct2:`` one confined to
+    the system directory (:func:`_confined_step`) and resolved.
+
+    Raises:
+        InputError: not a list of such triples, a position outside the steps, a spec of
+            another scorer, naming the manifest."""
+    if not isinstance(scorers, list):
+        raise InputError(f"the decoder's converted scorers {str(scorers)[:80]} are not a list", path)
+    resolved: List[List[Any]] = []
+    for entry in scorers:
+        k, j, spec = entry if isinstance(entry, list) and len(entry) == 3 else (None, None, None)
+        if not (isinstance(k, int) and isinstance(j, int) and 0 <= k < len(steps) and 0 <= j < len(steps[k])):
+            raise InputError(f"the converted scorer {str(entry)[:80]} is not [step, position, spec] of a step", path)
+        if not isinstance(spec, str) or not spec.startswith("ct2:"):
+            raise InputError(f"the converted scorer {str(spec)[:80]} is not a ct2: spec", path)
+        resolved.append([k, j, _confined_step(spec, root, path, referenced)])
+    return resolved
+
+
 def _check_referenced(root: str, referenced: List[str], files: Dict[str, Any], path: str) -> None:
     """Every file under a path the steps or the generator read is among the manifest's
     checksummed ``files``: a model file left out of the list could change unseen.
@@ -249,6 +272,9 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
             referenced.append(_inside(system_dir, model, path, "the CTranslate2 model"))
             needed.append(f"{model}/model.bin")
             manifest["ct2"] = {"model": model, "quantization": quantization}
+            scorers = converted.get("scorers", [])
+            if scorers:  # the converted scorers (rerank.features.system.scorer_steps): checked with the steps below
+                manifest["ct2"]["scorers"] = scorers
     for name in needed:
         if name not in files:
             raise InputError(f"the manifest does not checksum {name}", path)
@@ -265,6 +291,10 @@ def load_system(system_dir: str, check_files: bool = True, expected_digest: Opti
     if not isinstance(steps, list) or not all(isinstance(step, list) for step in steps):
         raise InputError("the manifest's steps are not lists of scorer specs", path)
     manifest["steps"] = [[_confined_step(spec, system_dir, path, referenced) for spec in step] for step in steps]
+    if "scorers" in manifest.get("ct2", {}):
+        manifest["ct2"]["scorers"] = _converted_scorers(
+            manifest["ct2"]["scorers"], manifest["steps"], system_dir, path, referenced
+        )
     if check_files:
         _check_referenced(system_dir, referenced, files, path)
     return manifest

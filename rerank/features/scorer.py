@@ -99,6 +99,18 @@ class Scorer(abc.ABC):
         files ``config`` names are copied as they are.  ``config``'s paths are local ones."""
         return None
 
+    @classmethod
+    def ct2_spec(cls, config: Any, directory: str, quantization: str) -> Optional[str]:
+        """What ``rerank pack-system --ct2`` runs in place of this scorer when ``translate``
+        uses CTranslate2: the spec of a ``ct2:`` scorer giving the same columns from a
+        conversion of the scorer's model (quantised to ``quantization``) that this method
+        writes into the new directory ``directory``; or None (the default): nothing to convert,
+        the scorer runs as packed.  ``config`` is the packed scorer's (its paths local ones).
+
+        Raises:
+            InputError: a model CTranslate2 cannot convert, naming it."""
+        return None
+
 
 def scorer_summaries() -> Dict[str, str]:
     """{name: one line} of every registered scorer: each class's ``summary`` (its spec, the

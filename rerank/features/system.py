@@ -38,12 +38,13 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from rerank._version import __version__
+from rerank.config import parse_settings
 from rerank.devices import DeviceSettings
 from rerank.errors import InputError
 from rerank.features.add import ScorerCache, ScoringInputs, add_features
-from rerank.features.manifest import MANIFEST, load_system, manifest_digest
+from rerank.features.manifest import MANIFEST, PLACEHOLDER, load_system, manifest_digest
 from rerank.features.provenance import Relocation, check_model_files, copy_path, is_generated, relocate_spec, trace
-from rerank.features.scorer import make_scorer
+from rerank.features.scorer import SCORERS, make_scorer
 from rerank.features.system_decode import decode_fairseq, generate_block
 from rerank.nbest import BLOCK_HYPOTHESES, NBestWriter, iter_nbest
 from rerank.nmt.checkpoints import check_checkpoint
@@ -62,6 +63,12 @@ from rerank.tuning.weights import read_weights
 
 #: where ``pack-system --ct2`` writes the converted generator, under ``generator/``
 CT2_DIR = "ct2"
+#: the quantisation of the scorers ``pack-system --ct2`` converts, whatever the generator's:
+#: float32 keeps their columns within 1e-4 nats of the tuned ones (the main job's right-to-left
+#: model on test_2016's 100-best list: max 6e-5, every segment's best R2LNorm the same), where
+#: int8 moved them by up to 1 nat (25 of 1,000 best R2LNorm changed) and was not faster
+#: (docs/benchmarks.md)
+SCORER_QUANTIZATION = "float32"
 #: ``translate --decoder`` choices
 DECODERS = ("auto", "fairseq", "ct2")
 
@@ -82,7 +89,9 @@ def pack_system(
     where the decoder run did not record it.  ``relocation``: where the job directory went
     after its run (:class:`Relocation`), for every path the signatures record.  ``ct2``:
     also convert a fairseq generator to CTranslate2 with this quantisation
-    (``generator/ct2/``, :func:`rerank.nmt.ct2.convert`; ``translate`` then decodes with it).
+    (``generator/ct2/``, :func:`rerank.nmt.ct2.convert`; ``translate`` then decodes with it),
+    and the chain's scorers that convert (:func:`_convert_scorers`: ``nmt:`` translation
+    models, in :data:`SCORER_QUANTIZATION`; ``translate`` then scores with them).
     Returns the manifest.
 
     Raises:
@@ -103,6 +112,7 @@ def pack_system(
         )
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError("exists and is not an empty directory: a system is written into a new one", out_dir)
+    conversion: Dict[str, Any] = {}  # the manifest's decoder.ct2
     with staged_directory(out_dir, replace=False) as tmp:  # the directory appears whole or not at all
         if needed is None:  # rerank generate's model, copied with its paths (as a scorer's)
             check_model_files(generation, relocation)
@@ -111,11 +121,14 @@ def pack_system(
         else:
             decoder = _copy_fairseq(generation, needed, os.path.join(tmp, "generator"))
             if ct2:
-                decoder["ct2"] = _convert_generator(needed, os.path.join(tmp, "generator"), decoder["config"], ct2, say)
+                conversion = _convert_generator(needed, os.path.join(tmp, "generator"), decoder["config"], ct2, say)
+                decoder["ct2"] = conversion
         chain = [
             [relocate_spec(spec, 10 * k + j, tmp, relocation) for j, spec in enumerate(step)]
             for k, step in enumerate(steps)
         ]
+        if ct2:  # a fairseq generator's conversion (refused above for another): the chain's models too
+            conversion["scorers"] = _convert_scorers(chain, tmp, SCORER_QUANTIZATION, say)
         copy_path(weights_path, os.path.join(tmp, "weights.json"))
         files = {}
         for folder, _, names in os.walk(tmp):
@@ -194,6 +207,36 @@ def _convert_generator(
     dicts = os.path.dirname(needed["dict.src"])
     record = convert(needed["checkpoint"], dicts, os.path.join(generator, CT2_DIR), src, tgt, quantization)
     return {"model": f"generator/{CT2_DIR}", **record}
+
+
+def _convert_scorers(chain: List[List[str]], root: str, quantization: str, say) -> List[List[Any]]:
+    """The manifest's ``decoder.ct2.scorers``: ``[step, position, spec]`` of every scorer of the
+    packed ``chain`` (its paths :data:`~rerank.features.manifest.PLACEHOLDER` ones, the system
+    being written in ``root``) that converts to CTranslate2
+    (:meth:`~rerank.features.scorer.Scorer.ct2_spec`: the ``nmt:`` translation models), each
+    conversion written into ``models/INDEX-NAME-ct2`` and the ``ct2:`` spec that ``translate``
+    runs in its place, its paths placeholders too.  A model CTranslate2 cannot convert stays
+    with fairseq, said in one line."""
+    base = os.path.abspath(root)
+    converted: List[List[Any]] = []
+    for k, step in enumerate(chain):
+        for j, spec in enumerate(step):
+            name, _, arg = spec.partition(":")
+            cls = SCORERS.get(name)
+            if cls.Config is None:
+                continue
+            config = parse_settings(cls.Config, arg.replace(PLACEHOLDER, base), spec, {})
+            target = os.path.join(base, "models", f"{10 * k + j}-{name}-ct2")
+            try:
+                replacement = cls.ct2_spec(config, target, quantization)
+            except InputError as err:
+                shutil.rmtree(target, ignore_errors=True)
+                say(f"system: scorer {name} of step {k} stays with fairseq: {err}")
+                continue
+            if replacement:
+                say(f"system: scorer {name} of step {k} converted to CTranslate2 ({quantization})")
+                converted.append([k, j, replacement.replace(base, PLACEHOLDER)])
+    return converted
 
 
 def _best_replica(paths: Sequence[str]) -> Tuple[str, Dict[str, Optional[float]]]:
@@ -283,9 +326,10 @@ def translate(
     Returns {"segments", "seconds", "sentences_per_second", "stages", "blocks"} (the seconds
     of decoding, loading and preprocessing included, and of each scorer step: ``step0
     (nmt)``).  ``expected_digest``: the system digest pack-system printed (:func:`load_system`).
-    ``decoder`` (:data:`DECODERS`): which search makes a fairseq system's n-best list:
-    ``fairseq`` (``fairseq-generate`` on the checkpoint), ``ct2`` (its CTranslate2 conversion,
-    :mod:`rerank.nmt.ct2`), ``auto`` (the conversion where the system has one).
+    ``decoder`` (:data:`DECODERS`): what runs a fairseq system's models: ``fairseq`` (the
+    checkpoints: ``fairseq-generate`` searches, the ``nmt:`` scorers as tuned), ``ct2`` (the
+    conversions of ``pack-system --ct2``: the search, :mod:`rerank.nmt.ct2`, and the converted
+    scorers, :func:`scorer_steps`), ``auto`` (the conversions where the system has them).
 
     The input is translated in blocks of ``block_sentences`` sentences (default: as many as
     make :data:`rerank.nbest.BLOCK_HYPOTHESES` candidates at the system's n-best, 500 of a
@@ -380,7 +424,7 @@ def _translate_block(
         decode_fairseq(system_dir, decoding, input_path, nbest, source, devices, batch_size, say, use_ct2)
         text = False
     stages = {"decode": time.perf_counter() - began}
-    for k, step in enumerate(manifest["steps"]):
+    for k, step in enumerate(scorer_steps(manifest, use_ct2)):
         scored = f"{prefix}.step{k}"
         begun = time.perf_counter()
         add_features(
@@ -392,6 +436,17 @@ def _translate_block(
     best = prefix + ".best"
     apply_file(nbest, os.path.join(system_dir, manifest["weights"]), best)
     return {"nbest": nbest, "stages": stages}, read_lines(best), text
+
+
+def scorer_steps(manifest: Dict[str, Any], ct2: Optional[Dict[str, Any]]) -> List[List[str]]:
+    """The scorer chain ``translate`` runs: the manifest's steps (paths resolved,
+    :func:`~rerank.features.manifest.load_system`), with ``ct2`` (the manifest's CTranslate2
+    entry, when the system decodes with it) every converted scorer replaced by its ``ct2:``
+    spec (``pack-system --ct2``: the same columns)."""
+    steps = [list(step) for step in manifest["steps"]]
+    for k, j, spec in (ct2 or {}).get("scorers", []):
+        steps[k][j] = spec
+    return steps
 
 
 def _write_scored_list(lists: Sequence[str], outputs: StagedOutputs, path: str, shard: Optional[Dict]) -> None:

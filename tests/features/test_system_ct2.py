@@ -7,6 +7,7 @@ are refused in one line."""
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -248,3 +249,86 @@ def test_a_gru_generator_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "CTranslate2 cannot convert this model" in err and os.path.basename(ckpt) in err
     assert not (tmp_path / "s").exists()
+
+
+def _with_r2l(transformer, tmp_path, arch):
+    """The fixture's tuned list with the column of a right-to-left model of ``arch`` trained a
+    few updates on the same data, tuned again: (the list, its weights)."""
+    from rerank.nmt.train import TrainConfig, train
+
+    root, data = transformer["root"], transformer["data"]
+    r2l = tmp_path / f"r2l-{arch}"
+    average = {"average": 1} if arch != "gru" else {}  # a transformer averages its last epochs' checkpoints
+    config = TrainConfig(
+        arch=arch, direction="r2l", max_update=4, max_epoch=1, max_tokens=1000, dropout=0.0, threads=1, **average
+    )
+    train(transformer["bin"], str(r2l), config)
+    tuned = tmp_path / f"val.{arch}.nbest"
+    source = ScoringInputs(source=str(data / "tok" / "val.en"))
+    add_features(str(root / "val.full.nbest"), [f"nmt:{r2l}"], str(tuned), source, say=lambda text: None)
+    record, _ = tune_file(str(tuned), str(data / "tok" / "val.de"), TuningSetup(tokenize="none"))
+    (tmp_path / f"w.{arch}.json").write_text(json.dumps(record))
+    return tuned, tmp_path / f"w.{arch}.json"
+
+
+def test_pack_system_ct2_converts_the_r2l_scorer_and_translate_scores_with_it(transformer, tmp_path):
+    """``pack-system --ct2`` converts the chain's ``nmt:`` translation models too, in float32
+    whatever the generator's quantisation; ``translate`` with the conversions runs them through
+    CTranslate2's ``score_batch`` (the same columns, within 1e-3 nats of forced decoding under
+    the checkpoint), and ``--decoder fairseq`` runs the chain as tuned."""
+    from rerank.features.scorer import make_scorer
+
+    tuned, weights = _with_r2l(transformer, tmp_path, "transformer-tiny")
+    system, said = tmp_path / "system", []
+    pack_system(str(tuned), str(weights), str(system), say=said.append, ct2="int8")
+    manifest = json.loads((system / "system.json").read_text())
+    assert manifest["steps"][1] == ["nmt:@SYSTEM@/models/10-nmt"]
+    spec = "ct2:@SYSTEM@/models/10-nmt-ct2,bpe=subword-nmt:@SYSTEM@/models/10-nmt/bpe.codes,direction=r2l,name=R2L"
+    assert manifest["decoder"]["ct2"]["scorers"] == [[1, 0, spec + ",compute_type=default"]]
+    assert "models/10-nmt-ct2/model.bin" in manifest["files"]
+    assert "system: scorer nmt of step 1 converted to CTranslate2 (float32)" in said  # the generator: int8
+    runs = {}
+    for decoder in ("ct2", "fairseq"):
+        out = tmp_path / f"{decoder}.tok"
+        runs[decoder] = translate(
+            str(system), str(transformer["raw"]), str(out), str(tmp_path / f"{decoder}.nbest"), tokenized=True,
+            decoder=decoder, say=lambda text: None,
+        )  # fmt: skip
+    assert "step1 (ct2)" in runs["ct2"]["stages"] and "step1 (nmt)" in runs["fairseq"]["stages"]
+    listed = read_nbest(str(tmp_path / "ct2.nbest"))
+    sources = preprocess_lines(read_lines(str(transformer["raw"])), "en")
+    again = make_scorer(f"nmt:{system}/models/10-nmt").score(listed, sources, None)
+    for column in ("R2L", "R2LNorm"):
+        found = listed.features[:, listed.feature_names.index(column)]
+        np.testing.assert_allclose(found, again[column], atol=1e-3)
+    # the re-ranking of that list by the weights is the translation
+    apply_file(str(tmp_path / "ct2.nbest"), str(weights), str(tmp_path / "best"))
+    assert read_lines(str(tmp_path / "best")) == read_lines(str(tmp_path / "ct2.tok"))
+    # a converted scorer's entry that is not a ct2: spec of a step's scorer is refused
+    crafted = tmp_path / "crafted"
+    shutil.copytree(system, crafted)
+    for entry, needle in (
+        ([2, 0, spec], "is not \\[step, position, spec\\] of a step"),
+        ([1, 0, "nmt:@SYSTEM@/models/10-nmt"], "is not a ct2: spec"),
+        ([1, 0, "ct2:../elsewhere,bpe=none"], "outside the system directory"),
+    ):
+        _resign(crafted, lambda m, entry=entry: m["decoder"]["ct2"].update(scorers=[entry]))
+        with pytest.raises(InputError, match=needle):
+            load_system(str(crafted))
+
+
+def test_a_scorer_ctranslate2_cannot_convert_stays_with_fairseq(transformer, tmp_path):
+    """A right-to-left GRU (the paper's models) beside a transformer generator: ``pack-system
+    --ct2`` converts the generator, says in one line that the GRU stays with fairseq, and
+    ``translate`` scores with it under fairseq."""
+    tuned, weights = _with_r2l(transformer, tmp_path, "gru")
+    system, said = tmp_path / "system", []
+    pack_system(str(tuned), str(weights), str(system), say=said.append, ct2="int8")
+    manifest = json.loads((system / "system.json").read_text())
+    assert manifest["decoder"]["ct2"]["scorers"] == [] and manifest["decoder"]["ct2"]["model"] == "generator/ct2"
+    stays = [line for line in said if "stays with fairseq" in line]
+    assert len(stays) == 1 and "system: scorer nmt of step 1 stays with fairseq: " in stays[0], said
+    assert "CTranslate2 cannot convert this model" in stays[0]
+    assert not (system / "models" / "10-nmt-ct2").exists()
+    result = translate(str(system), str(transformer["raw"]), str(tmp_path / "o"), tokenized=True, say=lambda t: None)
+    assert "step1 (nmt)" in result["stages"]
