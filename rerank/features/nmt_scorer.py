@@ -48,6 +48,7 @@ from rerank.errors import InputError
 from rerank.features.scorer import SCORERS, Scorer
 from rerank.nmt import USER_DIR
 from rerank.nmt.checkpoints import check_checkpoint, loading
+from rerank.nmt.ct2 import convert
 from rerank.nmt.subword import make_bpe, subword_spec
 from rerank.textio import read_json
 
@@ -446,8 +447,6 @@ class NMTScorer(ForcedDecodingScorer):
 
         Raises:
             InputError: a model CTranslate2 does not convert (the paper's GRUs), naming it."""
-        from rerank.nmt.ct2 import convert
-
         meta, checkpoint = _scoring_checkpoint(config.model_dir)
         trained = meta["config"]
         direction, role = trained["direction"], trained["role"]
