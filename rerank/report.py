@@ -454,7 +454,7 @@ def experiment_report(
             with outputs.open(written[fmt]) as out:
                 out.write(format_table(result, fmt))
         files = {settings.baseline_name: list(baseline), **{name: list(paths) for name, paths in systems}}
-        _write_page(result, written, outputs, (analysis, files, kept), settings, listed, tuple(staged.values()))
+        _write_page(result, written, outputs, (analysis, files, kept), settings, listed, tuple(staged.items()))
     return written
 
 

@@ -149,28 +149,29 @@ def _ngrams(ngrams: Dict[str, List[Dict[str, Any]]]) -> str:
     return "".join(parts)
 
 
-def _image(path: str) -> str:
+def _image(name: str, path: str) -> str:
     with open(path, "rb") as handle:
         data = base64.b64encode(handle.read()).decode("ascii")
-    return f'<figure><img alt="{html.escape(os.path.basename(path))}" src="data:image/png;base64,{data}"/></figure>'
+    return f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,{data}"/></figure>'
 
 
 def report_page(
     result: Dict[str, Any],
     footer: List[str],
     analysis: Optional[Dict[str, Dict[str, Any]]] = None,
-    plots: Tuple[str, ...] = (),
+    plots: Tuple[Tuple[str, str], ...] = (),
 ) -> str:
     """The page (module docstring) of a significance table ``result`` (:func:`rerank.report.significance_table`)
     with its ``footer`` lines (the text table's), its ``analysis`` (:func:`rerank.report_analysis.analyze`,
-    or None: the table and plots only) and the PNG ``plots`` that exist (embedded)."""
+    or None: the table and plots only) and the PNG ``plots`` ((its name, e.g. gains.png, the file it
+    is read from, perhaps still staged)) that exist, embedded."""
     metrics = list(dict.fromkeys(r["metric"] for r in result["rows"]))
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>rerank report</title>",
         f"<style>{STYLE}</style></head><body><h1>rerank report</h1>",
         _table(result),
         "<div class='foot'>" + "<br>".join(html.escape(line) for line in footer) + "</div>",
-        "".join(_image(p) for p in plots if os.path.exists(p)),
+        "".join(_image(name, path) for name, path in plots if os.path.exists(path)),
     ]
     for name in dict.fromkeys(r["system"] for r in result["rows"]):
         parts.append(f'<section id="{_id("sys", name)}"><h2>{html.escape(name)}</h2>')

@@ -23,9 +23,11 @@ matrix is drawn exactly as ``sacrebleu --paired-ar`` draws it
 so the same seed gives the same p-values as sacreBLEU.  All shuffles are one swap
 matrix times the statistics difference matrix (numpy), in chunks of rows.
 
-For test sets of at most :data:`EXACT_MAX` units, :func:`exact_randomization` enumerates
-all 2^n swap patterns: p = (number of patterns with |difference| ≥ observed) / 2^n,
-the exact permutation p-value (the identity pattern included).
+Where enumerating costs no more than shuffling (:func:`enumerates`: 2^(n−1) ≤ the shuffles
+asked for, n ≤ 14 units with 10,000), :func:`exact_randomization` enumerates all 2^n swap
+patterns instead: p = (number of patterns with |difference| ≥ observed) / 2^n, the exact
+permutation p-value (the identity pattern included; half of the patterns are scored, each
+standing for its complement too).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from rerank.metrics import DEFAULT_METRICS, Metric
 from rerank.metrics.bleu_stats import DEFAULT_TOKENIZE
 
 EXACT_MAX = 20
+#: swap patterns of an exact enumeration scored at once (a power of 2)
+EXACT_CHUNK = 2**14
 #: the tests a table's p-values come from: approximate randomisation, paired bootstrap
 TESTS = ("ar", "bs")
 #: what is compared: every system with the baseline, or every pair too
@@ -297,13 +301,28 @@ def approximate_randomization(
     return (count + 1) / (shuffles + 1)
 
 
+def enumerates(units: int, shuffles: int) -> bool:
+    """Whether :func:`compare` enumerates the swap patterns of ``units`` (replica, segment) pairs
+    exactly rather than drawing ``shuffles``: when the 2^(units−1) patterns it scores
+    (:func:`exact_randomization`) are no more than the shuffles, and ``units`` ≤ :data:`EXACT_MAX`."""
+    return units <= EXACT_MAX and 2 ** max(units - 1, 0) <= shuffles
+
+
 def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray, null: Optional[list] = None) -> float:
     """Exact two-sided paired randomisation p-value over all 2^n swap patterns.
 
     p = #{patterns: |score(A') − score(B')| ≥ |score(A) − score(B)|} / 2^n.  The observed
     difference is compared with a relative tolerance of 1e-12 so that patterns equal to
-    the observed one up to rounding count.  ``null``: as :func:`approximate_randomization`'s
-    (every pattern's absolute difference, the identity included).
+    the observed one up to rounding count.  A pattern and its complement (every unit swapped
+    the other way) give the same absolute difference — A' and B' trade places — so only the
+    2^(n−1) patterns that leave the last unit unswapped are scored, each standing for itself and
+    its complement: the same p, at half the cost.  Their summed statistics are the outer sum of
+    the patterns of the first units and those of the rest (no 2^n × n pattern matrix), scored in
+    chunks of :data:`EXACT_CHUNK` patterns.  ``null``: if a list is given, it is set to
+    [every scored pattern's absolute difference] (float[2^(n−1)], the identity first; pattern
+    k swaps unit i where bit i of k is set), the null sample of max-T
+    (:func:`rerank.signif_adjust.max_t`: the complements double every value alike, so its
+    p-values are those of all 2^n patterns).
     Raises ValueError for more than :data:`EXACT_MAX` units.
     """
     stats_a = np.asarray(stats_a, dtype=np.float64)
@@ -311,11 +330,23 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
     n = len(stats_a)
     if n > EXACT_MAX:
         raise ValueError(f"exact enumeration is limited to {EXACT_MAX} units, got {n}")
-    patterns = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.float64)
-    shuf_a = stats_b.sum(0) + patterns @ (stats_a - stats_b)
+    delta = (stats_a - stats_b)[: max(n - 1, 0)]
     total = stats_a.sum(0) + stats_b.sum(0)
-    diff = np.abs(metric.score(shuf_a) - metric.score(total - shuf_a))
     observed = abs(float(metric.score(stats_a.sum(0)) - metric.score(stats_b.sum(0))))
+    low = min(len(delta), max(0, EXACT_CHUNK.bit_length() - 1))  # the units of one chunk's patterns
+
+    def _sums(units: np.ndarray) -> np.ndarray:
+        """float[2^len(units), K]: the swapped statistics of every pattern of ``units``."""
+        bits = (np.arange(2 ** len(units))[:, None] >> np.arange(len(units))[None, :]) & 1
+        return bits.astype(np.float64) @ units
+
+    inner = stats_b.sum(0) + _sums(delta[:low])
+    outer = _sums(delta[low:])
+    diffs = []
+    for offset in outer:
+        shuf_a = inner + offset
+        diffs.append(np.abs(metric.score(shuf_a) - metric.score(total - shuf_a)))
+    diff = np.concatenate(diffs)
     if null is not None:
         null[:] = [diff]
     return float(np.mean(diff >= observed * (1 - 1e-12)))
@@ -376,7 +407,8 @@ def compare(
     seed: int = DEFAULT_SEED,
     sample: Optional[list] = None,
 ) -> float:
-    """AR p-value of ``system`` against ``baseline`` (lists of replica statistics).
+    """AR p-value of ``system`` against ``baseline`` (lists of replica statistics), exact
+    where :func:`enumerates` says so (:func:`exact_randomization`).
 
     Replica r of the system is paired with replica r of the baseline; with one replica
     on one side, it is paired with every replica of the other.  ``sample``: if a list is given,
@@ -386,7 +418,7 @@ def compare(
     baseline, system = paired_replicas(baseline, system)
     a, b = np.concatenate(list(baseline)), np.concatenate(list(system))
     null: list = []
-    exact = len(a) <= EXACT_MAX
+    exact = enumerates(len(a), shuffles)
     p = (
         exact_randomization(metric, a, b, null)
         if exact

@@ -33,7 +33,49 @@ def test_exact_enumeration_small_p():
     a = np.tile([[0.0, 5.0]], (10, 1))
     b = np.tile([[1.0, 5.0]], (10, 1))
     assert exact_randomization(TerMetric(), a, b) == pytest.approx(2 / 2**10)
-    assert compare(TerMetric(), [a], [b]) == pytest.approx(2 / 2**10)  # <= 20 units: exact
+    assert compare(TerMetric(), [a], [b]) == pytest.approx(2 / 2**10)  # 2^9 patterns <= 10,000 shuffles: exact
+
+
+def _every_pattern(metric, a, b):
+    """The exact test written out: all 2^n swap patterns, one row each (no halving, no chunks)."""
+    n = len(a)
+    swap = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
+    shuf_a = np.where(swap[:, :, None], b[None], a[None]).sum(1)
+    shuf_b = np.where(swap[:, :, None], a[None], b[None]).sum(1)
+    diff = np.abs(metric.score(shuf_a) - metric.score(shuf_b))
+    observed = abs(float(metric.score(a.sum(0)) - metric.score(b.sum(0))))
+    return float(np.mean(diff >= observed * (1 - 1e-12))), diff
+
+
+@pytest.mark.parametrize("units", [1, 2, 9, 17])
+def test_the_halved_chunked_enumeration_is_every_pattern(units):
+    """exact_randomization scores the 2^(n-1) patterns that leave the last unit alone, in chunks
+    (17 units: 4 chunks of EXACT_CHUNK = 2^14 patterns): its p is all 2^n patterns' p, and its
+    null sample, each value counted for its complement too, is all patterns' differences."""
+    refs, hyps_a, _ = random_corpus(units, 1, seed=units)
+    _, hyps_b, _ = random_corpus(units, 1, seed=units + 100)
+    metric = BleuMetric("none")
+    a, b = metric.stats(hyps_a, refs), metric.stats(hyps_b, refs)
+    expected_p, every = _every_pattern(metric, a, b)
+    null: list = []
+    assert exact_randomization(metric, a, b, null) == pytest.approx(expected_p, abs=1e-15)
+    assert len(null[0]) == 2 ** (units - 1)
+    np.testing.assert_allclose(np.sort(np.repeat(null[0], 2)), np.sort(every), rtol=1e-12, atol=1e-12)
+    # pattern k swaps unit i where bit i of k is set: the first half of every pattern's, in order
+    np.testing.assert_allclose(null[0], every[: 2 ** (units - 1)], rtol=1e-12, atol=1e-12)
+
+
+def test_compare_enumerates_only_where_it_is_no_dearer_than_the_shuffles():
+    refs, hyps_a, _ = random_corpus(15, 1, seed=3)
+    _, hyps_b, _ = random_corpus(15, 1, seed=4)
+    metric = BleuMetric("none")
+    a, b = metric.stats(hyps_a, refs), metric.stats(hyps_b, refs)
+    # 14 units: 2^13 = 8,192 patterns <= 10,000 shuffles, exact
+    assert compare(metric, [a[:14]], [b[:14]]) == pytest.approx(_every_pattern(metric, a[:14], b[:14])[0])
+    # 15 units: 16,384 patterns > 10,000 shuffles, approximate randomisation (sacrebleu's draws)
+    assert compare(metric, [a], [b]) == approximate_randomization(metric, a, b, 10000)
+    # unless as many shuffles are asked for
+    assert compare(metric, [a], [b], shuffles=2**14) == pytest.approx(_every_pattern(metric, a, b)[0])
 
 
 def test_identical_systems_have_p_one():
@@ -343,6 +385,9 @@ def test_report_from_a_pipeline_directory(tmp_path, capsys):
     assert text.index("baseline") < text.index("+nmt") < text.index("oracle")
     for name in ("table.md", "table.tex", "table.json", "table.txt", "gains.png", "null.png"):
         assert (exp / "report" / name).stat().st_size > 0
+    # the page embeds both plots under their names, not the staged files' (so that it is the same every run)
+    page = (exp / "report" / "index.html").read_text()
+    assert page.count('<img alt="gains.png"') == 1 and page.count('<img alt="null.png"') == 1, page[:300]
     data = json.loads((exp / "report/table.json").read_text())
     nmt = [r for r in data["rows"] if r["system"] == "+nmt"]
     assert all(r["replicas"] == 3 for r in nmt)

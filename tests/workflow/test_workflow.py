@@ -434,7 +434,8 @@ TINY_OWN_JOB = {
 def tiny_job(tmp_path_factory):
     """The default main job's rules on a tiny corpus (every default feature set: r2l, mbr, len,
     ibm1; MIRA, 2 replicas; 100-best lists as the default job's, so that the documentation's
-    step-by-step commands run as written): (its OUT, its configuration file)."""
+    step-by-step commands run as written; blocks of 100 hypotheses, one segment, so that the
+    sharded run deals them out and must equal this one): (its OUT, its configuration file)."""
     if snakemake_missing:
         pytest.skip("snakemake is not installed (the [workflow] extra)")
     pytest.importorskip("fairseq")
@@ -458,6 +459,7 @@ def tiny_job(tmp_path_factory):
                 "chrf_tuning": 0,
                 "max_tokens": 1000,
                 "bf16_autocast": 0,
+                "block_hypotheses": 100,
             }
         )
     )
@@ -536,36 +538,28 @@ def test_the_tiny_main_job_in_shards_writes_the_unsharded_lists_and_tables(tiny_
     """SHARDS=2 with the tiny job's blocks of 100 hypotheses (BLOCK_HYPOTHESES=100: 1 segment
     of its 100-best lists): the n-best generation (fairseq's batches dealt) and every feature
     rule (its blocks dealt; R2L forced decoding among them) run as 2 jobs each, joined by rerank
-    merge; the lists, the re-ranked outputs and the tables are the unsharded run's byte for byte
-    (both runs from the tiny job's trained models; a decoding shard here has JOBS/2 = 1 torch
-    thread against the unsharded rule's 2, which the tiny model's lists do not depend on — a
-    larger model's last digits can, docs/usage/cluster.md)."""
+    merge; the lists, the re-ranked outputs and the tables are the unsharded tiny job's byte for
+    byte (from its trained models: a decoding shard here has JOBS/2 = 1 torch thread against the
+    unsharded rule's 2, which the tiny model's lists do not depend on — a larger model's last
+    digits can, docs/usage/cluster.md)."""
     local, config = tiny_job
     job = yaml.safe_load(config.read_text())
-    unsharded, sharded = tmp_path / "one", tmp_path / "two"
-    for out, extra in ((unsharded, {}), (sharded, {"shards": 2})):
-        # the tiny job's prepared data and trained models (copied with their times), the rest anew
-        shutil.copytree(local, out, symlinks=True)
-        for name in (
-            "nbest",
-            "rerank",
-            "report",
-            "system",
-            "benchmarks",
-            "settings.json",
-            "timings.tsv",
-            "results.txt",
-        ):
-            path = out / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-        (out / "job.yaml").write_text(yaml.safe_dump({**job, **extra, "out": str(out), "block_hypotheses": 100}))
-        argv = ("--cores", "2", "--rerun-triggers", "mtime", "--configfile", str(out / "job.yaml"))
-        run = _snakemake(*argv, "--directory", str(out), env=TINY_JOB_ENV)
-        assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
-        assert "rule train:" not in run.stdout + run.stderr  # the models were the tiny job's
+    assert job["block_hypotheses"] == 100
+    sharded = tmp_path / "two"
+    # the tiny job's prepared data and trained models (copied with their times), the rest anew
+    shutil.copytree(local, sharded, symlinks=True)
+    for name in ("nbest", "rerank", "report", "system", "benchmarks", "settings.json", "timings.tsv", "results.txt"):
+        path = sharded / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    (sharded / "job.yaml").write_text(yaml.safe_dump({**job, "shards": 2, "out": str(sharded)}))
+    argv = ("--cores", "2", "--rerun-triggers", "mtime", "--configfile", str(sharded / "job.yaml"))
+    run = _snakemake(*argv, "--directory", str(sharded), env=TINY_JOB_ENV)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    assert "rule train:" not in run.stdout + run.stderr  # the models were the tiny job's
     assert any((sharded / "nbest" / "shards").glob("val.r2l.1-of-2.nbest"))
+    assert any((sharded / "nbest" / "shards").glob("test.1-of-2.nbest"))
     for name in SAME_AS_LOCAL:
-        assert (sharded / name).read_bytes() == (unsharded / name).read_bytes(), name
+        assert (sharded / name).read_bytes() == (local / name).read_bytes(), name
 
 
 @pytest.mark.workflow
