@@ -333,7 +333,7 @@ def exact_randomization(metric: Metric, stats_a: np.ndarray, stats_b: np.ndarray
     delta = (stats_a - stats_b)[: max(n - 1, 0)]
     total = stats_a.sum(0) + stats_b.sum(0)
     observed = abs(float(metric.score(stats_a.sum(0)) - metric.score(stats_b.sum(0))))
-    low = min(len(delta), max(0, EXACT_CHUNK.bit_length() - 1))  # the units of one chunk's patterns
+    low = min(len(delta), EXACT_CHUNK.bit_length() - 1)  # the units of one chunk's patterns
 
     def _sums(units: np.ndarray) -> np.ndarray:
         """float[2^len(units), K]: the swapped statistics of every pattern of ``units``."""

@@ -10,7 +10,7 @@
 #   bash scripts/slurm_cluster.sh start [DIR]         # as root; DIR: its state and logs (default /tmp/rerank-slurm)
 #   snakemake --profile profiles/slurm --slurm-status-command squeue --slurm-no-account ...
 #   bash scripts/slurm_cluster.sh status [DIR]         # sinfo of the cluster; exit 1 when it is down
-#   bash scripts/slurm_cluster.sh stop [DIR]           # as root: scontrol shutdown, and the munged it started
+#   bash scripts/slurm_cluster.sh stop [DIR]           # as root: scontrol shutdown, the munged it started, its slurm.conf
 #
 # Exit status: 0 done; 1 a failure (its one line on stderr); 2 this machine cannot host one (not
 # root, no apt-get and no slurm-wlm, a package that will not install): the tests skip then,
@@ -128,6 +128,9 @@ case "$verb" in
       scontrol shutdown > /dev/null 2>&1 || true
       for _ in $(seq 50); do pgrep -f "slurm(ctld|d) -f $CONF" > /dev/null || break; sleep 0.2; done
       pkill -f "slurm(ctld|d) -f $CONF" 2> /dev/null || true
+      # a configuration left naming a stopped controller makes every scontrol wait 9 s for it, and
+      # snakemake runs one at every start (the SLURM plugin reads MinJobAge): it goes with the cluster
+      rm -f "$CONF"
     fi
     if [ -f "$DIR/munged.ours" ]; then
       pkill -x munged 2> /dev/null || true

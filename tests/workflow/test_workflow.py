@@ -616,6 +616,10 @@ def test_the_tiny_main_job_runs_on_a_real_slurm_cluster_and_resumes_after_scance
             assert (out / name).read_bytes() == (local / name).read_bytes(), name
     finally:
         subprocess.run([*cluster, "stop", str(state)], capture_output=True)
+    # its configuration goes with it: one naming a stopped controller makes every scontrol, and so
+    # every snakemake start after this test (the SLURM plugin asks for MinJobAge), wait 9 s
+    conf = Path(os.environ.get("RERANK_SLURM_CONF", "/etc/slurm/slurm.conf"))
+    assert not conf.exists() or "written by scripts/slurm_cluster.sh" not in conf.read_text()
 
 
 @pytest.mark.workflow
