@@ -440,6 +440,30 @@ def test_the_prefix_tree_reorders_the_cross_attention_of_a_level_as_wide_as_the_
     whole = scorer._score_sequences(src_ids, tgt_ids, unique)
     assert scorer._score_prefix_tree(src_ids, tgt_ids, unique) == pytest.approx(whole, abs=1e-4)
     assert scorer.score_pairs(inputs, hyps)[0] == pytest.approx(whole, abs=1e-4)
+    # which path score_pairs takes under a transformer (TREE_CALL_ROWS = 128 rows a level):
+    # 600 hypotheses of one source sharing 10 words, then 25 × 24 pairs of words: 13 tokens
+    # each with </s>, 7,800 in all; 1 + 10 + 25 + 600 distinct prefixes; 13 levels: the tree
+    # saves 7,164 rows for 1,664
+    vocabulary = [word for word in scorer.tgt_dict.symbols[scorer.tgt_dict.nspecial :] if not word.endswith("@@")]
+    assert len(vocabulary) >= 25
+    prefix = (vocabulary * 10)[:10]
+    ends = [[x, y] for x in vocabulary[:25] for y in vocabulary[:24]]
+    hyps = [" ".join(prefix + end) for end in ends]
+    tgt_ids, src_ids = scorer._ids(hyps, scorer.tgt_dict), scorer._ids([a] * len(hyps), scorer.src_dict)
+    unique = np.arange(len(hyps))
+    distinct = {(id(src_ids[k]), tuple(tgt_ids[k].tolist()[:t])) for k in unique for t in range(len(tgt_ids[k]))}
+    assert scorer.prefix_nodes(src_ids, tgt_ids, unique) == len(distinct) == 636
+    assert scorer._tree_pays(src_ids, tgt_ids, unique)
+    # 5 targets of 300 tokens drawn at random: the tree's 301 levels would save a few rows
+    rng = np.random.default_rng(0)
+    long = [" ".join(rng.choice(vocabulary, 300)) for _ in range(5)]
+    inputs = [a, b, a, b, a]
+    tgt_ids, src_ids = scorer._ids(long, scorer.tgt_dict), scorer._ids(inputs, scorer.src_dict)
+    unique = np.arange(len(long))
+    assert not scorer._tree_pays(src_ids, tgt_ids, unique)
+    whole = scorer._score_sequences(src_ids, tgt_ids, unique)
+    assert scorer.score_pairs(inputs, long)[0] == pytest.approx(whole, abs=1e-4)
+    assert scorer._score_prefix_tree(src_ids, tgt_ids, unique) == pytest.approx(whole, abs=1e-3)
 
 
 def test_fairseq_transformer_lm_equals_eval_lm(tiny, tmp_path):
