@@ -31,7 +31,7 @@ output) pair is scored once, and each distinct (input, target prefix) is decoded
 over the prefix tree with the decoder's incremental state (beam-search n-best lists
 share most prefixes: 2.5–2.7× faster than padded whole sequences on Multi30k 20-best
 lists) — except under a transformer's decoder where the tree's levels cost more than the
-rows it saves (long targets that share little: :data:`TREE_CALL_ROWS`), which teacher-forces
+rows it saves (long targets that share little: :mod:`rerank.features.prefix_tree`), which teacher-forces
 whole sequences in padded batches instead.
 """
 
@@ -47,21 +47,13 @@ import numpy as np
 
 from rerank.config import option
 from rerank.errors import InputError
+from rerank.features.prefix_tree import tree_chunks, tree_pays
 from rerank.features.scorer import SCORERS, Scorer
 from rerank.nmt import USER_DIR
 from rerank.nmt.checkpoints import check_checkpoint, loading
 from rerank.nmt.ct2 import convert
 from rerank.nmt.subword import make_bpe, subword_spec
 from rerank.textio import read_json
-
-#: what one decoder call of the prefix tree (a level of a chunk: every layer run for one
-#: token, the incremental state reordered) costs, in target rows of one teacher-forced pass
-#: of a transformer.  Measured on 2 idle CPU cores (2026-12-03): the default job's R2L
-#: transformer-tiny, 3,000 hypotheses of test_2016's 100-best list (37,102 tokens, 48 % of
-#: them distinct prefixes, ~60 levels): the tree 2.3 s, whole sequences 4.4 s; a tiny random
-#: model's 40 sampled hypotheses of ~310 tokens (49 % distinct, 322 levels): the tree 2.8 s,
-#: whole sequences 0.5 s — about 8 ms a level against 40–120 µs a row, so 128 rows a level.
-TREE_CALL_ROWS = 128
 
 
 def load_checkpoint(checkpoint: str, dict_dir: str):
@@ -237,7 +229,7 @@ class ForcedDecodingScorer(Scorer):
         model), and even without sharing the level-wise batches carry no padding.  Under a
         transformer's decoder, whose levels cost more than a recurrent one's, the pairs are
         teacher-forced as whole sequences in padded batches (:meth:`_score_sequences`) where
-        the tree would not pay (:meth:`_tree_pays`: long targets sharing little, such as a
+        the tree would not pay (:func:`~rerank.features.prefix_tree.tree_pays`: long targets sharing little, such as a
         random model's or a document's).  The tests check the two against each other and
         against fairseq's own scores."""
         reverse = self.direction == "r2l"
@@ -250,43 +242,11 @@ class ForcedDecodingScorer(Scorer):
         unique = np.fromiter(keys.values(), dtype=np.int64, count=len(keys))
         lengths = np.array([len(t) for t in tgt], dtype=np.int64)
         sums = np.zeros(len(tgt))
-        if self._tree_pays(src, tgt, unique):
+        if tree_pays(self.model.decoder, src, tgt, unique, self.max_nodes):
             sums[unique] = self._score_prefix_tree(src, tgt, unique)
         else:
             sums[unique] = self._score_sequences(src, tgt, unique)
         return sums[where], lengths
-
-    def _tree_pays(self, src, tgt, unique) -> bool:
-        """Whether the prefix tree costs less than whole sequences for the pairs ``unique``:
-        always under a recurrent decoder (it runs a step per token either way); under a
-        transformer's (positional embeddings: one pass for every position), when the rows the
-        tree saves (target tokens − distinct prefixes) outweigh its levels, each costing
-        :data:`TREE_CALL_ROWS` rows (the levels: every chunk's longest target)."""
-        if getattr(self.model.decoder, "embed_positions", None) is None:
-            return True
-        saved = sum(len(tgt[k]) for k in unique.tolist()) - self.prefix_nodes(src, tgt, unique)
-        levels = sum(max(len(tgt[k]) for k in chunk) for chunk in self._chunks(src, tgt, unique, self.max_nodes))
-        return saved > TREE_CALL_ROWS * levels
-
-    @staticmethod
-    def prefix_nodes(src, tgt, unique) -> int:
-        """The distinct (input, target prefix) decoder states of the pairs ``unique``: what
-        the prefix tree decodes (a trie of the targets, one root per distinct input)."""
-        trie: Dict[tuple, int] = {}
-        roots = set()
-        for k in unique.tolist():
-            node: Any = ("root", None if src is None else id(src[k]))  # _ids: one tensor per distinct text
-            roots.add(node)
-            for token in tgt[k].tolist()[:-1]:
-                node = trie.setdefault((node, token), len(trie))
-        return len(roots) + len(trie)
-
-    @classmethod
-    def prefix_sharing(cls, src, tgt, unique) -> float:
-        """Distinct (input, target prefix) decoder states over target tokens, for the
-        pairs ``unique`` (1: nothing shared)."""
-        tokens = sum(len(tgt[k]) for k in unique.tolist())
-        return cls.prefix_nodes(src, tgt, unique) / max(tokens, 1)
 
     def _score_sequences(self, src, tgt, unique) -> np.ndarray:
         """Summed log-probabilities of the pairs ``unique``, whole sequences teacher-forced
@@ -338,7 +298,7 @@ class ForcedDecodingScorer(Scorer):
         plain_softmax = getattr(self.model.decoder, "adaptive_softmax", None) is None
         out: Dict[int, Any] = {}
         with torch.inference_mode():
-            for chunk in self._chunks(src, tgt, unique, max_nodes or self.max_nodes):
+            for chunk in tree_chunks(src, tgt, unique, max_nodes or self.max_nodes):
                 # longest targets first: when nothing is shared (the channel model) the live
                 # prefixes are always the first rows, and the states are narrowed, not copied
                 chunk.sort(key=lambda k: -len(tgt[k]))
@@ -402,26 +362,6 @@ class ForcedDecodingScorer(Scorer):
                     tokens = torch.cat([tokens[order], step], dim=1)
                 out.update(zip(chunk, totals))
         return np.array([out[k] for k in unique.tolist()])
-
-    @staticmethod
-    def _chunks(src, tgt, unique, max_nodes: int) -> List[List[int]]:
-        """The prefix tree's chunks of the pairs ``unique``: grouped by input, inputs of
-        similar length together (little padding in the encoder and attention), at most
-        ``max_nodes`` pairs each."""
-        by_source: Dict[object, List[int]] = {}
-        for k in unique.tolist():
-            by_source.setdefault(None if src is None else id(src[k]), []).append(k)
-        groups = list(by_source.values())
-        if src is not None:
-            groups.sort(key=lambda members: len(src[members[0]]))
-        chunks: List[List[int]] = [[]]
-        for members in groups:
-            for start in range(0, len(members), max_nodes):
-                part = members[start : start + max_nodes]
-                if chunks[-1] and len(chunks[-1]) + len(part) > max_nodes:
-                    chunks.append([])
-                chunks[-1].extend(part)
-        return chunks
 
     def _reorder_state(self, state: Dict, order) -> None:
         """The decoder's incremental ``state`` reordered to the rows ``order`` (int64[rows]).

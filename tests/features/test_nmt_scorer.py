@@ -13,6 +13,7 @@ from tests.conftest import needs  # noqa: E402
 pytestmark = needs("nmt")
 
 from rerank.errors import InputError  # noqa: E402
+from rerank.features.prefix_tree import prefix_nodes, prefix_sharing, tree_pays  # noqa: E402
 from rerank.features.scorer import make_scorer  # noqa: E402
 from rerank.nbest import NBestList  # noqa: E402
 from rerank.textio import read_lines  # noqa: E402
@@ -276,7 +277,7 @@ def test_prefix_tree_equals_whole_sequences(tiny, kind):
     whole = scorer._score_sequences(src_ids, tgt_ids, unique)
     tree = scorer._score_prefix_tree(src_ids, tgt_ids, unique, max_nodes=7)  # several chunks
     assert tree == pytest.approx(whole, abs=1e-4)
-    sharing = scorer.prefix_sharing(src_ids, tgt_ids, unique)
+    sharing = prefix_sharing(src_ids, tgt_ids, unique)
     if kind in ("forward", "lm"):  # these variants share prefixes (reversed, they share suffixes)
         assert sharing < 0.8
     if kind.startswith("backward"):  # every hypothesis is a different input: nothing to share
@@ -440,7 +441,7 @@ def test_the_prefix_tree_reorders_the_cross_attention_of_a_level_as_wide_as_the_
     whole = scorer._score_sequences(src_ids, tgt_ids, unique)
     assert scorer._score_prefix_tree(src_ids, tgt_ids, unique) == pytest.approx(whole, abs=1e-4)
     assert scorer.score_pairs(inputs, hyps)[0] == pytest.approx(whole, abs=1e-4)
-    # which path score_pairs takes under a transformer (TREE_CALL_ROWS = 128 rows a level):
+    # which path score_pairs takes under a transformer (prefix_tree.TREE_CALL_ROWS = 128 a level):
     # 600 hypotheses of one source sharing 10 words, then 25 × 24 pairs of words: 13 tokens
     # each with </s>, 7,800 in all; 1 + 10 + 25 + 600 distinct prefixes; 13 levels: the tree
     # saves 7,164 rows for 1,664
@@ -452,15 +453,15 @@ def test_the_prefix_tree_reorders_the_cross_attention_of_a_level_as_wide_as_the_
     tgt_ids, src_ids = scorer._ids(hyps, scorer.tgt_dict), scorer._ids([a] * len(hyps), scorer.src_dict)
     unique = np.arange(len(hyps))
     distinct = {(id(src_ids[k]), tuple(tgt_ids[k].tolist()[:t])) for k in unique for t in range(len(tgt_ids[k]))}
-    assert scorer.prefix_nodes(src_ids, tgt_ids, unique) == len(distinct) == 636
-    assert scorer._tree_pays(src_ids, tgt_ids, unique)
+    assert prefix_nodes(src_ids, tgt_ids, unique) == len(distinct) == 636
+    assert tree_pays(scorer.model.decoder, src_ids, tgt_ids, unique, scorer.max_nodes)
     # 5 targets of 300 tokens drawn at random: the tree's 301 levels would save a few rows
     rng = np.random.default_rng(0)
     long = [" ".join(rng.choice(vocabulary, 300)) for _ in range(5)]
     inputs = [a, b, a, b, a]
     tgt_ids, src_ids = scorer._ids(long, scorer.tgt_dict), scorer._ids(inputs, scorer.src_dict)
     unique = np.arange(len(long))
-    assert not scorer._tree_pays(src_ids, tgt_ids, unique)
+    assert not tree_pays(scorer.model.decoder, src_ids, tgt_ids, unique, scorer.max_nodes)
     whole = scorer._score_sequences(src_ids, tgt_ids, unique)
     assert scorer.score_pairs(inputs, long)[0] == pytest.approx(whole, abs=1e-4)
     assert scorer._score_prefix_tree(src_ids, tgt_ids, unique) == pytest.approx(whole, abs=1e-3)
