@@ -67,6 +67,8 @@ def tree_pays(decoder, src, tgt, unique, max_nodes: int) -> bool:
     longest target), each costing :data:`TREE_CALL_ROWS` rows."""
     if getattr(decoder, "embed_positions", None) is None:
         return True
-    saved = sum(len(tgt[k]) for k in unique.tolist()) - prefix_nodes(src, tgt, unique)
+    tokens = sum(len(tgt[k]) for k in unique.tolist())
     levels = sum(max(len(tgt[k]) for k in chunk) for chunk in tree_chunks(src, tgt, unique, max_nodes))
-    return saved > TREE_CALL_ROWS * levels
+    if tokens <= TREE_CALL_ROWS * levels:  # it cannot save that many rows: no trie to build
+        return False
+    return tokens - prefix_nodes(src, tgt, unique) > TREE_CALL_ROWS * levels

@@ -71,5 +71,5 @@ def test_the_table_gives_min_median_ratio_peak_and_differences(tmp_path):
     assert "| comet-22 | 2 × 3 | 10.0 / 12.0 | 20.0 / 30.0 | 0.4 |" in text
     assert "no peer python" in text
     assert comet["rerank"]["per_1000_sentences"] == 6000  # 12 s for 2 sentences
-    assert "| comet-22 | 3 | 6,000 | 4.0 | 15,000 |" in text
+    assert "| comet-22 | 3 | 2 | 6,000 | 4.0 | 15,000 |" in text
     assert text == open(os.path.join(work, "real_sizes.md"), encoding="utf-8").read()
