@@ -508,7 +508,7 @@ def job_generate(job: Dict[str, Any]) -> Dict[str, Any]:
             handle.writelines(line + "\n" for line in sources)
         nbest = os.path.join(job["tmp"], "out.nbest")
         sampling = Sampling.parse(SAMPLING if s["kind"] == "hf" else CT2_SAMPLING) if s["mode"] == "sample" else None
-        generate_file(
+        record = generate_file(
             _spec(s["kind"], path, job["model"], s.get("ct", ""), s.get("dtype", "")),
             source,
             nbest,
@@ -565,7 +565,10 @@ def job_generate(job: Dict[str, Any]) -> Dict[str, Any]:
         strip = 1 if prefix else 0
         best = [tok.convert_tokens_to_string(r.hypotheses[0][strip:]) for r in results]
         hyps = sum(len(r.hypotheses) for r in results)
-    return {"seconds": time.perf_counter() - began, "hypotheses": hyps, "best": best}
+    result = {"seconds": time.perf_counter() - began, "hypotheses": hyps, "best": best}
+    if job["engine"] == "rerank":  # how many candidates kept the search's score (the rest forced-decoded)
+        result["scores_from_search"] = record["scores_from_search"]
+    return result
 
 
 def _pairs(job: Dict[str, Any]) -> Tuple[List[str], List[str], List[str]]:

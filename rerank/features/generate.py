@@ -158,6 +158,8 @@ def _ct2_candidates(
     source_tokens = scorer.source_tokens(sources)
     start = scorer.target_prefix  # NLLB, M2M100: the target language's token, fed first
     if sampling is None:
+        # sentences per batch within the logits budget, as forced decoding's: beam × vocabulary
+        # scores a step each (NLLB's 256,206 tokens at beam 20: 13 sentences; Marian's: batch)
         results = scorer.model.translate_batch(
             source_tokens,
             target_prefix=[start] * len(source_tokens) if start else None,
@@ -165,7 +167,7 @@ def _ct2_candidates(
             num_hypotheses=nbest,
             max_decoding_length=max_length,
             length_penalty=1.0,
-            max_batch_size=scorer.batch,
+            max_batch_size=scorer.rows_within(max(beam, nbest), scorer.vocabulary_size),
             return_scores=True,
             return_end_token=True,
         )
@@ -339,7 +341,7 @@ def generate_file(
     generate = GENERATORS[kind]
     names = [scorer.name, f"{scorer.name}Norm"]
     info = ListInfo(names[1], {"beam": names}, True)
-    hypotheses = 0
+    hypotheses = searched = 0
     members: List[int] = []
     with StagedOutputs() as staged:
         best_file = staged.open(out_1best) if out_1best is not None else contextlib.nullcontext(io.StringIO())
@@ -353,6 +355,7 @@ def generate_file(
                 members += range(start, start + len(part))
                 best.write("".join(block.hypotheses[o] + "\n" for o in block.offsets[:-1]))
                 hypotheses += len(block.hypotheses)
+                searched += sum(k is not None for row in known or [] for k in row)
         record = {
             "model": model,
             "model_files": file_digests(model),
@@ -366,6 +369,8 @@ def generate_file(
             "devices": {"device": devices.device, "dtype": devices.dtype},
             "segments": len(members),
             "hypotheses": hypotheses,
+            # candidates whose NAME the search gave (CTranslate2's beam), the rest forced-decoded
+            "scores_from_search": searched,
             "features": names,
             "seconds": round(time.perf_counter() - began, 3),
         }

@@ -735,6 +735,41 @@ def test_ct2_beam_search_scores_stand_for_forced_decoding_where_it_sees_the_same
     listing = read_nbest(out)
     rescored = make_scorer(spec, CPU).score(listing, sources, None)
     assert np.allclose(rescored["CT2"], listing.features[:, 0], atol=1e-4)
+    # the signature counts the candidates whose sum the search gave
+    with open(out + ".json", encoding="utf-8") as handle:
+        assert json.load(handle)["scores_from_search"] == len(reused)
+
+
+def test_ct2_beam_search_batches_sentences_within_the_logits_budget(models, tmp_path, monkeypatch):
+    """Issue 91: `rerank generate ct2:` gives CTranslate2's beam search as many sentences per
+    batch as keep beam × vocabulary scores a step within forced decoding's logits budget
+    (NLLB-600M at beam 20 held 5.5 GB in batches of 25 sentences, 3.2 GB in one); the
+    candidates are those of larger batches."""
+    from rerank.features import hf_scorer
+    from rerank.features.generate import _ct2_candidates
+
+    scorer = make_scorer(f"ct2:{convert_ct2(models['marian'], str(tmp_path / 'ct2'))},compute_type=float32", CPU)
+    scorer.progress = False
+    sources = SOURCES + ["a girl runs on the beach .", "three people sit at a table .", "a black dog ."]
+    wide, _ = _ct2_candidates(scorer, sources, 4, 5, None, 12)
+
+    class Spy:
+        def __init__(self, model):
+            self.model, self.sizes = model, []
+
+        def translate_batch(self, *args, **kwargs):
+            self.sizes.append(kwargs["max_batch_size"])
+            return self.model.translate_batch(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.model, name)
+
+    monkeypatch.setattr(hf_scorer, "LOGIT_CELLS", 2 * 5 * scorer.vocabulary_size + 1)  # 2 sentences at beam 5
+    spy = Spy(scorer.model)
+    monkeypatch.setattr(scorer, "model", spy)
+    narrow, _ = _ct2_candidates(scorer, sources, 4, 5, None, 12)
+    assert spy.sizes == [2]
+    assert narrow == wide
 
 
 def test_int8_quantises_the_models_linear_layers_for_forced_decoding_and_generation(models, tmp_path):

@@ -332,3 +332,33 @@ def test_a_scorer_ctranslate2_cannot_convert_stays_with_fairseq(transformer, tmp
     assert not (system / "models" / "10-nmt-ct2").exists()
     result = translate(str(system), str(transformer["raw"]), str(tmp_path / "o"), tokenized=True, say=lambda t: None)
     assert "step1 (nmt)" in result["stages"]
+
+
+def test_bench_generate_trained_compares_the_same_search_through_rerank_and_ctranslate2(transformer, tmp_path):
+    """benchmarks/bench_generate_trained.py (issue 91): a packed system's generator converted to
+    CTranslate2 decodes the raw sources through ``rerank generate ct2:`` and through
+    ``translate_batch`` directly; the two give the same candidates for every sentence, and the
+    report counts them, and those whose score the search gave, from the list rerank wrote."""
+    import sys
+
+    from tests.conftest import ROOT
+
+    root = transformer["root"]
+    system = tmp_path / "system"
+    argv = ["pack-system", "--nbest", str(root / "val.full.nbest"), "--weights", str(root / "w.json")]
+    assert main(argv + ["--out", str(system)]) == 0
+    sys.path.insert(0, os.path.join(str(ROOT), "benchmarks"))
+    try:
+        import bench_generate_trained
+    finally:
+        sys.path.remove(os.path.join(str(ROOT), "benchmarks"))
+    out = tmp_path / "report.json"
+    argv = ["--system", str(system), "--input", str(transformer["raw"]), "--sentences", "5", "--nbest", "3"]
+    argv += ["--runs", "1", "--compute-type", "float32", "--work", str(tmp_path / "work"), "--json", str(out)]
+    assert bench_generate_trained.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["sentences"] == 5 and report["hypotheses"] == 15
+    assert report["same_candidate_sets"] == 5  # rerank's list is CTranslate2's own 3-best
+    assert 0 <= report["scores_from_search"] <= 15
+    assert [len(report["seconds"][e]) for e in ("rerank", "ctranslate2")] == [1, 1]
+    assert os.path.exists(tmp_path / "work" / "ct2" / "model.bin")
