@@ -395,12 +395,23 @@ def merge_shards(paths: Sequence[str], out: str) -> int:
         )
         if "segments" in first_record:
             record["segments"] = total
+        if "scores_from_search" in first_record:  # rerank generate's count: the shards' sum
+            record["scores_from_search"] = sum(r.get("scores_from_search", 0) for _, r, _ in ordered)
         write_list_info(outputs.signature(out), read_list_info(first_path), record)
     return total if isinstance(total, int) else len(owners)
 
 
 #: signature entries of a shard that are its own, not the run's
-_SHARD_OWN = ("shard", "signature", "hypotheses", "seconds", "scorer_seconds", "segments", "input")
+_SHARD_OWN = (
+    "shard",
+    "signature",
+    "hypotheses",
+    "seconds",
+    "scorer_seconds",
+    "segments",
+    "input",
+    "scores_from_search",
+)
 #: the settings that the shards of one run share (paths and devices may differ between machines)
 _SHARD_SETTINGS = (
     "scorers",

@@ -738,6 +738,20 @@ def test_ct2_beam_search_scores_stand_for_forced_decoding_where_it_sees_the_same
     # the signature counts the candidates whose sum the search gave
     with open(out + ".json", encoding="utf-8") as handle:
         assert json.load(handle)["scores_from_search"] == len(reused)
+    # in shards (a chunk of one sentence each), the merged list's count is the unsharded run's
+    one = ["--chunk-sentences", "1"]
+    unsharded = str(tmp_path / "one.nbest")
+    assert main(argv + one + ["--out-nbest", unsharded, "--out-1best", str(tmp_path / "one.1best")]) == 0
+    for k in range(2):
+        shard = ["--num-shards", "2", "--shard-id", str(k), "--out-1best", str(tmp_path / f"s{k}.1best")]
+        assert main(argv + one + shard + ["--out-nbest", str(tmp_path / f"s{k}.nbest")]) == 0
+    merged = str(tmp_path / "merged.nbest")
+    assert main(["merge", str(tmp_path / "s0.nbest"), str(tmp_path / "s1.nbest"), "--out", merged]) == 0
+    counts = [
+        json.loads(open(path + ".json", encoding="utf-8").read())["scores_from_search"] for path in (unsharded, merged)
+    ]
+    shards = [json.loads(open(str(tmp_path / f"s{k}.nbest.json"), encoding="utf-8").read()) for k in range(2)]
+    assert counts[0] == counts[1] == sum(s["scores_from_search"] for s in shards)
 
 
 def test_ct2_beam_search_batches_sentences_within_the_logits_budget(models, tmp_path, monkeypatch):
