@@ -338,7 +338,7 @@ def test_bench_generate_trained_compares_the_same_search_through_rerank_and_ctra
     """benchmarks/bench_generate_trained.py (issue 91): a packed system's generator converted to
     CTranslate2 decodes the raw sources through ``rerank generate ct2:`` and through
     ``translate_batch`` directly; the two give the same candidates for every sentence, and the
-    report counts them, and those whose score the search gave, from the list rerank wrote."""
+    report counts them from the list rerank wrote."""
     import sys
 
     from tests.conftest import ROOT
@@ -359,6 +359,5 @@ def test_bench_generate_trained_compares_the_same_search_through_rerank_and_ctra
     report = json.loads(out.read_text())
     assert report["sentences"] == 5 and report["hypotheses"] == 15
     assert report["same_candidate_sets"] == 5  # rerank's list is CTranslate2's own 3-best
-    assert 0 <= report["scores_from_search"] <= 15
     assert [len(report["seconds"][e]) for e in ("rerank", "ctranslate2")] == [1, 1]
     assert os.path.exists(tmp_path / "work" / "ct2" / "model.bin")
