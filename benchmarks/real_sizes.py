@@ -760,7 +760,14 @@ def sitting(args) -> None:
     os.makedirs(os.path.join(work, "runs"), exist_ok=True)
     os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
     models = args.models or os.path.join(work, "models")
-    build(models)
+    # built in a process of its own, never in this one: on Linux a child's peak resident memory
+    # (wait4's ru_maxrss) starts at its parent's resident memory when it was forked, so a sitting
+    # that had built NLLB-600M itself gave every run its 4.7 GB as a floor
+    subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--build-only", "--models", os.path.abspath(models)],
+        check=True,
+        cwd=ROOT,
+    )
     cases = args.cases.split(",") if args.cases else list(CASES)
     for case in cases:
         if case not in CASES:

@@ -73,3 +73,28 @@ def test_the_table_gives_min_median_ratio_peak_and_differences(tmp_path):
     assert comet["rerank"]["per_1000_sentences"] == 6000  # 12 s for 2 sentences
     assert "| comet-22 | 3 | 2 | 6,000 | 4.0 | 15,000 |" in text
     assert text == open(os.path.join(work, "real_sizes.md"), encoding="utf-8").read()
+
+
+def test_the_sitting_builds_the_models_in_a_process_of_its_own(tmp_path, monkeypatch):
+    # on Linux a child's peak (wait4's ru_maxrss) starts at its parent's resident memory at the
+    # fork: a sitting that built NLLB-600M in its own process gave every run 4.7 GB as a floor
+    import subprocess
+
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(real_sizes.subprocess, "run", run)
+    monkeypatch.setattr(
+        real_sizes, "build", lambda models: pytest.fail("the models were built in the sitting's process")
+    )
+    jobs = []
+    monkeypatch.setattr(real_sizes, "_child", lambda python, job, work, timeout=0: jobs.append(job) or {"error": "x"})
+    real_sizes.main(["--work", str(tmp_path), "--cases", "score-hf-marian", "--size", "1x2", "--runs", "1"])
+    script = os.path.abspath(real_sizes.__file__)
+    assert commands == [[sys.executable, script, "--build-only", "--models", str(tmp_path / "models")]]
+    assert [(job["engine"], job["sentences"], job["candidates"]) for job in jobs] == [("rerank", 1, 2), ("peer", 1, 2)]
+    record = json.load(open(tmp_path / "runs" / "score-hf-marian-1x2-peer-r1.json", encoding="utf-8"))
+    assert record["error"] == "x" and record["engine"] == "peer"
